@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# distrun itself (editable) with its test extras: pytest, hypothesis, torch 2.13.0 (CPU).
+set -euo pipefail
+cd "$DISTRUN_REPO"
+if ! python3 -c "import distrun, pytest, hypothesis, torch, numpy" 2>/dev/null \
+   || [ "$(python3 -c 'import distrun,os;print(os.path.dirname(distrun.__file__))')" != "$DISTRUN_REPO/src/distrun" ]; then
+    python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+fi

@@ -1,0 +1,35 @@
+"""Planning: pure functions from a validated job and its placement to a `LaunchPlan`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from distrun.errors import DistrunError
+from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
+from distrun.spec.models import JobSpec
+
+Planner = Callable[[JobSpec, Placement, Bindings], LaunchPlan]
+
+
+def _planner(kind: str) -> Planner:
+    # One module per distribution type; imported on demand to keep the CLI start fast.
+    if kind in ("pytorch", "none"):
+        from distrun.plan.pytorch import plan_pytorch
+
+        return plan_pytorch
+    raise DistrunError(
+        f"distribution type {kind!r} validates but distrun cannot launch it yet",
+        "use type: pytorch, or run the framework's own launcher under type: pytorch with process_count_per_instance: 1",
+    )
+
+
+def task_port_count(job: JobSpec) -> int:
+    """How many per-task ports a job needs besides MASTER_PORT (the backend finds them)."""
+    return 0
+
+
+def build_plan(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
+    return _planner(job.distribution_type or "none")(job, placement, bindings)
+
+
+__all__ = ["Bindings", "LaunchPlan", "NodePlan", "Placement", "ProcessSpec", "build_plan", "task_port_count"]

@@ -1,0 +1,81 @@
+"""The launch plan: every process of a job, where it runs, and exactly what it gets.
+
+Plain frozen dataclasses, built by pure functions (`distrun.plan.build`) and read by the
+node agent and the backends. `to_dict` gives the JSON `distrun plan --output json` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Facts about where a job runs, decided by the backend before planning."""
+
+    hosts: tuple[str, ...]  # one address per node, node rank order
+    master_port: int
+    job_dir: str  # absolute job folder; the code snapshot is `<job_dir>/code`
+    run_id: str
+    task_ports: tuple[int, ...] = ()  # one per task where a framework needs one (TensorFlow)
+    simulated: bool = False  # local compute: nodes are simulated on one machine
+
+    @property
+    def master_addr(self) -> str:
+        return self.hosts[0]
+
+
+@dataclass(frozen=True)
+class Bindings:
+    """What `${{inputs.X}}` / `${{outputs.X}}` become, after the backend placed the data."""
+
+    inputs: dict[str, str] = field(default_factory=dict)  # literal text or absolute path
+    outputs: dict[str, str] = field(default_factory=dict)  # absolute folder or file path
+    input_paths: dict[str, str] = field(default_factory=dict)  # data inputs only
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process of the job."""
+
+    name: str  # unique: rank_0, worker_1, ps_0, chief_0, mpi_launcher
+    role: str  # rank | worker | chief | ps | launcher
+    index: int  # index within the role
+    node_rank: int
+    local_rank: int
+    rank: int | None  # global rank where the framework has one
+    argv: tuple[str, ...]
+    env: dict[str, str]  # set for this process, over the inherited environment
+    env_defaults: dict[str, str]  # set only when the inherited environment lacks them
+    cwd: str
+    log_name: str  # file name under user_logs/
+    label: str  # stream prefix, e.g. "0/1" (node/rank) or "worker 1"
+    auxiliary: bool = False  # stopped by distrun when the others finish (TF parameter servers)
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    node_rank: int
+    host: str
+    processes: tuple[ProcessSpec, ...]
+    files: dict[str, str] = field(default_factory=dict)  # job-relative path -> content (hostfiles)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    job_name: str
+    distribution: str  # pytorch | tensorflow | mpi | none
+    command: str  # the rendered command every process runs under the shell
+    world_size: int
+    master_addr: str
+    master_port: int
+    nodes: tuple[NodePlan, ...]
+    notes: tuple[str, ...] = ()  # one-line facts the user should see once
+
+    def processes(self) -> Iterator[ProcessSpec]:
+        for node in self.nodes:
+            yield from node.processes
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)

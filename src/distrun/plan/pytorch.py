@@ -1,0 +1,81 @@
+"""Per-process launch for `type: pytorch` (and jobs with no distribution).
+
+M nodes x N processes: WORLD_SIZE = M*N, RANK = NODE_RANK*N + LOCAL_RANK. The node-level
+variables (MASTER_ADDR, MASTER_PORT, NODE_RANK) are also what a per-node `torchrun` command
+needs, so the per-node form is this plan with N = 1.
+"""
+
+from __future__ import annotations
+
+from distrun.plan.common import code_dir, job_env, process_log_name, rendered_command, shell_argv
+from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
+from distrun.spec.models import JobSpec
+
+
+def rank_of(node_rank: int, local_rank: int, per_node: int) -> int:
+    return node_rank * per_node + local_rank
+
+
+def plan_pytorch(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
+    per_node = getattr(job.distribution, "process_count_per_instance", 1)
+    node_count = len(placement.hosts)
+    world = node_count * per_node
+    command = rendered_command(job, bindings)
+    argv = shell_argv(command)
+    base = job_env(job, placement, bindings)
+    base.update(
+        {
+            "MASTER_ADDR": placement.master_addr,
+            "MASTER_PORT": str(placement.master_port),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(per_node),
+            "GROUP_WORLD_SIZE": str(node_count),
+            "ROLE_WORLD_SIZE": str(world),
+        }
+    )
+    # torchrun's habit: one OpenMP thread per process when several share a node.
+    defaults = {"OMP_NUM_THREADS": "1"} if per_node > 1 else {}
+    cwd = code_dir(placement)
+    nodes = []
+    for node_rank, host in enumerate(placement.hosts):
+        procs = []
+        for local_rank in range(per_node):
+            rank = rank_of(node_rank, local_rank, per_node)
+            env = dict(base)
+            env.update(
+                {
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(local_rank),
+                    "NODE_RANK": str(node_rank),
+                    "GROUP_RANK": str(node_rank),
+                    "ROLE_RANK": str(rank),
+                    "AZUREML_CR_NODE_RANK": str(node_rank),
+                    "AZUREML_PROCESS_NAME": f"rank_{rank}",
+                }
+            )
+            procs.append(
+                ProcessSpec(
+                    name=f"rank_{rank}",
+                    role="rank",
+                    index=rank,
+                    node_rank=node_rank,
+                    local_rank=local_rank,
+                    rank=rank,
+                    argv=argv,
+                    env=env,
+                    env_defaults=defaults,
+                    cwd=cwd,
+                    log_name=process_log_name(rank),
+                    label=f"{node_rank}/{rank}",
+                )
+            )
+        nodes.append(NodePlan(node_rank=node_rank, host=host, processes=tuple(procs)))
+    return LaunchPlan(
+        job_name=placement.run_id,
+        distribution=job.distribution_type or "none",
+        command=command,
+        world_size=world,
+        master_addr=placement.master_addr,
+        master_port=placement.master_port,
+        nodes=tuple(nodes),
+    )

@@ -1,0 +1,301 @@
+"""The job model: one normalized description of a distributed command job.
+
+It follows Azure ML's CLI v2 command-job schema (see docs/azureml-compat in the README):
+every top-level key loads; nested objects reject unknown keys. Older spellings (the 2021
+preview form, the seed draft's `distributed:` section) are rewritten into this shape by
+`distrun.spec.normalize` before validation, so everything after the loader sees one model.
+
+distrun extensions are marked as such in their field descriptions.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+
+NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+JOB_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$"
+
+# Variables that distrun computes for every process. Setting one by hand would silently
+# mis-wire the gang, so it is an error; MASTER_PORT is the exception: it pins the port.
+RESERVED_ENV_VARS = frozenset(
+    {
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "NODE_RANK",
+        "GROUP_RANK",
+        "ROLE_RANK",
+        "GROUP_WORLD_SIZE",
+        "ROLE_WORLD_SIZE",
+        "MASTER_ADDR",
+        "AZUREML_CR_NODE_RANK",
+        "AZUREML_PROCESS_NAME",
+        "AZUREML_NODE_COUNT",
+        "AZUREML_RUN_ID",
+        "AZ_BATCH_HOST_LIST",
+        "AZ_BATCH_MASTER_NODE",
+        "AZ_BATCHAI_MPI_MASTER_NODE",
+        "AZUREML_MPI_HOSTFILE",
+        "TF_CONFIG",
+        "DISTRUN_JOB_NAME",
+    }
+)
+RESERVED_ENV_PREFIXES = ("OMPI_COMM_WORLD_", "DISTRUN_")
+
+
+class StrictModel(BaseModel):
+    """Nested objects of a job reject keys they do not know (Azure ML does the same)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+
+
+# ---------------------------------------------------------------- distribution
+
+
+class PyTorchDistribution(StrictModel):
+    type: Literal["pytorch"] = "pytorch"
+    process_count_per_instance: int = Field(1, ge=1, description="processes per node")
+
+
+class ParameterServerSettings(StrictModel):
+    environment_variables: dict[str, str] = Field(default_factory=dict)
+    environment: Any = None
+    resource_limits: dict[str, Any] | None = None
+
+    @field_validator("environment_variables", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return _stringify_env(value)
+
+
+class TensorFlowDistribution(StrictModel):
+    type: Literal["tensorflow"] = "tensorflow"
+    worker_count: int | None = Field(None, ge=1, description="default: resources.instance_count")
+    parameter_server_count: int = Field(0, ge=0)
+    chief_count: int = Field(
+        0,
+        ge=0,
+        le=1,
+        description="distrun extension: 1 adds a `chief` task (TF2 ParameterServerStrategy's coordinator)",
+    )
+    parameter_server: ParameterServerSettings | None = Field(
+        None, description="distrun extension (from the seed draft): settings for ps tasks only"
+    )
+
+
+class MpiDistribution(StrictModel):
+    type: Literal["mpi"] = "mpi"
+    process_count_per_instance: int = Field(1, ge=1)
+    mpirun_args: list[str] = Field(
+        default_factory=list, description="distrun extension: extra flags placed after `mpirun`"
+    )
+    launcher_resources: dict[str, Any] | None = Field(
+        None, description="from the seed draft's distributed.mpi.launcher.resources; kept for backends"
+    )
+
+
+class RayDistribution(StrictModel):
+    type: Literal["ray"] = "ray"
+    port: int | None = Field(None, ge=1, le=65535)
+    address: str | None = None
+    include_dashboard: bool | None = None
+    dashboard_port: int | None = Field(None, ge=1, le=65535)
+    head_node_additional_args: str | None = None
+    worker_node_additional_args: str | None = None
+
+
+Distribution = Annotated[
+    PyTorchDistribution | TensorFlowDistribution | MpiDistribution | RayDistribution,
+    Field(discriminator="type"),
+]
+DISTRIBUTION_TYPES = ("pytorch", "tensorflow", "mpi", "ray")
+
+# ---------------------------------------------------------------- inputs / outputs
+
+DATA_TYPES = ("uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model", "triton_model")
+
+
+class DataInput(StrictModel):
+    type: Literal["uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model", "triton_model"] = "uri_folder"
+    path: str
+    mode: Literal["ro_mount", "rw_mount", "download", "direct", "eval_mount", "eval_download"] = "ro_mount"
+    description: str | None = None
+    optional: bool | None = None
+    datastore: str | None = None
+
+
+class LiteralInput(StrictModel):
+    """`{value: ...}` form of a literal input (also `type: string|integer|number|boolean`)."""
+
+    type: Literal["string", "integer", "number", "boolean"] | None = None
+    value: str | bool | int | float | None = None
+    default: str | bool | int | float | None = None
+    description: str | None = None
+    optional: bool | None = None
+
+
+LITERAL_INPUT_TYPES = ("string", "integer", "number", "boolean")
+
+
+def _input_kind(value: Any) -> str | None:
+    """Which form an input takes; None (an error) for lists and other shapes."""
+    if isinstance(value, (bool, int, float, str)):
+        return "literal"
+    if isinstance(value, DataInput):
+        return "data"
+    if isinstance(value, LiteralInput):
+        return "literal_object"
+    if isinstance(value, dict):
+        if "value" in value or "default" in value or value.get("type") in LITERAL_INPUT_TYPES:
+            return "literal_object"
+        return "data"
+    return None
+
+
+InputValue = Annotated[
+    Annotated[bool | int | float | str, Tag("literal")]
+    | Annotated[DataInput, Tag("data")]
+    | Annotated[LiteralInput, Tag("literal_object")],
+    Discriminator(
+        _input_kind,
+        custom_error_type="input_shape",
+        custom_error_message="an input is a literal (string, number, boolean) or an object "
+        "{type: uri_file|uri_folder, path: ..., mode: ...}",
+    ),
+]
+
+
+class OutputSpec(StrictModel):
+    type: Literal["uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model", "triton_model"] = "uri_folder"
+    mode: Literal["rw_mount", "upload", "direct"] = "rw_mount"
+    path: str | None = None
+    description: str | None = None
+    name: str | None = None
+    version: str | None = None
+
+
+# ---------------------------------------------------------------- resources, limits, env
+
+
+class ResourceConfiguration(StrictModel):
+    instance_count: int = Field(1, ge=1)
+    instance_type: str | None = None
+    shm_size: str | None = Field(None, pattern=r"^\d+[bkmgBKMG]?$")
+    docker_args: str | None = None
+    properties: dict[str, Any] | None = None
+    locations: list[str] | None = None
+    max_instance_count: int | None = Field(None, ge=1)
+
+
+class JobLimits(StrictModel):
+    timeout: float | None = Field(None, gt=0, description="seconds; the job fails when reached")
+    grace_period: float | None = Field(
+        None, ge=0, description="distrun extension: seconds between SIGTERM and SIGKILL (default 10)"
+    )
+
+
+class BuildContext(StrictModel):
+    path: str | None = None
+    dockerfile_path: str | None = None
+
+
+class EnvironmentSpec(StrictModel):
+    """An inline environment; on local compute distrun runs in the current Python."""
+
+    name: str | None = None
+    version: str | None = None
+    image: str | None = None
+    conda_file: str | dict[str, Any] | None = None
+    build: BuildContext | None = None
+    os_type: str | None = None
+    description: str | None = None
+    tags: dict[str, str] | None = None
+    inference_config: dict[str, Any] | None = None
+
+
+def _stringify_env(value: Any) -> Any:
+    """YAML gives numbers and booleans; environment variables are strings."""
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if isinstance(item, bool):
+            out[key] = "true" if item else "false"
+        elif isinstance(item, (int, float)):
+            out[key] = str(item)
+        elif item is None:
+            out[key] = ""
+        else:
+            out[key] = item
+    return out
+
+
+# ---------------------------------------------------------------- the job
+
+
+class JobSpec(StrictModel):
+    """An Azure ML CLI v2 command job, as distrun runs it."""
+
+    schema_: str | None = Field(None, alias="$schema")
+    type: Literal["command"] = "command"
+    name: str | None = Field(None, pattern=JOB_NAME_PATTERN)
+    display_name: str | None = None
+    experiment_name: str | None = None
+    description: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    properties: dict[str, Any] = Field(default_factory=dict)
+    command: str = Field(min_length=1)
+    code: str | None = None
+    environment: str | EnvironmentSpec | None = None
+    environment_variables: dict[str, str] = Field(default_factory=dict)
+    inputs: dict[str, InputValue] = Field(default_factory=dict)
+    outputs: dict[str, OutputSpec | None] = Field(default_factory=dict)
+    compute: str | None = None
+    resources: ResourceConfiguration = Field(default_factory=ResourceConfiguration)
+    limits: JobLimits = Field(default_factory=JobLimits)
+    distribution: Distribution | None = None
+    services: dict[str, Any] | None = None
+    identity: dict[str, Any] | None = None
+    queue_settings: dict[str, Any] | None = None
+
+    @field_validator("environment_variables", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return _stringify_env(value)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _stringify_tags(cls, value: Any) -> Any:
+        return _stringify_env(value)
+
+    @field_validator("distribution", mode="before")
+    @classmethod
+    def _lowercase_type(cls, value: Any) -> Any:
+        # Azure ML compares distribution types case-insensitively (PyTorch, MPI, ...).
+        if isinstance(value, dict) and isinstance(value.get("type"), str):
+            value = {**value, "type": value["type"].lower()}
+        return value
+
+    @field_validator("inputs", "outputs")
+    @classmethod
+    def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not re.match(NAME_PATTERN, key):
+                raise ValueError(
+                    f"name {key!r} is not allowed: use letters, digits and _ and do not start with a digit"
+                )
+        return value
+
+    # ------------------------------------------------------------ derived facts
+
+    @property
+    def node_count(self) -> int:
+        return self.resources.instance_count
+
+    @property
+    def distribution_type(self) -> str | None:
+        return self.distribution.type if self.distribution else None

@@ -1,0 +1,241 @@
+"""Rewrite older job spellings into the CLI v2 shape before validation.
+
+Three forms load into the one model:
+- CLI v2 (the reference form): untouched.
+- The 2021 preview: `code: {local_path}`, `compute: {target, instance_count}`,
+  `environment: {docker: {image}}`, `distribution.process_count` (a total), `{inputs.x}`.
+- The seed draft: a `distributed:` section (`mpi.worker.count`, `slots_per`,
+  `launcher.resources`, `pytorch.worker.count`, `tensorflow.worker/parameter_server`) and
+  `compute: {infrastructure, instance_type, target}`.
+
+Values a newer key already gives win over the older spelling; positions follow the values.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from distrun.errors import Problem, ValidationError
+from distrun.spec.source_map import SourceMap
+
+_SINGLE_BRACE = re.compile(r"(?<![\$\{])\{((?:inputs|outputs)\.[A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+
+
+def normalize(data: Any, smap: SourceMap) -> Any:
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    _code(data, smap)
+    _environment(data, smap)
+    _compute(data, smap)
+    _distributed(data, smap)
+    _process_count_total(data, smap)
+    if isinstance(data.get("command"), str):
+        data["command"] = _SINGLE_BRACE.sub(r"${{\1}}", data["command"])
+    return data
+
+
+def _code(data: dict[str, Any], smap: SourceMap) -> None:
+    code = data.get("code")
+    if isinstance(code, dict) and set(code) <= {"path", "local_path"} and code:
+        key = "path" if "path" in code else "local_path"
+        smap.move(("code", key), ("code",))
+        data["code"] = code[key]
+
+
+def _environment(data: dict[str, Any], smap: SourceMap) -> None:
+    env = data.get("environment")
+    if isinstance(env, dict) and isinstance(env.get("docker"), dict):
+        docker = env["docker"]
+        rest = {k: v for k, v in env.items() if k != "docker"}
+        if "image" in docker:
+            smap.move(("environment", "docker", "image"), ("environment", "image"))
+            rest.setdefault("image", docker["image"])
+        if "build" in docker:
+            smap.move(("environment", "docker", "build"), ("environment", "build"))
+            rest.setdefault("build", docker["build"])
+        data["environment"] = rest
+
+
+def _resources(data: dict[str, Any]) -> dict[str, Any]:
+    res = data.get("resources")
+    if not isinstance(res, dict):
+        res = {} if res is None else res
+        data["resources"] = res
+    return res
+
+
+def _compute(data: dict[str, Any], smap: SourceMap) -> None:
+    compute = data.get("compute")
+    if not isinstance(compute, dict):
+        return
+    known = {"target", "instance_count", "node_count", "instance_type", "infrastructure", "type"}
+    unknown = sorted(set(compute) - known)
+    if unknown:
+        return  # leave it: validation reports compute as the wrong type, with its position
+    res = _resources(data)
+    if not isinstance(res, dict):
+        return
+    for old in ("instance_count", "node_count"):
+        if old in compute and "instance_count" not in res:
+            smap.move(("compute", old), ("resources", "instance_count"))
+            res["instance_count"] = compute[old]
+    if "instance_type" in compute and "instance_type" not in res:
+        smap.move(("compute", "instance_type"), ("resources", "instance_type"))
+        res["instance_type"] = compute["instance_type"]
+    kind = compute.get("infrastructure", compute.get("type"))
+    if kind is not None:
+        data.setdefault("properties", {})
+        if isinstance(data["properties"], dict):
+            data["properties"].setdefault("compute_infrastructure", kind)
+    smap.move(("compute", "target"), ("compute",))
+    data["compute"] = compute.get("target")
+
+
+def _distributed(data: dict[str, Any], smap: SourceMap) -> None:
+    section = data.get("distributed")
+    if section is None:
+        return
+    where = smap.find(("distributed",))
+    if not isinstance(section, dict) or len(section) != 1:
+        raise ValidationError(
+            [
+                Problem(
+                    "`distributed` must hold exactly one of mpi, pytorch, tensorflow",
+                    "distributed",
+                    where,
+                    "write e.g. distributed: {mpi: {worker: {count: 2}}}",
+                )
+            ]
+        )
+    if "distribution" in data:
+        raise ValidationError(
+            [
+                Problem(
+                    "both `distribution` and the draft `distributed` section are given",
+                    "distributed",
+                    where,
+                    "keep one of them",
+                )
+            ]
+        )
+    kind, body = next(iter(section.items()))
+    body = body or {}
+    base = ("distributed", kind)
+    if kind not in ("mpi", "pytorch", "tensorflow") or not isinstance(body, dict):
+        raise ValidationError(
+            [
+                Problem(
+                    f"unknown distributed type {kind!r}",
+                    f"distributed.{kind}",
+                    smap.find(base),
+                    "use mpi, pytorch or tensorflow",
+                )
+            ]
+        )
+    allowed = {
+        "mpi": {"worker", "launcher"},
+        "pytorch": {"worker", "resource_limits"},
+        "tensorflow": {"worker", "parameter_server", "chief"},
+    }[kind]
+    _reject_unknown(body, allowed, base, smap)
+    worker = body.get("worker") or {}
+    _reject_unknown(worker, {"count", "slots_per", "resources", "resource_limits"}, base + ("worker",), smap)
+    dist: dict[str, Any] = {"type": kind}
+    res = _resources(data)
+    props = data.setdefault("properties", {})
+    if kind in ("mpi", "pytorch"):
+        if "count" in worker and "instance_count" not in res:
+            smap.move(base + ("worker", "count"), ("resources", "instance_count"))
+            res["instance_count"] = worker["count"]
+        if "slots_per" in worker:
+            smap.move(base + ("worker", "slots_per"), ("distribution", "process_count_per_instance"))
+            dist["process_count_per_instance"] = worker["slots_per"]
+        launcher = body.get("launcher")
+        if kind == "mpi" and launcher is not None:
+            _reject_unknown(launcher or {}, {"resources"}, base + ("launcher",), smap)
+            dist["launcher_resources"] = (launcher or {}).get("resources")
+    else:
+        if "count" in worker:
+            smap.move(base + ("worker", "count"), ("distribution", "worker_count"))
+            dist["worker_count"] = worker["count"]
+        ps = body.get("parameter_server")
+        if ps is not None:
+            ps = ps or {}
+            _reject_unknown(
+                ps,
+                {"count", "environment", "environment_variables", "resource_limits"},
+                base + ("parameter_server",),
+                smap,
+            )
+            if "count" in ps:
+                smap.move(base + ("parameter_server", "count"), ("distribution", "parameter_server_count"))
+                dist["parameter_server_count"] = ps["count"]
+            settings = {k: ps[k] for k in ("environment", "environment_variables", "resource_limits") if k in ps}
+            if settings:
+                smap.move(base + ("parameter_server",), ("distribution", "parameter_server"))
+                dist["parameter_server"] = settings
+        chief = body.get("chief")
+        if chief is not None:
+            _reject_unknown(chief or {}, {"count"}, base + ("chief",), smap)
+            dist["chief_count"] = (chief or {}).get("count", 1)
+    for key in ("resources", "resource_limits"):
+        if key in worker and isinstance(props, dict):
+            props.setdefault("worker_" + key, worker[key])
+    if "resource_limits" in body and isinstance(props, dict):
+        props.setdefault("worker_resource_limits", body["resource_limits"])
+    smap.move(("distributed",), ("distribution",))
+    data["distribution"] = dist
+    del data["distributed"]
+
+
+def _reject_unknown(body: Any, allowed: set[str], path: tuple[str, ...], smap: SourceMap) -> None:
+    import difflib
+
+    if not isinstance(body, dict):
+        raise ValidationError(
+            [
+                Problem(
+                    "expected a mapping", ".".join(path), smap.find(path), f"allowed keys: {', '.join(sorted(allowed))}"
+                )
+            ]
+        )
+    problems = []
+    for key in body:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
+            problems.append(Problem(f"unknown key {key!r}", ".".join(path + (key,)), smap.find(path + (key,)), hint))
+    if problems:
+        raise ValidationError(problems)
+
+
+def _process_count_total(data: dict[str, Any], smap: SourceMap) -> None:
+    """2021 preview and v1 SDK: `process_count` is a total over all nodes."""
+    dist = data.get("distribution")
+    if not isinstance(dist, dict) or "process_count" not in dist:
+        return
+    total = dist["process_count"]
+    res = data.get("resources") if isinstance(data.get("resources"), dict) else {}
+    nodes = res.get("instance_count", 1) if isinstance(res, dict) else 1
+    where = smap.find(("distribution", "process_count"))
+    if not isinstance(total, int) or isinstance(total, bool) or not isinstance(nodes, int) or total < 1 or nodes < 1:
+        raise ValidationError(
+            [Problem("process_count must be a positive whole number", "distribution.process_count", where, "")]
+        )
+    if total % nodes:
+        raise ValidationError(
+            [
+                Problem(
+                    f"process_count {total} is not a multiple of instance_count {nodes}",
+                    "distribution.process_count",
+                    where,
+                    "process_count is the total over all nodes: make it instance_count x processes per node",
+                )
+            ]
+        )
+    dist = {k: v for k, v in dist.items() if k != "process_count"}
+    dist.setdefault("process_count_per_instance", total // nodes)
+    smap.move(("distribution", "process_count"), ("distribution", "process_count_per_instance"))
+    data["distribution"] = dist
