@@ -17,6 +17,10 @@ def _planner(kind: str) -> Planner:
         from distrun.plan.pytorch import plan_pytorch
 
         return plan_pytorch
+    if kind == "mpi":
+        from distrun.plan.mpi import plan_mpi
+
+        return plan_mpi
     raise DistrunError(
         f"distribution type {kind!r} validates but distrun cannot launch it yet",
         "use type: pytorch, or run the framework's own launcher under type: pytorch with process_count_per_instance: 1",
