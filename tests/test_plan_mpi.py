@@ -75,6 +75,9 @@ def test_hostfile_lists_each_host_with_its_slots_on_node_0_only() -> None:
 def test_simulated_nodes_give_every_slot_to_this_machine() -> None:
     plan = mpi_plan(mpi_job(per_node=2, nodes=3), simulated=True)
     assert plan.nodes[0].files[HOSTFILE_PATH] == "localhost slots=6\n"
+    # Ranks outnumber cores there: waiting ranks yield (a default the user's variables override).
+    assert launcher_of(plan).env_defaults["OMPI_MCA_mpi_yield_when_idle"] == "1"
+    assert "OMPI_MCA_mpi_yield_when_idle" not in launcher_of(mpi_plan(mpi_job(per_node=2, nodes=3))).env_defaults
     assert any("all 6 slots to this machine" in note for note in plan.notes)
     assert hostfile_text(("h",), 3, simulated=True) == "localhost slots=3\n"
 

@@ -142,7 +142,12 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
         }
     )
     defaults = {"OMP_NUM_THREADS": "1"} if per_node > 1 else {}
-    exported = list(dict.fromkeys(["PATH", *env, *defaults]))
+    if placement.simulated:
+        # Simulated nodes share this machine's cores, so ranks often outnumber them; a rank
+        # waiting in a collective then gives its core away instead of spinning on it.
+        defaults["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    # Open MPI passes its own OMPI_* variables on by itself.
+    exported = [name for name in dict.fromkeys(["PATH", *env, *defaults]) if not name.startswith("OMPI_")]
 
     own_launcher = user_launcher(command)
     notes = []
