@@ -1,0 +1,106 @@
+"""B1 launch and teardown: N ranks of `python -c pass`, from command start to command return.
+
+distrun (`distrun run`, which also records the job and keeps every rank's log) against a bare
+shell loop that starts the same processes and waits for them (the floor), `torchrun
+--standalone`, and TorchX's `local_cwd` scheduler (`dist.ddp`, which runs torchrun inside;
+it takes a script, so its ranks run an empty file). Also each CLI's start-up: `--help`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from benchmarks.bench import WORKLOADS, Bench
+from benchmarks.harness import Method, alternate
+from benchmarks.results import DISTRUN, CaseResult, Row, Target
+
+TITLE = "launch and teardown"
+# The issue's targets.
+MAX_OVER_LOOP = {8: 0.2, 32: 0.3}
+MIN_SPEEDUP_OVER_TORCHRUN = {8: 6.0}
+
+
+def _wall(bench: Bench, what: str, argv: list[str], env: dict[str, str], cwd: object = None) -> dict[str, float]:
+    run, _ = bench.run(what, [argv], env, cwd=cwd)  # type: ignore[arg-type]
+    return {"wall s": run.wall}
+
+
+def _methods(bench: Bench, ranks: int) -> list[Method]:
+    py = bench.python
+    job = bench.job_file(f"{py} -c pass", per_node=ranks)
+    denv = bench.distrun_env()
+    penv = bench.base_env({"PY": py})
+    loop = f'for i in $(seq {ranks}); do "$PY" -c pass & done; wait'
+    peers = bench.peers
+    methods = [
+        Method(DISTRUN, lambda: _wall(bench, "b1-distrun", bench.distrun("run", str(job)), denv)),
+        Method("bare loop", lambda: _wall(bench, "b1-loop", ["bash", "-c", loop], penv)),
+    ]
+    if bench.wants("torchrun"):
+        torchrun = [*peers.torchrun, "--standalone", "--nproc-per-node", str(ranks), "--no-python", py, "-c", "pass"]
+        methods.append(Method("torchrun", lambda: _wall(bench, "b1-torchrun", torchrun, penv)))
+    if bench.wants("torchx") and peers.torchx:
+        torchx = [*peers.torchx, "run", "-s", "local_cwd", "dist.ddp", "-j", f"1x{ranks}", "--script", "noop.py"]
+        methods.append(Method("torchx", lambda: _wall(bench, "b1-torchx", torchx, penv, WORKLOADS)))
+    return methods
+
+
+def _help_methods(bench: Bench) -> list[Method]:
+    denv = bench.distrun_env()
+    penv = bench.base_env()
+    methods = [Method(DISTRUN, lambda: _wall(bench, "b1-help", bench.distrun("--help"), denv))]
+    if bench.wants("torchrun"):
+        methods.append(Method("torchrun", lambda: _wall(bench, "b1-help", [*bench.peers.torchrun, "--help"], penv)))
+    if bench.wants("torchx") and bench.peers.torchx:
+        torchx = bench.peers.torchx
+        methods.append(Method("torchx", lambda: _wall(bench, "b1-help", [*torchx, "--help"], penv)))
+    return methods
+
+
+def run(bench: Bench) -> CaseResult:
+    result = CaseResult("B1", TITLE)
+    reps = bench.reps(5)
+    for ranks in bench.sizes.launch_ranks:
+        case = f"{ranks} rank{'s' if ranks > 1 else ''} of python -c pass"
+        bench.log(f"  B1 {case}")
+        methods = _methods(bench, ranks)
+        samples = alternate(methods, reps, bench.log)
+        for method in methods:
+            result.rows.append(Row(case, method.name, "wall s", samples[method.name].values["wall s"]))
+            result.reps[method.name] = reps
+        _targets(result, case, ranks)
+    bench.log("  B1 CLI start-up (--help)")
+    methods = _help_methods(bench)
+    samples = alternate(methods, reps, bench.log)
+    for method in methods:
+        result.rows.append(Row("CLI start-up (--help)", method.name, "wall s", samples[method.name].values["wall s"]))
+    result.notes.append(
+        "every rank runs the same interpreter by absolute path; TorchX runs torchrun inside, with an empty script"
+    )
+    return result
+
+
+def _targets(result: CaseResult, case: str, ranks: int) -> None:
+    mine = result.median(case, DISTRUN, "wall s")
+    if ranks in MAX_OVER_LOOP:
+        limit = MAX_OVER_LOOP[ranks]
+        over = mine - result.median(case, "bare loop", "wall s")
+        result.targets.append(
+            Target(
+                "B1",
+                f"distrun minus bare loop at most {limit} s at {ranks} ranks",
+                f"{over:+.3f} s (medians)",
+                None if math.isnan(over) else over <= limit,
+            )
+        )
+    if ranks in MIN_SPEEDUP_OVER_TORCHRUN:
+        need = MIN_SPEEDUP_OVER_TORCHRUN[ranks]
+        speedup = result.median(case, "torchrun", "wall s") / mine
+        result.targets.append(
+            Target(
+                "B1",
+                f"distrun at least {need:g}x faster than torchrun at {ranks} ranks",
+                f"{speedup:.1f}x (medians)",
+                None if math.isnan(speedup) else speedup >= need,
+            )
+        )

@@ -1,0 +1,146 @@
+"""B7 Slurm: from submission to all ranks running, on a real 2-node cluster on this machine.
+
+distrun (`distrun run --compute <slurm target>`) against a hand-written batch script that does
+the same: `sbatch` of `srun` starting 2 x 2 ranks. Every rank writes the time.time() at which
+it runs (workloads/rank_started.py); the figure is the last of those minus the command's start.
+Needs distrun's Slurm backend and the test suite's cluster (`tests/clusters/slurm_cluster.py`,
+which starts munged, slurmctld and two slurmd); without either the case is skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench import REPO, Bench, CaseError
+from benchmarks.cases.first_collective import read_stamps
+from benchmarks.harness import Method, alternate
+from benchmarks.results import DISTRUN, CaseResult, Row
+
+TITLE = "Slurm: submit to all ranks running"
+NODES = 2
+PER_NODE = 2
+TARGET_NAME = "benchslurm"
+RUNNING = "submit to all ranks running s"
+CLUSTER_MODULE = REPO / "tests" / "clusters" / "slurm_cluster.py"
+
+
+def _slurm_backend_missing(bench: Bench) -> str | None:
+    probe = subprocess.run(
+        [bench.python, "-c", "from distrun.backends import backend_for; backend_for('slurm')"],
+        env=bench.distrun_env(),
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode == 0:
+        return None
+    last = (probe.stderr.strip().splitlines() or ["(no output)"])[-1]
+    return f"distrun has no Slurm backend in this build ({last})"
+
+
+def _start_cluster(bench: Bench) -> Any:
+    if not CLUSTER_MODULE.exists():
+        raise CaseError(f"no Slurm test cluster ({CLUSTER_MODULE.relative_to(REPO)} is missing)")
+    sys.path.insert(0, str(CLUSTER_MODULE.parent.parent))
+    try:
+        from clusters.slurm_cluster import SlurmCluster, missing_tools  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    missing = missing_tools()
+    if missing:
+        raise CaseError(f"Slurm is not installed (missing {', '.join(missing)}; scripts/deps installs it)")
+    cluster = SlurmCluster(bench.folder("b7-cluster"), node_count=NODES)
+    cluster.start()
+    return cluster
+
+
+def _wait_for_stamps(out: Path, count: int, started: float, timeout: float) -> float:
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        stamps = read_stamps(out, "start")
+        if len(stamps) == count:
+            return max(stamps.values()) - started
+        time.sleep(0.01)
+    raise CaseError(f"only {len(read_stamps(out, 'start'))} of {count} ranks ran within {timeout:g} s")
+
+
+def _queue_empty(env: dict[str, str]) -> bool:
+    listing = subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True, timeout=30)
+    return listing.returncode == 0 and not listing.stdout.strip()
+
+
+def run(bench: Bench) -> CaseResult:
+    result = CaseResult("B7", TITLE)
+    missing = _slurm_backend_missing(bench)
+    if missing:
+        result.skipped = missing
+        return result
+    try:
+        cluster = _start_cluster(bench)
+    except CaseError as exc:
+        result.skipped = str(exc)
+        return result
+    try:
+        _measure(bench, result, cluster.env(bench.base_env()), str(cluster.conf_path))
+    finally:
+        cluster.stop()
+    return result
+
+
+def _measure(bench: Bench, result: CaseResult, slurm_env: dict[str, str], conf: str) -> None:
+    denv = {**bench.distrun_env(), **{k: v for k, v in slurm_env.items() if k.startswith(("SLURM", "MUNGE"))}}
+    ranks = NODES * PER_NODE
+    script = bench.workload("rank_started.py")
+    made = subprocess.run(
+        bench.distrun("compute", "create", "--name", TARGET_NAME, "--type", "slurm", "--set", f"slurm_conf={conf}"),
+        env=denv,
+        capture_output=True,
+        text=True,
+    )
+    if made.returncode != 0:
+        raise CaseError(f"could not define the Slurm compute target: {made.stdout}{made.stderr}")
+
+    def distrun() -> dict[str, float]:
+        out = bench.folder("b7-out")
+        job = bench.job_file(f"{bench.python} {script}", nodes=NODES, per_node=PER_NODE, env={"BENCH_OUT": str(out)})
+        run, _ = bench.run("b7-distrun", [bench.distrun("run", str(job), "--compute", TARGET_NAME)], denv, timeout=120)
+        stamps = read_stamps(out, "start")
+        if len(stamps) != ranks:
+            raise CaseError(f"distrun on Slurm: {len(stamps)} of {ranks} ranks ran")
+        return {RUNNING: max(stamps.values()) - run.started, "wall s": run.wall}
+
+    def by_hand() -> dict[str, float]:
+        out = bench.folder("b7-out")
+        batch = out.parent / f"{out.name}.sh"
+        batch.write_text(
+            "#!/bin/bash\n"
+            f"#SBATCH --nodes={NODES}\n#SBATCH --ntasks-per-node={PER_NODE}\n"
+            f"#SBATCH --output={out.parent}/{out.name}-slurm-%j.out\n"
+            f"export BENCH_OUT={out}\n"
+            f"srun --kill-on-bad-exit=1 bash -c 'RANK=$SLURM_PROCID exec {bench.python} {script}'\n"
+        )
+        started = time.time()
+        t0 = time.perf_counter()
+        submitted = subprocess.run(["sbatch", "--parsable", str(batch)], env=slurm_env, capture_output=True, text=True)
+        if submitted.returncode != 0:
+            raise CaseError(f"sbatch failed: {submitted.stderr.strip()}")
+        running = _wait_for_stamps(out, ranks, started, 120)
+        give_up = time.monotonic() + 120
+        while not _queue_empty(slurm_env) and time.monotonic() < give_up:
+            time.sleep(0.05)
+        return {RUNNING: running, "wall s": time.perf_counter() - t0}
+
+    methods = [Method(DISTRUN, distrun), Method("sbatch + srun", by_hand)]
+    reps = bench.reps(3)
+    case = f"{NODES} nodes x {PER_NODE} ranks"
+    samples = alternate(methods, reps, bench.log)
+    for method in methods:
+        result.reps[method.name] = reps
+        for metric in (RUNNING, "wall s"):
+            result.rows.append(Row(case, method.name, metric, samples[method.name].values[metric]))
+    result.notes.append(
+        "sbatch + srun's wall time runs until squeue is empty (polled every 50 ms); distrun's until it returns"
+    )

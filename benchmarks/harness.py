@@ -1,0 +1,205 @@
+"""Running the measured commands: one sample at a time, methods alternating (A B A B ...).
+
+Every sample's processes carry a marker in their environment (`BENCH_SAMPLE_ID`). After a
+sample returns, whatever still carries its marker is counted (a tool that leaves processes
+behind shows it in the results) and killed, so no sample disturbs the next.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+SAMPLE_MARKER = "BENCH_SAMPLE_ID"
+Metrics = dict[str, float]
+
+
+@dataclass
+class Run:
+    """One execution of one or more commands started together."""
+
+    returncodes: list[int | None]  # None: still running at the cap, killed
+    started: float  # time.time() just before the first process was created
+    ended: float  # time.time() when the last one was reaped
+    wall: float  # seconds, from a monotonic clock
+    user_cpu: float = 0.0  # of the direct children, from wait4
+    sys_cpu: float = 0.0
+    max_rss_kb: int = 0  # largest direct child
+    leftovers: int = 0  # processes still alive with the sample's marker after the return
+    marker: str = ""
+
+    @property
+    def timed_out(self) -> bool:
+        return any(code is None for code in self.returncodes)
+
+    @property
+    def ok(self) -> bool:
+        return all(code == 0 for code in self.returncodes)
+
+
+def new_marker() -> str:
+    return uuid.uuid4().hex
+
+
+def run_commands(
+    argvs: Sequence[Sequence[str]],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    stdout: IO[bytes] | int = subprocess.DEVNULL,
+    timeout: float = 120.0,
+    marker: str | None = None,
+    on_start: Callable[[list[int]], None] | None = None,
+) -> Run:
+    """Start every argv at once, wait for all (or the cap), clean up what they left."""
+    marker = marker or new_marker()
+    full_env = {**env, SAMPLE_MARKER: marker}
+    started = time.time()
+    t0 = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            list(argv),
+            env=full_env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT if stdout is not subprocess.DEVNULL else subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        for argv in argvs
+    ]
+    if on_start is not None:
+        on_start([p.pid for p in procs])
+    deadline = t0 + timeout
+    codes: list[int | None] = [None] * len(procs)
+    user = system = 0.0
+    max_rss = 0
+    pidfds = {os.pidfd_open(p.pid): i for i, p in enumerate(procs)}
+    last_exit = t0
+    while pidfds:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        ready, _, _ = select.select(list(pidfds), [], [], left)
+        for fd in ready:
+            i = pidfds.pop(fd)
+            os.close(fd)
+            _, status, usage = os.wait4(procs[i].pid, 0)
+            last_exit = time.perf_counter()
+            codes[i] = os.waitstatus_to_exitcode(status)
+            procs[i].returncode = codes[i]
+            user += usage.ru_utime
+            system += usage.ru_stime
+            max_rss = max(max_rss, usage.ru_maxrss)
+    wall = last_exit - t0
+    for fd, i in pidfds.items():  # past the cap
+        os.close(fd)
+        _kill_group(procs[i].pid)
+        procs[i].wait()
+    if pidfds:
+        wall = time.perf_counter() - t0
+    ended = started + wall
+    leftovers = kill_marked(marker)
+    return Run(codes, started, ended, wall, user, system, max_rss, leftovers, marker)
+
+
+def run_command(argv: Sequence[str], **kwargs: object) -> Run:
+    return run_commands([argv], **kwargs)  # type: ignore[arg-type]
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def marked_pids(marker: str) -> list[int]:
+    """Live (not zombie) processes whose environment carries this sample's marker."""
+    needle = f"{SAMPLE_MARKER}={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+        if needle in environ.split(b"\0") and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def kill_marked(marker: str, settle: float = 0.15) -> int:
+    """SIGKILL what a sample left behind; returns how many there were.
+
+    A short settle first: a tool that has just returned may still be reaping its children.
+    """
+    pids = marked_pids(marker)
+    if not pids:
+        return 0
+    time.sleep(settle)
+    pids = marked_pids(marker)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    give_up = time.monotonic() + 5
+    while marked_pids(marker) and time.monotonic() < give_up:
+        time.sleep(0.05)
+    return len(pids)
+
+
+# ---------------------------------------------------------------- alternating samples
+
+
+@dataclass
+class Method:
+    """One way of doing the thing a case measures: `sample()` runs it once, returns metrics."""
+
+    name: str
+    sample: Callable[[], Metrics]
+    reps: int | None = None  # fewer repetitions for a slow peer; None: the case's count
+
+
+@dataclass
+class Samples:
+    method: str
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, metrics: Metrics) -> None:
+        for key, value in metrics.items():
+            self.values.setdefault(key, []).append(value)
+
+
+def alternate(methods: Sequence[Method], reps: int, log: Callable[[str], None]) -> dict[str, Samples]:
+    """Run A B C A B C ...: load that drifts during the run touches every method alike."""
+    collected = {m.name: Samples(m.name) for m in methods}
+    for rep in range(reps):
+        for method in methods:
+            if method.reps is not None and rep >= method.reps:
+                continue
+            metrics = method.sample()
+            collected[method.name].add(metrics)
+            shown = ", ".join(f"{k} {_short(v)}" for k, v in metrics.items())
+            log(f"    {rep + 1}/{reps} {method.name}: {shown}")
+    return collected
+
+
+def _short(value: float) -> str:
+    if value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    return f"{value:.4g}"

@@ -1,0 +1,71 @@
+"""B5: plan and render one big job in this process; prints what it cost as one JSON line.
+
+    python plan_scale.py JOB_FILE NODES   (with distrun importable)
+
+Loads the job file as `distrun` does, plans it for NODES hosts (`node-0000`, ... as a cluster
+backend would give) and renders the plan as `distrun plan --output json` prints it. Memory is
+the process's peak RSS (VmHWM: of this program alone, unlike getrusage's ru_maxrss, which
+starts from the parent's size), after the imports and at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def peak_rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def main(job_file: str, nodes: int) -> None:
+    t_import = time.perf_counter()
+    from distrun.errors import DistrunError
+    from distrun.plan import Bindings, Placement, build_plan, task_port_count
+    from distrun.spec.loader import load_job_file
+
+    before = peak_rss_mb()
+    t0 = time.perf_counter()
+    loaded = load_job_file(job_file, ())
+    ports = task_port_count(loaded.spec)
+    placement = Placement(
+        hosts=tuple(f"node-{i:04d}" for i in range(nodes)),
+        master_port=29500,
+        job_dir="/jobs/bench",
+        run_id="bench",
+        task_ports=tuple(20000 + i for i in range(ports)),
+    )
+    t1 = time.perf_counter()
+    try:
+        plan = build_plan(loaded.spec, placement, Bindings())
+    except DistrunError as exc:
+        print(json.dumps({"skipped": exc.message}))
+        return
+    t2 = time.perf_counter()
+    text = json.dumps(plan.to_dict(), indent=2)
+    t3 = time.perf_counter()
+    processes = sum(len(node.processes) for node in plan.nodes)
+    print(
+        json.dumps(
+            {
+                "processes": processes,
+                "import s": t0 - t_import,
+                "load s": t1 - t0,
+                "plan s": t2 - t1,
+                "render s": t3 - t2,
+                "plan+render s": t3 - t1,
+                "rendered MB": len(text) / 1e6,
+                "peak RSS before MB": before,
+                "peak RSS MB": peak_rss_mb(),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))

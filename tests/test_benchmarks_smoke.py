@@ -1,0 +1,98 @@
+"""The benchmark harness works: its line checker finds damage, and a tiny run writes a report.
+
+Nothing here is timed: figures belong to `python -m benchmarks` and benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+
+from benchmarks.line_check import check_rank, check_stream
+from benchmarks.workloads.numbered_lines import line, lines_for
+
+
+def test_numbered_lines_are_whole_lines_of_the_asked_size():
+    data, count = lines_for(3, 5000)
+    assert len(data) >= 5000 and data.endswith(b"\n")
+    assert data.count(b"\n") == count
+    assert data.startswith(line(3, 0)) and data.endswith(line(3, count - 1))
+
+
+def test_intact_output_passes():
+    data, count = lines_for(0, 3000)
+    check = check_rank(data, 0, data, count)
+    assert check.damaged == 0 and check.intact == count
+
+
+def test_a_line_cut_in_two_counts_as_split_not_lost():
+    data, count = lines_for(0, 3000)
+    third = line(0, 0) + line(0, 1)
+    cut = len(third) + 7  # inside record 2
+    damaged = data[:cut] + b"\n" + data[cut:]
+    check = check_rank(damaged, 0, data, count)
+    assert check.split == 2 and check.lost == 0 and check.fused == 0
+    assert check.intact == count - 1
+
+
+def test_two_lines_glued_count_as_fused():
+    data, count = lines_for(1, 3000)
+    first = line(1, 0)
+    damaged = data[: len(first) - 1] + data[len(first) :]  # the newline after record 0 is gone
+    check = check_rank(damaged, 1, data, count)
+    assert check.fused == 1 and check.lost == 0 and check.intact == count - 2
+
+
+def test_a_missing_line_is_lost():
+    data, count = lines_for(2, 3000)
+    first = line(2, 0)
+    check = check_rank(data[len(first) :], 2, data, count)
+    assert check.lost == 1 and check.split == 0 and check.fused == 0
+
+
+def test_stream_groups_lines_by_label_and_finds_mislabelled_ones():
+    a, na = lines_for(0, 2000)
+    b, nb = lines_for(1, 2000)
+    expected = {0: (a, na), 1: (b, nb)}
+    labels = {b"[0/0] ": 0, b"[0/1] ": 1}
+    # Interleaved whole lines, plus the tool's own text, are fine.
+    stream = b"RunId: x\n"
+    for la, lb in zip(a.splitlines(keepends=True), b.splitlines(keepends=True), strict=True):
+        stream += b"[0/0] " + la + b"[0/1] " + lb
+    check, stray = check_stream(stream, labels, expected)
+    assert check.damaged == 0 and check.intact == na + nb and stray == 1
+    # Rank 1's first line under rank 0's label: lost to rank 1, mislabelled in rank 0's lines.
+    swapped = stream.replace(b"[0/1] " + line(1, 0), b"[0/0] " + line(1, 0), 1)
+    check, _ = check_stream(swapped, labels, expected)
+    assert check.mislabelled == 1 and check.lost == 1
+
+
+@pytest.mark.slow
+def test_tiny_run_of_every_case_writes_the_report(tmp_path):
+    report = tmp_path / "RESULTS.md"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--tiny", "--reps", "1", "--no-setup", "--peers", "none"]
+        + ["--results", str(report)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    text = report.read_text()
+    for key in ("B1", "B2", "B3", "B4", "B5", "B6", "B7"):
+        assert f"## {key}: " in text
+    assert "crashed" not in text and "broken:" not in text, text
+    assert "| case | method | metric | n | median | min | max | distrun/peer |" in text
+    assert "- cpu: " in text and "- torch: " in text
+    # B4's checker ran on distrun's per-rank files and stream and found every line whole.
+    assert "0 lost, split or fused lines (per-rank files and live stream) | 0 at worst | met |" in text
+    # Every case was either measured or says why not.
+    for section in text.split("\n## ")[2:]:
+        assert "| distrun |" in section or "Skipped: " in section, section[:400]
