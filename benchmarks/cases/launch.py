@@ -93,7 +93,7 @@ def _targets(result: CaseResult, case: str, ranks: int) -> None:
                 None if math.isnan(over) else over <= limit,
             )
         )
-    if ranks in MIN_SPEEDUP_OVER_TORCHRUN:
+    if ranks in MIN_SPEEDUP_OVER_TORCHRUN and result.row(case, "torchrun", "wall s") is not None:
         need = MIN_SPEEDUP_OVER_TORCHRUN[ranks]
         speedup = result.median(case, "torchrun", "wall s") / mine
         result.targets.append(

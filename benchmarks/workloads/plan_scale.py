@@ -3,7 +3,7 @@
     python plan_scale.py JOB_FILE NODES   (with distrun importable)
 
 Loads the job file as `distrun` does, plans it for NODES hosts (`node-0000`, ... as a cluster
-backend would give) and renders the plan as `distrun plan --output json` prints it. Memory is
+backend would give) and renders the plan as `distrun plan --output json` writes it. Memory is
 the process's peak RSS (VmHWM: of this program alone, unlike getrusage's ru_maxrss, which
 starts from the parent's size), after the imports and at the end.
 """
@@ -21,6 +21,16 @@ def peak_rss_mb() -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+class CountingSink:
+    """Where the JSON goes: counted, not kept, as if written to a pipe."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, text: str) -> None:
+        self.size += len(text)
 
 
 def main(job_file: str, nodes: int) -> None:
@@ -47,7 +57,9 @@ def main(job_file: str, nodes: int) -> None:
         print(json.dumps({"skipped": exc.message}))
         return
     t2 = time.perf_counter()
-    text = json.dumps(plan.to_dict(), indent=2)
+    # As `distrun plan --output json` writes it: encoded in pieces, each written as it is ready.
+    sink = CountingSink()
+    json.dump(plan.to_dict(), sink, indent=2, default=str)
     t3 = time.perf_counter()
     processes = sum(len(node.processes) for node in plan.nodes)
     print(
@@ -59,7 +71,7 @@ def main(job_file: str, nodes: int) -> None:
                 "plan s": t2 - t1,
                 "render s": t3 - t2,
                 "plan+render s": t3 - t1,
-                "rendered MB": len(text) / 1e6,
+                "rendered MB": sink.size / 1e6,
                 "peak RSS before MB": before,
                 "peak RSS MB": peak_rss_mb(),
             }
