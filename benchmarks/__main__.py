@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -17,7 +18,7 @@ import traceback
 from pathlib import Path
 
 from benchmarks import machine
-from benchmarks.bench import PEER_NAMES, REPO, Bench, CaseError, Sizes
+from benchmarks.bench import PEER_NAMES, REPO, SRC, Bench, CaseError, Sizes
 from benchmarks.peers import find_peers
 from benchmarks.results import CaseResult, case_section, targets_summary
 
@@ -31,6 +32,9 @@ CASES = {
     "B7": "benchmarks.cases.slurm",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+# Everything after this line in RESULTS.md is written by hand (analysis of missed targets)
+# and kept when the benchmark rewrites the file.
+ANALYSIS_MARKER = "<!-- Written by hand below this line; python -m benchmarks keeps it when it rewrites the file. -->"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -65,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown peer(s) {', '.join(sorted(chosen - PEER_NAMES))}; known: torchrun, torchx", file=sys.stderr)
         return 2
     peers = find_peers(setup=not args.no_setup and "torchx" in chosen, log=log)
+    # As `pip install` does: distrun's modules are imported from bytecode, not compiled at
+    # every start (this matters where PYTHONDONTWRITEBYTECODE is set).
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(SRC / "distrun")], check=False)
     facts = machine.describe(peers, REPO)
     scratch = Path(tempfile.mkdtemp(prefix="distrun-bench-"))
     bench = Bench(peers, Sizes.tiny() if args.tiny else Sizes(), scratch, args.reps, log, chosen)
@@ -98,9 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report)
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(report)
+    args.results.write_text(report + kept_analysis(args.results))
     log(f"written: {args.results}")
     return 0
+
+
+def kept_analysis(path: Path) -> str:
+    """The hand-written part of an existing report, from the marker on ('' if there is none)."""
+    if not path.exists():
+        return ""
+    text = path.read_text()
+    at = text.find(ANALYSIS_MARKER)
+    return "\n" + text[at:] if at >= 0 else ""
 
 
 def render(

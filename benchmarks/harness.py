@@ -7,6 +7,7 @@ behind shows it in the results) and killed, so no sample disturbs the next.
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 SAMPLE_MARKER = "BENCH_SAMPLE_ID"
+_TICKS = os.sysconf("SC_CLK_TCK")
 Metrics = dict[str, float]
 
 
@@ -30,9 +32,10 @@ class Run:
     started: float  # time.time() just before the first process was created
     ended: float  # time.time() when the last one was reaped
     wall: float  # seconds, from a monotonic clock
-    user_cpu: float = 0.0  # of the direct children, from wait4
+    user_cpu: float = 0.0  # of the commands and every descendant they reaped (wait4)
     sys_cpu: float = 0.0
-    max_rss_kb: int = 0  # largest direct child
+    own_cpu: float = 0.0  # of the commands' own processes only (the tool, not its ranks)
+    max_rss_kb: int = 0  # largest direct child (includes its parent's size at fork: see peak_rss.py)
     leftovers: int = 0  # processes still alive with the sample's marker after the return
     marker: str = ""
 
@@ -80,7 +83,7 @@ def run_commands(
         on_start([p.pid for p in procs])
     deadline = t0 + timeout
     codes: list[int | None] = [None] * len(procs)
-    user = system = 0.0
+    user = system = own = 0.0
     max_rss = 0
     pidfds = {os.pidfd_open(p.pid): i for i, p in enumerate(procs)}
     last_exit = t0
@@ -92,6 +95,7 @@ def run_commands(
         for fd in ready:
             i = pidfds.pop(fd)
             os.close(fd)
+            own += _own_cpu(procs[i].pid)  # still a zombie: its /proc/PID/stat is there
             _, status, usage = os.wait4(procs[i].pid, 0)
             last_exit = time.perf_counter()
             codes[i] = os.waitstatus_to_exitcode(status)
@@ -108,7 +112,18 @@ def run_commands(
         wall = time.perf_counter() - t0
     ended = started + wall
     leftovers = kill_marked(marker)
-    return Run(codes, started, ended, wall, user, system, max_rss, leftovers, marker)
+    return Run(codes, started, ended, wall, user, system, own, max_rss, leftovers, marker)
+
+
+def _own_cpu(pid: int) -> float:
+    """User + system seconds of this process alone (not its children), 10 ms resolution."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return math.nan
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def run_command(argv: Sequence[str], **kwargs: object) -> Run:

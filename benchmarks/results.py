@@ -82,7 +82,8 @@ def ratio(distrun: float, peer: float) -> str:
         return "0 (peer never)" if not math.isinf(distrun) else "-"
     if math.isinf(distrun):
         return "never"
-    return f"{distrun / peer:.2f}"
+    value = distrun / peer
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
 
 
 def table(result: CaseResult) -> list[str]:

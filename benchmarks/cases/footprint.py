@@ -146,6 +146,7 @@ def run(bench: Bench) -> CaseResult:
         for metric in (CPU, RSS, PSS, PROCS):
             if metric in values:
                 result.rows.append(Row(case, method.name, metric, values[metric]))
+    result.notes.append("CPU from /proc tick counts (10 ms): 0 means under 0.1 % of a core over the window")
     result.notes.append(
         "the ranks (processes with LOCAL_RANK set) run `sleep`, under TorchX a sleeping Python script; everything"
         " else the command started counts as its supervisor"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from benchmarks.bench import Bench
 from benchmarks.harness import Method, alternate
+from benchmarks.profiling import cprofile
 from benchmarks.results import DISTRUN, CaseResult, Row, Target
 
 TITLE = "scale of the plan and of the local agent"
@@ -146,6 +147,10 @@ def run(bench: Bench) -> CaseResult:
     tensorflow = bench.job_file(
         f"{bench.python} train.py", nodes=nodes, distribution={"type": "tensorflow", "worker_count": sizes.tf_workers}
     )
+    if any(t.met is False for t in result.targets):
+        bench.log("  B5 profiling distrun plan -o json (a target was missed)")
+        profile = cprofile(bench, ["plan", str(pytorch), "--output", "json"], bench.distrun_env())
+        result.profiles.append(("`distrun plan --output json` of the PyTorch job: cProfile, wall clock", profile))
     bench.log(f"  B5 plan TensorFlow, {sizes.tf_workers} workers on {nodes} nodes")
     _plan_case(bench, result, f"TensorFlow {sizes.tf_workers} workers on {nodes} nodes", str(tensorflow), nodes, reps)
     bench.log("  B5 distrun plan -o json (CLI, local compute)")
