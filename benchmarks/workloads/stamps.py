@@ -11,11 +11,13 @@ def rank() -> int:
 
 
 def stamp(what: str, when: float | None = None) -> None:
-    """Written whole with one os.write to a new file: a reader never sees half a number."""
+    """Written to a hidden name, then renamed: a reader never sees a file without its number."""
     folder = os.environ["BENCH_OUT"]
     value = repr(time.time() if when is None else when).encode()
-    fd = os.open(f"{folder}/{what}_{rank()}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    hidden = f"{folder}/.{what}_{rank()}.{os.getpid()}"
+    fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, value)
     finally:
         os.close(fd)
+    os.rename(hidden, f"{folder}/{what}_{rank()}")
