@@ -29,6 +29,7 @@ class Sizes:
     failure_ranks: int = 4
     failure_after: float = 1.0  # rank 2 exits 1 after this many seconds
     survivor_life: float = 8.0  # a rank nobody stops ends by itself after this long
+    term_delay: float = 1.0  # the slow rank's clean-up after SIGTERM
     peer_cap: float = 20.0  # a peer still running after this long is killed and counted as "never"
     log_ranks: int = 4
     log_bytes_per_rank: int = 50_000_000
