@@ -1,0 +1,329 @@
+"""The Slurm backend: a job becomes one sbatch script; Slurm places it, distrun's node agent runs it.
+
+distrun does not replace Slurm. It renders a batch script (`render_batch_script`, a pure
+function of the job and the compute target, printed by `distrun plan`), submits it with
+`sbatch --parsable`, and reads the job's state back from `scontrol`/`squeue` (no accounting
+needed). Inside the allocation, `srun --ntasks-per-node=1 --kill-on-bad-exit=1` starts one
+node agent per node (`python -m distrun.agent.node`), the same agent local compute uses;
+it resolves the node's facts from Slurm, runs that node's ranks, and writes its outcome to
+the job folder. That folder lives under DISTRUN_HOME, which every node must see.
+
+Modules: `target` (the compute target's settings), `script` (the batch script, pure),
+`client` (the Slurm commands), `state` (Slurm's state and the nodes' outcomes -> distrun's
+status, pure), `layout` (the job's Slurm files). This module is the backend interface the
+CLI calls: `preflight`, `dry_run`, `submit_detached`, `run_streaming`, `refresh`, `cancel`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from distrun.backends.slurm.client import SlurmClient
+from distrun.backends.slurm.layout import SlurmPaths
+from distrun.backends.slurm.script import render_batch_script
+from distrun.backends.slurm.state import JobState, job_state, read_canceled_at, read_outcomes
+from distrun.backends.slurm.target import SlurmTarget, pinned_master_port, slurm_time_limit
+from distrun.backends.targets import ComputeTarget, resolve_target
+from distrun.errors import DistrunError
+from distrun.follow import follow_logs
+from distrun.plan import build_plan
+from distrun.plan.model import Bindings, LaunchPlan, Placement
+from distrun.report import execution_summary, stream_header
+from distrun.spec.loader import LoadedJob
+from distrun.spec.models import JobSpec
+from distrun.store.index import CANCELED, FAILED, QUEUED, JobIndex, JobRecord
+from distrun.store.layout import Layout
+from distrun.submission import PreparedJob, bind
+
+POLL_S = 0.5
+CANCEL_WAIT_S = 60.0
+
+
+# ---------------------------------------------------------------- one target
+
+
+def default_python() -> str:
+    import sys
+
+    return sys.executable
+
+
+class SlurmBackend:
+    """Submit, observe and cancel distrun jobs on one Slurm compute target."""
+
+    def __init__(self, target: SlurmTarget, env: Mapping[str, str] | None = None) -> None:
+        self.target = target
+        self.client = SlurmClient(target.client_env(env))
+
+    @property
+    def python(self) -> str:
+        return self.target.python or default_python()
+
+    def render(self, job: JobSpec, *, job_name: str, job_dir: str) -> str:
+        return render_batch_script(job, self.target, job_name=job_name, job_dir=job_dir, python=self.python)
+
+    def preflight(self) -> None:
+        """Raise before anything is recorded when Slurm cannot take a job: tools, controller, partition."""
+        self.client.check_controller()
+        if self.target.partition:
+            self.client.check_partition(self.target.partition)
+
+    def submit(self, job: JobSpec, *, job_name: str, job_dir: Path) -> str:
+        """Write slurm/batch.sh into the job folder and submit it; returns Slurm's job id."""
+        paths = SlurmPaths(job_dir)
+        paths.folder.mkdir(parents=True, exist_ok=True)
+        paths.script.write_text(self.render(job, job_name=job_name, job_dir=str(job_dir)), encoding="utf-8")
+        job_id = self.client.submit(paths.script)
+        paths.job_id.write_text(job_id + "\n", encoding="utf-8")
+        return job_id
+
+    def state(self, job_dir: Path, job_id: str, node_count: int, now: float) -> JobState:
+        paths = SlurmPaths(job_dir)
+        info = self.client.show_job(job_id)
+        with contextlib.suppress(OSError):
+            os.listdir(paths.folder)  # revalidates NFS's cached view of the folder
+        return job_state(
+            info, read_outcomes(paths, node_count), node_count, canceled_at=read_canceled_at(paths), now=now
+        )
+
+    def cancel(self, job_dir: Path, job_id: str, now: float) -> None:
+        paths = SlurmPaths(job_dir)
+        if not paths.cancel.exists():
+            paths.cancel.write_text(f"{now}\n", encoding="utf-8")
+        self.client.cancel(job_id)
+
+
+# ---------------------------------------------------------------- the backend interface (distrun.backends)
+
+
+def slurm_target(target: ComputeTarget) -> SlurmTarget:
+    return SlurmTarget.from_settings(target.name, target.settings)
+
+
+def preflight(target: ComputeTarget) -> None:
+    """Called before the job is recorded: a Slurm that cannot take it leaves nothing behind."""
+    SlurmBackend(slurm_target(target)).preflight()
+
+
+PLACEHOLDER_HOST = "<slurm node {}>"
+
+
+def preview_plan(job: JobSpec, job_dir: Path, bindings: Bindings, job_name: str) -> LaunchPlan:
+    """The plan with placeholders where only the nodes know the value (hosts, MASTER_PORT)."""
+    placement = Placement(
+        hosts=tuple(PLACEHOLDER_HOST.format(i) for i in range(job.node_count)),
+        master_port=pinned_master_port(job) or 0,
+        job_dir=str(job_dir),
+        run_id=job_name,
+    )
+    return build_plan(job, placement, bindings)
+
+
+def _notes(job: JobSpec, target: SlurmTarget, home: Path) -> list[str]:
+    notes = [
+        "Slurm places the job: each node's agent learns its node rank from SLURM_NODEID; MASTER_ADDR is the "
+        "first node of the allocation (scontrol show hostnames) and MASTER_PORT a port free there, "
+        "both resolved when the job starts",
+        f"the job folder is under DISTRUN_HOME ({home}), which every node must see at the same path",
+    ]
+    shared = shared_filesystem_note(home)
+    if shared:
+        notes.append(shared)
+    if job.limits.timeout is not None:
+        notes.append(
+            f"limits.timeout {job.limits.timeout:g} s is enforced by the node agents; Slurm's --time "
+            f"({slurm_time_limit(job, target)} min) is only a backstop"
+        )
+    return notes
+
+
+def shared_filesystem_note(path: Path) -> str | None:
+    """A warning when DISTRUN_HOME is on a filesystem that is surely local to this machine."""
+    fs_type = filesystem_type(path)
+    if fs_type in ("tmpfs", "ramfs", "overlay"):
+        return (
+            f"DISTRUN_HOME is on {fs_type}, which other machines cannot see: fine for a cluster on this one "
+            "machine, wrong for a real one (set DISTRUN_HOME to a shared filesystem)"
+        )
+    return None
+
+
+def filesystem_type(path: Path) -> str | None:
+    """The type of the filesystem holding `path` (longest mount point prefix in /proc/mounts)."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    probe = probe.resolve()
+    best, kind = "", None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mount = parts[1].replace("\\040", " ")
+        inside = probe == Path(mount) or Path(mount) in probe.parents
+        if inside and len(mount) >= len(best):
+            best, kind = mount, parts[2]
+    return kind
+
+
+def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[str, Any]:
+    """`distrun plan --compute <slurm target>`: the exact sbatch script, and the plan every node will build."""
+    spec = loaded.spec
+    name = spec.name or "<generated-name>"
+    folder = layout.job(name)
+    settings = slurm_target(target)
+    backend = SlurmBackend(settings)
+    bindings = bind(loaded, spec, folder, materialize=False)
+    return {
+        "compute": target.name,
+        "type": "slurm",
+        "notes": _notes(spec, settings, layout.home),
+        "script_name": f"{SlurmPaths(folder.root).script} (submitted with sbatch --parsable)",
+        "script": backend.render(spec, job_name=name, job_dir=str(folder.root)),
+        "plan": preview_plan(spec, folder.root, bindings, name).to_dict(),
+    }
+
+
+def submit_detached(prepared: PreparedJob, layout: Layout) -> JobRecord:
+    """Submit with sbatch and return the record (Queued); Slurm runs the job from here on."""
+    index = JobIndex(layout.db_path)
+    backend = SlurmBackend(slurm_target(prepared.target))
+    folder = prepared.folder
+    # The plan as far as it is known here; node 0 replaces it with the real hosts and port.
+    preview = preview_plan(prepared.spec, folder.root, prepared.bindings, prepared.name)
+    folder.plan_json.write_text(json.dumps(preview.to_dict(), indent=2), encoding="utf-8")
+    try:
+        backend.preflight()
+        job_id = backend.submit(prepared.spec, job_name=prepared.name, job_dir=folder.root)
+    except DistrunError as exc:
+        index.update(prepared.name, status=FAILED, reason=f"not submitted: {exc.message}", ended_at=time.time())
+        raise
+    index.update(prepared.name, status=QUEUED, backend_id=job_id)
+    return index.get(prepared.name)
+
+
+def refresh(index: JobIndex, record: JobRecord) -> JobRecord:
+    """Bring a live record up to date from Slurm and the nodes' outcomes.
+
+    A Slurm that does not answer changes nothing: the record stays as it was.
+    """
+    if record.terminal or not record.backend_id:
+        return record
+    home = index.db_path.parent
+    try:
+        target = resolve_target(record.compute, Layout(home).config_path)
+        backend = SlurmBackend(slurm_target(target))
+        node_count = _node_count(Path(record.folder))
+        now = time.time()
+        state = backend.state(Path(record.folder), record.backend_id, node_count, now)
+        info_start = backend.client.show_job(record.backend_id).start_time if record.started_at is None else None
+    except DistrunError:
+        return record
+    fields: dict[str, Any] = {}
+    if state.status != record.status:
+        fields["status"] = state.status
+    if state.reason != (record.reason or ""):
+        fields["reason"] = state.reason
+    if record.started_at is None and (info_start or state.status in ("Running", "Finalizing") or state.terminal):
+        fields["started_at"] = info_start or now
+    if state.terminal:
+        outcomes = read_outcomes(SlurmPaths(Path(record.folder)), node_count)
+        fields["root_cause"] = state.root_cause
+        fields["processes"] = merged_processes(outcomes)
+        fields["ended_at"] = max((o.get("ended_at") or 0 for o in outcomes), default=0) or now
+    if fields:
+        index.update(record.name, **fields)
+        record = dataclasses.replace(record, **fields)
+    return record
+
+
+def merged_processes(outcomes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    procs = [dict(p) for o in outcomes for p in o.get("processes", [])]
+    return sorted(procs, key=lambda p: (p.get("node_rank", 0), p.get("rank") if p.get("rank") is not None else -1))
+
+
+def _node_count(job_dir: Path) -> int:
+    data = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
+    return int(data.get("resources", {}).get("instance_count", 1))
+
+
+def cancel(record: JobRecord, layout: Layout) -> JobRecord:
+    """`distrun job cancel`: scancel, then wait (bounded) until the record says Canceled."""
+    index = JobIndex(layout.db_path)
+    if not record.backend_id:
+        index.update(record.name, status=CANCELED, reason="canceled before it was submitted", ended_at=time.time())
+        return index.get(record.name)
+    backend = SlurmBackend(slurm_target(resolve_target(record.compute, layout.config_path)))
+    backend.cancel(Path(record.folder), record.backend_id, time.time())
+    give_up = time.monotonic() + CANCEL_WAIT_S
+    while time.monotonic() < give_up:
+        record = index.get(record.name)
+        if record.terminal:
+            return record
+        time.sleep(0.25)
+    return index.get(record.name)
+
+
+def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
+    """`distrun run --compute <slurm target>`: submit, stream every rank's lines while it runs, summarize.
+
+    Ctrl-C (or SIGTERM) cancels the Slurm job, as it cancels a local one.
+    """
+    index = JobIndex(layout.db_path)
+    record = submit_detached(prepared, layout)
+    ranks = sum(
+        1 for _ in preview_plan(prepared.spec, prepared.folder.root, prepared.bindings, prepared.name).processes()
+    )
+    header = stream_header(record, ranks, prepared.spec.node_count)
+    head, rule = header.rsplit("\n", 1)
+    out.write(f"{head}\nSlurm job {record.backend_id} on compute {prepared.target.name}\n{rule}\n".encode())
+    out.flush()
+    finished = _Throttled(lambda: index.get(prepared.name).terminal, POLL_S)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        try:
+            follow_logs(prepared.folder, out, finished, color=color)
+        except KeyboardInterrupt:
+            out.write(b"distrun: canceling the Slurm job\n")
+            out.flush()
+            cancel(index.get(prepared.name), layout)
+            follow_logs(prepared.folder, out, finished, color=color)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    record = index.get(prepared.name)
+    out.write((execution_summary(record) + "\n").encode())
+    out.flush()
+    return record
+
+
+class _Throttled:
+    """Ask Slurm at most every `interval` seconds, however often the log follower polls."""
+
+    def __init__(self, check: Callable[[], bool], interval: float) -> None:
+        self.check = check
+        self.interval = interval
+        self.last = 0.0
+        self.value = False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self.value and now - self.last >= self.interval:
+            self.value = self.check()
+            self.last = now
+        return self.value
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
