@@ -244,6 +244,34 @@ def test_ctrl_c_on_run_cancels_the_slurm_job(start_cli, write_job, hpc, distrun_
     wait_for(lambda: processes_of_job(name) == [], timeout=30)
 
 
+def test_a_queued_job_says_so_and_cancels_at_once(run_cli, write_job, slurm_cluster, distrun_home):
+    # Each job asks for every CPU of both nodes, so the second waits for the first.
+    created = run_cli(
+        "compute",
+        "create",
+        "--name",
+        "whole",
+        "--type",
+        "slurm",
+        "--set",
+        f"cpus_per_node={slurm_cluster.cpus_per_node}",
+        "--set",
+        f"slurm_conf={slurm_cluster.conf_path}",
+    )
+    assert created.returncode == 0, created.stderr
+    job = write_job(sleepers("time.sleep(120)"))
+    first = json.loads(run_cli("run", "-d", str(job), "--compute", "whole").stdout)["name"]
+    wait_for(lambda: record(distrun_home, first)["status"] == "Running", timeout=60)
+    second = json.loads(run_cli("run", "-d", str(job), "--compute", "whole").stdout)["name"]
+    assert record(distrun_home, second)["status"] == "Queued"
+    wait_for(lambda: record(distrun_home, second)["reason"] == "Resources", timeout=30)  # Slurm's own words
+    assert run_cli("job", "cancel", second).returncode == 0
+    assert record(distrun_home, second)["status"] == "Canceled"
+    assert run_cli("job", "cancel", first).returncode == 0
+    assert record(distrun_home, first)["status"] == "Canceled"
+    wait_for(lambda: processes_of_job(first) == [], timeout=30)
+
+
 def test_limits_timeout_fails_the_job(run_cli, write_job, hpc, distrun_home):
     job = write_job(sleepers("time.sleep(120)"))
     result = run_cli("run", str(job), "--compute", hpc, "--set", "limits.timeout=3")

@@ -216,6 +216,12 @@ def test_cancel_wins_over_failures_it_caused_but_not_over_earlier_ones() -> None
     assert job_state(SlurmJobInfo("7", "FAILED"), failed_before, 2, canceled_at=50.0).status == "Failed"
 
 
+def test_a_job_canceled_while_queued_is_canceled_at_once() -> None:
+    info = SlurmJobInfo("7", "CANCELLED", node_list="", end_time=1000.0)
+    assert job_state(info, [], 2, canceled_at=999.0, now=1000.5).status == "Canceled"
+    assert job_state(SlurmJobInfo("7", "PENDING", reason="Resources"), [], 2).reason == "Resources"
+
+
 def test_slurm_ending_the_job_names_slurms_reason() -> None:
     stopped = [outcome(0, "Canceled"), outcome(1, "Canceled")]
     state = job_state(SlurmJobInfo("7", "TIMEOUT"), stopped, 2)
@@ -225,7 +231,7 @@ def test_slurm_ending_the_job_names_slurms_reason() -> None:
 
 
 def test_missing_outcomes_point_at_the_shared_filesystem() -> None:
-    info = SlurmJobInfo("7", "FAILED", exit_code="2:0", end_time=1000.0)
+    info = SlurmJobInfo("7", "FAILED", exit_code="2:0", node_list="n[1-2]", end_time=1000.0)
     waiting = job_state(info, [outcome(0, "Completed")], 2, now=1005.0)
     assert waiting.status == "Finalizing"  # NFS may show the file a moment later
     state = job_state(info, [outcome(0, "Completed")], 2, now=1100.0)

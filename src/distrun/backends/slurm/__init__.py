@@ -23,10 +23,11 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from distrun.backends.slurm.client import SlurmClient
+from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import JobState, job_state, read_canceled_at, read_outcomes
@@ -54,6 +55,13 @@ def default_python() -> str:
     import sys
 
     return sys.executable
+
+
+@dataclass(frozen=True)
+class Observation:
+    info: SlurmJobInfo
+    outcomes: list[dict[str, Any]]
+    state: JobState
 
 
 class SlurmBackend:
@@ -85,14 +93,15 @@ class SlurmBackend:
         paths.job_id.write_text(job_id + "\n", encoding="utf-8")
         return job_id
 
-    def state(self, job_dir: Path, job_id: str, node_count: int, now: float) -> JobState:
+    def observe(self, job_dir: Path, job_id: str, node_count: int, now: float) -> Observation:
+        """Slurm's view of the job and the nodes' outcomes, merged into distrun's status."""
         paths = SlurmPaths(job_dir)
         info = self.client.show_job(job_id)
         with contextlib.suppress(OSError):
             os.listdir(paths.folder)  # revalidates NFS's cached view of the folder
-        return job_state(
-            info, read_outcomes(paths, node_count), node_count, canceled_at=read_canceled_at(paths), now=now
-        )
+        outcomes = read_outcomes(paths, node_count)
+        state = job_state(info, outcomes, node_count, canceled_at=read_canceled_at(paths), now=now)
+        return Observation(info, outcomes, state)
 
     def cancel(self, job_dir: Path, job_id: str, now: float) -> None:
         paths = SlurmPaths(job_dir)
@@ -227,22 +236,21 @@ def refresh(index: JobIndex, record: JobRecord) -> JobRecord:
         backend = SlurmBackend(slurm_target(target))
         node_count = _node_count(Path(record.folder))
         now = time.time()
-        state = backend.state(Path(record.folder), record.backend_id, node_count, now)
-        info_start = backend.client.show_job(record.backend_id).start_time if record.started_at is None else None
+        seen = backend.observe(Path(record.folder), record.backend_id, node_count, now)
     except DistrunError:
         return record
+    state = seen.state
     fields: dict[str, Any] = {}
     if state.status != record.status:
         fields["status"] = state.status
     if state.reason != (record.reason or ""):
         fields["reason"] = state.reason
-    if record.started_at is None and (info_start or state.status in ("Running", "Finalizing") or state.terminal):
-        fields["started_at"] = info_start or now
+    if record.started_at is None and (seen.info.start_time or state.status in ("Running", "Finalizing")):
+        fields["started_at"] = seen.info.start_time or now
     if state.terminal:
-        outcomes = read_outcomes(SlurmPaths(Path(record.folder)), node_count)
         fields["root_cause"] = state.root_cause
-        fields["processes"] = merged_processes(outcomes)
-        fields["ended_at"] = max((o.get("ended_at") or 0 for o in outcomes), default=0) or now
+        fields["processes"] = merged_processes(seen.outcomes)
+        fields["ended_at"] = max((o.get("ended_at") or 0 for o in seen.outcomes), default=0) or now
     if fields:
         index.update(record.name, **fields)
         record = dataclasses.replace(record, **fields)

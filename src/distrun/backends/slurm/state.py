@@ -122,8 +122,11 @@ def job_state(
     if live and missing:
         if canceled_at is not None:
             return JobState("CancelRequested", "Slurm is stopping the job", None, state)
-        return JobState(slurm_status, slurm.reason if slurm_status == "Queued" else "", None, state)
-    if missing and slurm.end_time is not None and now is not None and now - slurm.end_time < OUTCOME_WAIT_S:
+        # Why Slurm keeps it waiting (Resources, Priority, ...); "None" until the scheduler looked.
+        waiting = slurm.reason if slurm_status == "Queued" and slurm.reason not in ("", "None") else ""
+        return JobState(slurm_status, waiting, None, state)
+    ran = slurm.node_list not in ("", "(null)") and canceled_at is None
+    if ran and missing and slurm.end_time is not None and now is not None and now - slurm.end_time < OUTCOME_WAIT_S:
         # Files written on another node may take a moment to show here (NFS caches).
         return JobState("Finalizing", "waiting for the nodes' outcomes in the job folder", None, state)
     if not missing and all(o.get("status") == "Completed" for o in outcomes):
