@@ -238,6 +238,7 @@ def test_ctrl_c_on_run_cancels_the_slurm_job(start_cli, write_job, hpc, distrun_
     name = _running_job(distrun_home)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
+    assert "SIGINT received, canceling the Slurm job (scancel)" in proc.stdout.read()
     rec = record(distrun_home, name)
     assert rec["status"] == "Canceled"
     wait_for(lambda: slurm_state(slurm_cluster, rec["backend_id"]) == "CANCELLED", timeout=30)
@@ -306,6 +307,14 @@ def test_partition_that_does_not_exist(run_cli, write_job, slurm_cluster, distru
     assert "Traceback" not in result.stderr
     assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
     assert slurm_cluster.run(["squeue", "--noheader", "--format=%i"]).stdout == before
+
+
+def test_more_nodes_than_the_partition_has(run_cli, write_job, hpc, distrun_home):
+    job = write_job(sleepers("pass"))
+    result = run_cli("run", str(job), "--compute", hpc, "--set", "resources.instance_count=3")
+    assert result.returncode == 2
+    assert "the job asks for 3 nodes (resources.instance_count) but Slurm partition 'debug' has 2" in result.stderr
+    assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
 
 
 def test_slurm_not_installed(write_job, hpc, distrun_home, tmp_path):

@@ -68,7 +68,7 @@ def _run(file: str, overrides: tuple[str, ...], name: str | None, compute: str |
     target = choose_target(loaded, layout, compute)
     backend = _backend(target.type)
     if hasattr(backend, "preflight"):
-        backend.preflight(target)  # a cluster that cannot take the job: error, nothing recorded
+        backend.preflight(target, loaded.spec)  # a cluster that cannot take the job: error, nothing recorded
     prepared = prepare_job(loaded, layout, target, name)
     if not stream:
         record = backend.submit_detached(prepared, layout)

@@ -2,7 +2,7 @@
 
 A backend module offers `dry_run(loaded, layout, target)`, `run_streaming(prepared, layout,
 out, color)`, `submit_detached(prepared, layout)` and `cancel(record, layout)`; a cluster
-backend also `preflight(target)` (before anything is recorded) and `refresh(index, record)`
+backend also `preflight(target, spec)` (before anything is recorded) and `refresh(index, record)`
 (the record brought up to date from the engine, for records with a backend id).
 """
 

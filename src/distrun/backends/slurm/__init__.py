@@ -22,12 +22,12 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo
+from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo, SlurmSubmitError
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import JobState, job_state, read_canceled_at, read_outcomes
@@ -78,11 +78,18 @@ class SlurmBackend:
     def render(self, job: JobSpec, *, job_name: str, job_dir: str) -> str:
         return render_batch_script(job, self.target, job_name=job_name, job_dir=job_dir, python=self.python)
 
-    def preflight(self) -> None:
-        """Raise before anything is recorded when Slurm cannot take a job: tools, controller, partition."""
+    def preflight(self, job: JobSpec) -> None:
+        """Raise before anything is recorded when Slurm cannot take the job: tools, controller, partition, size."""
         self.client.check_controller()
-        if self.target.partition:
-            self.client.check_partition(self.target.partition)
+        partition = self.client.partition(self.target.partition)
+        total = partition.get("TotalNodes", "")
+        if total.isdigit() and job.node_count > int(total):
+            name = partition.get("PartitionName", "?")
+            raise SlurmSubmitError(
+                f"the job asks for {job.node_count} nodes (resources.instance_count) but Slurm partition "
+                f"{name!r} has {total}",
+                "lower resources.instance_count, or use a partition with more nodes; nothing was submitted",
+            )
 
     def submit(self, job: JobSpec, *, job_name: str, job_dir: Path) -> str:
         """Write slurm/batch.sh into the job folder and submit it; returns Slurm's job id."""
@@ -117,9 +124,9 @@ def slurm_target(target: ComputeTarget) -> SlurmTarget:
     return SlurmTarget.from_settings(target.name, target.settings)
 
 
-def preflight(target: ComputeTarget) -> None:
+def preflight(target: ComputeTarget, job: JobSpec) -> None:
     """Called before the job is recorded: a Slurm that cannot take it leaves nothing behind."""
-    SlurmBackend(slurm_target(target)).preflight()
+    SlurmBackend(slurm_target(target)).preflight(job)
 
 
 PLACEHOLDER_HOST = "<slurm node {}>"
@@ -214,7 +221,7 @@ def submit_detached(prepared: PreparedJob, layout: Layout) -> JobRecord:
     preview = preview_plan(prepared.spec, folder.root, prepared.bindings, prepared.name)
     folder.plan_json.write_text(json.dumps(preview.to_dict(), indent=2), encoding="utf-8")
     try:
-        backend.preflight()
+        backend.preflight(prepared.spec)
         job_id = backend.submit(prepared.spec, job_name=prepared.name, job_dir=folder.root)
     except DistrunError as exc:
         index.update(prepared.name, status=FAILED, reason=f"not submitted: {exc.message}", ended_at=time.time())
@@ -287,51 +294,72 @@ def cancel(record: JobRecord, layout: Layout) -> JobRecord:
 def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
     """`distrun run --compute <slurm target>`: submit, stream every rank's lines while it runs, summarize.
 
-    Ctrl-C (or SIGTERM) cancels the Slurm job, as it cancels a local one.
+    Ctrl-C (or SIGTERM) cancels the Slurm job, as it cancels a local one, and the stream goes on
+    until Slurm has ended it; a second Ctrl-C stops waiting.
     """
     index = JobIndex(layout.db_path)
     record = submit_detached(prepared, layout)
-    ranks = sum(
-        1 for _ in preview_plan(prepared.spec, prepared.folder.root, prepared.bindings, prepared.name).processes()
-    )
-    header = stream_header(record, ranks, prepared.spec.node_count)
-    head, rule = header.rsplit("\n", 1)
+    plan = preview_plan(prepared.spec, prepared.folder.root, prepared.bindings, prepared.name)
+    head, rule = stream_header(record, sum(1 for _ in plan.processes()), prepared.spec.node_count).rsplit("\n", 1)
     out.write(f"{head}\nSlurm job {record.backend_id} on compute {prepared.target.name}\n{rule}\n".encode())
     out.flush()
-    finished = _Throttled(lambda: index.get(prepared.name).terminal, POLL_S)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    watch = _SlurmWatch(index, prepared, out)
+    previous = {sig: signal.signal(sig, watch.interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        try:
-            follow_logs(prepared.folder, out, finished, color=color)
-        except KeyboardInterrupt:
-            out.write(b"distrun: canceling the Slurm job\n")
-            out.flush()
-            cancel(index.get(prepared.name), layout)
-            follow_logs(prepared.folder, out, finished, color=color)
+        follow_logs(prepared.folder, out, watch.finished, color=color)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     record = index.get(prepared.name)
     out.write((execution_summary(record) + "\n").encode())
     out.flush()
     return record
 
 
-class _Throttled:
-    """Ask Slurm at most every `interval` seconds, however often the log follower polls."""
+class _SlurmWatch:
+    """The log follower's "is it over?" for a Slurm job.
 
-    def __init__(self, check: Callable[[], bool], interval: float) -> None:
-        self.check = check
-        self.interval = interval
-        self.last = 0.0
-        self.value = False
+    Asks Slurm at most every POLL_S, says when the job waits (Queued and Slurm's reason), and
+    turns an interrupt into scancel without leaving the log stream.
+    """
 
-    def __call__(self) -> bool:
+    def __init__(self, index: JobIndex, prepared: PreparedJob, out: BinaryIO) -> None:
+        self.index = index
+        self.prepared = prepared
+        self.out = out
+        self.last_check = 0.0
+        self.done = False
+        self.shown = ("", "")
+        self.interrupted = 0
+        self.signal_name = ""
+        self.canceled = False
+
+    def interrupt(self, signum: int, frame: object) -> None:
+        self.interrupted += 1
+        self.signal_name = signal.Signals(signum).name
+        if self.interrupted > 1:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting (the job is canceled already)
+
+    def finished(self) -> bool:
+        if self.interrupted and not self.canceled:
+            self.canceled = True
+            self._say(f"{self.signal_name} received, canceling the Slurm job (scancel)")
+            record = self.index.get(self.prepared.name)
+            if record.backend_id and not record.terminal:
+                backend = SlurmBackend(slurm_target(self.prepared.target))
+                backend.cancel(Path(record.folder), record.backend_id, time.time())
         now = time.monotonic()
-        if not self.value and now - self.last >= self.interval:
-            self.value = self.check()
-            self.last = now
-        return self.value
+        if self.done or now - self.last_check < POLL_S:
+            return self.done
+        self.last_check = now
+        record = self.index.get(self.prepared.name)
+        self.done = record.terminal
+        seen = (record.status, record.reason or "")
+        if not self.done and seen != self.shown and record.status != "Running":
+            self._say(f"Slurm job {record.backend_id}: {record.status}" + (f" ({seen[1]})" if seen[1] else ""))
+        self.shown = seen
+        return self.done
 
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    def _say(self, text: str) -> None:
+        self.out.write(f"distrun: {text}\n".encode())
+        self.out.flush()

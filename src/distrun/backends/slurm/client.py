@@ -90,15 +90,24 @@ class SlurmClient:
                 f"start slurmctld or check the cluster named by {conf}; nothing was submitted",
             )
 
-    def check_partition(self, partition: str) -> None:
-        out = self._run(["scontrol", "show", "partition", "--oneliner", partition])
-        if out.returncode != 0 or f"PartitionName={partition} " not in out.stdout + " ":
-            known = ", ".join(self.partitions()) or "none"
+    def partition(self, name: str | None) -> dict[str, str]:
+        """`scontrol show partition` of NAME, or of the cluster's default partition when None."""
+        out = self._run(["scontrol", "show", "partition", "--oneliner", *([name] if name else [])])
+        found = [parse_scontrol_line(line) for line in out.stdout.splitlines() if line.strip()]
+        for fields in found:
+            if (name and fields.get("PartitionName") == name) or (not name and fields.get("Default") == "YES"):
+                return fields
+        if name is None:
             raise SlurmSubmitError(
-                f"Slurm partition {partition!r} does not exist (partitions of this cluster: {known})",
-                "set the compute target's partition, e.g. distrun compute create --name NAME --type slurm "
-                "--set partition=NAME; nothing was submitted",
+                "this Slurm cluster has no default partition",
+                "set the compute target's partition (--set partition=NAME)",
             )
+        known = ", ".join(self.partitions()) or "none"
+        raise SlurmSubmitError(
+            f"Slurm partition {name!r} does not exist (partitions of this cluster: {known})",
+            "set the compute target's partition, e.g. distrun compute create --name NAME --type slurm "
+            "--set partition=NAME; nothing was submitted",
+        )
 
     def partitions(self) -> list[str]:
         out = self._run(["sinfo", "--all", "--noheader", "--format=%R"])
