@@ -45,7 +45,7 @@ def test_stop_leaves_no_process() -> None:
     root = Path(tempfile.mkdtemp(prefix="distrun-slurm-stop-"))
     cluster = SlurmCluster(root, node_count=1, cpus_per_node=1)
     cluster.start()
-    job = cluster.run(["sbatch", "--parsable", "--wrap", "sleep 300"]).stdout.strip()
+    job = cluster.run(["sbatch", "--parsable", f"--output={root}/sleep.out", "--wrap", "sleep 300"]).stdout.strip()
     deadline = time.monotonic() + 30
     while "RUNNING" not in cluster.run(["squeue", "-h", "-j", job, "-o", "%T"]).stdout:
         assert time.monotonic() < deadline, "the job never started"
