@@ -309,6 +309,13 @@ def test_partition_that_does_not_exist(run_cli, write_job, slurm_cluster, distru
     assert slurm_cluster.run(["squeue", "--noheader", "--format=%i"]).stdout == before
 
 
+def test_compute_create_refuses_a_misspelled_setting(run_cli, distrun_home):
+    result = run_cli("compute", "create", "--name", "hpc", "--type", "slurm", "--set", "partiton=debug")
+    assert result.returncode == 2
+    assert "unknown setting 'partiton' (did you mean 'partition'?)" in result.stderr
+    assert not (distrun_home / "config.yaml").exists()
+
+
 def test_more_nodes_than_the_partition_has(run_cli, write_job, hpc, distrun_home):
     job = write_job(sleepers("pass"))
     result = run_cli("run", str(job), "--compute", hpc, "--set", "resources.instance_count=3")

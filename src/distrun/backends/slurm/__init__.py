@@ -11,7 +11,8 @@ the job folder. That folder lives under DISTRUN_HOME, which every node must see.
 Modules: `target` (the compute target's settings), `script` (the batch script, pure),
 `client` (the Slurm commands), `state` (Slurm's state and the nodes' outcomes -> distrun's
 status, pure), `layout` (the job's Slurm files). This module is the backend interface the
-CLI calls: `preflight`, `dry_run`, `submit_detached`, `run_streaming`, `refresh`, `cancel`.
+CLI calls: `validate_settings`, `preflight`, `dry_run`, `submit_detached`, `run_streaming`,
+`refresh`, `cancel`.
 """
 
 from __future__ import annotations
@@ -122,6 +123,11 @@ class SlurmBackend:
 
 def slurm_target(target: ComputeTarget) -> SlurmTarget:
     return SlurmTarget.from_settings(target.name, target.settings)
+
+
+def validate_settings(name: str, settings: Mapping[str, Any]) -> None:
+    """`distrun compute create --type slurm`: refuse settings a job could not use."""
+    SlurmTarget.from_settings(name, settings)
 
 
 def preflight(target: ComputeTarget, job: JobSpec) -> None:
