@@ -32,9 +32,10 @@ def backend_for(kind: str) -> ModuleType:
 def refresh_record(index: JobIndex, record: JobRecord) -> JobRecord:
     """A cluster job's record, brought up to date from its engine (Slurm's state, node outcomes)."""
     from distrun.backends.targets import resolve_target
+    from distrun.store.layout import Layout
 
     try:
-        kind = resolve_target(record.compute, index.db_path.parent / "config.yaml").type
+        kind = resolve_target(record.compute, Layout(index.db_path.parent).config_path).type
         backend = backend_for(kind)
     except DistrunError:
         return record  # the target was removed from config.yaml: show the record as last known
