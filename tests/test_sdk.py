@@ -143,7 +143,12 @@ def test_loaded_yaml_job_errors_point_into_the_file(sdk_env):
 
 def test_typed_distributions_map_to_the_model(sdk_env):
     tf = spec_of(command(command="python t.py", instance_count=2, distribution=TensorFlowDistribution(worker_count=2)))
-    assert tf["distribution"] == {"type": "tensorflow", "worker_count": 2, "parameter_server_count": 0, "chief_count": 0}
+    assert tf["distribution"] == {
+        "type": "tensorflow",
+        "worker_count": 2,
+        "parameter_server_count": 0,
+        "chief_count": 0,
+    }
     mpi = spec_of(command(command="python t.py", distribution=MpiDistribution(process_count_per_instance=3)))
     assert mpi["distribution"]["process_count_per_instance"] == 3 and mpi["distribution"]["type"] == "mpi"
     job = command(command="python t.py", distribution={"type": "MPI"})
@@ -239,7 +244,7 @@ def test_invalid_job_raises_the_cli_problems_and_records_nothing(sdk_env, run_cl
     for key, message, hint in problems(caught.value):
         assert f"{key}: {message}" in cli.stderr and hint in cli.stderr
 
-    with pytest.raises(distrun.ValidationError, match="resources.instance_count: must be at least 1, got 0"):
+    with pytest.raises(distrun.ValidationError, match=r"resources\.instance_count: must be at least 1, got 0"):
         MLClient().jobs.create_or_update(command(command="echo hi", instance_count=0))
 
 
@@ -362,7 +367,7 @@ def test_v1_environment_and_workspace_are_recorded(sdk_env):
         ("two words", "two words"),
         ("$LOCAL_RANK", "3"),
         ("rank=${RANK}!", "rank=7!"),
-        ("it's $(touch pwned) `x` \"q\" \\ $1", "it's $(touch pwned) `x` \"q\" \\ $1"),
+        ('it\'s $(touch pwned) `x` "q" \\ $1', 'it\'s $(touch pwned) `x` "q" \\ $1'),
         ("$LOCAL_RANK; rm x", "3; rm x"),
     ],
 )

@@ -1,4 +1,4 @@
-"""`azure.ai.ml.constants` names that job code uses: `Input(type=AssetTypes.URI_FOLDER, mode=InputOutputModes.RO_MOUNT)`."""
+"""`azure.ai.ml.constants` names job code uses, e.g. `Input(type=AssetTypes.URI_FOLDER)`."""
 
 from __future__ import annotations
 

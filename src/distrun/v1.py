@@ -1,6 +1,6 @@
 """Azure ML SDK v1 for distrun: what `azureml.core` and `azureml.core.runconfig` offered for jobs.
 
-    from distrun.v1 import ScriptRunConfig, PyTorchConfiguration, Experiment, Workspace, Environment
+from distrun.v1 import ScriptRunConfig, PyTorchConfiguration, Experiment, Workspace, Environment
 """
 
 from __future__ import annotations

@@ -57,7 +57,9 @@ class MLClient:
         self.jobs = JobOperations(self)
 
     @classmethod
-    def from_config(cls, credential: Any = None, *, path: Any = None, file_name: str | None = None, **kwargs: Any) -> MLClient:
+    def from_config(
+        cls, credential: Any = None, *, path: Any = None, file_name: str | None = None, **kwargs: Any
+    ) -> MLClient:
         """azure-ai-ml reads a workspace's config.json here; distrun needs none."""
         extra = {k: v for k, v in {"path": path, "file_name": file_name}.items() if v is not None}
         return cls(credential, **extra, **kwargs)

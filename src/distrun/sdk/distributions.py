@@ -70,7 +70,9 @@ class TensorFlowDistribution(DistributionConfiguration):
     type = "tensorflow"
     model = models.TensorFlowDistribution
 
-    def __init__(self, *, parameter_server_count: int | None = 0, worker_count: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, parameter_server_count: int | None = 0, worker_count: int | None = None, **kwargs: Any
+    ) -> None:
         self.parameter_server_count = parameter_server_count
         self.worker_count = worker_count
         self._keep(kwargs)

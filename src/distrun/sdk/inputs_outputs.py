@@ -15,7 +15,7 @@ class Input(Recorded):
     def __init__(
         self,
         *,
-        type: str = "uri_folder",  # noqa: A002 - Azure ML's argument name
+        type: str = "uri_folder",
         path: Any = None,
         mode: str | None = None,
         optional: bool | None = None,
@@ -58,7 +58,7 @@ class Output(Recorded):
     def __init__(
         self,
         *,
-        type: str = "uri_folder",  # noqa: A002 - Azure ML's argument name
+        type: str = "uri_folder",
         path: Any = None,
         mode: str | None = None,
         description: str | None = None,

@@ -92,7 +92,14 @@ class Workspace(Recorded):
         return cls(**extra, **kwargs)
 
     @classmethod
-    def get(cls, name: str, auth: Any = None, subscription_id: str | None = None, resource_group: str | None = None, **kwargs: Any) -> Workspace:
+    def get(
+        cls,
+        name: str,
+        auth: Any = None,
+        subscription_id: str | None = None,
+        resource_group: str | None = None,
+        **kwargs: Any,
+    ) -> Workspace:
         return cls(subscription_id, resource_group, name, auth, **kwargs)
 
     @property
@@ -251,7 +258,11 @@ class PyTorchConfiguration(Recorded):
     """`process_count` is the TOTAL number of processes (default: one per node)."""
 
     def __init__(
-        self, communication_backend: str | None = None, process_count: int | None = None, node_count: int = 1, **kwargs: Any
+        self,
+        communication_backend: str | None = None,
+        process_count: int | None = None,
+        node_count: int = 1,
+        **kwargs: Any,
     ) -> None:
         self.communication_backend = communication_backend or "Nccl"
         self.process_count = process_count
@@ -299,7 +310,9 @@ TensorFlowConfiguration = TensorflowConfiguration
 class RunConfiguration(Recorded):
     """The older way to configure a run; ScriptRunConfig's own arguments take precedence."""
 
-    def __init__(self, script: str | None = None, arguments: list[Any] | None = None, command: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self, script: str | None = None, arguments: list[Any] | None = None, command: Any = None, **kwargs: Any
+    ) -> None:
         self.script = script
         self.arguments = list(arguments or [])
         self.command = command
@@ -528,7 +541,9 @@ class Run:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
 
-    def download_files(self, prefix: str | None = None, output_directory: Any = None, append_prefix: bool = True, **kwargs: Any) -> None:
+    def download_files(
+        self, prefix: str | None = None, output_directory: Any = None, append_prefix: bool = True, **kwargs: Any
+    ) -> None:
         base = Path(path_text(output_directory)) if output_directory is not None else Path.cwd()
         for name in self.get_file_names():
             if prefix and not name.startswith(prefix):
