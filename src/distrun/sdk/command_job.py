@@ -224,6 +224,8 @@ def command(
     docker_args: str | None = None,
     shm_size: str | None = None,
     timeout: float | None = None,
+    resources: JobResourceConfiguration | dict[str, Any] | None = None,
+    limits: CommandJobLimits | dict[str, Any] | None = None,
     name: str | None = None,
     display_name: str | None = None,
     experiment_name: str | None = None,
@@ -235,7 +237,11 @@ def command(
     queue_settings: Any = None,
     **kwargs: Any,
 ) -> Command:
-    """Build a command job, as `azure.ai.ml.command` does."""
+    """Build a command job, as `azure.ai.ml.command` does.
+
+    `resources` and `limits` (objects or dicts) are also taken, as `CommandJob` takes them;
+    `instance_count`, `timeout` and the other shortcuts are set on top of them.
+    """
     job = Command(
         command=command,
         code=code,
@@ -245,14 +251,8 @@ def command(
         environment_variables=environment_variables,
         compute=compute,
         distribution=distribution,
-        resources=JobResourceConfiguration(
-            instance_count=instance_count,
-            instance_type=instance_type,
-            locations=locations,
-            docker_args=docker_args,
-            shm_size=shm_size,
-        ),
-        limits=CommandJobLimits(timeout=timeout),
+        resources=resources,
+        limits=limits,
         name=name,
         display_name=display_name,
         experiment_name=experiment_name,
@@ -264,6 +264,14 @@ def command(
         queue_settings=queue_settings,
         **kwargs,
     )
+    job.set_resources(
+        instance_count=instance_count,
+        instance_type=instance_type,
+        locations=locations,
+        docker_args=docker_args,
+        shm_size=shm_size,
+    )
+    job.set_limits(timeout=timeout)
     return job
 
 

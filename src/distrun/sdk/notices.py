@@ -8,6 +8,7 @@ notebook run in a loop is not flooded and `warnings` filters can silence it.
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -16,7 +17,13 @@ from typing import Any
 
 from distrun.errors import Position
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
+# distrun's own files, as imported and as resolved (an install may reach them through a link).
+_PACKAGE_DIRS = tuple(
+    {
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+        str(Path(__file__).resolve().parent.parent) + os.sep,
+    }
+)
 _said: set[str] = set()
 
 
@@ -28,7 +35,7 @@ def _user_frame() -> tuple[FrameType | None, int]:
     """The first frame outside distrun, and how many frames up it is from the caller of this."""
     frame = sys._getframe(2)
     level = 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIRS):
         frame = frame.f_back
         level += 1
     return frame, level
