@@ -85,7 +85,8 @@ def test_v2_example_runs_streams_lists_and_downloads(sdk_env, capsys, tmp_path):
     with pytest.warns(distrun.sdk.notices.IgnoredArgumentWarning, match="local compute runs in this Python"):
         returned = client.jobs.create_or_update(job)
     assert returned.name and returned.status in ("Starting", "Running")
-    assert returned.experiment_name is None or returned.experiment_name == sdk_env.name
+    assert returned.experiment_name == sdk_env.name == "project"  # Azure ML's default: the folder's name
+    assert returned.display_name == returned.name
     client.jobs.stream(returned.name)
     out = capsys.readouterr().out
     assert out.startswith(f"RunId: {returned.name}\nStreaming ")

@@ -312,6 +312,8 @@ def load_job(source: Any, *, params_override: list[dict[str, Any]] | None = None
 def status_of(job: Command, record: Any, folder: Path) -> Command:
     """Fill in what the store knows about a submitted job."""
     job.name = record.name
+    job.display_name = job.display_name or record.display_name
+    job.experiment_name = job.experiment_name or record.experiment_name
     job.status = record.status
     job.reason = record.reason
     job.root_cause = record.root_cause
