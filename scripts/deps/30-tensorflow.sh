@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# TensorFlow (CPU build) and tf-keras, for the TensorFlow job tests and examples.
+# Keras 3 does not work under MultiWorkerMirroredStrategy or ParameterServerStrategy, so the
+# examples set TF_USE_LEGACY_KERAS=1, which makes `tf.keras` the tf-keras package.
+set -euo pipefail
+if python3 -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('tensorflow') and u.find_spec('tf_keras') else 1)" 2>/dev/null; then
+    exit 0
+fi
+python3 -m pip install -q --disable-pip-version-check tensorflow-cpu tf-keras
