@@ -14,6 +14,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 
 # Keras 3 does not support multi-worker strategies: use tf-keras as `tf.keras`.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -67,6 +68,10 @@ def main() -> None:
     tf.keras.utils.set_random_seed(0)  # same initial weights on every worker
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    # TensorFlow's coordination service takes SIGTERM as a preemption notice and keeps
+    # running; this script saves no checkpoint on preemption, so let SIGTERM end it at once
+    # (distrun sends it to stop the other workers when one fails, or on cancel).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     print(f"{name}: {strategy.num_replicas_in_sync} replicas in sync", flush=True)
 
     x, y = synthetic_data(args.samples)

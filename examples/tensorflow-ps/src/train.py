@@ -6,6 +6,9 @@ One script for every task, as TF_CONFIG says which one it is:
 - the `chief` (distribution.chief_count: 1) builds the model, whose variables live on the
   parameter servers, schedules training steps on the workers, and exits when done. distrun
   then stops the workers and parameter servers and the job is Completed.
+
+--crash-ps-after S makes ps 0 raise S seconds after it started, to see how a failing
+parameter server is reported.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 
 # Keras 3 does not support ParameterServerStrategy: use tf-keras as `tf.keras`.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -26,10 +30,11 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40, help="training steps scheduled on the workers")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--crash-ps-after", type=float, default=0, help="seconds; ps 0 then raises (a demo failure)")
     return parser.parse_args()
 
 
-def serve(resolver: tf.distribute.cluster_resolver.TFConfigClusterResolver) -> None:
+def serve(resolver: tf.distribute.cluster_resolver.TFConfigClusterResolver, crash_after: float) -> None:
     server = tf.distribute.Server(
         resolver.cluster_spec(),
         job_name=resolver.task_type,
@@ -38,6 +43,9 @@ def serve(resolver: tf.distribute.cluster_resolver.TFConfigClusterResolver) -> N
         start=True,
     )
     print(f"{resolver.task_type} {resolver.task_id}: serving at {server.target}", flush=True)
+    if crash_after and (resolver.task_type, resolver.task_id) == ("ps", 0):
+        time.sleep(crash_after)
+        raise RuntimeError(f"ps 0 failed after {crash_after:g} s (injected)")
     server.join()
 
 
@@ -90,7 +98,7 @@ def main() -> None:
     print(f"TF_CONFIG task: {json.loads(os.environ['TF_CONFIG'])['task']}", flush=True)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type in ("ps", "worker"):
-        serve(resolver)
+        serve(resolver, args.crash_ps_after)
     else:
         coordinate(resolver, args)
 
