@@ -17,6 +17,8 @@ from distrun.plan.tensorflow import plan_tensorflow
 from distrun.spec.checks_tensorflow import tensorflow_problems
 from distrun.spec.loader import LoadedJob, load_job_file
 from distrun.spec.models import JobSpec
+from distrun.spec.normalize import normalize
+from distrun.spec.yaml_source import read_yaml_file
 
 SEED_001_PS_JOB = """\
 command: python train.py --magic $MAGIC
@@ -80,10 +82,13 @@ def config(proc: ProcessSpec) -> dict:
 
 
 def load(tmp_path: Path, text: str) -> LoadedJob:
+    """A job as the loader builds it, before its semantic checks (which may include ours)."""
     (tmp_path / "src").mkdir(exist_ok=True)
     path = tmp_path / "job.yml"
     path.write_text(text)
-    return load_job_file(path)
+    data, smap = read_yaml_file(path)
+    spec = JobSpec.model_validate(normalize(data, smap))
+    return LoadedJob(spec, tmp_path, str(path), smap)
 
 
 # ---------------------------------------------------------------- TF_CONFIG
@@ -384,6 +389,7 @@ def test_other_distribution_types_have_no_tensorflow_problems(tmp_path: Path) ->
     assert _problems(tmp_path, "command: x\ndistribution: {type: pytorch}\nresources: {instance_count: 4}\n") == []
 
 
-def test_chief_count_above_one_is_rejected_by_the_model(tmp_path: Path) -> None:
-    with pytest.raises(ValidationError, match="chief_count"):
-        load(tmp_path, "command: x\ndistribution: {type: tensorflow, chief_count: 2}\n")
+def test_chief_count_above_one_is_rejected_with_its_position(tmp_path: Path) -> None:
+    (tmp_path / "job.yml").write_text("command: x\ndistribution: {type: tensorflow, chief_count: 2}\n")
+    with pytest.raises(ValidationError, match=r"job.yml:2:\d+: distribution.chief_count: must be at most 1"):
+        load_job_file(tmp_path / "job.yml")
