@@ -21,6 +21,10 @@ def _planner(kind: str) -> Planner:
         from distrun.plan.tensorflow import plan_tensorflow
 
         return plan_tensorflow
+    if kind == "mpi":
+        from distrun.plan.mpi import plan_mpi
+
+        return plan_mpi
     raise DistrunError(
         f"distribution type {kind!r} validates but distrun cannot launch it yet",
         "use type: pytorch, or run the framework's own launcher under type: pytorch with process_count_per_instance: 1",
