@@ -151,3 +151,19 @@ def test_parameter_server_dying_fails_the_job_with_ps_as_root_cause(run_cli, dis
     for other in ("chief_0", "worker_0", "worker_1"):
         assert by_name(rec)[other]["stopped_by_distrun"], by_name(rec)[other]
     assert processes_of_job(name) == []
+
+
+def test_two_jobs_at_once_get_their_own_ports(start_cli, distrun_home):
+    names = ("tf-twin-a", "tf-twin-b")
+    procs = [start_cli("run", str(MULTIWORKER), "--name", n, "--set", "inputs.epochs=1") for n in names]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    for proc, out in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, out
+    addresses = [
+        {a for config in tf_configs(distrun_home, n).values() for a in config["cluster"]["worker"]} for n in names
+    ]
+    assert len(addresses[0]) == len(addresses[1]) == 2
+    assert not addresses[0] & addresses[1]
+    for name in names:
+        assert record(distrun_home, name)["status"] == "Completed"
+        assert processes_of_job(name) == []
