@@ -14,4 +14,4 @@ fi
 # TensorFlow next to tensorflow-cpu: install it without dependencies, matched to the
 # installed TensorFlow's minor version (tf-keras 2.N goes with TensorFlow 2.N).
 minor="$(python3 -c 'import tensorflow as tf; print(".".join(tf.__version__.split(".")[:2]))' 2>/dev/null)"
-"${pip[@]}" --no-deps "tf-keras~=${minor}.0"
+"${pip[@]}" --no-deps "tf-keras~=${minor}.0" || "${pip[@]}" --no-deps tf-keras
