@@ -15,7 +15,15 @@ from conftest import REPO, cli_env, processes_of_job, wait_for
 from distrun import Input, MLClient, Output, command
 from distrun.sdk import operations
 from distrun.store.layout import Layout
-from distrun.v1 import Environment, Experiment, PyTorchConfiguration, ScriptRunConfig, Workspace
+from distrun.v1 import (
+    Environment,
+    Experiment,
+    MpiConfiguration,
+    PyTorchConfiguration,
+    ScriptRunConfig,
+    TensorflowConfiguration,
+    Workspace,
+)
 from test_sdk_support import sdk_env, write
 
 __all__ = ["sdk_env"]  # the fixture, imported for pytest
@@ -175,6 +183,55 @@ def test_v2_per_node_torchrun(sdk_env, capsys):
     out = capsys.readouterr().out
     for rank in range(4):
         assert f"rank {rank}/4 node {rank // 2} local {rank % 2} arg None epochs 2 sum 6" in out
+
+
+def test_v1_mpi_configuration_runs_ranks_under_mpirun(sdk_env, capsys):
+    write(
+        sdk_env / "src" / "hello.py",
+        """
+        import os
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        total = comm.allreduce(comm.Get_rank())
+        print(f"mpi rank {comm.Get_rank()} of {comm.Get_size()} local {os.environ['OMPI_COMM_WORLD_LOCAL_RANK']}"
+              f" sum {total}")
+        """,
+    )
+    src = ScriptRunConfig(
+        source_directory="./src",
+        script="hello.py",
+        distributed_job_config=MpiConfiguration(process_count_per_node=2, node_count=2),
+    )
+    run = Experiment(Workspace(), "mpi").submit(src)
+    details = run.wait_for_completion(show_output=True)
+    out = capsys.readouterr().out
+    assert details["status"] == "Completed", out
+    for rank in range(4):  # simulated nodes share one host: Open MPI's local rank is the rank
+        assert f"mpi rank {rank} of 4 local {rank} sum 6" in out
+
+
+def test_v1_tensorflow_configuration_gives_each_task_its_tf_config(sdk_env, capsys):
+    write(
+        sdk_env / "src" / "task.py",
+        """
+        import json, os
+        config = json.loads(os.environ["TF_CONFIG"])
+        task = config["task"]
+        print(f"task {task['type']} {task['index']} cluster {sorted(config['cluster'])}"
+              f" workers {len(config['cluster']['worker'])}")
+        """,
+    )
+    src = ScriptRunConfig(
+        source_directory="./src",
+        script="task.py",
+        distributed_job_config=TensorflowConfiguration(worker_count=2),  # and Azure ML's default of 1 ps
+    )
+    run = Experiment(Workspace(), "tf").submit(src)
+    run.wait_for_completion(show_output=True)
+    out = capsys.readouterr().out
+    for role, index in (("worker", 0), ("worker", 1), ("ps", 0)):
+        assert f"task {role} {index} cluster ['ps', 'worker'] workers 2" in out
 
 
 def test_v2_failing_job_raises_with_the_root_cause(sdk_env, capsys):
