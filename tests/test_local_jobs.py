@@ -98,9 +98,7 @@ def test_per_node_torchrun_form(run_cli, write_job, distrun_home):
 
 def test_failing_rank_is_the_root_cause_with_its_traceback(run_cli, write_job, distrun_home):
     job = write_job(
-        sleepers(
-            "time.sleep(0.5); int(os.environ['RANK']) == 2 and sys.exit(__import__('fail').go()); time.sleep(60)"
-        ),
+        sleepers("time.sleep(0.5); int(os.environ['RANK']) == 2 and sys.exit(__import__('fail').go()); time.sleep(60)"),
         {"fail.py": "def go():\n    raise ValueError('bad batch on rank 2')\n"},
     )
     started = time.monotonic()
@@ -122,11 +120,7 @@ def test_failing_rank_is_the_root_cause_with_its_traceback(run_cli, write_job, d
 
 
 def test_sigkilled_rank_is_named_as_possibly_out_of_memory(run_cli, write_job, distrun_home):
-    job = write_job(
-        sleepers(
-            "time.sleep(0.3); os.environ['RANK'] == '1' and os.kill(os.getpid(), 9); time.sleep(60)"
-        )
-    )
+    job = write_job(sleepers("time.sleep(0.3); os.environ['RANK'] == '1' and os.kill(os.getpid(), 9); time.sleep(60)"))
     result = run_cli("run", str(job))
     assert result.returncode == 1
     cause = record(distrun_home, only_job(distrun_home))["root_cause"]

@@ -23,6 +23,8 @@ from typing import BinaryIO
 
 from distrun.agent import process_tree
 from distrun.agent.line_stream import LineStream
+from distrun.agent.mpi_output import MpiOutput, demux_for, missing_launcher, mpi_root_cause
+from distrun.agent.node_files import write_node_files
 from distrun.agent.outcome import (
     CANCELED,
     COMPLETED,
@@ -51,6 +53,7 @@ class _Running:
     pidfd: int
     pipe_open: bool = True
     signalled_at: float | None = None  # when distrun sent it a stop signal
+    demux: MpiOutput | None = None  # splits an MPI launcher's output into per-rank logs
 
 
 @dataclass
@@ -103,6 +106,7 @@ class Gang:
         self.options = options
         self.log_dir = Path(log_dir)
         wanted = set(node_ranks)
+        self.plan = plan
         self.nodes = [node for node in plan.nodes if node.node_rank in wanted]
         self.running: list[_Running] = []
         self.stream = LineStream(options.stream, options.color)
@@ -136,6 +140,8 @@ class Gang:
     def _start_all(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         base = dict(os.environ if self.options.base_env is None else self.options.base_env)
+        if not self._prepare_nodes(base):
+            return
         for node in self.nodes:
             for spec in node.processes:
                 log_path = self.log_dir / spec.log_name
@@ -160,9 +166,27 @@ class Gang:
                 item = _Running(spec, proc, outcome, log_fd, pidfd)
                 self.running.append(item)
                 self.stream.add(spec.name, spec.label, spec.node_rank)
+                item.demux = demux_for(spec, self.plan, self.log_dir, log_fd, self.stream)
                 assert proc.stdout is not None
                 self.selector.register(proc.stdout.fileno(), selectors.EVENT_READ, ("out", item))
                 self.selector.register(pidfd, selectors.EVENT_READ, ("exit", item))
+
+    def _prepare_nodes(self, base: Mapping[str, str]) -> bool:
+        """Before anything starts: the files the nodes need (MPI hostfile), and their launchers."""
+        try:
+            for node in self.nodes:
+                # user_logs/ sits in the job folder, which the plan's file paths are relative to.
+                write_node_files(node, self.log_dir.parent)
+        except OSError as exc:
+            self._begin_stop(_Stop(FAILED, f"could not write the job's node files: {exc.strerror or exc}"))
+            return False
+        for node in self.nodes:
+            for spec in node.processes:
+                problem = missing_launcher(spec, process_tree.child_env(spec, base, ""))
+                if problem:
+                    self._begin_stop(_Stop(FAILED, f"node {node.node_rank}: {problem}"))
+                    return False
+        return True
 
     def _loop(self) -> None:
         deadline = self.started + self.options.timeout if self.options.timeout else None
@@ -198,7 +222,12 @@ class Gang:
         if not data:
             self.selector.unregister(fd)
             item.pipe_open = False
-            self.stream.finish(item.spec.name)
+            self._finish_output(item)
+            return
+        if item.demux is not None:
+            item.demux.feed(data)
+            if item.demux.write_error is not None and item.log_fd >= 0:
+                self._log_failed(item, item.demux.write_error)
             return
         if item.log_fd >= 0:
             try:
@@ -286,8 +315,13 @@ class Gang:
             if item.pipe_open:
                 self.selector.unregister(item.proc.stdout.fileno())  # type: ignore[union-attr]
                 item.pipe_open = False
-                self.stream.finish(item.spec.name)
+                self._finish_output(item)
             item.proc.stdout.close()  # type: ignore[union-attr]
+
+    def _finish_output(self, item: _Running) -> None:
+        if item.demux is not None:
+            item.demux.finish()
+        self.stream.finish(item.spec.name)
 
     def _log_failed(self, item: _Running, exc: OSError) -> None:
         self._close_log(item)
@@ -357,7 +391,10 @@ class Gang:
             return GangResult(COMPLETED, "all processes completed", None, outcomes)
         root = None
         reason = stop.reason
-        if stop.root is not None:
+        if stop.root is not None and stop.root.demux is not None:
+            root = mpi_root_cause(stop.root.outcome, stop.root.demux, [node.host for node in self.plan.nodes])
+            reason = root["reason"]
+        elif stop.root is not None:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log))
             reason = root["reason"]
         return GangResult(stop.status, reason, root, outcomes)
