@@ -169,6 +169,25 @@ def test_per_node_torchrun_form(run_cli, write_job, hpc):
         assert f"rank {rank} of 4 sum 6 on n{rank // 2 + 1}" in result.stdout
 
 
+@pytest.mark.slow
+def test_tensorflow_multiworker_on_two_nodes(run_cli, hpc, distrun_home):
+    example = REPO / "examples" / "tensorflow-multiworker" / "job.yml"
+    result = run_cli("run", str(example), "--compute", hpc, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    name = only_job(distrun_home)
+    assert record(distrun_home, name)["status"] == "Completed"
+    digests = {line.split()[-1] for line in result.stdout.splitlines() if "final weights digest" in line}
+    assert len(digests) == 1  # both workers trained the same model, in sync
+    configs = [
+        json.loads(proc["env"]["TF_CONFIG"])
+        for node in json.loads((distrun_home / "jobs" / name / "plan.json").read_text())["nodes"]
+        for proc in node["processes"]
+    ]
+    workers = configs[0]["cluster"]["worker"]
+    assert len(set(workers)) == 2 and all(w.startswith("127.0.0.1:") for w in workers)
+    assert [node_outcome(distrun_home, name, n)["node_name"] for n in (0, 1)] == ["n1", "n2"]
+
+
 def test_job_stream_follows_a_detached_job_to_its_end(run_cli, write_job, hpc, distrun_home):
     job = write_job(sleepers("[print('tick', i, flush=True) or time.sleep(0.3) for i in range(5)]"))
     submitted = run_cli("run", "-d", str(job), "--compute", hpc)
@@ -321,6 +340,19 @@ def test_more_nodes_than_the_partition_has(run_cli, write_job, hpc, distrun_home
     result = run_cli("run", str(job), "--compute", hpc, "--set", "resources.instance_count=3")
     assert result.returncode == 2
     assert "the job asks for 3 nodes (resources.instance_count) but Slurm partition 'debug' has 2" in result.stderr
+    assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
+
+
+@pytest.mark.parametrize(
+    ("example", "expected"),
+    [
+        ("mpi-hostfile", "distribution type mpi does not run on Slurm compute yet"),
+        ("tensorflow-ps", "TensorFlow with parameter servers does not run on Slurm compute yet"),
+    ],
+)
+def test_what_slurm_does_not_run_yet_is_refused_before_submitting(run_cli, hpc, distrun_home, example, expected):
+    result = run_cli("run", str(REPO / "examples" / example / "job.yml"), "--compute", hpc)
+    assert result.returncode == 2 and expected in result.stderr
     assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
 
 

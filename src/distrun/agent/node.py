@@ -11,8 +11,8 @@ It exits non-zero when its node failed, so that Slurm (`--kill-on-bad-exit=1`) s
 other nodes at once. `failed_at` is wall-clock time, so the backend can tell the first
 failure from the failures it caused on other nodes.
 
-`python -m distrun.agent.node --free-port` prints a TCP port free on this node (the batch
-script uses it to choose MASTER_PORT on the first node).
+`python -m distrun.agent.node --free-ports N` prints N TCP ports free on this node (the batch
+script uses it on the first node for MASTER_PORT and TensorFlow's task ports).
 """
 
 from __future__ import annotations
@@ -66,10 +66,32 @@ TASK_LEVEL_SLURM_VARS = (
 )
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports free on every interface of this node, from the range local jobs use.
+
+    Not from bind(0): those come from the ephemeral range, where an outgoing connection could
+    take one before the framework binds it.
+    """
+    import random
+
+    from distrun.backends.local import PORT_RANGE
+
+    chosen: list[int] = []
+    for _ in range(100 * (count + 10)):
+        if len(chosen) == count:
+            break
+        port = random.randint(*PORT_RANGE)
+        if port in chosen:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("", port))
+            except OSError:
+                continue
+        chosen.append(port)
+    if len(chosen) < count:
+        raise SystemExit(f"distrun: no {count} free TCP ports in {PORT_RANGE[0]}-{PORT_RANGE[1]}")
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -81,11 +103,12 @@ class NodeFacts:
     names: tuple[str, ...]  # every node of the job, node rank order
     addresses: tuple[str, ...]  # where each node is reached; addresses[0] is MASTER_ADDR
     master_port: int
+    task_ports: tuple[int, ...]  # TensorFlow's, one per task, in cluster order
     job_id: str
 
 
-def slurm_facts(env: Mapping[str, str], pinned_port: int | None) -> NodeFacts:
-    """Node rank from SLURM_NODEID; hosts from `scontrol show hostnames`; MASTER_PORT from the batch script."""
+def slurm_facts(env: Mapping[str, str], pinned_port: int | None, task_ports: int) -> NodeFacts:
+    """Node rank from SLURM_NODEID, hosts from `scontrol show hostnames`, ports from the batch script."""
     from distrun.backends.slurm.client import SlurmClient
     from distrun.errors import DistrunError
 
@@ -98,16 +121,19 @@ def slurm_facts(env: Mapping[str, str], pinned_port: int | None) -> NodeFacts:
     client = SlurmClient(env)
     names = tuple(client.hostnames(env["SLURM_JOB_NODELIST"]))
     addresses = client.node_addresses(names)
-    port_text = env.get("DISTRUN_MASTER_PORT", "")
-    if pinned_port is None and not port_text.isdigit():
-        raise DistrunError("DISTRUN_MASTER_PORT is not set: the batch script chooses it on the first node")
+    ports = [int(p) for p in env.get("DISTRUN_PORTS", "").split(",") if p.strip().isdigit()]
+    wanted = (0 if pinned_port is not None else 1) + task_ports
+    if len(ports) != wanted:
+        raise DistrunError(f"DISTRUN_PORTS has {len(ports)} ports, the job needs {wanted}: the batch script sets it")
+    master_port = pinned_port if pinned_port is not None else ports.pop(0)
     node_rank = int(env["SLURM_NODEID"])
     return NodeFacts(
         node_rank=node_rank,
         node_name=env.get("SLURMD_NODENAME") or names[node_rank],
         names=names,
         addresses=tuple(addresses.get(name, name) for name in names),
-        master_port=pinned_port if pinned_port is not None else int(port_text),
+        master_port=master_port,
+        task_ports=tuple(ports),
         job_id=env["SLURM_JOB_ID"],
     )
 
@@ -178,7 +204,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 def run_node(job_dir: Path, env: Mapping[str, str]) -> int:
     from distrun.agent.gang import DEFAULT_GRACE, run_gang
     from distrun.backends.slurm.layout import SlurmPaths
-    from distrun.plan import build_plan
+    from distrun.plan import build_plan, task_port_count
     from distrun.plan.model import Placement
     from distrun.spec.models import JobSpec
     from distrun.store.layout import JobFolder
@@ -204,10 +230,11 @@ def run_node(job_dir: Path, env: Mapping[str, str]) -> int:
         )
         return EXIT_NO_JOB
     pinned = spec.environment_variables.get("MASTER_PORT")
-    facts = slurm_facts(env, int(pinned) if pinned and pinned.isdigit() else None)
+    facts = slurm_facts(env, int(pinned) if pinned and pinned.isdigit() else None, task_port_count(spec))
     placement = Placement(
         hosts=facts.addresses,
         master_port=facts.master_port,
+        task_ports=facts.task_ports,
         job_dir=str(job_dir),
         run_id=job_dir.name,
     )
@@ -251,10 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m distrun.agent.node", description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--job-dir", type=Path, help="the job folder (on a filesystem every node sees)")
-    group.add_argument("--free-port", action="store_true", help="print a TCP port free on this node and exit")
+    group.add_argument("--free-ports", type=int, metavar="N", help="print N TCP ports free on this node and exit")
     args = parser.parse_args(argv)
-    if args.free_port:
-        print(free_port())
+    if args.free_ports is not None:
+        print(",".join(map(str, free_ports(args.free_ports))))
         return 0
     from distrun.errors import DistrunError
 

@@ -36,11 +36,11 @@ from distrun.backends.slurm.target import SlurmTarget, pinned_master_port, slurm
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
 from distrun.follow import follow_logs
-from distrun.plan import build_plan
+from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.report import execution_summary, stream_header
 from distrun.spec.loader import LoadedJob
-from distrun.spec.models import JobSpec
+from distrun.spec.models import JobSpec, TensorFlowDistribution
 from distrun.store.index import CANCELED, FAILED, QUEUED, JobIndex, JobRecord
 from distrun.store.layout import Layout
 from distrun.submission import PreparedJob, bind
@@ -81,6 +81,7 @@ class SlurmBackend:
 
     def preflight(self, job: JobSpec) -> None:
         """Raise before anything is recorded when Slurm cannot take the job: tools, controller, partition, size."""
+        check_supported(job)
         self.client.check_controller()
         partition = self.client.partition(self.target.partition)
         total = partition.get("TotalNodes", "")
@@ -125,6 +126,26 @@ def slurm_target(target: ComputeTarget) -> SlurmTarget:
     return SlurmTarget.from_settings(target.name, target.settings)
 
 
+def check_supported(job: JobSpec) -> None:
+    if job.distribution_type == "mpi":
+        # One mpirun on the first node would have to start the ranks on the others inside
+        # Slurm's step (srun --overlap or Slurm's PMIx); not done yet.
+        raise DistrunError(
+            "distribution type mpi does not run on Slurm compute yet",
+            "run it on local compute; on Slurm, PyTorch and TensorFlow jobs run",
+        )
+    distribution = job.distribution
+    if isinstance(distribution, TensorFlowDistribution) and distribution.parameter_server_count > 0:
+        # Parameter servers (and, under a chief, the workers) serve until distrun stops them,
+        # once the training tasks of the whole job are done; each node agent sees only its own
+        # node's tasks, so on Slurm nobody would stop the servers of the other nodes.
+        raise DistrunError(
+            "TensorFlow with parameter servers does not run on Slurm compute yet",
+            "run it on local compute; on Slurm, TensorFlow jobs without parameter servers run "
+            "(MultiWorkerMirroredStrategy)",
+        )
+
+
 def validate_settings(name: str, settings: Mapping[str, Any]) -> None:
     """`distrun compute create --type slurm`: refuse settings a job could not use."""
     SlurmTarget.from_settings(name, settings)
@@ -143,6 +164,8 @@ def preview_plan(job: JobSpec, job_dir: Path, bindings: Bindings, job_name: str)
     placement = Placement(
         hosts=tuple(PLACEHOLDER_HOST.format(i) for i in range(job.node_count)),
         master_port=pinned_master_port(job) or 0,
+        # Placeholders 1, 2, ...: each task's real port is chosen on the first node when the job starts.
+        task_ports=tuple(range(1, task_port_count(job) + 1)),
         job_dir=str(job_dir),
         run_id=job_name,
     )
@@ -152,8 +175,8 @@ def preview_plan(job: JobSpec, job_dir: Path, bindings: Bindings, job_name: str)
 def _notes(job: JobSpec, target: SlurmTarget, home: Path) -> list[str]:
     notes = [
         "Slurm places the job: each node's agent learns its node rank from SLURM_NODEID; MASTER_ADDR is the "
-        "first node of the allocation (scontrol show hostnames) and MASTER_PORT a port free there, "
-        "both resolved when the job starts",
+        "first node of the allocation (scontrol show hostnames) and MASTER_PORT (and any task port) a port "
+        "free there, all resolved when the job starts: hosts and ports below are placeholders",
         f"the job folder is under DISTRUN_HOME ({home}), which every node must see at the same path",
     ]
     shared = shared_filesystem_note(home)
@@ -203,6 +226,7 @@ def filesystem_type(path: Path) -> str | None:
 def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[str, Any]:
     """`distrun plan --compute <slurm target>`: the exact sbatch script, and the plan every node will build."""
     spec = loaded.spec
+    check_supported(spec)
     name = spec.name or "<generated-name>"
     folder = layout.job(name)
     settings = slurm_target(target)
@@ -221,17 +245,20 @@ def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[st
 def submit_detached(prepared: PreparedJob, layout: Layout) -> JobRecord:
     """Submit with sbatch and return the record (Queued); Slurm runs the job from here on."""
     index = JobIndex(layout.db_path)
-    backend = SlurmBackend(slurm_target(prepared.target))
     folder = prepared.folder
-    # The plan as far as it is known here; node 0 replaces it with the real hosts and port.
-    preview = preview_plan(prepared.spec, folder.root, prepared.bindings, prepared.name)
-    folder.plan_json.write_text(json.dumps(preview.to_dict(), indent=2), encoding="utf-8")
     try:
+        backend = SlurmBackend(slurm_target(prepared.target))
+        # The plan as far as it is known here; node 0 replaces it with the real hosts and ports.
+        preview = preview_plan(prepared.spec, folder.root, prepared.bindings, prepared.name)
+        folder.plan_json.write_text(json.dumps(preview.to_dict(), indent=2), encoding="utf-8")
         backend.preflight(prepared.spec)
         job_id = backend.submit(prepared.spec, job_name=prepared.name, job_dir=folder.root)
-    except DistrunError as exc:
-        index.update(prepared.name, status=FAILED, reason=f"not submitted: {exc.message}", ended_at=time.time())
-        raise
+    except (DistrunError, OSError) as exc:
+        message = exc.message if isinstance(exc, DistrunError) else f"could not write the job's Slurm files: {exc}"
+        index.update(prepared.name, status=FAILED, reason=f"not submitted: {message}", ended_at=time.time())
+        if isinstance(exc, DistrunError):
+            raise
+        raise DistrunError(f"not submitted: {message}") from None
     index.update(prepared.name, status=QUEUED, backend_id=job_id)
     return index.get(prepared.name)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.target import SlurmTarget, node_resources, pinned_master_port, slurm_time_limit
+from distrun.plan import task_port_count
 from distrun.spec.models import JobSpec
 
 
@@ -56,15 +57,18 @@ def render_batch_script(job: JobSpec, target: SlurmTarget, *, job_name: str, job
     lines += ["", "set -u"]
     if target.setup:
         lines += ["# setup from the compute target", *target.setup]
-    port = pinned_master_port(job)
-    if port is not None:
-        lines += ["# MASTER_PORT is pinned by the job's environment_variables", f"export DISTRUN_MASTER_PORT={port}"]
-    else:
+    wanted = port_count(job)
+    if wanted:
+        what = "MASTER_PORT" if pinned_master_port(job) is None else ""
+        if task_port_count(job):
+            what += (" and " if what else "") + f"{task_port_count(job)} task port(s)"
         lines += [
-            "# MASTER_PORT: a port free on the first node, where this script runs",
-            f"DISTRUN_MASTER_PORT=$({py} -m distrun.agent.node --free-port) || exit 1",
-            "export DISTRUN_MASTER_PORT",
+            f"# {what}: free on the first node, where this script runs",
+            f"DISTRUN_PORTS=$({py} -m distrun.agent.node --free-ports {wanted}) || exit 1",
+            "export DISTRUN_PORTS",
         ]
+    else:
+        lines += [f"# MASTER_PORT {pinned_master_port(job)} is pinned by the job's environment_variables"]
     srun = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     if res.cpus:  # since Slurm 22.05 srun no longer inherits --cpus-per-task from sbatch
         srun.append(f"--cpus-per-task={res.cpus}")
@@ -77,6 +81,11 @@ def render_batch_script(job: JobSpec, target: SlurmTarget, *, job_name: str, job
         "",
     ]
     return "\n".join(lines)
+
+
+def port_count(job: JobSpec) -> int:
+    """Ports the batch script finds on the first node: MASTER_PORT unless pinned, then the task ports."""
+    return (0 if pinned_master_port(job) is not None else 1) + task_port_count(job)
 
 
 def _quote(value: str) -> str:
