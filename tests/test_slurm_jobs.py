@@ -160,7 +160,7 @@ def test_per_node_torchrun_form(run_cli, write_job, hpc):
                 line = f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(t.item())}"
                 # One write: two ranks under one torchrun share a pipe, and an unbuffered
                 # print() writes its pieces separately.
-                os.write(1, f"{line} on {os.environ['SLURMD_NODENAME']}\n".encode())
+                os.write(1, f"{line} on {os.environ['SLURMD_NODENAME']}\\n".encode())
                 dist.destroy_process_group()
             """
         },
