@@ -7,6 +7,7 @@ stop fails the session if any daemon or job process is left behind.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,8 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     try:
         yield cluster
     finally:
-        cluster.stop()
+        cluster.stop()  # raises, keeping the folder and its logs, if anything was left running
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -53,3 +54,4 @@ def test_stop_leaves_no_process() -> None:
     assert cluster.leftover_processes(), "a running cluster and job must be found"
     cluster.stop()  # raises if anything is left
     assert cluster.leftover_processes() == []
+    shutil.rmtree(root)

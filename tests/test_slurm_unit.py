@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from distrun.agent.node import TASK_LEVEL_SLURM_VARS, rank_env
+from distrun.backends.slurm import filesystem_type
 from distrun.backends.slurm.client import SlurmJobInfo, parse_scontrol_line
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import distrun_status, first_failure, job_state
@@ -249,3 +252,29 @@ def test_ranks_do_not_see_the_agents_task_variables() -> None:
     kept = rank_env(env)
     assert kept == {"SLURM_JOB_ID": "7", "SLURM_NODEID": "1", "HOME": "/root"}
     assert "SLURM_LOCALID" in TASK_LEVEL_SLURM_VARS
+
+
+MOUNTS = """overlay / overlay rw 0 0
+tmpfs /tmp tmpfs rw 0 0
+nfs1:/export/home /shared/home nfs4 rw 0 0
+"""
+
+
+def test_filesystem_type_is_the_longest_mount_above_the_path() -> None:
+    assert filesystem_type(Path("/shared/home/me/.distrun"), MOUNTS) == "nfs4"
+    assert filesystem_type(Path("/tmp/distrun-home"), MOUNTS) == "tmpfs"
+    assert filesystem_type(Path("/root/.distrun"), MOUNTS) == "overlay"
+
+
+def test_a_node_that_cannot_see_the_job_folder_says_why(tmp_path: Path) -> None:
+    env = {"SLURM_NODEID": "1", "SLURMD_NODENAME": "n2", "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"}
+    result = subprocess.run(
+        [sys.executable, "-m", "distrun.agent.node", "--job-dir", str(tmp_path / "not-here")],
+        capture_output=True,
+        text=True,
+        env={**env, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parent.parent / "src")},
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "distrun node agent on n2: cannot read the job folder" in result.stderr
+    assert "DISTRUN_HOME must be on a filesystem every node mounts at the same path" in result.stderr

@@ -201,18 +201,20 @@ def shared_filesystem_note(path: Path) -> str | None:
     return None
 
 
-def filesystem_type(path: Path) -> str | None:
-    """The type of the filesystem holding `path` (longest mount point prefix in /proc/mounts)."""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return None
-    probe = path.absolute()
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    probe = probe.resolve()
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the filesystem holding `path`: the longest mount point above it in /proc/mounts."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:
+            return None
+    # Symlinks resolved in the part that exists; DISTRUN_HOME itself may not exist yet.
+    existing, rest = path.absolute(), []
+    while not existing.exists() and existing != existing.parent:
+        existing, rest = existing.parent, [existing.name, *rest]
+    probe = existing.resolve().joinpath(*rest)
     best, kind = "", None
-    for line in mounts:
+    for line in mounts.splitlines():
         parts = line.split()
         if len(parts) < 3:
             continue
