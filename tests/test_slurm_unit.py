@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -278,3 +279,22 @@ def test_a_node_that_cannot_see_the_job_folder_says_why(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "distrun node agent on n2: cannot read the job folder" in result.stderr
     assert "DISTRUN_HOME must be on a filesystem every node mounts at the same path" in result.stderr
+
+
+def test_a_node_that_cannot_plan_writes_a_failed_outcome(tmp_path: Path) -> None:
+    job_dir = tmp_path / "job"
+    (job_dir / "slurm").mkdir(parents=True)
+    (job_dir / "job.json").write_text('{"command": "true", "resources": {"instance_count": 2}}')
+    (job_dir / "bindings.json").write_text('{"inputs": {}, "outputs": {}, "input_paths": {}}')
+    env = {"SLURM_NODEID": "1", "SLURMD_NODENAME": "n2", "SLURM_JOB_ID": "7"}  # no SLURM_JOB_NODELIST
+    result = subprocess.run(
+        [sys.executable, "-m", "distrun.agent.node", "--job-dir", str(job_dir)],
+        capture_output=True,
+        text=True,
+        env={**env, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parent.parent / "src")},
+        timeout=60,
+    )
+    assert result.returncode == 1
+    outcome = json.loads((job_dir / "slurm" / "node_01.json").read_text())
+    assert outcome["status"] == "Failed"
+    assert outcome["reason"].startswith("the node agent on node 1 (n2) could not start: not inside a Slurm job step")

@@ -285,11 +285,40 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from distrun.errors import DistrunError
 
+    job_dir = args.job_dir.absolute()
     try:
-        return run_node(args.job_dir.absolute(), dict(os.environ))
+        return run_node(job_dir, dict(os.environ))
     except DistrunError as exc:
         print(f"distrun node agent: error: {exc.render()}", file=sys.stderr, flush=True)
+        report_setup_failure(job_dir, os.environ, exc.message)
         return EXIT_FAILED
+
+
+def report_setup_failure(job_dir: Path, env: Mapping[str, str], message: str) -> None:
+    """The node could not start its processes: say so in its outcome, so the job record names it."""
+    from distrun.backends.slurm.layout import SlurmPaths
+
+    node = env.get("SLURM_NODEID", "")
+    if not node.isdigit() or not job_dir.is_dir():
+        return
+    name = env.get("SLURMD_NODENAME") or socket.gethostname()
+    now = time.time()
+    outcome = {
+        "node_rank": int(node),
+        "node_name": name,
+        "slurm_job_id": env.get("SLURM_JOB_ID"),
+        "status": "Failed",
+        "reason": f"the node agent on node {node} ({name}) could not start: {message}",
+        "root_cause": None,
+        "failed_at": now,
+        "started_at": now,
+        "ended_at": now,
+        "processes": [],
+    }
+    try:
+        write_json(SlurmPaths(job_dir).node_outcome(int(node)), outcome)
+    except OSError:
+        pass  # the message above is in slurm/output.txt
 
 
 if __name__ == "__main__":
