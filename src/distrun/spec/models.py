@@ -14,9 +14,17 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic_core import PydanticCustomError
 
 NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 JOB_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$"
+
+# Error types raised by the validators below, and how to fix each (the loader's hint).
+CUSTOM_ERRORS = {
+    "job_name": "use letters, digits, '_', '.' and '-', starting with a letter or digit, e.g. name: mnist_ddp-2",
+    "io_name": "use letters, digits and '_', not starting with a digit, e.g. train_data",
+    "shm_size": "write a number with an optional unit b, k, m or g, e.g. shm_size: 2g",
+}
 
 # Variables that distrun computes for every process. Setting one by hand would silently
 # mis-wire the gang, so it is an error; MASTER_PORT is the exception: it pins the port.
@@ -113,6 +121,12 @@ Distribution = Annotated[
     Field(discriminator="type"),
 ]
 DISTRIBUTION_TYPES = ("pytorch", "tensorflow", "mpi", "ray")
+DISTRIBUTION_MODELS: dict[str, type[StrictModel]] = {
+    "pytorch": PyTorchDistribution,
+    "tensorflow": TensorFlowDistribution,
+    "mpi": MpiDistribution,
+    "ray": RayDistribution,
+}
 
 # ---------------------------------------------------------------- inputs / outputs
 
@@ -184,11 +198,18 @@ class OutputSpec(StrictModel):
 class ResourceConfiguration(StrictModel):
     instance_count: int = Field(1, ge=1)
     instance_type: str | None = None
-    shm_size: str | None = Field(None, pattern=r"^\d+[bkmgBKMG]?$")
+    shm_size: str | None = None
     docker_args: str | None = None
     properties: dict[str, Any] | None = None
     locations: list[str] | None = None
     max_instance_count: int | None = Field(None, ge=1)
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm_size(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^\d+[bkmgBKMG]?$", value):
+            raise PydanticCustomError("shm_size", "shm_size '{value}' is not a size", {"value": value})
+        return value
 
 
 class JobLimits(StrictModel):
@@ -242,7 +263,7 @@ class JobSpec(StrictModel):
 
     schema_: str | None = Field(None, alias="$schema")
     type: Literal["command"] = "command"
-    name: str | None = Field(None, pattern=JOB_NAME_PATTERN)
+    name: str | None = Field(None, description="names the job's folder, so it is checked like a file name")
     display_name: str | None = None
     experiment_name: str | None = None
     description: str | None = None
@@ -280,13 +301,30 @@ class JobSpec(StrictModel):
             value = {**value, "type": value["type"].lower()}
         return value
 
+    @field_validator("name")
+    @classmethod
+    def _job_name(cls, value: str | None) -> str | None:
+        # The name becomes a folder under the job store: no '/', no '..', no leading dot.
+        if value is not None and not re.match(JOB_NAME_PATTERN, value):
+            raise PydanticCustomError(
+                "job_name",
+                "job name '{name}' is not allowed: it names a folder, so it may hold only letters, digits, "
+                "'_', '.' and '-', must start with a letter or digit, and be at most 255 characters",
+                {"name": value},
+            )
+        return value
+
     @field_validator("inputs", "outputs")
     @classmethod
-    def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _names(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
+        kind = "input" if info.field_name == "inputs" else "output"
         for key in value:
             if not re.match(NAME_PATTERN, key):
-                raise ValueError(
-                    f"name {key!r} is not allowed: use letters, digits and _ and do not start with a digit"
+                raise PydanticCustomError(
+                    "io_name",
+                    "{kind} name '{name}' is not allowed: names hold letters, digits and '_', "
+                    "and do not start with a digit",
+                    {"kind": kind, "name": key},
                 )
         return value
 
