@@ -28,6 +28,7 @@ _MISSING_HINTS = {
 
 # How to write a value of the right shape, by the key that holds it.
 _SHAPE_HINTS = {
+    "command": "write the command as one string; a long one can be folded over lines with `command: >-`",
     "distribution": "write `distribution:` with `type: pytorch` (or tensorflow, mpi, ray) indented under it",
     "resources": "write `resources:` with keys such as `instance_count: 2` indented under it",
     "limits": "write `limits:` with `timeout: 3600` (seconds) indented under it",
@@ -37,6 +38,14 @@ _SHAPE_HINTS = {
     "outputs": "write one `NAME:` per output, indented under `outputs:`",
     "tags": "write one `name: value` per tag, indented under `tags:`",
     "compute": "write `compute: local` or `compute: azureml:NAME`",
+}
+
+
+# Frameworks users name as a distribution type, though they run under one of ours.
+LAUNCHER_NOTE = {
+    "horovod": "; Horovod jobs use type: mpi",
+    "deepspeed": "; DeepSpeed jobs use type: pytorch (or mpi)",
+    "torchrun": "; for torchrun use type: pytorch with process_count_per_instance: 1",
 }
 
 
@@ -170,10 +179,8 @@ def describe(err: dict[str, Any], path: KeyPath) -> tuple[str, str]:
     if kind == "union_tag_invalid":
         tag = ctx.get("tag")
         listed = ", ".join(models.DISTRIBUTION_TYPES)
-        return (
-            f"unknown distribution type {tag!r}",
-            f"{_did_you_mean(tag, list(models.DISTRIBUTION_TYPES))}use one of {listed} (any letter case)",
-        )
+        hint = f"{_did_you_mean(tag, list(models.DISTRIBUTION_TYPES))}use one of {listed} (any letter case)"
+        return f"unknown distribution type {tag!r}", hint + LAUNCHER_NOTE.get(str(tag).lower(), "")
     if kind == "union_tag_not_found":
         listed = ", ".join(models.DISTRIBUTION_TYPES)
         return "`distribution` has no `type`", f"add `type:` with one of {listed}"

@@ -61,6 +61,28 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
 
 
+# ---------------------------------------------------------------- environment
+
+
+class BuildContext(StrictModel):
+    path: str | None = None
+    dockerfile_path: str | None = None
+
+
+class EnvironmentSpec(StrictModel):
+    """An inline environment; on local compute distrun runs in the current Python."""
+
+    name: str | None = None
+    version: str | None = None
+    image: str | None = None
+    conda_file: str | dict[str, Any] | None = None
+    build: BuildContext | None = None
+    os_type: str | None = None
+    description: str | None = None
+    tags: dict[str, str] | None = None
+    inference_config: dict[str, Any] | None = None
+
+
 # ---------------------------------------------------------------- distribution
 
 
@@ -71,7 +93,7 @@ class PyTorchDistribution(StrictModel):
 
 class ParameterServerSettings(StrictModel):
     environment_variables: dict[str, str] = Field(default_factory=dict)
-    environment: Any = None
+    environment: str | EnvironmentSpec | None = None
     resource_limits: dict[str, Any] | None = None
 
     @field_validator("environment_variables", mode="before")
@@ -207,7 +229,7 @@ class ResourceConfiguration(StrictModel):
     @field_validator("shm_size")
     @classmethod
     def _shm_size(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^\d+[bkmgBKMG]?$", value):
+        if value is not None and not re.fullmatch(r"[0-9]+[bkmgBKMG]?", value):
             raise PydanticCustomError("shm_size", "shm_size '{value}' is not a size", {"value": value})
         return value
 
@@ -217,25 +239,6 @@ class JobLimits(StrictModel):
     grace_period: float | None = Field(
         None, ge=0, description="distrun extension: seconds between SIGTERM and SIGKILL (default 10)"
     )
-
-
-class BuildContext(StrictModel):
-    path: str | None = None
-    dockerfile_path: str | None = None
-
-
-class EnvironmentSpec(StrictModel):
-    """An inline environment; on local compute distrun runs in the current Python."""
-
-    name: str | None = None
-    version: str | None = None
-    image: str | None = None
-    conda_file: str | dict[str, Any] | None = None
-    build: BuildContext | None = None
-    os_type: str | None = None
-    description: str | None = None
-    tags: dict[str, str] | None = None
-    inference_config: dict[str, Any] | None = None
 
 
 def _stringify_env(value: Any) -> Any:
@@ -305,7 +308,7 @@ class JobSpec(StrictModel):
     @classmethod
     def _job_name(cls, value: str | None) -> str | None:
         # The name becomes a folder under the job store: no '/', no '..', no leading dot.
-        if value is not None and not re.match(JOB_NAME_PATTERN, value):
+        if value is not None and not re.fullmatch(JOB_NAME_PATTERN, value):
             raise PydanticCustomError(
                 "job_name",
                 "job name '{name}' is not allowed: it names a folder, so it may hold only letters, digits, "
@@ -319,7 +322,7 @@ class JobSpec(StrictModel):
     def _names(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
         kind = "input" if info.field_name == "inputs" else "output"
         for key in value:
-            if not re.match(NAME_PATTERN, key):
+            if not re.fullmatch(NAME_PATTERN, key):
                 raise PydanticCustomError(
                     "io_name",
                     "{kind} name '{name}' is not allowed: names hold letters, digits and '_', "

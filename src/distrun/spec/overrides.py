@@ -18,7 +18,7 @@ from typing import Any
 from distrun.errors import Position, Problem, ValidationError
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 
-_KEY_PART = re.compile(r"^[A-Za-z_$][A-Za-z0-9_\-$]*$|^\d+$")
+_KEY_PART = re.compile(r"[A-Za-z_$][A-Za-z0-9_\-$]*|[0-9]+")
 _NULLS = ("null", "Null", "NULL", "~")
 _KEY_HINT = "write --set KEY.PATH=VALUE with dotted keys such as resources.instance_count=2 (list items by number)"
 
@@ -37,11 +37,11 @@ def parse_override(text: str) -> tuple[KeyPath, Any]:
     parts = key.split(".")
     if not key:
         raise ValidationError([Problem(f"override {text!r} has no key before '='", "", where, _KEY_HINT)])
-    bad = [part for part in parts if not _KEY_PART.match(part)]
+    bad = [part for part in parts if not _KEY_PART.fullmatch(part)]
     if bad:
         what = "an empty part" if bad[0] == "" else f"the part {bad[0]!r}"
         raise ValidationError([Problem(f"override key {key!r} is not a key path: it has {what}", "", where, _KEY_HINT)])
-    path: KeyPath = tuple(int(p) if p.isdigit() else p for p in parts)
+    path: KeyPath = tuple(int(p) if p.isdecimal() and p.isascii() else p for p in parts)
     return path, _typed_value(raw, where)
 
 
