@@ -146,8 +146,10 @@ def describe(err: dict[str, Any], path: KeyPath) -> tuple[str, str]:
         return f"`{last}` is required", _MISSING_HINTS.get(last, f"add `{last}:`")
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"expected a whole number, got {shown}", "write a whole number such as 2, without quotes"
-    if kind in ("float_type", "float_parsing", "finite_number"):
+    if kind in ("float_type", "float_parsing"):
         return f"expected a number, got {shown}", "write a number such as 3600, without quotes"
+    if kind == "finite_number":
+        return f"expected a finite number, got {shown}", "write a number such as 3600 (not .inf or .nan)"
     if kind == "string_type":
         return f"expected a string, got {shown}", _SHAPE_HINTS.get(last, "write text, quoted if it looks like a number")
     if kind in ("bool_type", "bool_parsing"):

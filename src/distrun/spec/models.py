@@ -235,9 +235,12 @@ class ResourceConfiguration(StrictModel):
 
 
 class JobLimits(StrictModel):
-    timeout: float | None = Field(None, gt=0, description="seconds; the job fails when reached")
+    timeout: float | None = Field(None, gt=0, allow_inf_nan=False, description="seconds; the job fails when reached")
     grace_period: float | None = Field(
-        None, ge=0, description="distrun extension: seconds between SIGTERM and SIGKILL (default 10)"
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="distrun extension: seconds between SIGTERM and SIGKILL (default 10)",
     )
 
 

@@ -115,6 +115,8 @@ def _scalar(node: Any) -> Any:
         return str(node)
     if isinstance(node, (datetime.date, datetime.datetime)):
         return node.isoformat()
+    if isinstance(node, (set, frozenset)) or type(node).__name__ == "CommentedSet":
+        return [_scalar(member) for member in node]  # `!!set {a, b}`: validation says a list is not allowed
     # Tagged scalars (`!foo 3`), sets and other exotic nodes: keep their text so validation can say so.
     value = getattr(node, "value", None)
     return str(value) if value is not None else str(node)
@@ -145,6 +147,11 @@ def _syntax_help(problem: str, context: str) -> tuple[str, str]:
         return "the file holds more than one YAML document", "keep one job per file: remove the `---` line"
     if "cannot start any token" in text:
         return "a character that cannot start a YAML value", "quote the value"
+    if "for merging" in text:
+        return (
+            "`<<:` must merge a mapping, or a list of mappings, defined elsewhere with &name",
+            "write `<<: *name` where `name: &name {...}` is a mapping",
+        )
     if "anchor" in text or "alias" in text:
         return "an alias (*name) refers to an anchor (&name) that is not defined", "define the anchor first"
     return "the text is not valid YAML", "fix the YAML syntax (indentation, quotes, brackets) at this position"
@@ -236,9 +243,7 @@ def parse_yaml_text(text: str, source: str) -> tuple[Any, SourceMap]:
         raw = " ".join(part for part in (exc.context, exc.problem) if part)
         raise ValidationError([Problem(f"YAML syntax error: {what} ({raw})", "", pos, hint)]) from None
     except YAMLError as exc:
-        raise ValidationError(
-            [Problem(f"YAML error: {exc}", "", Position(source, 1, 1), "fix the YAML syntax")]
-        ) from None
+        raise ValidationError([_reader_problem(text, source, exc)]) from None
     except RecursionError:
         raise ValidationError(
             [
@@ -251,11 +256,38 @@ def parse_yaml_text(text: str, source: str) -> tuple[Any, SourceMap]:
             ]
         ) from None
     except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-        # ruamel.yaml's constructors raise these for values it cannot build (e.g. odd merge keys).
+        # ruamel.yaml's constructors raise these for a value that its explicit tag cannot build (`!!int x`).
         raise ValidationError(
-            [Problem(f"YAML error: {exc}", "", Position(source, 1, 1), "fix the YAML at this value")]
+            [
+                Problem(
+                    f"YAML error: a value cannot be read as its tag says ({exc})",
+                    "",
+                    Position(source, 1, 1),
+                    "remove explicit tags such as `!!int` or `!!float`, or fix the value they tag",
+                )
+            ]
         ) from None
     return _Copier(smap, source).copy(node, (), Position(source, 1, 1)), smap
+
+
+def _reader_problem(text: str, source: str, exc: Exception) -> Problem:
+    """Errors before parsing: characters YAML does not allow (control characters, lone surrogates)."""
+    offset = getattr(exc, "position", None)
+    character = getattr(exc, "character", None)
+    if isinstance(offset, int) and 0 <= offset <= len(text):
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        where = Position(source, line, column)
+    else:
+        where = Position(source, 1, 1)
+    if isinstance(character, int):
+        return Problem(
+            f"YAML error: the character #x{character:04x} is not allowed in YAML text",
+            "",
+            where,
+            "remove it; inside a double-quoted string a control character can be written as an escape such as \\t",
+        )
+    return Problem(f"YAML error: {exc}", "", where, "fix the YAML at this position")
 
 
 def read_yaml_file(path: Path) -> tuple[Any, SourceMap]:
