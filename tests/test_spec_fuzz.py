@@ -7,6 +7,7 @@ are drawn both from real key paths and from arbitrary text.
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 from pathlib import Path
@@ -137,8 +138,9 @@ values = st.recursive(
 
 
 def _section(required: dict[str, Any], optional: dict[str, Any]) -> st.SearchStrategy[Any]:
-    """A mapping shaped like a real section, or sometimes any value at all."""
-    return st.one_of(st.fixed_dictionaries(required, optional=optional), values)
+    """A mapping shaped like a real section (three times in four), or any value at all."""
+    shaped = st.fixed_dictionaries(required, optional=optional)
+    return st.one_of(shaped, shaped, shaped, values)
 
 
 counts = st.one_of(st.integers(min_value=-2, max_value=6), scalars)
@@ -165,7 +167,12 @@ distributed = st.one_of(
                 "launcher": _section({}, {"resources": values}),
                 "parameter_server": _section(
                     {},
-                    {"count": counts, "environment": values, "environment_variables": values, "resource_limits": values},
+                    {
+                        "count": counts,
+                        "environment": values,
+                        "environment_variables": values,
+                        "resource_limits": values,
+                    },
                 ),
                 "chief": _section({}, {"count": counts}),
                 "resource_limits": values,
@@ -182,7 +189,7 @@ data_input = _section(
 good_commands = st.sampled_from(
     ["python train.py", "echo ${{inputs.a}} > ${{outputs.o}}", "run $[[--b ${{inputs.b}}]]", "echo {inputs.a}"]
 )
-documents = st.fixed_dictionaries(
+common_keys = st.fixed_dictionaries(
     {"command": st.one_of(good_commands, good_commands, good_commands, st.sampled_from(WORDS), scalars, values)},
     optional={
         "code": st.one_of(st.sampled_from(WORDS), _section({}, {"local_path": scalars, "path": scalars}), values),
@@ -197,12 +204,109 @@ documents = st.fixed_dictionaries(
         ),
         "resources": _section({}, {"instance_count": counts, "shm_size": scalars, "locations": values}),
         "limits": _section({}, {"timeout": scalars}),
-        "distribution": distribution,
-        "distributed": distributed,
         "tags": values,
         "junk": values,
     },
 )
+# A job has either the v2 `distribution` or the draft `distributed` section (rarely both).
+random_documents = st.one_of(
+    st.tuples(common_keys, st.fixed_dictionaries({}, optional={"distribution": distribution})),
+    st.tuples(common_keys, st.fixed_dictionaries({"distributed": distributed})),
+    st.tuples(common_keys, st.fixed_dictionaries({"distribution": distribution, "distributed": distributed})),
+).map(lambda parts: {**parts[0], **parts[1]})
+
+# Valid jobs of every form, to be broken in one to three places: most user errors are one slip.
+small = st.integers(min_value=1, max_value=4)
+valid_distribution = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["pytorch", "PyTorch", "mpi", "MPI"])}, optional={"process_count_per_instance": small}
+    ),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["tensorflow", "TensorFlow"])},
+        optional={"worker_count": small, "parameter_server_count": small},
+    ),
+    st.fixed_dictionaries({"type": st.just("pytorch"), "process_count": st.sampled_from([2, 4, 8])}),
+)
+valid_worker = st.fixed_dictionaries({"count": small}, optional={"slots_per": small, "resource_limits": values})
+valid_distributed = st.one_of(
+    st.fixed_dictionaries(
+        {"mpi": st.fixed_dictionaries({"worker": valid_worker}, optional={"launcher": st.just({"resources": {}})})}
+    ),
+    st.fixed_dictionaries(
+        {"pytorch": st.fixed_dictionaries({"worker": valid_worker}, optional={"resource_limits": st.just({"gpu": 1})})}
+    ),
+    st.fixed_dictionaries(
+        {
+            "tensorflow": st.fixed_dictionaries(
+                {"worker": valid_worker},
+                optional={
+                    "parameter_server": st.fixed_dictionaries(
+                        {"count": small},
+                        optional={
+                            "environment": st.just({"docker": {"image": "python"}}),
+                            "environment_variables": st.just({"A": 1}),
+                        },
+                    ),
+                    "chief": st.just({"count": 1}),
+                },
+            )
+        }
+    ),
+)
+valid_core = st.fixed_dictionaries(
+    {"command": good_commands},
+    optional={
+        "code": st.sampled_from(["src", "./src", {"local_path": "src"}, {"path": "src"}]),
+        "name": st.sampled_from(["job-1", "a.b_c"]),
+        "environment": st.sampled_from(["azureml:env@latest", {"docker": {"image": "python"}}, {"image": "x"}]),
+        "environment_variables": st.just({"A": 1, "MASTER_PORT": 29500}),
+        "inputs": st.just({"a": 1, "b": {"value": True}, "d": {"type": "uri_folder", "path": "data"}}),
+        "outputs": st.just({"o": None, "m": {"type": "uri_file"}}),
+        "compute": st.sampled_from(["local", {"target": "local", "instance_count": 2}, {"infrastructure": "k8s"}]),
+        "resources": st.fixed_dictionaries({"instance_count": small}, optional={"shm_size": st.just("2g")}),
+        "limits": st.just({"timeout": 60}),
+    },
+)
+valid_documents = st.one_of(
+    st.tuples(valid_core, st.fixed_dictionaries({}, optional={"distribution": valid_distribution})),
+    st.tuples(valid_core, st.fixed_dictionaries({"distributed": valid_distributed})),
+).map(lambda parts: {**parts[0], **parts[1]})
+
+
+def _paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path]
+    if isinstance(node, dict):
+        for key, child in node.items():
+            found += _paths(child, (*path, key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            found += _paths(child, (*path, index))
+    return found
+
+
+@st.composite
+def broken(draw: st.DrawFn, document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with one to three slips: a value replaced, a key dropped, a key added."""
+    document = copy.deepcopy(document)
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        paths = _paths(document)[1:]
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent: Any = document
+        for part in path[:-1]:
+            parent = parent[part]
+        edit = draw(st.sampled_from(["replace", "replace", "drop", "add"]))
+        if edit == "replace":
+            parent[path[-1]] = draw(values)
+        elif edit == "drop" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            parent[draw(keys)] = draw(values)
+    return document
+
+
+documents = st.one_of(valid_documents, valid_documents.flatmap(broken), random_documents)
 
 OVERRIDE_KEYS = [
     "command",
@@ -232,7 +336,7 @@ OVERRIDE_KEYS = [
     "tags.1x",
 ]
 override_values = st.one_of(
-    st.sampled_from(["", "3", "0", "-1", "true", "null", '"3"', "[1, 2]", "{a: 1}", "{a: [", "a: b", "#x", "- x", "&a"]),
+    st.sampled_from(["", "3", "0", "-1", "true", "null", '"3"', "[1, 2]", "{a: 1}", "{a: [", "a: b", "#x", "- x"]),
     st.sampled_from(WORDS),
     st.text(max_size=15),
 )
@@ -309,7 +413,7 @@ def _check_outcome(run: Any, source: str, lines: bool = True) -> None:
             assert problem.message
             assert problem.position is not None
             if problem.position.source == source:
-                assert not lines or problem.position.line is not None and problem.position.line >= 1, problem
+                assert not lines or (problem.position.line is not None and problem.position.line >= 1), problem
             else:
                 assert problem.position.source.startswith("--set "), problem
         return
@@ -336,7 +440,7 @@ def test_any_job_data_loads_or_is_refused(job_dir: Path, data: dict[str, Any], s
 @given(sets=overrides)
 def test_any_override_on_a_valid_job_loads_or_is_refused(job_dir: Path, sets: list[str]) -> None:
     path = job_dir / "valid.yml"
-    path.write_text("command: python train.py ${{inputs.a}}\ncode: src\ninputs:\n  a: 1\nresources:\n  locations: [x]\n")
+    path.write_text("command: run ${{inputs.a}}\ncode: src\ninputs:\n  a: 1\nresources:\n  locations: [x]\n")
     _check_outcome(lambda: load_job_file(path, sets), str(path))
 
 
