@@ -52,6 +52,9 @@ class ProcessSpec:
     log_name: str  # file name under user_logs/
     label: str  # stream prefix, e.g. "0/1" (node/rank) or "worker 1"
     auxiliary: bool = False  # stopped by distrun when the others finish (TF parameter servers)
+    # How the agent splits this process's output into per-rank logs and stream labels; None:
+    # one log. "mpi-tagged": lines tagged `[job,rank]<stdout>:` by mpirun (see plan.mpi).
+    output_demux: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,407 @@
+"""The node agent: run some nodes' processes of a plan as one gang.
+
+One event loop (epoll) watches, for every process, its output pipe and a pidfd that becomes
+readable the instant it exits. There is no polling interval: the first process to fail is
+seen at once and every other process group gets SIGTERM in the same loop turn, then SIGKILL
+after the grace period. The local backend runs all simulated nodes in one gang; a cluster
+backend runs one gang per node (`node_ranks=[k]`).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from distrun.agent import process_tree
+from distrun.agent.line_stream import LineStream
+from distrun.agent.mpi_output import MpiOutput, demux_for, missing_launcher, mpi_root_cause
+from distrun.agent.node_files import write_node_files
+from distrun.agent.outcome import (
+    CANCELED,
+    COMPLETED,
+    FAILED,
+    GangResult,
+    ProcessOutcome,
+    root_cause_of,
+    signal_name,
+)
+from distrun.agent.traceback_finder import last_traceback
+from distrun.plan.model import LaunchPlan, ProcessSpec
+
+READ_SIZE = 1 << 18
+DEFAULT_GRACE = 10.0
+# After every process exited, how long pipes held open by leftovers may take to close.
+DRAIN_SECONDS = 2.0
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass
+class _Running:
+    spec: ProcessSpec
+    proc: subprocess.Popen[bytes]
+    outcome: ProcessOutcome
+    log_fd: int
+    pidfd: int
+    pipe_open: bool = True
+    signalled_at: float | None = None  # when distrun sent it a stop signal
+    demux: MpiOutput | None = None  # splits an MPI launcher's output into per-rank logs
+
+
+@dataclass
+class _Stop:
+    status: str
+    reason: str
+    root: _Running | None = None
+
+
+@dataclass
+class GangOptions:
+    grace_period: float = DEFAULT_GRACE
+    timeout: float | None = None
+    stream: BinaryIO | None = None
+    color: bool = False
+    base_env: Mapping[str, str] | None = None
+    launch_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    on_started: Callable[[list[ProcessOutcome]], None] | None = None
+    handle_signals: bool = True
+
+
+def run_gang(
+    plan: LaunchPlan,
+    node_ranks: Sequence[int],
+    log_dir: Path,
+    *,
+    stream: BinaryIO | None = None,
+    color: bool = False,
+    grace_period: float = DEFAULT_GRACE,
+    timeout: float | None = None,
+    on_started: Callable[[list[ProcessOutcome]], None] | None = None,
+    base_env: Mapping[str, str] | None = None,
+    launch_id: str | None = None,
+) -> GangResult:
+    options = GangOptions(
+        grace_period=grace_period,
+        timeout=timeout,
+        stream=stream,
+        color=color,
+        base_env=base_env,
+        on_started=on_started,
+    )
+    if launch_id:
+        options.launch_id = launch_id
+    return Gang(plan, node_ranks, log_dir, options).run()
+
+
+class Gang:
+    def __init__(self, plan: LaunchPlan, node_ranks: Sequence[int], log_dir: Path, options: GangOptions) -> None:
+        self.options = options
+        self.log_dir = Path(log_dir)
+        wanted = set(node_ranks)
+        self.plan = plan
+        self.nodes = [node for node in plan.nodes if node.node_rank in wanted]
+        self.running: list[_Running] = []
+        self.stream = LineStream(options.stream, options.color)
+        self.selector = selectors.DefaultSelector()
+        self.stop: _Stop | None = None
+        self.kill_at: float | None = None
+        self.started = 0.0
+        self.signals: list[int] = []
+        self.log_error: str | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def run(self) -> GangResult:
+        self.started = time.monotonic()
+        process_tree.become_subreaper()
+        restore = self._install_signal_handlers()
+        try:
+            self._start_all()
+            if self.options.on_started and self.stop is None:
+                self.options.on_started([r.outcome for r in self.running])
+            self._loop()
+            self._sweep_leftovers()
+            self._drain()
+        finally:
+            for item in self.running:
+                self._close_log(item)
+            restore()
+            self.selector.close()
+        return self._result()
+
+    def _start_all(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        base = dict(os.environ if self.options.base_env is None else self.options.base_env)
+        if not self._prepare_nodes(base):
+            return
+        for node in self.nodes:
+            for spec in node.processes:
+                log_path = self.log_dir / spec.log_name
+                outcome = ProcessOutcome(
+                    name=spec.name,
+                    role=spec.role,
+                    index=spec.index,
+                    rank=spec.rank,
+                    node_rank=spec.node_rank,
+                    host=node.host,
+                    log=str(log_path),
+                    label=spec.label,
+                )
+                try:
+                    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+                    proc = process_tree.spawn(spec, base, self.options.launch_id)
+                except OSError as exc:
+                    self._begin_stop(_Stop(FAILED, f"could not start {spec.name}: {exc.strerror or exc}"))
+                    return
+                outcome.pid = proc.pid
+                pidfd = os.pidfd_open(proc.pid)
+                item = _Running(spec, proc, outcome, log_fd, pidfd)
+                self.running.append(item)
+                self.stream.add(spec.name, spec.label, spec.node_rank)
+                item.demux = demux_for(spec, self.plan, self.log_dir, log_fd, self.stream)
+                assert proc.stdout is not None
+                self.selector.register(proc.stdout.fileno(), selectors.EVENT_READ, ("out", item))
+                self.selector.register(pidfd, selectors.EVENT_READ, ("exit", item))
+
+    def _prepare_nodes(self, base: Mapping[str, str]) -> bool:
+        """Before anything starts: the files the nodes need (MPI hostfile), and their launchers."""
+        try:
+            for node in self.nodes:
+                # user_logs/ sits in the job folder, which the plan's file paths are relative to.
+                write_node_files(node, self.log_dir.parent)
+        except OSError as exc:
+            self._begin_stop(_Stop(FAILED, f"could not write the job's node files: {exc.strerror or exc}"))
+            return False
+        for node in self.nodes:
+            for spec in node.processes:
+                problem = missing_launcher(spec, process_tree.child_env(spec, base, ""))
+                if problem:
+                    self._begin_stop(_Stop(FAILED, f"node {node.node_rank}: {problem}"))
+                    return False
+        return True
+
+    def _loop(self) -> None:
+        deadline = self.started + self.options.timeout if self.options.timeout else None
+        while any(item.outcome.running for item in self.running):
+            now = time.monotonic()
+            wait = None
+            for moment in (deadline if self.stop is None else None, self.kill_at):
+                if moment is not None:
+                    wait = max(0.0, moment - now) if wait is None else min(wait, max(0.0, moment - now))
+            for key, _ in self.selector.select(wait):
+                kind, item = key.data
+                if kind == "out":
+                    self._read(item)
+                elif kind == "exit":
+                    self._exited(item)
+                else:
+                    self._drain_wakeup(key.fd)
+            self._handle_signals()
+            now = time.monotonic()
+            if deadline is not None and self.stop is None and now >= deadline:
+                self._begin_stop(_Stop(FAILED, f"timeout after {self.options.timeout:g} s"))
+            if self.kill_at is not None and now >= self.kill_at:
+                self._kill_remaining()
+
+    # ------------------------------------------------------------ events
+
+    def _read(self, item: _Running) -> None:
+        fd = item.proc.stdout.fileno()  # type: ignore[union-attr]
+        try:
+            data = os.read(fd, READ_SIZE)
+        except OSError:
+            data = b""
+        if not data:
+            self.selector.unregister(fd)
+            item.pipe_open = False
+            self._finish_output(item)
+            return
+        if item.demux is not None:
+            item.demux.feed(data)
+            if item.demux.write_error is not None and item.log_fd >= 0:
+                self._log_failed(item, item.demux.write_error)
+            return
+        if item.log_fd >= 0:
+            try:
+                _write_all(item.log_fd, data)
+            except OSError as exc:
+                self._log_failed(item, exc)
+        self.stream.feed(item.spec.name, data)
+
+    def _exited(self, item: _Running) -> None:
+        self.selector.unregister(item.pidfd)
+        os.close(item.pidfd)
+        code = item.proc.wait()
+        outcome = item.outcome
+        outcome.after_ms = round((time.monotonic() - self.started) * 1000, 1)
+        if code < 0:
+            outcome.signal = signal_name(-code)
+        else:
+            outcome.exit_code = code
+        if item.signalled_at is not None:
+            outcome.stopped_by_distrun = True
+        if outcome.failed and self.stop is None:
+            self._begin_stop(_Stop(FAILED, "", item))
+        elif self.stop is None and self._main_work_done():
+            self._stop_auxiliaries()
+
+    def _main_work_done(self) -> bool:
+        main = [r for r in self.running if not r.spec.auxiliary]
+        return all(not r.outcome.running and r.outcome.exit_code == 0 for r in main)
+
+    def _stop_auxiliaries(self) -> None:
+        now = time.monotonic()
+        for item in self.running:
+            if item.spec.auxiliary and item.outcome.running and item.signalled_at is None:
+                item.signalled_at = now
+                process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+        if any(r.signalled_at == now for r in self.running):
+            self.kill_at = now + self.options.grace_period
+
+    # ------------------------------------------------------------ stopping
+
+    def _begin_stop(self, stop: _Stop) -> None:
+        """First failure, timeout or cancel: SIGTERM every process group now."""
+        self.stop = stop
+        now = time.monotonic()
+        for item in self.running:
+            if item.outcome.running and item.signalled_at is None:
+                item.signalled_at = now
+                process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+        self.kill_at = now + self.options.grace_period
+
+    def _kill_remaining(self) -> None:
+        for item in self.running:
+            if item.outcome.running or item.pipe_open:
+                process_tree.signal_group(item.proc.pid, signal.SIGKILL)
+        process_tree.kill_pids(self._leftovers(), signal.SIGKILL)
+        self.kill_at = None
+
+    def _leftovers(self) -> list[int]:
+        return process_tree.marked_pids(self.options.launch_id)
+
+    def _sweep_leftovers(self) -> None:
+        """Processes the job started and left behind (daemons, background jobs) end with it."""
+        process_tree.reap_orphans({r.proc.pid for r in self.running})
+        leftovers = self._leftovers()
+        if not leftovers:
+            return
+        process_tree.kill_pids(leftovers, signal.SIGTERM)
+        give_up = time.monotonic() + min(self.options.grace_period, DRAIN_SECONDS)
+        while leftovers and time.monotonic() < give_up:
+            time.sleep(0.02)
+            process_tree.reap_orphans({r.proc.pid for r in self.running})
+            leftovers = self._leftovers()
+        process_tree.kill_pids(leftovers, signal.SIGKILL)
+        process_tree.reap_orphans({r.proc.pid for r in self.running})
+
+    def _drain(self) -> None:
+        """Read what is left in the pipes; a pipe still open after the sweep is abandoned."""
+        give_up = time.monotonic() + DRAIN_SECONDS
+        while any(item.pipe_open for item in self.running) and time.monotonic() < give_up:
+            for key, _ in self.selector.select(max(0.0, give_up - time.monotonic())):
+                kind, item = key.data
+                if kind == "out":
+                    self._read(item)
+        for item in self.running:
+            if item.pipe_open:
+                self.selector.unregister(item.proc.stdout.fileno())  # type: ignore[union-attr]
+                item.pipe_open = False
+                self._finish_output(item)
+            item.proc.stdout.close()  # type: ignore[union-attr]
+
+    def _finish_output(self, item: _Running) -> None:
+        if item.demux is not None:
+            item.demux.finish()
+        self.stream.finish(item.spec.name)
+
+    def _log_failed(self, item: _Running, exc: OSError) -> None:
+        self._close_log(item)
+        if self.log_error is None:
+            self.log_error = f"cannot write {item.outcome.log}: {exc.strerror or exc}"
+            if self.stop is None:
+                self._begin_stop(_Stop(FAILED, self.log_error))
+
+    @staticmethod
+    def _close_log(item: _Running) -> None:
+        if item.log_fd >= 0:
+            try:
+                os.close(item.log_fd)
+            except OSError:
+                pass
+            item.log_fd = -1
+
+    # ------------------------------------------------------------ signals
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        self.selector.register(wake_r, selectors.EVENT_READ, ("wake", None))
+        previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in _STOP_SIGNALS}
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            signal.set_wakeup_fd(previous_fd)
+            os.close(wake_r)
+            os.close(wake_w)
+
+        return restore
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.signals.append(signum)
+
+    @staticmethod
+    def _drain_wakeup(fd: int) -> None:
+        try:
+            while os.read(fd, 512):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _handle_signals(self) -> None:
+        while self.signals:
+            signum = self.signals.pop(0)
+            if self.stop is None:
+                how = "canceled" if signum != signal.SIGHUP else "canceled: the terminal closed"
+                self.stream.message(f"distrun: {signal_name(signum)} received, stopping the job")
+                self._begin_stop(_Stop(CANCELED, how if signum == signal.SIGHUP else f"{how} ({signal_name(signum)})"))
+            else:
+                # A second interrupt: the user does not want to wait for the grace period.
+                self._kill_remaining()
+
+    # ------------------------------------------------------------ result
+
+    def _result(self) -> GangResult:
+        outcomes = [item.outcome for item in self.running]
+        stop = self.stop
+        if stop is None:
+            return GangResult(COMPLETED, "all processes completed", None, outcomes)
+        root = None
+        reason = stop.reason
+        if stop.root is not None and stop.root.demux is not None:
+            root = mpi_root_cause(stop.root.outcome, stop.root.demux, [node.host for node in self.plan.nodes])
+            reason = root["reason"]
+        elif stop.root is not None:
+            root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log))
+            reason = root["reason"]
+        return GangResult(stop.status, reason, root, outcomes)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

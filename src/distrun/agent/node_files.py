@@ -1,0 +1,21 @@
+"""Writing the files a node's processes read (an MPI hostfile), before any of them starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+
+from distrun.plan.model import NodePlan
+
+
+def write_node_files(node: NodePlan, job_dir: Path) -> None:
+    """Each `NodePlan.files` entry, at its job-relative path; a path leaving the job folder is refused."""
+    for relative, content in node.files.items():
+        parts = PurePosixPath(relative).parts
+        if not parts or PurePosixPath(relative).is_absolute() or ".." in parts:
+            raise OSError(f"node file path {relative!r} is not inside the job folder")
+        path = job_dir.joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, path)

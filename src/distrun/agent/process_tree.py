@@ -1,0 +1,141 @@
+"""Starting a job's processes so that none can outlive it, and finding any that try.
+
+Three layers, because each alone has a hole:
+1. Every process starts in its own session (its own process group, no terminal) with
+   PR_SET_PDEATHSIG=SIGKILL: if the agent dies, even by SIGKILL, the kernel kills it.
+2. Every process carries a launch marker in its environment (`DISTRUN_LAUNCH_ID`), which its
+   children inherit; `marked_pids` finds them all, also grandchildren that called setsid()
+   and were reparented away.
+3. The agent is a child subreaper, so daemonized descendants are reparented to it while it
+   lives, and a watchdog (`distrun.agent.watchdog`) kills the marked processes if it dies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+from collections.abc import Iterable, Mapping
+
+from distrun.plan.model import ProcessSpec
+
+LAUNCH_MARKER = "DISTRUN_LAUNCH_ID"
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_libc: ctypes.CDLL | None = None
+
+
+def _prctl(option: int, value: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.prctl(option, value, 0, 0, 0)
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants of our processes are reparented to us, not to init."""
+    try:
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    except OSError:
+        pass
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def child_env(spec: ProcessSpec, base: Mapping[str, str], launch_id: str) -> dict[str, str]:
+    env = dict(base)
+    for key, value in spec.env_defaults.items():
+        env.setdefault(key, value)
+    env.update(spec.env)
+    env[LAUNCH_MARKER] = launch_id
+    return env
+
+
+def spawn(spec: ProcessSpec, base_env: Mapping[str, str], launch_id: str) -> subprocess.Popen[bytes]:
+    """Start one process: stdout and stderr into one pipe, stdin closed, own session."""
+    return subprocess.Popen(
+        list(spec.argv),
+        cwd=spec.cwd,
+        env=child_env(spec, base_env, launch_id),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+        close_fds=True,
+    )
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Signal a whole process group; a group already gone is not an error."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def marked_pids(launch_id: str, exclude: Iterable[int] = ()) -> list[int]:
+    """Every live process that carries this launch's marker, or was reparented to us."""
+    needle = f"{LAUNCH_MARKER}={launch_id}".encode()
+    me = os.getpid()
+    skip = {me, *exclude}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid in skip:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if needle + b"\0" in environ + b"\0" and _alive(pid):
+            found.append(pid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """False for zombies: they are dead and only wait to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state not in (b"Z", b"X")
+
+
+def kill_pids(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def reap_orphans(known: set[int]) -> None:
+    """Collect the exit statuses of reparented descendants (we are their subreaper).
+
+    Only pids we did not start ourselves: our own children are reaped by their Popen, which
+    needs their status.
+    """
+    me = str(os.getpid()).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in known:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and fields[1] == me and fields[0] in (b"Z", b"X"):
+            try:
+                os.waitpid(int(entry), os.WNOHANG)
+            except ChildProcessError:
+                pass

@@ -1,0 +1,198 @@
+"""The local backend: M simulated nodes on this machine, supervised by one node agent.
+
+Every simulated node has address 127.0.0.1; MASTER_PORT (and any per-task port) is a free
+port found by binding, never a fixed one, so two jobs at once never collide. The job's
+processes are supervised in this process (`distrun run`) or in a detached launcher process
+(`distrun job create` without --stream); a forked watchdog records the job as lost, and kills
+what is left, if the supervising process dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from distrun.agent.gang import DEFAULT_GRACE, run_gang
+from distrun.agent.outcome import GangResult
+from distrun.agent.watchdog import Watchdog
+from distrun.backends.targets import ComputeTarget
+from distrun.errors import DistrunError
+from distrun.plan import build_plan, task_port_count
+from distrun.plan.model import LaunchPlan, Placement
+from distrun.report import environment_note, execution_summary, stream_header
+from distrun.spec.loader import LoadedJob
+from distrun.store.index import FINALIZING, RUNNING, JobIndex, JobRecord
+from distrun.store.layout import Layout
+from distrun.submission import PreparedJob, bind
+
+LOCAL_ADDRESS = "127.0.0.1"
+
+
+# Below Linux's ephemeral range (32768-60999): ports handed to outgoing connections and to
+# bind(0) come from there, and one could take ours in the seconds between our check and the
+# framework's bind (TensorFlow servers bind only after importing TensorFlow).
+PORT_RANGE = (20000, 32767)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports on the loopback address, each free when checked."""
+    chosen: list[int] = []
+    sockets = []
+    tries = 0
+    try:
+        while len(chosen) < count:
+            tries += 1
+            port = random.randint(*PORT_RANGE)
+            if port in chosen:
+                continue
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind((LOCAL_ADDRESS, port))
+            except OSError:
+                sock.close()
+                if tries > 50 * (count + 10):
+                    raise DistrunError(f"no free TCP port found in {PORT_RANGE[0]}-{PORT_RANGE[1]}") from None
+                continue
+            sockets.append(sock)
+            chosen.append(port)
+        return chosen
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def local_placement(prepared: PreparedJob) -> Placement:
+    spec = prepared.spec
+    pinned = spec.environment_variables.get("MASTER_PORT")
+    needed = task_port_count(spec) + (0 if pinned else 1)
+    ports = free_ports(needed) if needed else []
+    master_port = int(pinned) if pinned else ports.pop(0)
+    return Placement(
+        hosts=(LOCAL_ADDRESS,) * spec.resources.instance_count,
+        master_port=master_port,
+        job_dir=str(prepared.folder.root),
+        run_id=prepared.name,
+        task_ports=tuple(ports),
+        simulated=True,
+    )
+
+
+def plan_local(prepared: PreparedJob) -> LaunchPlan:
+    return build_plan(prepared.spec, local_placement(prepared), prepared.bindings)
+
+
+def execute(
+    prepared: PreparedJob,
+    layout: Layout,
+    *,
+    stream: BinaryIO | None,
+    color: bool = False,
+    on_plan: Callable[[LaunchPlan], None] | None = None,
+) -> JobRecord:
+    """Run a prepared job to its end in this process; returns its final record."""
+    index = JobIndex(layout.db_path)
+    plan = plan_local(prepared)
+    prepared.folder.plan_json.write_text(json.dumps(plan.to_dict(), indent=2), encoding="utf-8")
+    if on_plan is not None:
+        on_plan(plan)
+    watchdog = Watchdog.start(_launch_id(prepared), lambda: JobIndex(layout.db_path).mark_launcher_lost(prepared.name))
+    index.set_launcher(prepared.name, os.getpid())
+    try:
+        result = run_gang(
+            plan,
+            [node.node_rank for node in plan.nodes],
+            prepared.folder.user_logs,
+            stream=stream,
+            color=color,
+            grace_period=_grace(prepared),
+            timeout=prepared.spec.limits.timeout,
+            on_started=lambda _: index.update(prepared.name, status=RUNNING, started_at=time.time()),
+            launch_id=_launch_id(prepared),
+        )
+        record_result(index, prepared.name, result)
+    finally:
+        watchdog.release()
+    return index.get(prepared.name)
+
+
+def record_result(index: JobIndex, name: str, result: GangResult) -> None:
+    index.update(name, status=FINALIZING)
+    index.update(
+        name,
+        status=result.status,
+        reason=result.reason,
+        root_cause=result.root_cause,
+        processes=[p.to_dict() for p in result.processes],
+        ended_at=time.time(),
+    )
+
+
+def _grace(prepared: PreparedJob) -> float:
+    grace = prepared.spec.limits.grace_period
+    return DEFAULT_GRACE if grace is None else grace
+
+
+def _launch_id(prepared: PreparedJob) -> str:
+    return f"{prepared.name}-{os.getpid()}"
+
+
+def start_detached(prepared: PreparedJob, layout: Layout) -> int:
+    """Supervise the job from a new background process; returns its pid."""
+    log = open(prepared.folder.system_logs / "launcher.txt", "ab")
+    env = dict(os.environ, DISTRUN_HOME=str(layout.home))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distrun.backends.local_launcher", prepared.name],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
+    log.close()
+    JobIndex(layout.db_path).set_launcher(prepared.name, proc.pid)
+    return proc.pid
+
+
+# ---------------------------------------------------------------- the backend interface
+
+
+def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[str, Any]:
+    """The plan `distrun run` would follow, computed without touching the store."""
+    name = loaded.spec.name or "<generated-name>"
+    folder = layout.job(name)
+    bindings = bind(loaded, loaded.spec, folder, materialize=False)
+    prepared = PreparedJob(name, loaded.spec, folder, target, bindings)
+    notes = ["local compute: nodes are simulated on this machine (127.0.0.1); ports are chosen when the job starts"]
+    note = environment_note(loaded.spec.environment)
+    if note:
+        notes.append(note)
+    return {"compute": target.name, "type": "local", "notes": notes, "plan": plan_local(prepared).to_dict()}
+
+
+def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
+    """`distrun run`: supervise here, stream every line, end with the execution summary."""
+
+    def header(plan: LaunchPlan) -> None:
+        record = JobIndex(layout.db_path).get(prepared.name)
+        note = environment_note(prepared.spec.environment)
+        lines = [f"distrun: {text}" for text in ([note] if note else []) + list(plan.notes)]
+        lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
+        out.write(("\n".join(lines) + "\n").encode())
+        out.flush()
+
+    record = execute(prepared, layout, stream=out, color=color, on_plan=header)
+    out.write((execution_summary(record) + "\n").encode())
+    out.flush()
+    return record
+
+
+def submit_detached(prepared: PreparedJob, layout: Layout) -> JobRecord:
+    start_detached(prepared, layout)
+    return JobIndex(layout.db_path).get(prepared.name)

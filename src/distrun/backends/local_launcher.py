@@ -1,0 +1,27 @@
+"""`python -m distrun.backends.local_launcher NAME`: supervise a prepared job in the background."""
+
+from __future__ import annotations
+
+import sys
+
+from distrun.backends.local import execute
+from distrun.errors import DistrunError
+from distrun.store.index import FAILED, JobIndex
+from distrun.store.layout import Layout
+from distrun.submission import load_prepared
+
+
+def main(name: str) -> int:
+    layout = Layout()
+    try:
+        prepared = load_prepared(layout, name)
+        record = execute(prepared, layout, stream=None)
+    except DistrunError as exc:
+        JobIndex(layout.db_path).update(name, status=FAILED, reason=exc.message)
+        print(f"distrun: {exc.render()}", file=sys.stderr)
+        return 2
+    return 0 if record.status == "Completed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

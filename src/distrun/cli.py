@@ -1,0 +1,324 @@
+"""The `distrun` command line: a thin face over spec, submission, backends and the store.
+
+Verbs follow `az ml job` (create/show/list/stream/cancel/download/validate) plus `run`,
+`plan` and `logs`. Heavy modules are imported inside the commands that need them, so
+`distrun --help` and the CLI's start stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from distrun.errors import DistrunError
+
+EXIT_FAILED = 1
+EXIT_CANCELED = 130
+
+_set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a job field before validation, e.g. --set inputs.epochs=3 (repeatable).",
+)
+_compute_option = click.option("--compute", default=None, help="Compute target (default: the job's, else local).")
+
+
+def _color(stream: Any) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
+
+
+def _layout():  # type: ignore[no-untyped-def]
+    from distrun.store.layout import Layout
+
+    return Layout()
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="distrun")
+def cli() -> None:
+    """Run distributed training jobs (Azure ML command-job YAML) here or on a cluster."""
+
+
+# ---------------------------------------------------------------- run / plan
+
+
+def _load(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    from distrun.spec.loader import load_job_file
+
+    return load_job_file(file, overrides)
+
+
+def _run(file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool) -> NoReturn:
+    from distrun.submission import choose_target, prepare_job
+
+    layout = _layout()
+    loaded = _load(file, overrides)
+    target = choose_target(loaded, layout, compute)
+    backend = _backend(target.type)
+    prepared = prepare_job(loaded, layout, target, name)
+    if not stream:
+        record = backend.submit_detached(prepared, layout)
+        _echo_json(record.to_dict())
+        sys.exit(0)
+    record = backend.run_streaming(prepared, layout, sys.stdout.buffer, _color(sys.stdout))
+    sys.exit(_exit_code(record.status))
+
+
+def _exit_code(status: str) -> int:
+    return {"Completed": 0, "Canceled": EXIT_CANCELED}.get(status, EXIT_FAILED)
+
+
+def _backend(kind: str):  # type: ignore[no-untyped-def]
+    from distrun.backends import backend_for
+
+    return backend_for(kind)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_set_option
+@click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated).")
+@_compute_option
+@click.option("--detach", "-d", is_flag=True, help="Start the job in the background and return.")
+def run(file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, detach: bool) -> None:
+    """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
+    _run(file, overrides, name, compute, stream=not detach)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_set_option
+@_compute_option
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
+    """Dry run: every process, its command and its environment; nothing starts."""
+    from distrun.submission import choose_target
+
+    layout = _layout()
+    loaded = _load(file, overrides)
+    target = choose_target(loaded, layout, compute)
+    rendered = _backend(target.type).dry_run(loaded, layout, target)
+    if output == "json":
+        _echo_json(rendered)
+        return
+    from distrun.plan_text import plan_as_text
+
+    click.echo(plan_as_text(rendered))
+
+
+# ---------------------------------------------------------------- job verbs
+
+
+@cli.group()
+def job() -> None:
+    """Azure ML style job verbs: create, validate, show, list, stream, cancel, download."""
+
+
+@job.command("create")
+@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False))
+@click.option("--name", "-n", default=None)
+@_set_option
+@_compute_option
+@click.option("--stream", "-s", is_flag=True, help="Stream the logs until the job ends (like `distrun run`).")
+def job_create(file: str, name: str | None, overrides: tuple[str, ...], compute: str | None, stream: bool) -> None:
+    """Create (submit) a job; prints it as JSON, or streams it with --stream."""
+    _run(file, overrides, name, compute, stream=stream)
+
+
+@job.command("validate")
+@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False))
+@_set_option
+def job_validate(file: str, overrides: tuple[str, ...]) -> None:
+    """Check a job file; prints the resolved job, or every problem with its position."""
+    loaded = _load(file, overrides)
+    _echo_json(loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _name_arg(func: Any) -> Any:
+    func = click.option("--name", "-n", "name_opt", default=None, help="The job name.")(func)
+    return click.argument("name", required=False)(func)
+
+
+def _job_name(name: str | None, name_opt: str | None) -> str:
+    chosen = name or name_opt
+    if not chosen:
+        raise DistrunError("give the job name", "e.g. distrun job show NAME (see `distrun job list`)")
+    return chosen
+
+
+def _index():  # type: ignore[no-untyped-def]
+    from distrun.store.index import JobIndex
+
+    return JobIndex(_layout().db_path)
+
+
+@job.command("show")
+@_name_arg
+@click.option("--output", "-o", type=click.Choice(["json", "yaml", "table"]), default="json")
+def job_show(name: str | None, name_opt: str | None, output: str) -> None:
+    """Show a job's record (status, root cause, processes)."""
+    record = _index().get(_job_name(name, name_opt))
+    data = record.to_dict()
+    if output == "json":
+        _echo_json(data)
+    elif output == "yaml":
+        from ruamel.yaml import YAML
+
+        YAML().dump(json.loads(json.dumps(data, default=str)), sys.stdout)
+    else:
+        _table([data])
+
+
+def _table(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None)
+    for column in ("name", "status", "compute", "distribution", "created_at", "reason"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            *(str(row.get(c) or "") for c in ("name", "status", "compute", "distribution", "created_at", "reason"))
+        )
+    Console(soft_wrap=True).print(table)
+
+
+@job.command("list")
+@click.option("--max-results", "-r", default=50, show_default=True)
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+def job_list(max_results: int, output: str) -> None:
+    """List jobs, newest first."""
+    rows = [r.to_dict() for r in _index().list(max_results)]
+    if output == "json":
+        _echo_json(rows)
+    else:
+        _table(rows)
+
+
+@job.command("stream")
+@_name_arg
+def job_stream(name: str | None, name_opt: str | None) -> None:
+    """Stream a job's logs until it ends; exits non-zero if it failed."""
+    from distrun.follow import follow_logs
+    from distrun.report import execution_summary
+
+    index = _index()
+    record = index.get(_job_name(name, name_opt))
+    click.echo(f"RunId: {record.name}\nStreaming {record.folder}/user_logs")
+    folder = _layout().job(record.name)
+    follow_logs(folder, sys.stdout.buffer, lambda: index.get(record.name).terminal, color=_color(sys.stdout))
+    final = index.get(record.name)
+    click.echo(execution_summary(final))
+    sys.exit(_exit_code(final.status))
+
+
+@job.command("cancel")
+@_name_arg
+def job_cancel(name: str | None, name_opt: str | None) -> None:
+    """Cancel a job: its processes get SIGTERM, then SIGKILL after the grace period."""
+    from distrun.cancel import cancel_job
+
+    record = cancel_job(_layout(), _job_name(name, name_opt))
+    click.echo(f"{record.name}: {record.status}" + (f" ({record.reason})" if record.reason else ""))
+
+
+@job.command("download")
+@_name_arg
+@click.option("--download-path", "-p", default=".", type=click.Path(file_okay=False))
+@click.option("--output-name", default=None, help="Download only this named output.")
+@click.option("--all", "all_", is_flag=True, help="Artifacts and every named output.")
+def job_download(
+    name: str | None, name_opt: str | None, download_path: str, output_name: str | None, all_: bool
+) -> None:
+    """Download a finished job's artifacts and named outputs."""
+    from distrun.download import download_job
+
+    written = download_job(_layout(), _job_name(name, name_opt), Path(download_path), output_name, all_)
+    for path in written:
+        click.echo(f"Downloaded {path}")
+
+
+# ---------------------------------------------------------------- logs
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--rank", type=int, default=None, help="Only this rank's log.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the job ends.")
+@click.option("--tail", type=int, default=None, help="Only the last N lines of each log.")
+def logs(name: str, rank: int | None, follow: bool, tail: int | None) -> None:
+    """Print a job's per-process logs, each line prefixed with its process."""
+    from distrun.logs_view import show_logs
+
+    show_logs(_layout(), name, rank=rank, follow=follow, tail=tail, color=_color(sys.stdout))
+
+
+# ---------------------------------------------------------------- compute
+
+
+@cli.group()
+def compute() -> None:
+    """Compute targets (local is built in; others live in $DISTRUN_HOME/config.yaml)."""
+
+
+@compute.command("create")
+@click.option("--name", required=True)
+@click.option("--type", "kind", required=True, type=click.Choice(["slurm", "ray", "kubernetes"]))
+@_set_option
+def compute_create(name: str, kind: str, overrides: tuple[str, ...]) -> None:
+    """Define a compute target, e.g. --type slurm --set partition=debug."""
+    from distrun.backends.targets import add_target
+    from distrun.spec.overrides import parse_override
+
+    settings: dict[str, Any] = {}
+    for text in overrides:
+        path, value = parse_override(text)
+        settings[".".join(map(str, path))] = value
+    target = add_target(_layout().config_path, name, kind, settings)
+    _echo_json({"name": target.name, "type": target.type, **target.settings})
+
+
+@compute.command("list")
+def compute_list() -> None:
+    """List compute targets."""
+    from distrun.backends.targets import read_targets
+
+    targets = read_targets(_layout().config_path)
+    _echo_json(
+        [{"name": "local", "type": "local"}]
+        + [{"name": t.name, "type": t.type, **t.settings} for t in targets.values()]
+    )
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def main() -> None:
+    started = time.monotonic()
+    try:
+        cli.main(standalone_mode=False)
+    except DistrunError as exc:
+        click.echo(f"distrun: error: {exc.render()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("distrun: aborted", err=True)
+        sys.exit(EXIT_CANCELED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(0)
+    del started

@@ -1,0 +1,93 @@
+"""Follow a job's per-process log files from any shell (`job stream`, `logs --follow`).
+
+The supervising process streams straight from the pipes; a second reader can only read
+the files, so it reads what is new every 0.2 s, whole lines only, with the same prefixes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from distrun.agent.line_stream import LineStream
+from distrun.store.layout import JobFolder
+
+POLL_SECONDS = 0.2
+
+
+def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
+    """log file name -> (stream label, node rank), from the job's plan."""
+    try:
+        plan = json.loads(folder.plan_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    labels = {}
+    for node in plan.get("nodes", []):
+        for proc in node.get("processes", []):
+            labels[proc["log_name"]] = (proc["label"], node["node_rank"])
+    return labels
+
+
+def follow_logs(
+    folder: JobFolder,
+    out: BinaryIO,
+    is_finished: Callable[[], bool],
+    *,
+    only: str | None = None,
+    color: bool = False,
+    follow: bool = True,
+    prefix: bool = True,
+) -> None:
+    stream = LineStream(out, color)
+    offsets: dict[str, int] = {}
+    while True:
+        finished = is_finished()  # read before the files: nothing written after is missed
+        labels = log_labels(folder)
+        for path in sorted(folder.user_logs.glob("*.txt")) if folder.user_logs.is_dir() else []:
+            if only is not None and path.name != only:
+                continue
+            if path.name not in offsets:
+                label, node = labels.get(path.name, (path.stem, 0))
+                stream.add(path.name, label if prefix else None, node)
+                offsets[path.name] = 0
+            offsets[path.name] = _read_new(path, offsets[path.name], lambda data, key=path.name: stream.feed(key, data))
+        if finished or not follow:
+            for key in offsets:
+                stream.finish(key)
+            return
+        time.sleep(POLL_SECONDS)
+
+
+def _read_new(path: Path, offset: int, sink: Callable[[bytes], None]) -> int:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            while True:
+                data = handle.read(1 << 20)
+                if not data:
+                    break
+                sink(data)
+                offset += len(data)
+    except OSError:
+        pass
+    return offset
+
+
+def tail_bytes(path: Path, lines: int) -> bytes:
+    """The last `lines` lines of a file, read from its end."""
+    with open(path, "rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        block = 1 << 16
+        data = b""
+        pos = end
+        while pos > 0 and data.count(b"\n") <= lines:
+            step = min(block, pos)
+            pos -= step
+            handle.seek(pos)
+            data = handle.read(step) + data
+    parts = data.splitlines(keepends=True)
+    return b"".join(parts[-lines:]) if lines else b""

@@ -1,0 +1,55 @@
+"""`distrun logs NAME [--rank N] [--follow] [--tail N]`."""
+
+from __future__ import annotations
+
+import sys
+
+from distrun.errors import DistrunError
+from distrun.follow import follow_logs, log_labels, tail_bytes
+from distrun.store.index import JobIndex
+from distrun.store.layout import Layout
+
+
+def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail: int | None, color: bool) -> None:
+    index = JobIndex(layout.db_path)
+    record = index.get(name)
+    folder = layout.job(record.name)
+    only = None
+    if rank is not None:
+        only = _log_of_rank(layout, record.name, rank)
+    out = sys.stdout.buffer
+    if tail is not None:
+        labels = log_labels(folder)
+        files = sorted(folder.user_logs.glob("*.txt"))
+        for path in files:
+            if only is not None and path.name != only:
+                continue
+            data = tail_bytes(path, tail)
+            if only is None:
+                prefix = f"[{labels.get(path.name, (path.stem, 0))[0]}] ".encode()
+                data = b"".join(prefix + line for line in data.splitlines(keepends=True))
+            out.write(data)
+        out.flush()
+        if not follow:
+            return
+    follow_logs(
+        folder, out, lambda: index.get(record.name).terminal, only=only, color=color, follow=follow, prefix=only is None
+    )
+
+
+def _log_of_rank(layout: Layout, name: str, rank: int) -> str:
+    import json
+
+    try:
+        plan = json.loads(layout.job(name).plan_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        plan = {"nodes": []}
+    ranks = {}
+    for node in plan["nodes"]:
+        for proc in node["processes"]:
+            if proc.get("rank") is not None:
+                ranks[proc["rank"]] = proc["log_name"]
+    if rank not in ranks:
+        known = ", ".join(str(r) for r in sorted(ranks)) or "none"
+        raise DistrunError(f"job {name} has no rank {rank}", f"its ranks: {known}")
+    return ranks[rank]

@@ -1,0 +1,33 @@
+"""`distrun plan` as text: per node, per process, its command and environment."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+
+def plan_as_text(rendered: dict[str, Any]) -> str:
+    plan = rendered["plan"]
+    lines = [f"compute: {rendered['compute']} ({rendered['type']})"]
+    lines += [f"note: {note}" for note in [*rendered.get("notes", []), *plan.get("notes", [])]]
+    if rendered.get("script"):
+        lines += [f"--- {rendered.get('script_name', 'script')} ---", rendered["script"].rstrip(), "---"]
+    lines.append(
+        f"job: {plan['job_name']}  distribution: {plan['distribution']}  world size: {plan['world_size']}  "
+        f"master: {plan['master_addr']}:{plan['master_port']}"
+    )
+    lines.append(f"command: {plan['command']}")
+    for node in plan["nodes"]:
+        lines.append(f"node {node['node_rank']} ({node['host']}): {len(node['processes'])} processes")
+        for name, content in node.get("files", {}).items():
+            lines.append(f"  file {name}:")
+            lines += ["    " + line for line in content.splitlines()]
+        for proc in node["processes"]:
+            lines.append(f"  [{proc['label']}] {proc['name']}  log: user_logs/{proc['log_name']}")
+            lines.append(f"    argv: {shlex.join(proc['argv'])}")
+            lines.append(f"    cwd: {proc['cwd']}")
+            for key in sorted(proc["env"]):
+                lines.append(f"    {key}={proc['env'][key]}")
+            for key in sorted(proc.get("env_defaults", {})):
+                lines.append(f"    {key}={proc['env_defaults'][key]}  (unless already set)")
+    return "\n".join(lines)

@@ -1,0 +1,204 @@
+"""The job index: one SQLite row per job, written in whole transactions.
+
+WAL mode and a long busy timeout let many readers (`job list` in a loop) and several
+launchers share the file; every update is one statement, so no reader sees a torn record.
+A job whose launcher died is turned into Failed ("launcher lost") by the first reader that
+notices, so nothing shows Running forever.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distrun.errors import DistrunError, JobNotFoundError
+
+QUEUED = "Queued"
+STARTING = "Starting"
+RUNNING = "Running"
+FINALIZING = "Finalizing"
+COMPLETED = "Completed"
+FAILED = "Failed"
+CANCELED = "Canceled"
+TERMINAL = (COMPLETED, FAILED, CANCELED)
+LAUNCHER_LOST = "launcher lost: the distrun process supervising this job ended without recording an outcome"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    name TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    display_name TEXT,
+    experiment_name TEXT,
+    compute TEXT NOT NULL,
+    distribution TEXT,
+    folder TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    reason TEXT,
+    root_cause TEXT,
+    processes TEXT,
+    launcher_pid INTEGER,
+    launcher_host TEXT,
+    launcher_started REAL,
+    backend_id TEXT,
+    tags TEXT
+)
+"""
+_JSON_FIELDS = ("root_cause", "processes", "tags")
+
+
+@dataclass
+class JobRecord:
+    name: str
+    status: str
+    compute: str
+    folder: str
+    created_at: float
+    display_name: str | None = None
+    experiment_name: str | None = None
+    distribution: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    reason: str | None = None
+    root_cause: dict[str, Any] | None = None
+    processes: list[dict[str, Any]] | None = None
+    launcher_pid: int | None = None
+    launcher_host: str | None = None
+    launcher_started: float | None = None
+    backend_id: str | None = None  # e.g. the Slurm job id
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        for key in ("created_at", "started_at", "ended_at"):
+            if data[key] is not None:
+                data[key] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(data[key]))
+        data.pop("launcher_started")
+        return data
+
+
+def process_start_time(pid: int) -> float | None:
+    """When a process started (boot-relative clock ticks), to tell a reused pid from ours."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):  # dead, waiting to be reaped
+        return None
+    return float(fields[19])
+
+
+class JobIndex:
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise DistrunError(f"cannot open the job index {self.db_path}: {exc}") from None
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout = 60000")
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(_SCHEMA)
+            yield conn
+        except sqlite3.Error as exc:
+            raise DistrunError(f"job index {self.db_path}: {exc}") from None
+        finally:
+            conn.close()
+
+    # ------------------------------------------------------------ writes
+
+    def insert(self, record: JobRecord) -> None:
+        row = _to_row(record)
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self._connect() as conn:
+            try:
+                conn.execute(f"INSERT INTO jobs ({columns}) VALUES ({marks})", list(row.values()))
+            except sqlite3.IntegrityError:
+                raise DistrunError(
+                    f"a job named {record.name!r} already exists", "choose another name, or leave `name` out"
+                ) from None
+
+    def update(self, name: str, only_if_not_terminal: bool = True, **values: Any) -> bool:
+        """Change some fields in one statement; a finished job's outcome is never rewritten."""
+        row = {key: (json.dumps(v) if key in _JSON_FIELDS and v is not None else v) for key, v in values.items()}
+        sets = ", ".join(f"{key} = ?" for key in row)
+        guard = " AND status NOT IN ('Completed', 'Failed', 'Canceled')" if only_if_not_terminal else ""
+        with self._connect() as conn:
+            cursor = conn.execute(f"UPDATE jobs SET {sets} WHERE name = ?{guard}", [*row.values(), name])
+            return cursor.rowcount > 0
+
+    def set_launcher(self, name: str, pid: int) -> None:
+        self.update(
+            name, launcher_pid=pid, launcher_host=socket.gethostname(), launcher_started=process_start_time(pid)
+        )
+
+    def mark_launcher_lost(self, name: str) -> None:
+        self.update(name, status=FAILED, reason=LAUNCHER_LOST, ended_at=time.time())
+
+    # ------------------------------------------------------------ reads
+
+    def get(self, name: str) -> JobRecord:
+        with self._connect() as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise JobNotFoundError(f"no job named {name!r}", "`distrun job list` shows the jobs there are")
+        return self._checked(_from_row(dict(row)))
+
+    def list(self, limit: int = 50) -> list[JobRecord]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
+        return [self._checked(_from_row(dict(row))) for row in rows]
+
+    def names(self) -> list[str]:
+        with self._connect() as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM jobs ORDER BY created_at DESC")]
+
+    def _checked(self, record: JobRecord) -> JobRecord:
+        """A live-looking record whose local launcher is gone becomes Failed: launcher lost."""
+        if record.terminal or record.launcher_pid is None or record.launcher_host != socket.gethostname():
+            return record
+        started = process_start_time(record.launcher_pid)
+        if started is not None and (record.launcher_started is None or started == record.launcher_started):
+            return record
+        # Let the launcher's own last write win if it is racing with us.
+        time.sleep(0.05)
+        self.mark_launcher_lost(record.name)
+        return self.get(record.name)
+
+
+def _to_row(record: JobRecord) -> dict[str, Any]:
+    row = dict(record.__dict__)
+    for key in _JSON_FIELDS:
+        if row[key] is not None:
+            row[key] = json.dumps(row[key])
+    return row
+
+
+def _from_row(row: dict[str, Any]) -> JobRecord:
+    for key in _JSON_FIELDS:
+        if row.get(key) is not None:
+            row[key] = json.loads(row[key])
+    if row.get("tags") is None:
+        row["tags"] = {}
+    return JobRecord(**row)

@@ -1,0 +1,194 @@
+"""Turning a validated job into a recorded, prepared job: the steps every backend shares.
+
+Order matters for a true record: the row is inserted first (Queued), then the job folder
+is filled (resolved job, code snapshot, inputs, output folders); if any of that fails the
+row says Failed with the reason, and nothing has started.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from distrun.backends.targets import ComputeTarget, resolve_target
+from distrun.errors import DistrunError
+from distrun.plan.model import Bindings
+from distrun.spec import models
+from distrun.spec.command_template import render_value
+from distrun.spec.loader import LoadedJob, local_path
+from distrun.store.index import FAILED, QUEUED, STARTING, JobIndex, JobRecord
+from distrun.store.layout import JobFolder, Layout
+from distrun.store.snapshot import snapshot_code
+
+_ADJECTIVES = (
+    "amber",
+    "brave",
+    "calm",
+    "eager",
+    "gentle",
+    "keen",
+    "lucid",
+    "mellow",
+    "quick",
+    "sharp",
+    "tidy",
+    "witty",
+)
+_NOUNS = (
+    "lemon",
+    "otter",
+    "falcon",
+    "maple",
+    "comet",
+    "pebble",
+    "cedar",
+    "lynx",
+    "harbor",
+    "willow",
+    "ember",
+    "quartz",
+)
+COPY_MODES = ("download", "eval_download")
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    name: str
+    spec: models.JobSpec
+    folder: JobFolder
+    target: ComputeTarget
+    bindings: Bindings
+
+
+def generate_name() -> str:
+    return f"{secrets.choice(_ADJECTIVES)}_{secrets.choice(_NOUNS)}_{secrets.token_hex(4)}"
+
+
+def choose_target(loaded: LoadedJob, layout: Layout, compute: str | None) -> ComputeTarget:
+    return resolve_target(compute or loaded.spec.compute, layout.config_path)
+
+
+def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str | None = None) -> PreparedJob:
+    spec = loaded.spec
+    if name:
+        spec = spec.model_copy(update={"name": name})
+        models.JobSpec.model_validate(spec.model_dump(by_alias=True))  # re-checks the name pattern
+    job_name = spec.name or generate_name()
+    folder = layout.job(job_name)
+    index = JobIndex(layout.db_path)
+    record = JobRecord(
+        name=job_name,
+        status=QUEUED,
+        compute=target.name,
+        folder=str(folder.root),
+        created_at=time.time(),
+        display_name=spec.display_name or job_name,
+        experiment_name=spec.experiment_name or Path.cwd().name,
+        distribution=spec.distribution_type,
+        tags=dict(spec.tags),
+    )
+    if folder.root.exists():
+        raise DistrunError(f"a job folder for {job_name!r} already exists at {folder.root}", "choose another name")
+    index.insert(record)
+    try:
+        bindings = _fill_folder(loaded, spec, folder)
+    except (OSError, DistrunError) as exc:
+        reason = exc.message if isinstance(exc, DistrunError) else f"could not prepare the job folder: {exc}"
+        index.update(job_name, status=FAILED, reason=reason, ended_at=time.time())
+        if isinstance(exc, DistrunError):
+            raise
+        raise DistrunError(reason, "check free space and permissions under DISTRUN_HOME") from None
+    index.update(job_name, status=STARTING)
+    return PreparedJob(job_name, spec.model_copy(update={"name": job_name}), folder, target, bindings)
+
+
+def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> Bindings:
+    folder.root.mkdir(parents=True)
+    for path in (folder.user_logs, folder.system_logs, folder.named_outputs):
+        path.mkdir()
+    resolved = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    resolved["name"] = folder.root.name
+    _write_text(folder.job_json, json.dumps(resolved, indent=2))
+    _write_yaml(folder.job_yaml, resolved)
+    if spec.code is not None:
+        code = local_path(loaded, spec.code)
+        assert code is not None  # the loader checked it
+        snapshot_code(code, folder.code)
+    else:
+        folder.code.mkdir()
+    bindings = bind(loaded, spec, folder, materialize=True)
+    _write_text(folder.root / "bindings.json", json.dumps(bindings.__dict__, indent=2))
+    return bindings
+
+
+def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool) -> Bindings:
+    """What each input and output reference becomes; `materialize` copies and creates them."""
+    inputs: dict[str, str] = {}
+    input_paths: dict[str, str] = {}
+    for name, value in spec.inputs.items():
+        if isinstance(value, models.DataInput):
+            source = local_path(loaded, value.path)
+            assert source is not None  # the loader checked it
+            source = source.resolve()
+            if value.mode in COPY_MODES:
+                target = folder.inside(folder.inputs / name)
+                if source.is_file():
+                    target = target / source.name
+                if materialize:
+                    _copy_input(source, target)
+                source = target
+            inputs[name] = input_paths[name] = str(source)
+        elif isinstance(value, models.LiteralInput):
+            given = value.value if value.value is not None else value.default
+            if given is not None:
+                inputs[name] = render_value(given)
+        else:
+            inputs[name] = render_value(value)
+    outputs: dict[str, str] = {}
+    for name, out in spec.outputs.items():
+        path = folder.named_output(name)
+        if materialize:
+            path.mkdir(parents=True, exist_ok=True)
+        outputs[name] = str(path / name) if out is not None and out.type == "uri_file" else str(path)
+    return Bindings(inputs=inputs, outputs=outputs, input_paths=input_paths)
+
+
+def _copy_input(source: Path, target: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        target.parent.mkdir(parents=True)
+        shutil.copy2(source, target)
+
+
+def load_bindings(folder: JobFolder) -> Bindings:
+    return Bindings(**json.loads((folder.root / "bindings.json").read_text(encoding="utf-8")))
+
+
+def load_prepared(layout: Layout, name: str) -> PreparedJob:
+    """A prepared job read back from its folder (for a detached or remote launcher)."""
+    folder = layout.job(name)
+    spec = models.JobSpec.model_validate(json.loads(folder.job_json.read_text(encoding="utf-8")))
+    record = JobIndex(layout.db_path).get(name)
+    target = resolve_target(record.compute, layout.config_path)
+    return PreparedJob(name, spec, folder, target, load_bindings(folder))
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _write_yaml(path: Path, data: dict[str, object]) -> None:
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+
+    buffer = StringIO()
+    YAML().dump(data, buffer)
+    _write_text(path, buffer.getvalue())

@@ -1,0 +1,121 @@
+"""Shared fixtures: a private DISTRUN_HOME, a CLI runner, job files, leftover-process checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SRC = REPO / "src"
+sys.path.insert(0, str(SRC))  # test this checkout's distrun, not an installed one
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture
+def distrun_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("DISTRUN_HOME", str(home))
+    return home
+
+
+def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["DISTRUN_HOME"] = str(home)
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("NO_COLOR", None)
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def run_cli(distrun_home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(*args: str, timeout: float = 180, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "distrun", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=cli_env(distrun_home),
+            cwd=cwd,
+        )
+
+    return run
+
+
+@pytest.fixture
+def start_cli(distrun_home: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start the CLI in the background; whatever is left is killed at the end."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "distrun", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=cli_env(distrun_home),
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def write_job(tmp_path: Path) -> Callable[..., Path]:
+    """Write job.yml (dedented) and files under src/ into a fresh folder."""
+    counter = iter(range(1000))
+
+    def write(yaml_text: str, files: dict[str, str] | None = None) -> Path:
+        folder = tmp_path / f"job{next(counter)}"
+        (folder / "src").mkdir(parents=True)
+        for name, content in (files or {}).items():
+            path = folder / "src" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(content))
+        job = folder / "job.yml"
+        job.write_text(textwrap.dedent(yaml_text))
+        return job
+
+    return write
+
+
+def processes_of_job(name: str) -> list[int]:
+    """Live processes carrying the job's name in their environment."""
+    needle = f"DISTRUN_JOB_NAME={name}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+        if needle in environ and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: float = 0.05) -> object:
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
