@@ -527,7 +527,7 @@ def test_seed_parameter_servers_keep_their_own_settings() -> None:
     dist = spec.distribution
     assert isinstance(dist, models.TensorFlowDistribution) and dist.parameter_server is not None
     assert dist.parameter_server.environment_variables == {"MAGIC": "newnumber"}
-    assert dist.parameter_server.environment == models.EnvironmentSpec(image="docker.io/python")
+    assert dist.parameter_server.environment == {"docker": {"image": "docker.io/python"}}
     assert dist.parameter_server.resource_limits == {"gpu": 4, "memory": "2Gi"}
     assert spec.properties["worker_resource_limits"] == {"cpu": 4}
 

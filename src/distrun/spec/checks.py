@@ -46,12 +46,8 @@ def _reserved(variables: Mapping[str, str], path: tuple[str, ...], position: Pos
 
 
 def _env_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
-    problems = _reserved(spec.environment_variables, ("environment_variables",), position)
-    ps = getattr(spec.distribution, "parameter_server", None)
-    if ps is not None:
-        path = ("distribution", "parameter_server", "environment_variables")
-        problems += _reserved(ps.environment_variables, path, position)
-    return problems
+    # Parameter-server variables are checked with the other TensorFlow rules (checks_tensorflow).
+    return _reserved(spec.environment_variables, ("environment_variables",), position)
 
 
 def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
@@ -76,7 +72,7 @@ def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Prob
         singular = ref.kind[:-1]
         close = difflib.get_close_matches(ref.name, list(table), n=1)
         add = f"add `{ref.name}` under `{ref.kind}:`"
-        hint = f"did you mean ${{{{{ref.kind}.{close[0]}}}}}? Otherwise {add}" if close else add
+        hint = f"did you mean {ref.kind}.{close[0]}? Otherwise {add}" if close else add
         problems.append(
             Problem(
                 f"${{{{{ref.kind}.{ref.name}}}}} refers to an undefined {singular} {ref.name!r}",

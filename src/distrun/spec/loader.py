@@ -95,8 +95,11 @@ def _kind_name(value: Any) -> str:
 
 
 def semantic_problems(job: LoadedJob) -> list[Problem]:
-    """Problems of a schema-valid job: undefined references, reserved variables, missing paths."""
-    return checks.semantic_problems(job.spec, job.base_dir, job.position)
+    """Problems of a schema-valid job: undefined references, reserved variables, missing paths,
+    and the rules of its distribution type."""
+    from distrun.spec.checks_tensorflow import tensorflow_problems  # imports LoadedJob from here
+
+    return [*checks.semantic_problems(job.spec, job.base_dir, job.position), *tensorflow_problems(job)]
 
 
 def local_path(job: LoadedJob, text: str) -> Path | None:

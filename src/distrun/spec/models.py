@@ -93,7 +93,7 @@ class PyTorchDistribution(StrictModel):
 
 class ParameterServerSettings(StrictModel):
     environment_variables: dict[str, str] = Field(default_factory=dict)
-    environment: str | EnvironmentSpec | None = None
+    environment: Any = None  # recorded for backends that start ps tasks in their own image
     resource_limits: dict[str, Any] | None = None
 
     @field_validator("environment_variables", mode="before")

@@ -183,9 +183,6 @@ def _distributed(data: dict[str, Any], smap: SourceMap) -> None:
             settings = {k: ps[k] for k in ("environment", "environment_variables", "resource_limits") if k in ps}
             if settings:
                 smap.move(base + ("parameter_server",), ("distribution", "parameter_server"))
-                if "environment" in settings:
-                    where = ("distribution", "parameter_server", "environment")
-                    settings["environment"] = _docker_environment(settings["environment"], where, smap)
                 dist["parameter_server"] = settings
         chief = body.get("chief")
         if chief is not None:
