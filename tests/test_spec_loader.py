@@ -554,3 +554,11 @@ def test_draft_and_v2_distribution_together_are_refused(tmp_path: Path) -> None:
     text = "command: x\ndistribution: {type: mpi}\ndistributed:\n  mpi:\n    worker: {count: 2}\n"
     with pytest.raises(ValidationError, match="both `distribution` and the draft `distributed`"):
         load_text(tmp_path, text)
+
+
+def test_an_override_on_plain_data_does_not_claim_the_whole_document(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as caught:
+        load_job_data({"code": "src"}, tmp_path, "<python>", ["resources.instance_count=2"])
+    [problem] = caught.value.problems
+    assert problem.key_path == "command"
+    assert problem.position is not None and problem.position.source == "<python>"

@@ -124,7 +124,7 @@ def apply_overrides(data: Any, smap: SourceMap, overrides: list[str]) -> Any:
         for known in [p for p in smap.positions if p[: len(full)] == full]:
             del smap.positions[known]
         smap.set(full, where)
-        for depth in range(len(full)):
+        for depth in range(1, len(full)):
             if full[:depth] not in smap.positions:  # keys the override created
                 smap.set(full[:depth], where)
     return data
