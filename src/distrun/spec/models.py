@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, field_validator
 from pydantic_core import PydanticCustomError
 
 NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
@@ -55,6 +55,16 @@ RESERVED_ENV_VARS = frozenset(
 RESERVED_ENV_PREFIXES = ("OMPI_COMM_WORLD_", "DISTRUN_")
 
 
+def _not_a_boolean(value: Any) -> Any:
+    # pydantic reads `true` as 1; in a count or a port that is a slip, not a number.
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+Whole = Annotated[int, BeforeValidator(_not_a_boolean)]
+
+
 class StrictModel(BaseModel):
     """Nested objects of a job reject keys they do not know (Azure ML does the same)."""
 
@@ -88,7 +98,7 @@ class EnvironmentSpec(StrictModel):
 
 class PyTorchDistribution(StrictModel):
     type: Literal["pytorch"] = "pytorch"
-    process_count_per_instance: int = Field(1, ge=1, description="processes per node")
+    process_count_per_instance: Whole = Field(1, ge=1, description="processes per node")
 
 
 class ParameterServerSettings(StrictModel):
@@ -104,9 +114,9 @@ class ParameterServerSettings(StrictModel):
 
 class TensorFlowDistribution(StrictModel):
     type: Literal["tensorflow"] = "tensorflow"
-    worker_count: int | None = Field(None, ge=1, description="default: resources.instance_count")
-    parameter_server_count: int = Field(0, ge=0)
-    chief_count: int = Field(
+    worker_count: Whole | None = Field(None, ge=1, description="default: resources.instance_count")
+    parameter_server_count: Whole = Field(0, ge=0)
+    chief_count: Whole = Field(
         0,
         ge=0,
         le=1,
@@ -119,7 +129,7 @@ class TensorFlowDistribution(StrictModel):
 
 class MpiDistribution(StrictModel):
     type: Literal["mpi"] = "mpi"
-    process_count_per_instance: int = Field(1, ge=1)
+    process_count_per_instance: Whole = Field(1, ge=1)
     mpirun_args: list[str] = Field(
         default_factory=list, description="distrun extension: extra flags placed after `mpirun`"
     )
@@ -130,10 +140,10 @@ class MpiDistribution(StrictModel):
 
 class RayDistribution(StrictModel):
     type: Literal["ray"] = "ray"
-    port: int | None = Field(None, ge=1, le=65535)
+    port: Whole | None = Field(None, ge=1, le=65535)
     address: str | None = None
     include_dashboard: bool | None = None
-    dashboard_port: int | None = Field(None, ge=1, le=65535)
+    dashboard_port: Whole | None = Field(None, ge=1, le=65535)
     head_node_additional_args: str | None = None
     worker_node_additional_args: str | None = None
 
@@ -218,13 +228,13 @@ class OutputSpec(StrictModel):
 
 
 class ResourceConfiguration(StrictModel):
-    instance_count: int = Field(1, ge=1)
+    instance_count: Whole = Field(1, ge=1)
     instance_type: str | None = None
     shm_size: str | None = None
     docker_args: str | None = None
     properties: dict[str, Any] | None = None
     locations: list[str] | None = None
-    max_instance_count: int | None = Field(None, ge=1)
+    max_instance_count: Whole | None = Field(None, ge=1)
 
     @field_validator("shm_size")
     @classmethod
