@@ -25,6 +25,34 @@ def semantic_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf
         *_env_problems(spec, position),
         *_reference_problems(spec, position),
         *_path_problems(spec, base_dir, position),
+        *_size_problems(spec, position),
+    ]
+
+
+# Far above any real cluster, low enough that planning stays bounded in time and memory.
+MAX_PROCESSES = 1 << 20
+
+
+def process_count(spec: models.JobSpec) -> int:
+    dist = spec.distribution
+    if isinstance(dist, models.TensorFlowDistribution):
+        workers = dist.worker_count if dist.worker_count is not None else spec.resources.instance_count
+        return workers + dist.parameter_server_count + dist.chief_count
+    per_node = getattr(dist, "process_count_per_instance", 1)
+    return spec.resources.instance_count * per_node
+
+
+def _size_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
+    total = process_count(spec)
+    if total <= MAX_PROCESSES:
+        return []
+    return [
+        Problem(
+            f"the job would have {total} processes, more than distrun plans ({MAX_PROCESSES})",
+            "resources.instance_count",
+            position("resources", "instance_count"),
+            "lower resources.instance_count or the per-node process count",
+        )
     ]
 
 
