@@ -9,7 +9,7 @@ from typing import Any
 def plan_as_text(rendered: dict[str, Any]) -> str:
     plan = rendered["plan"]
     lines = [f"compute: {rendered['compute']} ({rendered['type']})"]
-    lines += [f"note: {note}" for note in rendered.get("notes", [])]
+    lines += [f"note: {note}" for note in [*rendered.get("notes", []), *plan.get("notes", [])]]
     if rendered.get("script"):
         lines += [f"--- {rendered.get('script_name', 'script')} ---", rendered["script"].rstrip(), "---"]
     lines.append(

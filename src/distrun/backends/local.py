@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from distrun.agent.gang import DEFAULT_GRACE, run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.watchdog import Watchdog
 from distrun.backends.targets import ComputeTarget
+from distrun.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.report import environment_note, execution_summary, stream_header
@@ -33,15 +35,34 @@ from distrun.submission import PreparedJob, bind
 LOCAL_ADDRESS = "127.0.0.1"
 
 
+# Below Linux's ephemeral range (32768-60999): ports handed to outgoing connections and to
+# bind(0) come from there, and one could take ours in the seconds between our check and the
+# framework's bind (TensorFlow servers bind only after importing TensorFlow).
+PORT_RANGE = (20000, 32767)
+
+
 def free_ports(count: int) -> list[int]:
-    """`count` distinct free TCP ports on the loopback address."""
+    """`count` distinct TCP ports on the loopback address, each free when checked."""
+    chosen: list[int] = []
     sockets = []
+    tries = 0
     try:
-        for _ in range(count):
+        while len(chosen) < count:
+            tries += 1
+            port = random.randint(*PORT_RANGE)
+            if port in chosen:
+                continue
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((LOCAL_ADDRESS, 0))
+            try:
+                sock.bind((LOCAL_ADDRESS, port))
+            except OSError:
+                sock.close()
+                if tries > 50 * (count + 10):
+                    raise DistrunError(f"no free TCP port found in {PORT_RANGE[0]}-{PORT_RANGE[1]}") from None
+                continue
             sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
+            chosen.append(port)
+        return chosen
     finally:
         for sock in sockets:
             sock.close()
@@ -161,7 +182,7 @@ def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: b
     def header(plan: LaunchPlan) -> None:
         record = JobIndex(layout.db_path).get(prepared.name)
         note = environment_note(prepared.spec.environment)
-        lines = [note] if note else []
+        lines = [f"distrun: {text}" for text in ([note] if note else []) + list(plan.notes)]
         lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
         out.write(("\n".join(lines) + "\n").encode())
         out.flush()

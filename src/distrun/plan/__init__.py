@@ -17,6 +17,10 @@ def _planner(kind: str) -> Planner:
         from distrun.plan.pytorch import plan_pytorch
 
         return plan_pytorch
+    if kind == "tensorflow":
+        from distrun.plan.tensorflow import plan_tensorflow
+
+        return plan_tensorflow
     if kind == "mpi":
         from distrun.plan.mpi import plan_mpi
 
@@ -29,6 +33,10 @@ def _planner(kind: str) -> Planner:
 
 def task_port_count(job: JobSpec) -> int:
     """How many per-task ports a job needs besides MASTER_PORT (the backend finds them)."""
+    if job.distribution_type == "tensorflow":
+        from distrun.plan.tensorflow import task_count
+
+        return task_count(job)  # one address:port per TF task, in cluster order
     return 0
 
 

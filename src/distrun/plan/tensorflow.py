@@ -1,0 +1,182 @@
+"""Per-task launch for `type: tensorflow`: one process per TF task, each with its TF_CONFIG.
+
+Tasks come in TF_CONFIG's cluster order: `chief` (the distrun extension `chief_count: 1`),
+`worker` (default: one per node), `ps`. Task k of that sequence gets port
+`placement.task_ports[k]` on its node's host and lands on node `k % node_count`: each role
+is a contiguous run of the sequence, so every role, and the total, is spread over the nodes
+as evenly as it can be, and the same job always gives the same layout.
+
+Roles that are empty are left out of `cluster`: Azure ML writes `"ps": []`, which
+TensorFlow 2.13+ rejects.
+
+Parameter servers serve until they are stopped, so they are `auxiliary`: distrun stops them
+once the tasks that do the training have finished. With a chief and parameter servers (TF2
+ParameterServerStrategy) the workers are servers too (they `join()` forever), so the chief
+alone decides when the job is done and the workers are auxiliary as well. Without a chief,
+worker 0 acts as chief, as in Azure ML, and the workers train until they exit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+from distrun.errors import DistrunError
+from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
+from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
+from distrun.spec.models import JobSpec, TensorFlowDistribution
+
+ROLES = ("chief", "worker", "ps")  # TF_CONFIG's cluster order, and the port order
+
+
+@dataclass(frozen=True)
+class TensorFlowTask:
+    role: str  # chief | worker | ps
+    index: int  # index within the role, as in TF_CONFIG's task.index
+    sequence: int  # position in chief, workers, ps order: picks the port and the node
+    node_rank: int
+
+
+def task_counts(job: JobSpec) -> dict[str, int]:
+    """How many tasks of each role the job runs, in cluster order."""
+    dist = job.distribution
+    if not isinstance(dist, TensorFlowDistribution):
+        dist = TensorFlowDistribution()
+    workers = dist.worker_count if dist.worker_count is not None else job.node_count
+    return {"chief": dist.chief_count, "worker": workers, "ps": dist.parameter_server_count}
+
+
+def task_count(job: JobSpec) -> int:
+    return sum(task_counts(job).values())
+
+
+def layout(counts: dict[str, int], node_count: int) -> list[TensorFlowTask]:
+    """Every task with its node: task k of the cluster-order sequence on node k % node_count."""
+    tasks = []
+    for role in ROLES:
+        for index in range(counts.get(role, 0)):
+            sequence = len(tasks)
+            tasks.append(TensorFlowTask(role, index, sequence, sequence % node_count))
+    return tasks
+
+
+def is_auxiliary(role: str, counts: dict[str, int]) -> bool:
+    """Tasks that serve until stopped: parameter servers; workers too under a chief with ps."""
+    if role == "ps":
+        return True
+    return role == "worker" and counts["chief"] > 0 and counts["ps"] > 0
+
+
+def tf_config(cluster: dict[str, list[str]], role: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}, "environment": "cloud"})
+
+
+def log_name(task: TensorFlowTask, same_role_on_node: int) -> str:
+    """Azure ML's per-node, per-role name; the task index is added when a node runs several."""
+    base = f"std_log_node_{task.node_rank:02d}_{task.role}"
+    return f"{base}.txt" if same_role_on_node == 1 else f"{base}_{task.index}.txt"
+
+
+def _addresses(tasks: list[TensorFlowTask], placement: Placement) -> list[str]:
+    if len(placement.task_ports) < len(tasks):
+        raise DistrunError(
+            f"the TensorFlow plan needs {len(tasks)} task ports, the backend gave {len(placement.task_ports)}",
+            "this is a distrun bug in the backend: it must reserve task_port_count(job) ports",
+        )
+    addresses = [f"{placement.hosts[t.node_rank]}:{placement.task_ports[t.sequence]}" for t in tasks]
+    repeated = sorted(a for a, n in Counter(addresses).items() if n > 1)
+    if repeated:
+        raise DistrunError(
+            f"two TensorFlow tasks were given the same address: {', '.join(repeated)}",
+            "this is a distrun bug in the backend: every task on a host needs its own port",
+        )
+    return addresses
+
+
+def _notes(job: JobSpec, counts: dict[str, int], placement: Placement) -> tuple[str, ...]:
+    notes = []
+    if counts["ps"] and not counts["chief"]:
+        notes.append(
+            "no chief task: worker 0 acts as chief (as in Azure ML); "
+            "TF2 ParameterServerStrategy needs `chief_count: 1` in distribution"
+        )
+    dist = job.distribution
+    settings = dist.parameter_server if isinstance(dist, TensorFlowDistribution) else None
+    if placement.simulated and settings is not None:
+        kept = [k for k in ("environment", "resource_limits") if getattr(settings, k) is not None]
+        if kept:
+            notes.append(
+                f"parameter_server {' and '.join(kept)} recorded; on local compute "
+                "parameter servers run in the job's own Python environment, without limits"
+            )
+    return tuple(notes)
+
+
+def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
+    counts = task_counts(job)
+    node_count = len(placement.hosts)
+    tasks = layout(counts, node_count)
+    addresses = _addresses(tasks, placement)
+    cluster = {
+        role: [a for t, a in zip(tasks, addresses, strict=True) if t.role == role] for role in ROLES if counts[role]
+    }
+
+    command = rendered_command(job, bindings)
+    argv = shell_argv(command)
+    base = job_env(job, placement, bindings)
+    dist = job.distribution
+    ps_settings = dist.parameter_server if isinstance(dist, TensorFlowDistribution) else None
+    ps_env = dict(ps_settings.environment_variables) if ps_settings else {}
+    per_node_role = Counter((t.node_rank, t.role) for t in tasks)
+    cwd = code_dir(placement)
+
+    by_node: dict[int, list[ProcessSpec]] = {n: [] for n in range(node_count)}
+    for task in tasks:
+        name = f"{task.role}_{task.index}"
+        env = dict(base)
+        if task.role == "ps":
+            env.update(ps_env)  # the draft's parameter_server.environment_variables: ps tasks only
+        # No RANK, WORLD_SIZE or MASTER_*: TensorFlow reads TF_CONFIG, and a RANK on a parameter
+        # server would send scripts that branch on it down the wrong path.
+        env.update(
+            {
+                "TF_CONFIG": tf_config(cluster, task.role, task.index),
+                "NODE_RANK": str(task.node_rank),
+                "AZUREML_CR_NODE_RANK": str(task.node_rank),
+                "AZUREML_PROCESS_NAME": name,
+                "DISTRUN_TASK_TYPE": task.role,
+                "DISTRUN_TASK_INDEX": str(task.index),
+            }
+        )
+        local = by_node[task.node_rank]
+        local.append(
+            ProcessSpec(
+                name=name,
+                role=task.role,
+                index=task.index,
+                node_rank=task.node_rank,
+                local_rank=len(local),
+                rank=None,
+                argv=argv,
+                env=env,
+                env_defaults={},
+                cwd=cwd,
+                log_name=log_name(task, per_node_role[(task.node_rank, task.role)]),
+                label=f"{task.role} {task.index}",
+                auxiliary=is_auxiliary(task.role, counts),
+            )
+        )
+    nodes = tuple(
+        NodePlan(node_rank=n, host=host, processes=tuple(by_node[n])) for n, host in enumerate(placement.hosts)
+    )
+    return LaunchPlan(
+        job_name=placement.run_id,
+        distribution="tensorflow",
+        command=command,
+        world_size=len(tasks),
+        master_addr=placement.master_addr,
+        master_port=placement.master_port,
+        nodes=nodes,
+        notes=_notes(job, counts, placement),
+    )
