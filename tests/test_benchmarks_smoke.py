@@ -5,7 +5,9 @@ Nothing here is timed: figures belong to `python -m benchmarks` and benchmarks/R
 
 from __future__ import annotations
 
+import io
 import json
+import random
 import subprocess
 import sys
 from dataclasses import asdict
@@ -20,6 +22,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.line_check import check_rank, check_stream
 from benchmarks.workloads.numbered_lines import line, lines_for
 
+from distrun.agent.line_stream import LineStream
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, Placement
 from distrun.spec.loader import load_job_data
@@ -78,6 +81,31 @@ def test_stream_groups_lines_by_label_and_finds_mislabelled_ones():
     swapped = stream.replace(b"[0/1] " + line(1, 0), b"[0/0] " + line(1, 0), 1)
     check, _ = check_stream(swapped, labels, expected)
     assert check.mislabelled == 1 and check.lost == 1
+
+
+def test_live_stream_labels_every_line_whatever_the_chunks():
+    """LineStream.feed (B4's hot path) cuts chunks anywhere into whole, labelled lines."""
+    rng = random.Random(7)
+    texts = {key: b"".join(line(rank, seq) for seq in range(300)) for rank, key in enumerate("ab")}
+    out = io.BytesIO()
+    stream = LineStream(out)
+    for rank, key in enumerate("ab"):
+        stream.add(key, f"0/{rank}")
+    offsets = dict.fromkeys(texts, 0)
+    while any(offsets[k] < len(texts[k]) for k in texts):
+        key = rng.choice([k for k in texts if offsets[k] < len(texts[k])])
+        size = rng.choice([1, 7, 50, 300, 4096])
+        stream.feed(key, texts[key][offsets[key] : offsets[key] + size])
+        offsets[key] += size
+    stream.feed("a", b"no newline at the end")
+    stream.finish("a")
+    stream.finish("b")
+    lines = out.getvalue().splitlines(keepends=True)
+    for rank, key in enumerate("ab"):
+        mine = [ln[len(f"[0/{rank}] ") :] for ln in lines if ln.startswith(f"[0/{rank}] ".encode())]
+        expected = texts[key] + (b"no newline at the end\n" if key == "a" else b"")
+        assert b"".join(mine) == expected
+    assert len(lines) == 601
 
 
 @pytest.mark.parametrize(
