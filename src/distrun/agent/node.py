@@ -74,7 +74,7 @@ def free_ports(count: int) -> list[int]:
     """
     import random
 
-    from distrun.backends.local import PORT_RANGE
+    from distrun.backends.port_range import PORT_RANGE
 
     chosen: list[int] = []
     for _ in range(100 * (count + 10)):

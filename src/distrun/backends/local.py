@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 from distrun.agent.gang import DEFAULT_GRACE, run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.watchdog import Watchdog
+from distrun.backends.port_range import PORT_RANGE
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
@@ -33,12 +34,6 @@ from distrun.store.layout import Layout
 from distrun.submission import PreparedJob, bind
 
 LOCAL_ADDRESS = "127.0.0.1"
-
-
-# Below Linux's ephemeral range (32768-60999): ports handed to outgoing connections and to
-# bind(0) come from there, and one could take ours in the seconds between our check and the
-# framework's bind (TensorFlow servers bind only after importing TensorFlow).
-PORT_RANGE = (20000, 32767)
 
 
 def free_ports(count: int) -> list[int]:
