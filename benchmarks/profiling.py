@@ -24,11 +24,12 @@ def _short(text: str) -> str:
     return _SITE.sub("", text.replace(str(SRC) + "/", ""))
 
 
-def cprofile(bench: Bench, args: list[str], env: dict[str, str], top: int = 15) -> str:
-    """Run `python -m cProfile -m distrun ARGS` once; its two tables as text."""
+def cprofile(bench: Bench, args: list[str], env: dict[str, str], top: int = 15, script: str | None = None) -> str:
+    """Run `python -m cProfile -m distrun ARGS` (or `SCRIPT ARGS`) once; its two tables as text."""
     out = bench.folder("profile") / "run.prof"
+    target = [script] if script else ["-m", "distrun"]
     subprocess.run(
-        [bench.python, "-m", "cProfile", "-o", str(out), "-m", "distrun", *args],
+        [bench.python, "-m", "cProfile", "-o", str(out), *target, *args],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
