@@ -44,8 +44,12 @@ def _commit(repo: Path) -> str:
         head = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
+        # The report itself does not count: rewriting it is what a run does.
+        status = ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"]
         dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+            [*status, "--", ".", ":!benchmarks/RESULTS.md"],
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         return head + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
