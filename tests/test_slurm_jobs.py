@@ -190,6 +190,21 @@ def test_tensorflow_multiworker_on_two_nodes(run_cli, hpc, distrun_home):
     assert [node_outcome(distrun_home, name, n)["node_name"] for n in (0, 1)] == ["n1", "n2"]
 
 
+@pytest.mark.slow
+def test_tensorflow_parameter_servers_on_two_nodes_are_stopped_when_the_chief_is_done(run_cli, hpc, distrun_home):
+    # chief, 2 workers, 1 ps over 2 nodes: node 1 runs only servers (worker 0 and ps 0), which
+    # its agent stops once the chief on node 0 has completed.
+    example = REPO / "examples" / "tensorflow-ps" / "job.yml"
+    result = run_cli("run", str(example), "--compute", hpc, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    name = only_job(distrun_home)
+    assert record(distrun_home, name)["status"] == "Completed"
+    node1 = node_outcome(distrun_home, name, 1)
+    assert node1["status"] == "Completed" and node1["processes"]
+    assert all(p["stopped_by_distrun"] for p in node1["processes"])
+    assert processes_of_job(name) == []
+
+
 def test_job_stream_follows_a_detached_job_to_its_end(run_cli, write_job, hpc, distrun_home):
     job = write_job(sleepers("[print('tick', i, flush=True) or time.sleep(0.3) for i in range(5)]"))
     submitted = run_cli("run", "-d", str(job), "--compute", hpc)
@@ -347,10 +362,7 @@ def test_more_nodes_than_the_partition_has(run_cli, write_job, hpc, distrun_home
 
 @pytest.mark.parametrize(
     ("example", "expected"),
-    [
-        ("mpi-hostfile", "distribution type mpi does not run on Slurm compute yet"),
-        ("tensorflow-ps", "TensorFlow with parameter servers does not run on Slurm compute yet"),
-    ],
+    [("mpi-hostfile", "distribution type mpi does not run on Slurm compute yet")],
 )
 def test_what_slurm_does_not_run_yet_is_refused_before_submitting(run_cli, hpc, distrun_home, example, expected):
     result = run_cli("run", str(REPO / "examples" / example / "job.yml"), "--compute", hpc)

@@ -203,6 +203,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 def run_node(job_dir: Path, env: Mapping[str, str]) -> int:
     from distrun.agent.gang import DEFAULT_GRACE, run_gang
+    from distrun.agent.peers import FolderPeers
     from distrun.backends.slurm.layout import SlurmPaths
     from distrun.plan import build_plan, task_port_count
     from distrun.plan.model import Placement
@@ -265,6 +266,8 @@ def run_node(job_dir: Path, env: Mapping[str, str]) -> int:
         timeout=spec.limits.timeout,
         base_env=rank_env(env),
         launch_id=f"{job_dir.name}-slurm{facts.job_id}-node{facts.node_rank}",
+        # Parameter servers on this node wait until every node's training tasks are done.
+        peers=FolderPeers(paths.folder, facts.node_rank, len(plan.nodes)),
     )
     outcome = node_outcome(result, facts, started_at, time.time())
     write_json(paths.node_outcome(facts.node_rank), outcome)

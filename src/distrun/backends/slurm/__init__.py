@@ -40,7 +40,7 @@ from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.report import execution_summary, stream_header
 from distrun.spec.loader import LoadedJob
-from distrun.spec.models import JobSpec, TensorFlowDistribution
+from distrun.spec.models import JobSpec
 from distrun.store.index import CANCELED, FAILED, QUEUED, JobIndex, JobRecord
 from distrun.store.layout import Layout
 from distrun.submission import PreparedJob, bind
@@ -133,16 +133,6 @@ def check_supported(job: JobSpec) -> None:
         raise DistrunError(
             "distribution type mpi does not run on Slurm compute yet",
             "run it on local compute; on Slurm, PyTorch and TensorFlow jobs run",
-        )
-    distribution = job.distribution
-    if isinstance(distribution, TensorFlowDistribution) and distribution.parameter_server_count > 0:
-        # Parameter servers (and, under a chief, the workers) serve until distrun stops them,
-        # once the training tasks of the whole job are done; each node agent sees only its own
-        # node's tasks, so on Slurm nobody would stop the servers of the other nodes.
-        raise DistrunError(
-            "TensorFlow with parameter servers does not run on Slurm compute yet",
-            "run it on local compute; on Slurm, TensorFlow jobs without parameter servers run "
-            "(MultiWorkerMirroredStrategy)",
         )
 
 
