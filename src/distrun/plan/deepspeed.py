@@ -124,8 +124,8 @@ def launcher_notes(command: str, simulated: bool, nodes: int, per_node: int) -> 
     limit = options.get("--num_gpus", options.get("--num_accelerators"))
     if simulated and nodes > 1 and limit is not None and limit.isdigit() and int(limit) < nodes * per_node:
         notes.append(
-            f"local compute: the hostfile gives all {nodes * per_node} slots to one host, so --num_gpus {limit} "
-            f"starts only {limit} ranks; leave it out and let the hostfile decide"
+            f"local compute: the hostfile gives all {nodes * per_node} slots to one host, so the DeepSpeed "
+            f"launcher's --num_gpus {limit} starts only {limit} ranks; leave it out and let the hostfile decide"
         )
     return notes
 
