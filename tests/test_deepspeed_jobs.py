@@ -20,6 +20,14 @@ EXAMPLE = REPO / "examples" / "deepspeed"
 STEP = re.compile(r"^step (\d+)/(\d+) loss (\d+\.\d+)$", re.MULTILINE)
 WEIGHTS = re.compile(r"^rank (\d) zero stage 2 weights ([0-9a-f]{16})$", re.MULTILINE)
 FAIL = "--steps 10 --fail-rank 2 --fail-step 3"
+# The DeepSpeed launcher with its Open MPI runner: it runs mpirun with the hostfile, whose
+# output distrun splits per rank. `--module mpi4py` makes each rank `python -m mpi4py
+# train.py`, so a failing rank aborts the job (see docs/deepspeed.md).
+OPENMPI_RUNNER = (
+    "deepspeed --hostfile $AZUREML_MPI_HOSTFILE --launcher openmpi --force_multi --no_ssh_check"
+    " --master_addr $MASTER_ADDR --master_port $MASTER_PORT"
+    ' --launcher_args "--mca btl_tcp_if_include lo -x MASTER_PORT" --module mpi4py train.py'
+)
 
 
 def only_job(home: Path) -> str:
@@ -137,8 +145,9 @@ def test_zero2_with_the_deepspeed_launcher_once_on_node_0(run_cli, distrun_home)
     [
         ("job.yml", f"python train.py {FAIL}"),
         ("job-mpi.yml", f"python -m mpi4py train.py {FAIL}"),
+        ("job-launcher.yml", f"{OPENMPI_RUNNER} {FAIL}"),
     ],
-    ids=["pytorch", "mpi"],
+    ids=["pytorch", "mpi", "launcher-openmpi"],
 )
 def test_failing_rank_is_the_root_cause_with_its_traceback(job, command, run_cli, distrun_home):
     started = time.monotonic()
