@@ -7,6 +7,15 @@
 # compiled at install time; DeepSpeed compiles the ones it uses when first loaded.
 set -euo pipefail
 pip_q=(python3 -m pip install -q --disable-pip-version-check)
+
+# DeepSpeed compiles its CPU ops with the system's C++ compiler (and ninja, a pip dependency).
+if ! command -v g++ >/dev/null 2>&1; then
+    sudo_cmd=""
+    if [ "$(id -u)" != "0" ]; then sudo_cmd="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo_cmd apt-get -o DPkg::Lock::Timeout=600 update -qq
+    $sudo_cmd apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends g++ >/dev/null
+fi
 torch_version="$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')"
 
 if ! python3 -c "import deepspeed" 2>/dev/null; then

@@ -111,7 +111,7 @@ def launcher_notes(command: str, simulated: bool, nodes: int, per_node: int) -> 
             "(the job's free port) so that two jobs on one machine do not collide"
         )
     hostfile = "--hostfile" in options or "-H" in options
-    if not hostfile and nodes > 1:
+    if not hostfile and nodes > 1 and not simulated:
         notes.append(
             "the DeepSpeed launcher is not given --hostfile $AZUREML_MPI_HOSTFILE: it starts ranks on node 0 only"
         )
