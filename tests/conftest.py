@@ -17,6 +17,8 @@ SRC = REPO / "src"
 sys.path.insert(0, str(SRC))  # test this checkout's distrun, not an installed one
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+pytest_plugins = ["slurm_fixtures"]  # the real 2-node Slurm cluster (tests/clusters/)
+
 
 @pytest.fixture
 def distrun_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -1,0 +1,38 @@
+"""`azure.ai.ml.entities` for distrun: `from distrun.entities import PyTorchDistribution, ...`."""
+
+from __future__ import annotations
+
+from distrun.sdk.command_job import Command, CommandJob, CreationContext
+from distrun.sdk.distributions import (
+    DistributionConfiguration,
+    MpiDistribution,
+    PyTorchDistribution,
+    RayDistribution,
+    TensorFlowDistribution,
+)
+from distrun.sdk.inputs_outputs import Input, Output
+from distrun.sdk.job_settings import (
+    BuildContext,
+    CommandJobLimits,
+    Environment,
+    JobResourceConfiguration,
+    ResourceConfiguration,
+)
+
+__all__ = [
+    "BuildContext",
+    "Command",
+    "CommandJob",
+    "CommandJobLimits",
+    "CreationContext",
+    "DistributionConfiguration",
+    "Environment",
+    "Input",
+    "JobResourceConfiguration",
+    "MpiDistribution",
+    "Output",
+    "PyTorchDistribution",
+    "RayDistribution",
+    "ResourceConfiguration",
+    "TensorFlowDistribution",
+]

@@ -1,0 +1,265 @@
+"""`MLClient` and `MLClient.jobs`, as in `azure.ai.ml`, over distrun's store and backends.
+
+`MLClient()` needs no workspace: jobs run on the compute named by `MLClient(compute=...)`,
+else the job's `compute`, else this machine, like `distrun job create [--compute]`. The
+workspace arguments of azure-ai-ml are accepted, kept on the client and named once.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distrun.errors import DistrunError, ValidationError
+from distrun.sdk import operations
+from distrun.sdk.command_job import Command, job_from_data, status_of
+from distrun.sdk.notices import note_ignored
+from distrun.store.index import JobIndex, JobRecord
+from distrun.store.layout import Layout
+
+
+class MLClient:
+    def __init__(
+        self,
+        credential: Any = None,
+        subscription_id: str | None = None,
+        resource_group_name: str | None = None,
+        workspace_name: str | None = None,
+        registry_name: str | None = None,
+        *,
+        compute: str | None = None,
+        home: str | Path | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """`compute`: the target for jobs (default: the job's own, else local). `home`: DISTRUN_HOME."""
+        self.credential = credential
+        self.subscription_id = subscription_id
+        self.resource_group_name = resource_group_name
+        self.workspace_name = workspace_name
+        self.registry_name = registry_name
+        self.compute = compute
+        self._home = Path(home) if home is not None else None
+        given = {
+            "credential": credential,
+            "subscription_id": subscription_id,
+            "resource_group_name": resource_group_name,
+            "workspace_name": workspace_name,
+            "registry_name": registry_name,
+            **kwargs,
+        }
+        self._ignored = {k: v for k, v in given.items() if v is not None}
+        note_ignored("MLClient", self._ignored)
+        self.jobs = JobOperations(self)
+
+    @classmethod
+    def from_config(
+        cls, credential: Any = None, *, path: Any = None, file_name: str | None = None, **kwargs: Any
+    ) -> MLClient:
+        """azure-ai-ml reads a workspace's config.json here; distrun needs none."""
+        extra = {k: v for k, v in {"path": path, "file_name": file_name}.items() if v is not None}
+        return cls(credential, **extra, **kwargs)
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self._home)
+
+    def create_or_update(self, entity: Any, **kwargs: Any) -> Any:
+        if isinstance(entity, Command):
+            return self.jobs.create_or_update(entity, **kwargs)
+        raise DistrunError(
+            f"distrun's MLClient creates jobs, not {type(entity).__name__} objects",
+            "compute targets live in $DISTRUN_HOME/config.yaml (`distrun compute create`); environments and data "
+            "are used where they are",
+        )
+
+    def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Poller:
+        return Poller.finished(self.create_or_update(entity, **kwargs))
+
+    def __repr__(self) -> str:
+        return f"MLClient(compute={self.compute!r}, home={str(self.layout.home)!r})"
+
+
+@dataclass
+class ValidationResult:
+    """What `jobs.validate` found: `passed`, and each problem by key path."""
+
+    passed: bool
+    error_messages: dict[str, str] = field(default_factory=dict)
+    error: ValidationError | None = None
+
+
+class Poller:
+    """azure-core's LROPoller, as far as notebooks use it: result(), wait(), done(), status()."""
+
+    def __init__(self, thread: threading.Thread | None, outcome: dict[str, Any]) -> None:
+        self._thread = thread
+        self._outcome = outcome
+
+    @classmethod
+    def finished(cls, value: Any) -> Poller:
+        return cls(None, {"value": value})
+
+    @classmethod
+    def start(cls, work: Any) -> Poller:
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["value"] = work()
+            except BaseException as exc:  # handed to whoever calls result()
+                outcome["error"] = exc
+
+        # Not a daemon: the interpreter waits for the operation before it exits.
+        thread = threading.Thread(target=run, name="distrun-operation")
+        thread.start()
+        return cls(thread, outcome)
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def result(self, timeout: float | None = None) -> Any:
+        self.wait(timeout)
+        if "error" in self._outcome:
+            raise self._outcome["error"]
+        return self._outcome.get("value")
+
+    def done(self) -> bool:
+        return self._thread is None or not self._thread.is_alive()
+
+    def status(self) -> str:
+        if not self.done():
+            return "InProgress"
+        return "Failed" if "error" in self._outcome else "Succeeded"
+
+
+class JobOperations:
+    """`MLClient.jobs`: create_or_update, validate, get, list, stream, begin_cancel, download."""
+
+    def __init__(self, client: MLClient) -> None:
+        self._client = client
+
+    @property
+    def _layout(self) -> Layout:
+        return self._client.layout
+
+    def create_or_update(
+        self,
+        job: Command,
+        *,
+        description: str | None = None,
+        compute: str | None = None,
+        tags: dict[str, Any] | None = None,
+        experiment_name: str | None = None,
+        **kwargs: Any,
+    ) -> Command:
+        """Validate and start the job in the background; returns it with its name and status."""
+        if not isinstance(job, Command):
+            raise DistrunError(
+                f"create_or_update takes a job built with command(...) or load_job(...), not {type(job).__name__}"
+            )
+        note_ignored("jobs.create_or_update", kwargs)
+        job = copy.copy(job)
+        if description is not None:
+            job.description = description
+        if experiment_name is not None:
+            job.experiment_name = experiment_name
+        if tags:
+            job.tags = {**job.tags, **tags}
+        source = job._job_source()
+        if self._client._ignored:
+            ignored = source.data.setdefault("properties", {}).setdefault(operations.IGNORED_PROPERTY, {})
+            ignored.update({f"MLClient.{k}": _recordable_client_arg(k, v) for k, v in self._client._ignored.items()})
+        record = operations.submit(source, self._layout, compute or self._client.compute)
+        return self._job_of(record)
+
+    def validate(self, job: Command, *, raise_on_failure: bool = False, **kwargs: Any) -> ValidationResult:
+        """Check a job as `distrun job validate` does; nothing is recorded or started."""
+        try:
+            job._job_source().load()
+        except ValidationError as exc:
+            if raise_on_failure:
+                raise
+            messages = {p.key_path or "<job>": p.message for p in exc.problems}
+            return ValidationResult(False, messages, exc)
+        return ValidationResult(True)
+
+    def get(self, name: str) -> Command:
+        return self._job_of(JobIndex(self._layout.db_path).get(name))
+
+    def list(self, *, max_results: int | None = None, **kwargs: Any) -> list[Command]:
+        """Jobs, newest first (all of them unless max_results is given)."""
+        records = JobIndex(self._layout.db_path).list(-1 if max_results is None else max_results)
+        return [self._job_of(record) for record in records]
+
+    def stream(self, name: str) -> None:
+        """Print the job's logs until it ends, as `distrun job stream`; raises JobFailedError if it failed."""
+        final = operations.stream(self._layout, name, sys.stdout)
+        operations.raise_if_failed(final)
+
+    def begin_cancel(self, name: str) -> Poller:
+        """Cancel a job: SIGTERM to its processes, SIGKILL after the grace period. `.result()` waits."""
+        from distrun.cancel import cancel_job
+
+        JobIndex(self._layout.db_path).get(name)  # an unknown name fails here, not in the background
+        layout = self._layout
+        return Poller.start(lambda: cancel_job(layout, name))
+
+    def download(
+        self, name: str, *, download_path: Any = ".", output_name: str | None = None, all: bool = False
+    ) -> list[Path]:
+        """Artifacts to `<download_path>/artifacts/`, named outputs to `<download_path>/named-outputs/<name>/`."""
+        from distrun.download import download_job
+
+        return download_job(self._layout, name, Path(download_path), output_name, all)
+
+    def _job_of(self, record: JobRecord) -> Command:
+        folder = self._layout.job(record.name)
+        try:
+            data = json.loads(folder.job_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None  # the job failed before its folder was filled
+        if data is None:
+            job = Command(
+                name=record.name,
+                display_name=record.display_name,
+                experiment_name=record.experiment_name,
+                tags=record.tags,
+                compute=record.compute,
+            )
+        else:
+            job = job_from_data(_runnable_again(data, folder))
+        return status_of(job, record, folder.root)
+
+
+def _runnable_again(data: dict[str, Any], folder: Any) -> dict[str, Any]:
+    """A recorded job whose code and data paths point at what it ran with, so it can be sent again."""
+    from distrun.submission import load_bindings
+
+    data = dict(data)
+    if "code" in data:
+        data["code"] = str(folder.code)
+    try:
+        bound = load_bindings(folder).input_paths
+    except (OSError, ValueError, TypeError):
+        bound = {}
+    inputs = dict(data.get("inputs") or {})
+    for name, path in bound.items():
+        if isinstance(inputs.get(name), dict):
+            inputs[name] = {**inputs[name], "path": path}
+    if inputs:
+        data["inputs"] = inputs
+    return data
+
+
+def _recordable_client_arg(name: str, value: Any) -> Any:
+    if name == "credential":
+        return type(value).__name__  # never a secret in the job record
+    from distrun.sdk.notices import recordable
+
+    return recordable(value)

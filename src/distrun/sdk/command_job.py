@@ -1,0 +1,325 @@
+"""The v2 command job: `command(...)`, `CommandJob`, `load_job(path)`.
+
+A `Command` holds what the user gave, as Azure ML's entity does, and turns it into plain job
+data only when it is submitted or validated. Relative paths (`code="./src"`) start at the
+working directory when the job was built, as in azure-ai-ml; for `load_job` they start at the
+YAML file's folder, and errors keep pointing into that file.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distrun.sdk.distributions import DistributionConfiguration, distribution_data, distribution_from
+from distrun.sdk.inputs_outputs import Input, Output, input_from_data, output_from_data
+from distrun.sdk.job_settings import CommandJobLimits, Environment, JobResourceConfiguration, environment_from_data
+from distrun.sdk.notices import Recorded, caller_position, recordable
+from distrun.sdk.operations import IGNORED_PROPERTY, JobSource, python_source
+from distrun.sdk.plain import AttrDict, path_text, to_data
+
+# Job fields that are copied to the data as they are, when given.
+_PLAIN_FIELDS = ("name", "display_name", "experiment_name", "description", "command", "compute")
+_OPTIONAL_OBJECTS = ("services", "identity", "queue_settings")
+
+
+@dataclass(frozen=True)
+class CreationContext:
+    created_at: datetime.datetime
+
+
+class Command(Recorded):
+    """A command job (`azure.ai.ml.entities.Command` / `CommandJob`)."""
+
+    type = "command"
+
+    def __init__(
+        self,
+        *,
+        command: str | None = None,
+        code: Any = None,
+        inputs: dict[str, Any] | None = None,
+        outputs: dict[str, Any] | None = None,
+        environment: str | Environment | dict[str, Any] | None = None,
+        environment_variables: dict[str, Any] | None = None,
+        compute: str | None = None,
+        distribution: DistributionConfiguration | dict[str, Any] | None = None,
+        resources: JobResourceConfiguration | dict[str, Any] | None = None,
+        limits: CommandJobLimits | dict[str, Any] | None = None,
+        name: str | None = None,
+        display_name: str | None = None,
+        experiment_name: str | None = None,
+        description: str | None = None,
+        tags: dict[str, Any] | None = None,
+        properties: dict[str, Any] | None = None,
+        services: dict[str, Any] | None = None,
+        identity: Any = None,
+        queue_settings: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        self._source_where = caller_position()
+        self._base_dir = Path.cwd()
+        self._file_source: JobSource | None = None
+        self.command = command
+        self.code = code
+        self.inputs = AttrDict(inputs or {})
+        self.outputs = AttrDict(outputs or {})
+        self.environment = environment
+        self.environment_variables = dict(environment_variables or {})
+        self.compute = compute
+        self.distribution = distribution
+        self.resources = resources
+        self.limits = limits
+        self.name = name
+        self.display_name = display_name
+        self.experiment_name = experiment_name
+        self.description = description
+        self.tags = dict(tags or {})
+        self.properties = dict(properties or {})
+        self.services = services
+        self.identity = identity
+        self.queue_settings = queue_settings
+        # Filled in for jobs returned by MLClient.jobs.
+        self.status: str | None = None
+        self.studio_url: str | None = None
+        self.creation_context: CreationContext | None = None
+        self.reason: str | None = None  # distrun: why the job ended as it did
+        self.root_cause: dict[str, Any] | None = None  # distrun: the process that failed first
+        self._accept(kwargs)
+
+    # ------------------------------------------------------------ Azure ML's setters
+
+    @property
+    def distribution(self) -> Any:
+        return self._distribution
+
+    @distribution.setter
+    def distribution(self, value: Any) -> None:
+        self._distribution = distribution_from(value)
+
+    @property
+    def resources(self) -> JobResourceConfiguration:
+        return self._resources
+
+    @resources.setter
+    def resources(self, value: Any) -> None:
+        if value is None:
+            value = JobResourceConfiguration()
+        elif isinstance(value, dict):
+            value = JobResourceConfiguration(**value)
+        self._resources = value
+
+    @property
+    def limits(self) -> CommandJobLimits:
+        return self._limits
+
+    @limits.setter
+    def limits(self, value: Any) -> None:
+        if value is None:
+            value = CommandJobLimits()
+        elif isinstance(value, dict):
+            value = CommandJobLimits(**value)
+        self._limits = value
+
+    def set_resources(self, **kwargs: Any) -> None:
+        """Change some resource fields (instance_count, instance_type, shm_size, ...)."""
+        for key, value in kwargs.items():
+            if value is not None:
+                setattr(self.resources, key, value)
+
+    def set_limits(self, *, timeout: float | None = None, **kwargs: Any) -> None:
+        if timeout is not None:
+            self.limits.timeout = timeout
+        for key, value in kwargs.items():
+            setattr(self.limits, key, value)
+
+    def set_queue_settings(self, **kwargs: Any) -> None:
+        self.queue_settings = {k: v for k, v in kwargs.items() if v is not None}
+
+    # ------------------------------------------------------------ to the job model
+
+    def _ignored_by_part(self) -> dict[str, Any]:
+        parts: list[tuple[str, Any]] = [
+            ("command", self),
+            ("distribution", self.distribution),
+            ("resources", self.resources),
+            ("limits", self.limits),
+            ("environment", self.environment),
+        ]
+        parts += [(f"inputs.{k}", v) for k, v in self.inputs.items()]
+        parts += [(f"outputs.{k}", v) for k, v in self.outputs.items()]
+        found: dict[str, Any] = {}
+        for where, part in parts:
+            for key, value in (getattr(part, "_ignored", None) or {}).items():
+                found[f"{where}.{key}"] = recordable(value)
+        return found
+
+    def _to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type}
+        for key in _PLAIN_FIELDS:
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = path_text(value)
+        if self.code is not None:
+            data["code"] = path_text(self.code)
+        if self.environment is not None:
+            data["environment"] = to_data(self.environment)
+        for key in ("environment_variables", "tags"):
+            if getattr(self, key):
+                data[key] = dict(getattr(self, key))
+        properties = dict(self.properties)
+        ignored = self._ignored_by_part()
+        if ignored:
+            properties[IGNORED_PROPERTY] = {**properties.get(IGNORED_PROPERTY, {}), **ignored}
+        if properties:
+            data["properties"] = properties
+        if self.inputs:
+            data["inputs"] = {k: to_data(v) for k, v in self.inputs.items()}
+        if self.outputs:
+            data["outputs"] = {k: to_data(v) for k, v in self.outputs.items()}
+        resources = to_data(self.resources)
+        if resources:
+            data["resources"] = resources
+        limits = to_data(self.limits)
+        if limits:
+            data["limits"] = limits
+        if self.distribution is not None:
+            data["distribution"] = distribution_data(self.distribution)
+        for key in _OPTIONAL_OBJECTS:
+            if getattr(self, key) is not None:
+                data[key] = to_data(getattr(self, key))
+        return data
+
+    def _job_source(self) -> JobSource:
+        data = self._to_data()
+        if self._file_source is not None:
+            # Loaded from YAML: relative paths and error positions stay those of the file.
+            return JobSource(data, self._file_source.base_dir, self._file_source.source, self._file_source.positions)
+        return python_source(data, self._base_dir, self._source_where)
+
+    def __repr__(self) -> str:
+        shown = {k: v for k, v in self._to_data().items() if k != "type"}
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+
+class CommandJob(Command):
+    """`azure.ai.ml.entities.CommandJob`: the same job as `command(...)` builds."""
+
+
+def command(
+    *,
+    command: str | None = None,
+    code: Any = None,
+    inputs: dict[str, Any] | None = None,
+    outputs: dict[str, Any] | None = None,
+    environment: str | Environment | dict[str, Any] | None = None,
+    environment_variables: dict[str, Any] | None = None,
+    compute: str | None = None,
+    distribution: DistributionConfiguration | dict[str, Any] | None = None,
+    instance_count: int | None = None,
+    instance_type: str | None = None,
+    locations: list[str] | None = None,
+    docker_args: str | None = None,
+    shm_size: str | None = None,
+    timeout: float | None = None,
+    resources: JobResourceConfiguration | dict[str, Any] | None = None,
+    limits: CommandJobLimits | dict[str, Any] | None = None,
+    name: str | None = None,
+    display_name: str | None = None,
+    experiment_name: str | None = None,
+    description: str | None = None,
+    tags: dict[str, Any] | None = None,
+    properties: dict[str, Any] | None = None,
+    services: dict[str, Any] | None = None,
+    identity: Any = None,
+    queue_settings: Any = None,
+    **kwargs: Any,
+) -> Command:
+    """Build a command job, as `azure.ai.ml.command` does.
+
+    `resources` and `limits` (objects or dicts) are also taken, as `CommandJob` takes them;
+    `instance_count`, `timeout` and the other shortcuts are set on top of them.
+    """
+    job = Command(
+        command=command,
+        code=code,
+        inputs=inputs,
+        outputs=outputs,
+        environment=environment,
+        environment_variables=environment_variables,
+        compute=compute,
+        distribution=distribution,
+        resources=resources,
+        limits=limits,
+        name=name,
+        display_name=display_name,
+        experiment_name=experiment_name,
+        description=description,
+        tags=tags,
+        properties=properties,
+        services=services,
+        identity=identity,
+        queue_settings=queue_settings,
+        **kwargs,
+    )
+    job.set_resources(
+        instance_count=instance_count,
+        instance_type=instance_type,
+        locations=locations,
+        docker_args=docker_args,
+        shm_size=shm_size,
+    )
+    job.set_limits(timeout=timeout)
+    return job
+
+
+def job_from_data(data: dict[str, Any], cls: type[Command] = Command) -> Command:
+    """The SDK entity of a loaded (already valid) job."""
+    fields = {k: v for k, v in data.items() if k not in ("$schema", "type")}
+    job = cls(
+        **{
+            **fields,
+            "inputs": {k: input_from_data(v) for k, v in (data.get("inputs") or {}).items()},
+            "outputs": {k: output_from_data(v) for k, v in (data.get("outputs") or {}).items()},
+            "environment": environment_from_data(data.get("environment")),
+        }
+    )
+    return job
+
+
+def load_job(source: Any, *, params_override: list[dict[str, Any]] | None = None, **kwargs: Any) -> Command:
+    """Load a job YAML file (validated as `distrun job validate` does) into an SDK job.
+
+    `params_override` is azure-ai-ml's list of `{"key.path": value}` dicts, applied like `--set`.
+    """
+    import json
+
+    from distrun.spec.loader import load_job_file
+
+    overrides = [f"{key}={json.dumps(value)}" for item in params_override or [] for key, value in item.items()]
+    path = Path(path_text(source))
+    loaded = load_job_file(path, overrides)
+    data = loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    job = job_from_data(data, CommandJob)
+    job._file_source = JobSource(data, loaded.base_dir, loaded.source, dict(loaded.source_map.positions))
+    if kwargs:
+        job._accept(kwargs)
+    return job
+
+
+def status_of(job: Command, record: Any, folder: Path) -> Command:
+    """Fill in what the store knows about a submitted job."""
+    job.name = record.name
+    job.display_name = job.display_name or record.display_name
+    job.experiment_name = job.experiment_name or record.experiment_name
+    job.status = record.status
+    job.reason = record.reason
+    job.root_cause = record.root_cause
+    job.studio_url = folder.as_uri()
+    job.creation_context = CreationContext(datetime.datetime.fromtimestamp(record.created_at).astimezone())
+    return job
+
+
+__all__ = ["Command", "CommandJob", "CreationContext", "Input", "Output", "command", "job_from_data", "load_job"]
