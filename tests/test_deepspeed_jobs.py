@@ -6,7 +6,9 @@ rank that fails inside a DeepSpeed step."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -66,8 +68,21 @@ def assert_same_weights(text: str) -> None:
     assert len(set(found.values())) == 1, found
 
 
-def run_example(run_cli, job: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("run", str(EXAMPLE / job), *extra, timeout=300)
+def run_example(run_cli, job: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli("run", str(EXAMPLE / job), *extra, timeout=300, env=env)
+
+
+@pytest.fixture
+def loopback_hostname(tmp_path: Path) -> dict[str, str]:
+    """DeepSpeed's MPI discovery takes rank 0's address from `hostname -I`, the machine's
+    first non-loopback address; the tests keep all traffic on loopback, so `-I` says 127.0.0.1.
+    """
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    real = shutil.which("hostname") or "/bin/hostname"
+    (shim / "hostname").write_text(f'#!/bin/sh\n[ "$1" = "-I" ] && {{ echo 127.0.0.1; exit 0; }}\nexec {real} "$@"\n')
+    (shim / "hostname").chmod(0o755)
+    return {"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"}
 
 
 # ---------------------------------------------------------------- the three forms, as in examples/deepspeed
@@ -92,8 +107,8 @@ def test_zero2_under_type_pytorch(run_cli, distrun_home):
     assert processes_of_job(name) == []
 
 
-def test_zero2_under_type_mpi_with_deepspeed_mpi_discovery(run_cli, distrun_home):
-    result = run_example(run_cli, "job-mpi.yml")
+def test_zero2_under_type_mpi_with_deepspeed_mpi_discovery(run_cli, distrun_home, loopback_hostname):
+    result = run_example(run_cli, "job-mpi.yml", env=loopback_hostname)
     ok(result)
     name = only_job(distrun_home)
     assert record(distrun_home, name)["status"] == "Completed"
@@ -107,7 +122,7 @@ def test_zero2_under_type_mpi_with_deepspeed_mpi_discovery(run_cli, distrun_home
         # rank), on the job's port: not the Azure ML path, which would pin port 54965.
         found = re.search(rf"rank {rank}/4 local rank {rank} \(MPI discovery\), master (\S+):(\d+)", text)
         assert found, text[-2000:]
-        assert int(found.group(2)) == port
+        assert (found.group(1), int(found.group(2))) == ("127.0.0.1", port)
     launcher = json.loads((folder.parent / "plan.json").read_text())["nodes"][0]["processes"][0]
     assert launcher["argv"][:3] == ["mpirun", "-np", "4"]
     assert processes_of_job(name) == []
@@ -149,9 +164,11 @@ def test_zero2_with_the_deepspeed_launcher_once_on_node_0(run_cli, distrun_home)
     ],
     ids=["pytorch", "mpi", "launcher-openmpi"],
 )
-def test_failing_rank_is_the_root_cause_with_its_traceback(job, command, run_cli, distrun_home):
+def test_failing_rank_is_the_root_cause_with_its_traceback(job, command, run_cli, distrun_home, loopback_hostname):
     started = time.monotonic()
-    result = run_example(run_cli, job, "--set", f"command={command}", "--set", "limits.grace_period=3")
+    result = run_example(
+        run_cli, job, "--set", f"command={command}", "--set", "limits.grace_period=3", env=loopback_hostname
+    )
     assert time.monotonic() - started < 150  # the other ranks were stopped, not left to time out
     assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-4000:]
     name = only_job(distrun_home)

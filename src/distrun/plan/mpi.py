@@ -155,6 +155,10 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
         # Simulated nodes share this machine's cores, so ranks often outnumber them; a rank
         # waiting in a collective then gives its core away instead of spinning on it.
         defaults["OMPI_MCA_mpi_yield_when_idle"] = "1"
+        # Every rank is on this machine: keep Open MPI's TCP traffic (ranks, mpirun) on loopback
+        # instead of whatever other interface the machine has.
+        defaults["OMPI_MCA_btl_tcp_if_include"] = "lo"
+        defaults["OMPI_MCA_oob_tcp_if_include"] = "lo"
     # Open MPI passes its own OMPI_* variables on by itself.
     exported = [name for name in dict.fromkeys(["PATH", *env, *defaults]) if not name.startswith("OMPI_")]
 
