@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from distrun.backends.slurm import mpi as slurm_mpi
 from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo, SlurmSubmitError
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.script import render_batch_script
@@ -81,7 +82,6 @@ class SlurmBackend:
 
     def preflight(self, job: JobSpec) -> None:
         """Raise before anything is recorded when Slurm cannot take the job: tools, controller, partition, size."""
-        check_supported(job)
         self.client.check_controller()
         partition = self.client.partition(self.target.partition)
         total = partition.get("TotalNodes", "")
@@ -126,16 +126,6 @@ def slurm_target(target: ComputeTarget) -> SlurmTarget:
     return SlurmTarget.from_settings(target.name, target.settings)
 
 
-def check_supported(job: JobSpec) -> None:
-    if job.distribution_type == "mpi":
-        # One mpirun on the first node would have to start the ranks on the others inside
-        # Slurm's step (srun --overlap or Slurm's PMIx); not done yet.
-        raise DistrunError(
-            "distribution type mpi does not run on Slurm compute yet",
-            "run it on local compute; on Slurm, PyTorch and TensorFlow jobs run",
-        )
-
-
 def validate_settings(name: str, settings: Mapping[str, Any]) -> None:
     """`distrun compute create --type slurm`: refuse settings a job could not use."""
     SlurmTarget.from_settings(name, settings)
@@ -151,15 +141,17 @@ PLACEHOLDER_HOST = "<slurm node {}>"
 
 def preview_plan(job: JobSpec, job_dir: Path, bindings: Bindings, job_name: str) -> LaunchPlan:
     """The plan with placeholders where only the nodes know the value (hosts, MASTER_PORT)."""
+    hosts = tuple(PLACEHOLDER_HOST.format(i) for i in range(job.node_count))
     placement = Placement(
-        hosts=tuple(PLACEHOLDER_HOST.format(i) for i in range(job.node_count)),
+        hosts=hosts,
         master_port=pinned_master_port(job) or 0,
         # Placeholders 1, 2, ...: each task's real port is chosen on the first node when the job starts.
         task_ports=tuple(range(1, task_port_count(job) + 1)),
         job_dir=str(job_dir),
         run_id=job_name,
     )
-    return build_plan(job, placement, bindings)
+    # The node agents do the same with Slurm's node names (MPI jobs' hostfile).
+    return slurm_mpi.for_slurm(build_plan(job, placement, bindings), hosts)
 
 
 def _notes(job: JobSpec, target: SlurmTarget, home: Path) -> list[str]:
@@ -218,7 +210,6 @@ def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
 def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[str, Any]:
     """`distrun plan --compute <slurm target>`: the exact sbatch script, and the plan every node will build."""
     spec = loaded.spec
-    check_supported(spec)
     name = spec.name or "<generated-name>"
     folder = layout.job(name)
     settings = slurm_target(target)
