@@ -248,9 +248,9 @@ def waited_outcome(
         name = signal.Signals(signum).name if signum else "a signal"
         return process_free_outcome(facts, "Canceled", f"stopped by Slurm ({name}) with the job", started_at, now)
     ended = {rank: str(o.get("status")) for rank, o in sorted(others.items())}
-    if all(status == "Completed" for status in ended.values()):
-        return process_free_outcome(facts, "Completed", "", started_at, now)
     said = ", ".join(f"node {rank} {status}" for rank, status in ended.items())
+    if all(status == "Completed" for status in ended.values()):
+        return process_free_outcome(facts, "Completed", f"no process of its own ({said})", started_at, now)
     return process_free_outcome(facts, "Canceled", f"stopped with the job ({said})", started_at, now)
 
 
