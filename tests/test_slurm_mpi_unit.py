@@ -105,3 +105,14 @@ def test_waiting_ends_with_the_outcome_file_or_a_stop_signal(tmp_path: Path) -> 
     paths.node_outcome(0).write_text(json.dumps({"node_rank": 0, "status": "Completed"}))
     assert wait_for_nodes(paths, [0], []) == {0: {"node_rank": 0, "status": "Completed"}}
     assert wait_for_nodes(paths, [0, 2], [15]) is None  # node 2 never wrote; a signal came
+
+
+def test_launchers_that_need_ssh_to_the_other_nodes_are_pointed_out() -> None:
+    def notes(command: str) -> list[str]:
+        return [note for note in for_slurm(plan_of(command), ("n1", "n2")).notes if "ssh" in note]
+
+    assert notes("mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE python train.py") == []
+    assert notes("python train.py") == []
+    assert "horovodrun reaches the other nodes over ssh" in notes("horovodrun -np 4 -hostfile h python train.py")[0]
+    assert "default runner (pdsh)" in notes("deepspeed --hostfile $AZUREML_MPI_HOSTFILE train.py")[0]
+    assert notes("deepspeed --launcher openmpi --hostfile $AZUREML_MPI_HOSTFILE train.py") == []

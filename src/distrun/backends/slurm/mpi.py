@@ -25,8 +25,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from distrun.plan import deepspeed
 from distrun.plan.model import LaunchPlan, NodePlan, ProcessSpec
-from distrun.plan.mpi import HOSTFILE_PATH, hostfile_text
+from distrun.plan.mpi import HOSTFILE_PATH, hostfile_text, user_launcher
 
 NOTE = (
     "Slurm: mpirun on node 0 starts Open MPI's daemons on the allocation's nodes with srun (an overlapping "
@@ -49,7 +50,26 @@ def for_slurm(plan: LaunchPlan, node_names: Sequence[str]) -> LaunchPlan:
     hostfile = hostfile_text(tuple(node_names), per_node, simulated=False)
     extra = launcher_env(per_node, len(node_names))
     nodes = tuple(_node_for_slurm(node, hostfile, extra) for node in plan.nodes)
-    return dataclasses.replace(plan, nodes=nodes, notes=(*plan.notes, NOTE))
+    return dataclasses.replace(plan, nodes=nodes, notes=(*plan.notes, NOTE, *ssh_notes(plan.command, len(node_names))))
+
+
+def ssh_notes(command: str, node_count: int) -> list[str]:
+    """Launchers that reach the other nodes over ssh, not through Slurm, whatever mpirun does."""
+    program = user_launcher(command) if node_count > 1 else None
+    if program == "horovodrun":
+        return [
+            "Slurm: horovodrun reaches the other nodes over ssh (it checks each host and starts its own services "
+            "there); without ssh between the nodes, run the training script without a launcher and let distrun's "
+            "mpirun start it (Horovod works under any mpirun)"
+        ]
+    if deepspeed.is_launcher(program):
+        runner = (deepspeed.launcher_options(command) or {}).get("--launcher", "pdsh")
+        if runner.lower() == "pdsh":
+            return [
+                "Slurm: the DeepSpeed launcher's default runner (pdsh) reaches the other nodes over ssh; "
+                "with --launcher openmpi it runs mpirun, which starts the ranks through Slurm"
+            ]
+    return []
 
 
 def _node_for_slurm(node: NodePlan, hostfile: str, extra: dict[str, str]) -> NodePlan:
