@@ -8,7 +8,9 @@ compute uses, and writes its outcome to the job folder for the backend to read:
     <job folder>/slurm/node_NN.json   {status, reason, root_cause, failed_at, processes, ...}
 
 It exits non-zero when its node failed, so that Slurm (`--kill-on-bad-exit=1`) stops the
-other nodes at once. `failed_at` is wall-clock time, so the backend can tell the first
+other nodes at once. A node with no process of its own (an MPI job's nodes other than 0,
+whose ranks node 0's mpirun starts through Slurm) waits for the nodes that have some to
+report, and reports with them. `failed_at` is wall-clock time, so the backend can tell the first
 failure from the failures it caused on other nodes.
 
 `python -m distrun.agent.node --free-ports N` prints N TCP ports free on this node (the batch

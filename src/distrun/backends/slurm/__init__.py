@@ -10,7 +10,8 @@ the job folder. That folder lives under DISTRUN_HOME, which every node must see.
 
 Modules: `target` (the compute target's settings), `script` (the batch script, pure),
 `client` (the Slurm commands), `state` (Slurm's state and the nodes' outcomes -> distrun's
-status, pure), `layout` (the job's Slurm files). This module is the backend interface the
+status, pure), `layout` (the job's Slurm files), `mpi` (an MPI job's plan inside the
+allocation: node 0's mpirun starts the other nodes' ranks through Slurm, pure). This module is the backend interface the
 CLI calls: `validate_settings`, `preflight`, `dry_run`, `submit_detached`, `run_streaming`,
 `refresh`, `cancel`.
 """
