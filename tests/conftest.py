@@ -38,13 +38,15 @@ def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @pytest.fixture
 def run_cli(distrun_home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
-    def run(*args: str, timeout: float = 180, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, timeout: float = 180, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "distrun", *args],
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=cli_env(distrun_home),
+            env=cli_env(distrun_home, env),
             cwd=cwd,
         )
 

@@ -190,6 +190,21 @@ def test_tensorflow_multiworker_on_two_nodes(run_cli, hpc, distrun_home):
     assert [node_outcome(distrun_home, name, n)["node_name"] for n in (0, 1)] == ["n1", "n2"]
 
 
+@pytest.mark.slow
+def test_tensorflow_parameter_servers_on_two_nodes_are_stopped_when_the_chief_is_done(run_cli, hpc, distrun_home):
+    # chief, 2 workers, 1 ps over 2 nodes: node 1 runs only servers (worker 0 and ps 0), which
+    # its agent stops once the chief on node 0 has completed.
+    example = REPO / "examples" / "tensorflow-ps" / "job.yml"
+    result = run_cli("run", str(example), "--compute", hpc, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    name = only_job(distrun_home)
+    assert record(distrun_home, name)["status"] == "Completed"
+    node1 = node_outcome(distrun_home, name, 1)
+    assert node1["status"] == "Completed" and node1["processes"]
+    assert all(p["stopped_by_distrun"] for p in node1["processes"])
+    assert processes_of_job(name) == []
+
+
 def test_job_stream_follows_a_detached_job_to_its_end(run_cli, write_job, hpc, distrun_home):
     job = write_job(sleepers("[print('tick', i, flush=True) or time.sleep(0.3) for i in range(5)]"))
     submitted = run_cli("run", "-d", str(job), "--compute", hpc)
@@ -304,6 +319,198 @@ def test_limits_timeout_fails_the_job(run_cli, write_job, hpc, distrun_home):
     assert processes_of_job(name) == []
 
 
+# ---------------------------------------------------------------- MPI: mpirun on node 0, ranks on both nodes
+
+# Both Slurm nodes are this one host. Open MPI names its shared-memory segments after the
+# host, so the ranks under the two nodes' daemons would share (and corrupt) them: the test
+# target keeps MPI on TCP, and all of Open MPI's traffic on loopback.
+ONE_HOST_OPEN_MPI = "export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo"
+
+WHERE = """
+    import json, os
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    total = comm.allreduce(comm.rank + 1)
+    keys = ["SLURMD_NODENAME", "AZ_BATCH_MASTER_NODE", "MASTER_PORT", "AZUREML_MPI_HOSTFILE"]
+    keys += ["OMPI_COMM_WORLD_LOCAL_RANK"]
+    facts = {"rank": comm.rank, "size": comm.size, "sum": total, **{k: os.environ.get(k) for k in keys}}
+    print("FACTS", json.dumps(facts), flush=True)
+"""
+
+MPI_JOB = """
+    command: {command}
+    code: src
+    resources:
+      instance_count: 2
+    distribution:
+      type: mpi
+      process_count_per_instance: 2
+    limits:
+      grace_period: 3
+"""
+
+
+def mpi_job(write_job, command: str, files: dict[str, str]) -> Path:
+    return write_job(MPI_JOB.replace("{command}", command), files)
+
+
+@pytest.fixture
+def mpi_hpc(run_cli, slurm_cluster: SlurmCluster) -> str:
+    settings = ["partition=debug", f"slurm_conf={slurm_cluster.conf_path}", f"setup={ONE_HOST_OPEN_MPI}"]
+    result = run_cli(
+        "compute", "create", "--name", "hpc", "--type", "slurm", *[a for s in settings for a in ("--set", s)]
+    )
+    assert result.returncode == 0, result.stderr
+    return "hpc"
+
+
+def rank_log(home: Path, name: str, rank: int) -> str:
+    return (home / "jobs" / name / "user_logs" / f"std_log_process_{rank:02d}.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python -m mpi4py where.py",  # distrun builds the mpirun command
+        "mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE python -m mpi4py where.py",  # the command's own mpirun
+    ],
+    ids=["distrun-mpirun", "own-mpirun"],
+)
+def test_mpi4py_allreduce_over_two_nodes_of_two_ranks(command, run_cli, write_job, mpi_hpc, distrun_home):
+    result = run_cli("run", str(mpi_job(write_job, command, {"where.py": WHERE})), "--compute", mpi_hpc)
+    assert result.returncode == 0, result.stdout + result.stderr
+    name = only_job(distrun_home)
+    assert record(distrun_home, name)["status"] == "Completed"
+    folder = distrun_home / "jobs" / name
+    assert (folder / "mpi" / "hostfile").read_text() == "n1 slots=2\nn2 slots=2\n"  # Slurm's node names
+    for rank in range(4):
+        facts = json.loads(rank_log(distrun_home, name, rank).split("FACTS ", 1)[1])
+        assert (facts["rank"], facts["size"], facts["sum"]) == (rank, 4, 10)
+        # mpirun on n1 started ranks 2 and 3 on the second node, through Slurm.
+        assert facts["SLURMD_NODENAME"] == f"n{rank // 2 + 1}"
+        assert facts["OMPI_COMM_WORLD_LOCAL_RANK"] == str(rank % 2)
+        assert facts["AZ_BATCH_MASTER_NODE"] == f"127.0.0.1:{facts['MASTER_PORT']}"
+        assert facts["AZUREML_MPI_HOSTFILE"] == str(folder / "mpi" / "hostfile")
+    # Node 1 ran no process of its own and stayed until the job was over.
+    node1 = node_outcome(distrun_home, name, 1)
+    assert (node1["status"], node1["processes"]) == ("Completed", [])
+    assert node1["ended_at"] >= node_outcome(distrun_home, name, 0)["ended_at"]
+    assert processes_of_job(name) == []
+
+
+FAILING_RANKS = {
+    # `python -m mpi4py`: the exception becomes MPI_Abort, which stops every rank.
+    "mpi-abort": (
+        "python -m mpi4py train.py",
+        """
+        import time
+        from mpi4py import MPI
+        from fail import go
+        comm = MPI.COMM_WORLD
+        print("up", comm.rank, flush=True)
+        comm.Barrier()
+        if comm.rank == 3:
+            time.sleep(1)
+            print("failing at", time.time(), flush=True)
+            go()
+        comm.Barrier()
+        """,
+    ),
+    # A rank that exits non-zero: mpirun stops the others. (An mpi4py script run with plain
+    # `python` would instead wait in MPI_Finalize for the others; see docs/mpi.md.)
+    "exit-code": (
+        "python train.py",
+        """
+        import os, time
+        from fail import go
+        rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+        print("up", rank, flush=True)
+        if rank == 3:
+            time.sleep(1)
+            print("failing at", time.time(), flush=True)
+            go()
+        time.sleep(120)
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAILING_RANKS))
+def test_an_mpi_rank_failing_on_node_1_is_the_root_cause_and_stops_every_rank(
+    kind, run_cli, write_job, mpi_hpc, distrun_home
+):
+    command, script = FAILING_RANKS[kind]
+    files = {"train.py": script, "fail.py": "def go():\n    raise ValueError('bad batch on rank 3')\n"}
+    result = run_cli("run", str(mpi_job(write_job, command, files)), "--compute", mpi_hpc)
+    assert result.returncode == 1, result.stdout + result.stderr
+    name = only_job(distrun_home)
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Failed"
+    assert rec["reason"].startswith("rank 3 on node 1 ")
+    cause = rec["root_cause"]
+    assert (cause["rank"], cause["node_rank"], cause["host"]) == (3, 1, "n2")
+    assert "ValueError: bad batch on rank 3" in cause["traceback"]
+    assert 'fail.py", line 2, in go' in cause["traceback"]
+    assert cause["log"].endswith("std_log_process_03.txt")
+    assert "Failed first: rank_3 on node 1 (n2)" in result.stdout
+    # Every rank, on both nodes, was stopped soon after rank 3 failed, not after its 120 s.
+    failed_at = float(rank_log(distrun_home, name, 3).split("failing at ", 1)[1].split()[0])
+    assert node_outcome(distrun_home, name, 0)["ended_at"] - failed_at < 30
+    # Node 1's agent, which ran no process of its own, is not blamed.
+    assert node_outcome(distrun_home, name, 1)["status"] == "Canceled"
+    assert processes_of_job(name) == []
+
+
+SLEEPING_RANKS = """
+    import time
+    from mpi4py import MPI
+    print("up", MPI.COMM_WORLD.rank, flush=True)
+    time.sleep(120)
+"""
+
+
+def _ranks_up(home: Path, name: str) -> bool:
+    try:
+        return all("up" in rank_log(home, name, rank) for rank in range(4))
+    except OSError:
+        return False
+
+
+def test_an_mpi_job_canceled_while_running(run_cli, write_job, mpi_hpc, distrun_home, slurm_cluster):
+    job = mpi_job(write_job, "python -m mpi4py train.py", {"train.py": SLEEPING_RANKS})
+    submitted = run_cli("run", "-d", str(job), "--compute", mpi_hpc)
+    assert submitted.returncode == 0, submitted.stderr
+    name = json.loads(submitted.stdout)["name"]
+    wait_for(lambda: _ranks_up(distrun_home, name), timeout=90)
+    assert run_cli("job", "cancel", name).returncode == 0
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Canceled", rec
+    wait_for(lambda: slurm_state(slurm_cluster, rec["backend_id"]) == "CANCELLED", timeout=30)
+    wait_for(lambda: processes_of_job(name) == [], timeout=30)
+
+
+def test_an_mpi_job_past_its_timeout_fails_and_leaves_nothing(run_cli, write_job, mpi_hpc, distrun_home):
+    job = mpi_job(write_job, "python -m mpi4py train.py", {"train.py": SLEEPING_RANKS})
+    result = run_cli("run", str(job), "--compute", mpi_hpc, "--set", "limits.timeout=5")
+    assert result.returncode == 1, result.stdout + result.stderr
+    name = only_job(distrun_home)
+    rec = record(distrun_home, name)
+    assert (rec["status"], rec["reason"]) == ("Failed", "timeout after 5 s")
+    assert all("up" in rank_log(distrun_home, name, rank) for rank in range(4))
+    assert node_outcome(distrun_home, name, 1)["status"] == "Canceled"
+    assert processes_of_job(name) == []
+
+
+def test_plan_of_an_mpi_job_shows_how_it_runs_in_the_allocation(run_cli, hpc, distrun_home):
+    result = run_cli("plan", str(REPO / "examples" / "mpi-hostfile" / "job.yml"), "--compute", hpc)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "<slurm node 0> slots=2\n    <slurm node 1> slots=2" in out  # node names, known when the job starts
+    assert "SLURM_OVERLAP=1" in out and "SLURM_TASKS_PER_NODE=2(x2)" in out
+    assert "node 1 (<slurm node 1>): 0 processes" in out
+    assert not (distrun_home / "jobs").exists()
+
+
 # ---------------------------------------------------------------- nothing submitted
 
 
@@ -342,19 +549,6 @@ def test_more_nodes_than_the_partition_has(run_cli, write_job, hpc, distrun_home
     result = run_cli("run", str(job), "--compute", hpc, "--set", "resources.instance_count=3")
     assert result.returncode == 2
     assert "the job asks for 3 nodes (resources.instance_count) but Slurm partition 'debug' has 2" in result.stderr
-    assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
-
-
-@pytest.mark.parametrize(
-    ("example", "expected"),
-    [
-        ("mpi-hostfile", "distribution type mpi does not run on Slurm compute yet"),
-        ("tensorflow-ps", "TensorFlow with parameter servers does not run on Slurm compute yet"),
-    ],
-)
-def test_what_slurm_does_not_run_yet_is_refused_before_submitting(run_cli, hpc, distrun_home, example, expected):
-    result = run_cli("run", str(REPO / "examples" / example / "job.yml"), "--compute", hpc)
-    assert result.returncode == 2 and expected in result.stderr
     assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
 
 

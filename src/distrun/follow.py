@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distrun.agent.line_stream import LineStream
+from distrun.plan.common import process_log_name
 from distrun.store.layout import JobFolder
 
 POLL_SECONDS = 0.2
@@ -26,9 +27,17 @@ def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
     except (OSError, ValueError):
         return {}
     labels = {}
-    for node in plan.get("nodes", []):
+    nodes = plan.get("nodes", [])
+    for node in nodes:
         for proc in node.get("processes", []):
             labels[proc["log_name"]] = (proc["label"], node["node_rank"])
+            if proc.get("output_demux"):
+                # An MPI launcher: its ranks' logs are split out of its output, rank r on node
+                # r // (ranks per node), as the agent labels them in the live stream.
+                world = int(plan.get("world_size") or 0)
+                per_node = max(1, world // max(1, len(nodes)))
+                for rank in range(world):
+                    labels[process_log_name(rank)] = (f"{rank // per_node}/{rank}", rank // per_node)
     return labels
 
 

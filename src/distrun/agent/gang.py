@@ -34,6 +34,7 @@ from distrun.agent.outcome import (
     root_cause_of,
     signal_name,
 )
+from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
 from distrun.agent.traceback_finder import last_traceback
 from distrun.plan.model import LaunchPlan, ProcessSpec
 
@@ -73,6 +74,8 @@ class GangOptions:
     launch_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     on_started: Callable[[list[ProcessOutcome]], None] | None = None
     handle_signals: bool = True
+    # Set when other agents run the job's other nodes: auxiliaries then wait for all of them.
+    peers: MainWorkPeers | None = None
 
 
 def run_gang(
@@ -87,6 +90,7 @@ def run_gang(
     on_started: Callable[[list[ProcessOutcome]], None] | None = None,
     base_env: Mapping[str, str] | None = None,
     launch_id: str | None = None,
+    peers: MainWorkPeers | None = None,
 ) -> GangResult:
     options = GangOptions(
         grace_period=grace_period,
@@ -95,6 +99,7 @@ def run_gang(
         color=color,
         base_env=base_env,
         on_started=on_started,
+        peers=peers,
     )
     if launch_id:
         options.launch_id = launch_id
@@ -116,6 +121,7 @@ class Gang:
         self.started = 0.0
         self.signals: list[int] = []
         self.log_error: str | None = None
+        self.waiting_for_peers = False
 
     # ------------------------------------------------------------ lifecycle
 
@@ -127,6 +133,8 @@ class Gang:
             self._start_all()
             if self.options.on_started and self.stop is None:
                 self.options.on_started([r.outcome for r in self.running])
+            if self.stop is None and self._main_work_done():
+                self._main_work_finished()  # a node that runs only auxiliaries
             self._loop()
             self._sweep_leftovers()
             self._drain()
@@ -193,7 +201,8 @@ class Gang:
         while any(item.outcome.running for item in self.running):
             now = time.monotonic()
             wait = None
-            for moment in (deadline if self.stop is None else None, self.kill_at):
+            peers_check = now + POLL_SECONDS if self.waiting_for_peers and self.stop is None else None
+            for moment in (deadline if self.stop is None else None, self.kill_at, peers_check):
                 if moment is not None:
                     wait = max(0.0, moment - now) if wait is None else min(wait, max(0.0, moment - now))
             for key, _ in self.selector.select(wait):
@@ -210,6 +219,9 @@ class Gang:
                 self._begin_stop(_Stop(FAILED, f"timeout after {self.options.timeout:g} s"))
             if self.kill_at is not None and now >= self.kill_at:
                 self._kill_remaining()
+            if self.waiting_for_peers and self.stop is None and self.options.peers.all_done():  # type: ignore[union-attr]
+                self.waiting_for_peers = False
+                self._stop_auxiliaries()
 
     # ------------------------------------------------------------ events
 
@@ -250,8 +262,20 @@ class Gang:
             outcome.stopped_by_distrun = True
         if outcome.failed and self.stop is None:
             self._begin_stop(_Stop(FAILED, "", item))
-        elif self.stop is None and self._main_work_done():
+        elif self.stop is None and not item.spec.auxiliary and self._main_work_done():
+            self._main_work_finished()
+
+    def _main_work_finished(self) -> None:
+        """This gang's main processes all completed: stop the auxiliaries, once the job's are too."""
+        peers = self.options.peers
+        if peers is None:
             self._stop_auxiliaries()
+            return
+        peers.mark_done()
+        if peers.all_done():
+            self._stop_auxiliaries()
+        else:
+            self.waiting_for_peers = True
 
     def _main_work_done(self) -> bool:
         main = [r for r in self.running if not r.spec.auxiliary]

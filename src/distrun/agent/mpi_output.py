@@ -22,19 +22,22 @@ from typing import Any
 from distrun.agent.line_stream import LineStream
 from distrun.agent.outcome import ProcessOutcome, root_cause_of, signal_name
 from distrun.agent.traceback_finder import last_traceback
+from distrun.plan import deepspeed
 from distrun.plan.common import SHELL, process_log_name
 from distrun.plan.model import LaunchPlan, ProcessSpec
 from distrun.plan.mpi import OUTPUT_DEMUX, user_launcher
 
 # A tag may also appear mid-line: mpirun glues a rank's unterminated last line to the next one.
 _TAG = re.compile(rb"\[(?:\d+,)?(\d+)\]<(std(?:out|err|diag))>:")
-_TRACEBACK = b"Traceback (most recent call last):"
+# torch's excepthook prefixes every line with `[rankN]: ` once a process group exists.
+_TRACEBACK = re.compile(rb"^(?:\[rank\d+\]:\s*)?Traceback \(most recent call last\):")
 LAUNCHER_KEY = "launcher"
 
 
 _TAIL_BYTES = 256 * 1024
 _INSTALL_HINTS = {
     "horovodrun": "install Horovod in this Python environment (pip install horovod) with Open MPI or Gloo support",
+    **dict.fromkeys(deepspeed.LAUNCHER_PROGRAMS, deepspeed.INSTALL_HINT),
 }
 _OPEN_MPI_HINT = (
     "install Open MPI on every node: apt-get install openmpi-bin libopenmpi-dev (Debian/Ubuntu), "
@@ -147,7 +150,7 @@ class MpiOutput:
 
     def _add_rank_line(self, per_rank: dict[int, list[bytes]], rank: int, text: bytes) -> None:
         per_rank.setdefault(rank, []).append(text)
-        if text.startswith(_TRACEBACK) and rank not in self.traceback_order:
+        if _TRACEBACK.match(text) and rank not in self.traceback_order:
             self.traceback_order.append(rank)
 
     def _emit(self, fd: int, key: str, lines: list[bytes]) -> None:

@@ -8,7 +8,9 @@ compute uses, and writes its outcome to the job folder for the backend to read:
     <job folder>/slurm/node_NN.json   {status, reason, root_cause, failed_at, processes, ...}
 
 It exits non-zero when its node failed, so that Slurm (`--kill-on-bad-exit=1`) stops the
-other nodes at once. `failed_at` is wall-clock time, so the backend can tell the first
+other nodes at once. A node with no process of its own (an MPI job's nodes other than 0,
+whose ranks node 0's mpirun starts through Slurm) waits for the nodes that have some to
+report, and reports with them. `failed_at` is wall-clock time, so the backend can tell the first
 failure from the failures it caused on other nodes.
 
 `python -m distrun.agent.node --free-ports N` prints N TCP ports free on this node (the batch
@@ -18,6 +20,7 @@ script uses it on the first node for MASTER_PORT and TensorFlow's task ports).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -27,7 +30,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distrun.backends.slurm.layout import SlurmPaths
 
 EXIT_FAILED = 1
 EXIT_NO_JOB = 2
@@ -154,8 +160,11 @@ def node_outcome(result: Any, facts: NodeFacts, started_at: float, ended_at: flo
         proc["address"] = facts.addresses[facts.node_rank]
     failed_at = None
     if root is not None:
-        root["host"] = facts.node_name
-        root["address"] = facts.addresses[facts.node_rank]
+        # Usually a process of this node; for MPI a rank mpirun started on another node.
+        where = root.get("node_rank")
+        node = where if isinstance(where, int) and 0 <= where < len(facts.names) else facts.node_rank
+        root["host"] = facts.names[node]
+        root["address"] = facts.addresses[node]
         if root.get("after_ms") is not None:
             failed_at = started_at + root["after_ms"] / 1000
         if root.get("signal") == "SIGTERM":
@@ -179,19 +188,72 @@ def node_outcome(result: Any, facts: NodeFacts, started_at: float, ended_at: flo
 
 
 def stopped_before_start(facts: NodeFacts, signum: int, now: float) -> dict[str, Any]:
+    reason = f"stopped by Slurm ({signal.Signals(signum).name}) before the processes started"
+    return process_free_outcome(facts, "Canceled", reason, now, now)
+
+
+def process_free_outcome(
+    facts: NodeFacts, status: str, reason: str, started_at: float, ended_at: float
+) -> dict[str, Any]:
+    """The report of a node that ran no process: stopped before starting, or one with none of its own."""
     return {
         "node_rank": facts.node_rank,
         "node_name": facts.node_name,
         "address": facts.addresses[facts.node_rank],
         "slurm_job_id": facts.job_id,
-        "status": "Canceled",
-        "reason": f"stopped by Slurm ({signal.Signals(signum).name}) before the processes started",
+        "status": status,
+        "reason": reason,
         "root_cause": None,
         "failed_at": None,
-        "started_at": now,
-        "ended_at": now,
+        "started_at": started_at,
+        "ended_at": ended_at,
         "processes": [],
     }
+
+
+def wait_for_nodes(
+    paths: SlurmPaths, node_ranks: list[int], stop_requested: list[int]
+) -> dict[int, dict[str, Any]] | None:
+    """The outcomes of `node_ranks` once all are written; None when a stop signal came first.
+
+    A node with no process of its own (an MPI job's nodes other than 0: mpirun on node 0
+    starts their ranks through Slurm) stays in the step until the job is over: its task
+    ending early would look like the end of the job to a Slurm with srun's --wait (WaitTime)
+    set, and its report would claim "Completed" before anything was.
+    """
+    from distrun.agent.peers import POLL_SECONDS
+
+    while not stop_requested:
+        with contextlib.suppress(OSError):
+            os.listdir(paths.folder)  # revalidates NFS's cached view of the folder
+        outcomes: dict[int, dict[str, Any]] = {}
+        for rank in node_ranks:
+            try:
+                outcomes[rank] = json.loads(paths.node_outcome(rank).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                break
+        else:
+            return outcomes
+        time.sleep(POLL_SECONDS)
+    return None
+
+
+def waited_outcome(
+    facts: NodeFacts, others: dict[int, dict[str, Any]] | None, signum: int | None, started_at: float
+) -> dict[str, Any]:
+    """A process-free node's report: Completed with the nodes it waited for, otherwise Canceled.
+
+    Never Failed: the failure, if any, is in the report of the node where it happened.
+    """
+    now = time.time()
+    if others is None:
+        name = signal.Signals(signum).name if signum else "a signal"
+        return process_free_outcome(facts, "Canceled", f"stopped by Slurm ({name}) with the job", started_at, now)
+    ended = {rank: str(o.get("status")) for rank, o in sorted(others.items())}
+    said = ", ".join(f"node {rank} {status}" for rank, status in ended.items())
+    if all(status == "Completed" for status in ended.values()):
+        return process_free_outcome(facts, "Completed", f"no process of its own ({said})", started_at, now)
+    return process_free_outcome(facts, "Canceled", f"stopped with the job ({said})", started_at, now)
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
@@ -203,6 +265,8 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 def run_node(job_dir: Path, env: Mapping[str, str]) -> int:
     from distrun.agent.gang import DEFAULT_GRACE, run_gang
+    from distrun.agent.peers import FolderPeers
+    from distrun.backends.slurm import mpi as slurm_mpi
     from distrun.backends.slurm.layout import SlurmPaths
     from distrun.plan import build_plan, task_port_count
     from distrun.plan.model import Placement
@@ -238,11 +302,15 @@ def run_node(job_dir: Path, env: Mapping[str, str]) -> int:
         job_dir=str(job_dir),
         run_id=job_dir.name,
     )
-    plan = build_plan(spec, placement, bindings)
+    # MPI: the hostfile names Slurm's nodes, and mpirun may start daemons on them with srun.
+    plan = slurm_mpi.for_slurm(build_plan(spec, placement, bindings), facts.names)
     if facts.node_rank == 0:
         write_json(folder.plan_json, plan.to_dict())
     mine = [p for node in plan.nodes if node.node_rank == facts.node_rank for p in node.processes]
-    ranks = ", ".join(p.name for p in mine)
+    working = [node.node_rank for node in plan.nodes if node.processes]
+    ranks = ", ".join(p.name for p in mine) or (
+        "no process of its own (the launcher on node 0 starts this node's ranks); waits for the job's end"
+    )
     print(
         f"distrun node agent: node {facts.node_rank} of {len(plan.nodes)} ({facts.node_name}, "
         f"{facts.addresses[facts.node_rank]}), Slurm job {facts.job_id}, {ranks}; "
@@ -256,17 +324,23 @@ def run_node(job_dir: Path, env: Mapping[str, str]) -> int:
         outcome = stopped_before_start(facts, stop_requested[0], started_at)
         write_json(paths.node_outcome(facts.node_rank), outcome)
         return EXIT_CANCELED
-    result = run_gang(
-        plan,
-        [facts.node_rank],
-        folder.user_logs,
-        stream=sys.stdout.buffer,
-        grace_period=grace,
-        timeout=spec.limits.timeout,
-        base_env=rank_env(env),
-        launch_id=f"{job_dir.name}-slurm{facts.job_id}-node{facts.node_rank}",
-    )
-    outcome = node_outcome(result, facts, started_at, time.time())
+    if not mine and working:
+        others = wait_for_nodes(paths, working, stop_requested)
+        outcome = waited_outcome(facts, others, stop_requested[0] if stop_requested else None, started_at)
+    else:
+        result = run_gang(
+            plan,
+            [facts.node_rank],
+            folder.user_logs,
+            stream=sys.stdout.buffer,
+            grace_period=grace,
+            timeout=spec.limits.timeout,
+            base_env=rank_env(env),
+            launch_id=f"{job_dir.name}-slurm{facts.job_id}-node{facts.node_rank}",
+            # Parameter servers on this node wait until every node's training tasks are done.
+            peers=FolderPeers(paths.folder, facts.node_rank, len(plan.nodes)),
+        )
+        outcome = node_outcome(result, facts, started_at, time.time())
     write_json(paths.node_outcome(facts.node_rank), outcome)
     print(f"distrun node agent: node {facts.node_rank}: {outcome['status']} {outcome['reason']}".rstrip(), flush=True)
     if outcome["status"] == "Completed":

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 
 _HEAD = b"Traceback (most recent call last):"
 _TAIL_BYTES = 256 * 1024
 _MAX_LINES = 80
+# `ValueError: message`, `KeyboardInterrupt`, `mpi4py.MPI.Exception: ...`
+_EXCEPTION_LINE = re.compile(rb"^[A-Za-z_][\w.]*(?::.*)?$")
+_MAX_NOISE = 200
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 
 
@@ -22,19 +26,28 @@ def last_traceback(log_path: str) -> str:
     start = tail.rfind(_HEAD)
     if start < 0:
         return ""
+    # Whatever precedes the head on its line starts every line of the block: torch's
+    # `[rank2]: ` (its excepthook, once a process group exists), or a logger's prefix.
+    prefix = tail[tail.rfind(b"\n", 0, start) + 1 : start]
     # Chained exceptions print several blocks; keep the whole chain ending in the last one.
-    chain = tail.rfind(b"\nDuring handling of the above exception", 0, start)
-    chain = max(chain, tail.rfind(b"\nThe above exception was the direct cause", 0, start))
+    chain = max(tail.rfind(b"\n" + lead + sentence, 0, start) for sentence in _CHAIN for lead in (prefix, b""))
     if chain >= 0:
         first = tail.rfind(_HEAD, 0, chain)
         if first >= 0:
             start = first
-    lines = tail[start:].splitlines()
+    lines = [_unprefixed(line, prefix) for line in tail[start:].splitlines()]
     kept: list[bytes] = []
+    noise = 0
     for index, line in enumerate(lines):
-        kept.append(line)
         if index == 0 or not line or line[:1].isspace() or line.startswith((_HEAD, *_CHAIN)):
+            kept.append(line)
             continue
+        if not _EXCEPTION_LINE.match(line) and noise < _MAX_NOISE:
+            # A line of another stream between the frames: stdout and stderr of one process
+            # (or two processes sharing a pipe) are not ordered line by line.
+            noise += 1
+            continue
+        kept.append(line)
         # An unindented line after the frames is the exception; the block goes on only when
         # a chaining sentence follows it.
         following = [f for f in lines[index + 1 : index + 4] if f.strip()]
@@ -45,3 +58,7 @@ def last_traceback(log_path: str) -> str:
     if len(lines_out) > _MAX_LINES:
         lines_out = lines_out[:10] + ["  ..."] + lines_out[-(_MAX_LINES - 11) :]
     return "\n".join(lines_out)
+
+
+def _unprefixed(line: bytes, prefix: bytes) -> bytes:
+    return line[len(prefix) :] if prefix and line.startswith(prefix) else line

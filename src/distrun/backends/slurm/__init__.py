@@ -10,7 +10,8 @@ the job folder. That folder lives under DISTRUN_HOME, which every node must see.
 
 Modules: `target` (the compute target's settings), `script` (the batch script, pure),
 `client` (the Slurm commands), `state` (Slurm's state and the nodes' outcomes -> distrun's
-status, pure), `layout` (the job's Slurm files). This module is the backend interface the
+status, pure), `layout` (the job's Slurm files), `mpi` (an MPI job's plan inside the
+allocation: node 0's mpirun starts the other nodes' ranks through Slurm, pure). This module is the backend interface the
 CLI calls: `validate_settings`, `preflight`, `dry_run`, `submit_detached`, `run_streaming`,
 `refresh`, `cancel`.
 """
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from distrun.backends.slurm import mpi as slurm_mpi
 from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo, SlurmSubmitError
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.script import render_batch_script
@@ -40,7 +42,7 @@ from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.report import execution_summary, stream_header
 from distrun.spec.loader import LoadedJob
-from distrun.spec.models import JobSpec, TensorFlowDistribution
+from distrun.spec.models import JobSpec
 from distrun.store.index import CANCELED, FAILED, QUEUED, JobIndex, JobRecord
 from distrun.store.layout import Layout
 from distrun.submission import PreparedJob, bind
@@ -81,7 +83,6 @@ class SlurmBackend:
 
     def preflight(self, job: JobSpec) -> None:
         """Raise before anything is recorded when Slurm cannot take the job: tools, controller, partition, size."""
-        check_supported(job)
         self.client.check_controller()
         partition = self.client.partition(self.target.partition)
         total = partition.get("TotalNodes", "")
@@ -126,26 +127,6 @@ def slurm_target(target: ComputeTarget) -> SlurmTarget:
     return SlurmTarget.from_settings(target.name, target.settings)
 
 
-def check_supported(job: JobSpec) -> None:
-    if job.distribution_type == "mpi":
-        # One mpirun on the first node would have to start the ranks on the others inside
-        # Slurm's step (srun --overlap or Slurm's PMIx); not done yet.
-        raise DistrunError(
-            "distribution type mpi does not run on Slurm compute yet",
-            "run it on local compute; on Slurm, PyTorch and TensorFlow jobs run",
-        )
-    distribution = job.distribution
-    if isinstance(distribution, TensorFlowDistribution) and distribution.parameter_server_count > 0:
-        # Parameter servers (and, under a chief, the workers) serve until distrun stops them,
-        # once the training tasks of the whole job are done; each node agent sees only its own
-        # node's tasks, so on Slurm nobody would stop the servers of the other nodes.
-        raise DistrunError(
-            "TensorFlow with parameter servers does not run on Slurm compute yet",
-            "run it on local compute; on Slurm, TensorFlow jobs without parameter servers run "
-            "(MultiWorkerMirroredStrategy)",
-        )
-
-
 def validate_settings(name: str, settings: Mapping[str, Any]) -> None:
     """`distrun compute create --type slurm`: refuse settings a job could not use."""
     SlurmTarget.from_settings(name, settings)
@@ -161,15 +142,17 @@ PLACEHOLDER_HOST = "<slurm node {}>"
 
 def preview_plan(job: JobSpec, job_dir: Path, bindings: Bindings, job_name: str) -> LaunchPlan:
     """The plan with placeholders where only the nodes know the value (hosts, MASTER_PORT)."""
+    hosts = tuple(PLACEHOLDER_HOST.format(i) for i in range(job.node_count))
     placement = Placement(
-        hosts=tuple(PLACEHOLDER_HOST.format(i) for i in range(job.node_count)),
+        hosts=hosts,
         master_port=pinned_master_port(job) or 0,
         # Placeholders 1, 2, ...: each task's real port is chosen on the first node when the job starts.
         task_ports=tuple(range(1, task_port_count(job) + 1)),
         job_dir=str(job_dir),
         run_id=job_name,
     )
-    return build_plan(job, placement, bindings)
+    # The node agents do the same with Slurm's node names (MPI jobs' hostfile).
+    return slurm_mpi.for_slurm(build_plan(job, placement, bindings), hosts)
 
 
 def _notes(job: JobSpec, target: SlurmTarget, home: Path) -> list[str]:
@@ -228,7 +211,6 @@ def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
 def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[str, Any]:
     """`distrun plan --compute <slurm target>`: the exact sbatch script, and the plan every node will build."""
     spec = loaded.spec
-    check_supported(spec)
     name = spec.name or "<generated-name>"
     folder = layout.job(name)
     settings = slurm_target(target)
