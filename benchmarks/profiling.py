@@ -14,14 +14,14 @@ import re
 import subprocess
 from collections import defaultdict
 
-from benchmarks.bench import SRC, Bench
+from benchmarks.bench import REPO, SRC, Bench
 
 _SITE = re.compile(r"\S*/(site-packages|lib/python3\.\d+)/")
 
 
 def _short(text: str) -> str:
-    """Paths shortened to what matters: `distrun/...`, `pydantic/...`, `subprocess.py`."""
-    return _SITE.sub("", text.replace(str(SRC) + "/", ""))
+    """Paths shortened to what matters: `distrun/...`, `benchmarks/...`, `pydantic/...`."""
+    return _SITE.sub("", text.replace(str(SRC) + "/", "").replace(str(REPO) + "/", ""))
 
 
 def cprofile(bench: Bench, args: list[str], env: dict[str, str], top: int = 15, script: str | None = None) -> str:
