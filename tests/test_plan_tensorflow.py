@@ -77,8 +77,8 @@ def plan_of(job: JobSpec, hosts: tuple[str, ...], ports: tuple[int, ...] | None 
     return plan_tensorflow(job, placement_for(job, hosts, ports), Bindings())
 
 
-def config(proc: ProcessSpec) -> dict:
-    return json.loads(proc.env["TF_CONFIG"])
+def config(plan: LaunchPlan, proc: ProcessSpec) -> dict:
+    return json.loads(plan.environment(proc)["TF_CONFIG"])
 
 
 def load(tmp_path: Path, text: str) -> LoadedJob:
@@ -98,7 +98,7 @@ def test_two_workers_on_two_nodes_get_azure_ml_tf_config() -> None:
     plan = plan_of(tf_job(nodes=2), ("10.0.0.1", "10.0.0.2"), (2222, 2223))
     procs = list(plan.processes())
     assert [(p.name, p.node_rank, p.label) for p in procs] == [("worker_0", 0, "worker 0"), ("worker_1", 1, "worker 1")]
-    assert config(procs[1]) == {
+    assert config(plan, procs[1]) == {
         "cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2223"]},
         "task": {"type": "worker", "index": 1},
         "environment": "cloud",
@@ -110,13 +110,13 @@ def test_two_workers_on_two_nodes_get_azure_ml_tf_config() -> None:
 def test_no_empty_ps_or_chief_list_in_cluster() -> None:
     plan = plan_of(tf_job(nodes=2), ("127.0.0.1", "127.0.0.1"))
     for proc in plan.processes():
-        assert set(config(proc)["cluster"]) == {"worker"}
+        assert set(config(plan, proc)["cluster"]) == {"worker"}
 
 
 def test_chief_workers_and_ps_in_cluster_order_with_ports_in_that_order() -> None:
     job = tf_job(nodes=2, workers=2, ps=1, chief=1)
     plan = plan_of(job, ("127.0.0.1", "127.0.0.1"), (31000, 31001, 31002, 31003))
-    cluster = config(next(plan.processes()))["cluster"]
+    cluster = config(plan, next(plan.processes()))["cluster"]
     assert list(cluster) == ["chief", "worker", "ps"]
     assert cluster == {
         "chief": ["127.0.0.1:31000"],
@@ -242,7 +242,7 @@ def test_the_same_port_twice_on_one_host_is_an_error() -> None:
 
 def test_the_same_port_on_different_hosts_is_fine() -> None:
     plan = plan_of(tf_job(nodes=2), ("h0", "h1"), (2222, 2222))
-    assert config(next(plan.processes()))["cluster"]["worker"] == ["h0:2222", "h1:2222"]
+    assert config(plan, next(plan.processes()))["cluster"]["worker"] == ["h0:2222", "h1:2222"]
 
 
 # ---------------------------------------------------------------- properties
@@ -282,7 +282,7 @@ def test_every_plan_is_consistent(case: tuple[JobSpec, tuple[str, ...], tuple[in
     assert plan.world_size == len(procs) == len(ports)
 
     # one cluster for all, no empty lists, every address unique, ports used in cluster order
-    clusters = [config(p)["cluster"] for p in procs]
+    clusters = [config(plan, p)["cluster"] for p in procs]
     assert all(c == clusters[0] for c in clusters)
     cluster = clusters[0]
     assert all(cluster.values()) and list(cluster) == [r for r in ("chief", "worker", "ps") if expected[r]]
@@ -292,7 +292,7 @@ def test_every_plan_is_consistent(case: tuple[JobSpec, tuple[str, ...], tuple[in
 
     # each task's own entry is where it runs
     for p in procs:
-        cfg = config(p)
+        cfg = config(plan, p)
         assert cfg["task"] == {"type": p.role, "index": p.index} and cfg["environment"] == "cloud"
         assert cluster[p.role][p.index].rsplit(":", 1)[0] == hosts[p.node_rank]
         assert plan.nodes[p.node_rank].host == hosts[p.node_rank]

@@ -16,6 +16,7 @@ import pytest
 
 from clusters.slurm_cluster import SlurmCluster
 from conftest import REPO, cli_env, processes_of_job, wait_for
+from distrun.plan.model import tf_config
 from distrun.store.index import JobIndex
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
@@ -180,9 +181,10 @@ def test_tensorflow_multiworker_on_two_nodes(run_cli, hpc, distrun_home):
     assert record(distrun_home, name)["status"] == "Completed"
     digests = {line.split()[-1] for line in result.stdout.splitlines() if "final weights digest" in line}
     assert len(digests) == 1  # both workers trained the same model, in sync
+    plan = json.loads((distrun_home / "jobs" / name / "plan.json").read_text())
     configs = [
-        json.loads(proc["env"]["TF_CONFIG"])
-        for node in json.loads((distrun_home / "jobs" / name / "plan.json").read_text())["nodes"]
+        json.loads(tf_config(plan["tf_cluster"], *proc["tf_task"]))
+        for node in plan["nodes"]
         for proc in node["processes"]
     ]
     workers = configs[0]["cluster"]["worker"]

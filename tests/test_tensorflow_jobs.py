@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, processes_of_job
+from distrun.plan.model import tf_config
 from distrun.store.index import JobIndex
 
 MULTIWORKER = REPO / "examples" / "tensorflow-multiworker" / "job.yml"
@@ -35,7 +36,11 @@ def user_logs(home: Path, name: str) -> Path:
 
 def tf_configs(home: Path, name: str) -> dict[str, dict]:
     plan = json.loads((home / "jobs" / name / "plan.json").read_text())
-    return {p["name"]: json.loads(p["env"]["TF_CONFIG"]) for node in plan["nodes"] for p in node["processes"]}
+    return {
+        p["name"]: json.loads(tf_config(plan["tf_cluster"], *p["tf_task"]))
+        for node in plan["nodes"]
+        for p in node["processes"]
+    }
 
 
 def test_multiworker_mirrored_example_trains_the_same_weights_on_both_workers(run_cli, distrun_home):

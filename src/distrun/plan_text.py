@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from distrun.plan.model import tf_config
+
 
 def plan_as_text(rendered: dict[str, Any]) -> str:
     plan = rendered["plan"]
@@ -26,8 +28,11 @@ def plan_as_text(rendered: dict[str, Any]) -> str:
             lines.append(f"  [{proc['label']}] {proc['name']}  log: user_logs/{proc['log_name']}")
             lines.append(f"    argv: {shlex.join(proc['argv'])}")
             lines.append(f"    cwd: {proc['cwd']}")
-            for key in sorted(proc["env"]):
-                lines.append(f"    {key}={proc['env'][key]}")
+            env = dict(proc["env"])
+            if proc.get("tf_task") and plan.get("tf_cluster"):
+                env["TF_CONFIG"] = tf_config(plan["tf_cluster"], *proc["tf_task"])
+            for key in sorted(env):
+                lines.append(f"    {key}={env[key]}")
             for key in sorted(proc.get("env_defaults", {})):
                 lines.append(f"    {key}={proc['env_defaults'][key]}  (unless already set)")
     return "\n".join(lines)

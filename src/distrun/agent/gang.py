@@ -165,7 +165,7 @@ class Gang:
                 )
                 try:
                     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-                    proc = process_tree.spawn(spec, base, self.options.launch_id)
+                    proc = process_tree.spawn(spec, base, self.options.launch_id, self.plan.environment(spec))
                 except OSError as exc:
                     self._begin_stop(_Stop(FAILED, f"could not start {spec.name}: {exc.strerror or exc}"))
                     return
@@ -190,7 +190,7 @@ class Gang:
             return False
         for node in self.nodes:
             for spec in node.processes:
-                problem = missing_launcher(spec, process_tree.child_env(spec, base, ""))
+                problem = missing_launcher(spec, process_tree.child_env(spec, base, "", self.plan.environment(spec)))
                 if problem:
                     self._begin_stop(_Stop(FAILED, f"node {node.node_rank}: {problem}"))
                     return False

@@ -49,11 +49,15 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def child_env(spec: ProcessSpec, base: Mapping[str, str], launch_id: str) -> dict[str, str]:
+def child_env(
+    spec: ProcessSpec, base: Mapping[str, str], launch_id: str, own: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The inherited environment, the plan's defaults and the process's own variables (`own`:
+    `LaunchPlan.environment(spec)`, which adds what the plan keeps once, e.g. TF_CONFIG)."""
     env = dict(base)
     for key, value in spec.env_defaults.items():
         env.setdefault(key, value)
-    env.update(spec.env)
+    env.update(spec.env if own is None else own)
     env[LAUNCH_MARKER] = launch_id
     return env
 
@@ -80,13 +84,15 @@ def _pdeathsig_prefix() -> tuple[str, ...]:
     return prefix if probe.returncode == 0 else ()
 
 
-def spawn(spec: ProcessSpec, base_env: Mapping[str, str], launch_id: str) -> subprocess.Popen[bytes]:
+def spawn(
+    spec: ProcessSpec, base_env: Mapping[str, str], launch_id: str, own: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start one process: stdout and stderr into one pipe, stdin closed, own session."""
     prefix = _pdeathsig_prefix()
     return subprocess.Popen(
         [*prefix, *spec.argv],
         cwd=spec.cwd,
-        env=child_env(spec, base_env, launch_id),
+        env=child_env(spec, base_env, launch_id, own),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -6,6 +6,7 @@ node agent and the backends. `to_dict` gives the JSON `distrun plan --output jso
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 
@@ -55,6 +56,8 @@ class ProcessSpec:
     # How the agent splits this process's output into per-rank logs and stream labels; None:
     # one log. "mpi-tagged": lines tagged `[job,rank]<stdout>:` by mpirun (see plan.mpi).
     output_demux: str | None = None
+    # A TensorFlow task (type, index): its TF_CONFIG is built from LaunchPlan.tf_cluster.
+    tf_task: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,13 +78,28 @@ class LaunchPlan:
     master_port: int
     nodes: tuple[NodePlan, ...]
     notes: tuple[str, ...] = ()  # one-line facts the user should see once
+    # TensorFlow's cluster (role -> addresses), kept once: each task's TF_CONFIG holds all of
+    # it, so materialised per task a plan of N tasks would hold N*N addresses.
+    tf_cluster: dict[str, tuple[str, ...]] | None = None
 
     def processes(self) -> Iterator[ProcessSpec]:
         for node in self.nodes:
             yield from node.processes
 
+    def environment(self, proc: ProcessSpec) -> dict[str, str]:
+        """Every variable distrun sets for `proc` (its env, plus TF_CONFIG for a TF task)."""
+        if proc.tf_task is None or self.tf_cluster is None:
+            return proc.env
+        return {**proc.env, "TF_CONFIG": tf_config(self.tf_cluster, *proc.tf_task)}
+
     def to_dict(self) -> dict[str, object]:
         return _plain(self)  # type: ignore[return-value]
+
+
+def tf_config(cluster: dict[str, tuple[str, ...]] | dict[str, list[str]], role: str, index: int) -> str:
+    """TensorFlow's TF_CONFIG for one task; roles without tasks are left out of the cluster."""
+    plain = {name: list(addresses) for name, addresses in cluster.items() if addresses}
+    return json.dumps({"cluster": plain, "task": {"type": role, "index": index}, "environment": "cloud"})
 
 
 def _plain(value: object) -> object:

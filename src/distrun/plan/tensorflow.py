@@ -18,14 +18,15 @@ worker 0 acts as chief, as in Azure ML, and the workers train until they exit.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 
 from distrun.errors import DistrunError
 from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
-from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
+from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec, tf_config
 from distrun.spec.models import JobSpec, TensorFlowDistribution
+
+__all__ = ["plan_tensorflow", "tf_config"]
 
 ROLES = ("chief", "worker", "ps")  # TF_CONFIG's cluster order, and the port order
 
@@ -66,10 +67,6 @@ def is_auxiliary(role: str, counts: dict[str, int]) -> bool:
     if role == "ps":
         return True
     return role == "worker" and counts["chief"] > 0 and counts["ps"] > 0
-
-
-def tf_config(cluster: dict[str, list[str]], role: str, index: int) -> str:
-    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}, "environment": "cloud"})
 
 
 def log_name(task: TensorFlowTask, same_role_on_node: int) -> str:
@@ -141,7 +138,6 @@ def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> L
         # server would send scripts that branch on it down the wrong path.
         env.update(
             {
-                "TF_CONFIG": tf_config(cluster, task.role, task.index),
                 "NODE_RANK": str(task.node_rank),
                 "AZUREML_CR_NODE_RANK": str(task.node_rank),
                 "AZUREML_PROCESS_NAME": name,
@@ -165,6 +161,7 @@ def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> L
                 log_name=log_name(task, per_node_role[(task.node_rank, task.role)]),
                 label=f"{task.role} {task.index}",
                 auxiliary=is_auxiliary(task.role, counts),
+                tf_task=(task.role, task.index),  # TF_CONFIG: LaunchPlan.environment()
             )
         )
     nodes = tuple(
@@ -178,5 +175,6 @@ def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> L
         master_addr=placement.master_addr,
         master_port=placement.master_port,
         nodes=nodes,
+        tf_cluster={role: tuple(addresses) for role, addresses in cluster.items()},
         notes=_notes(job, counts, placement),
     )
