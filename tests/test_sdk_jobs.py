@@ -216,11 +216,13 @@ def test_v1_tensorflow_configuration_gives_each_task_its_tf_config(sdk_env, caps
     write(
         sdk_env / "src" / "task.py",
         """
-        import json, os
+        import json, os, time
         config = json.loads(os.environ["TF_CONFIG"])
         task = config["task"]
         print(f"task {task['type']} {task['index']} cluster {sorted(config['cluster'])}"
               f" workers {len(config['cluster']['worker'])}")
+        if task["type"] == "worker":
+            time.sleep(3)  # the ps is stopped once the workers are done: let it print first
         """,
     )
     src = ScriptRunConfig(
