@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distrun.agent import process_tree
+from distrun.agent.cgroup import LaunchCgroup
 from distrun.agent.line_stream import LineStream
 from distrun.agent.mpi_output import MpiOutput, demux_for, missing_launcher, mpi_root_cause
 from distrun.agent.node_files import write_node_files
@@ -116,6 +117,7 @@ class Gang:
         self.started = 0.0
         self.signals: list[int] = []
         self.log_error: str | None = None
+        self.cgroup: LaunchCgroup | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -123,6 +125,7 @@ class Gang:
         self.started = time.monotonic()
         process_tree.become_subreaper()
         restore = self._install_signal_handlers()
+        self.cgroup = LaunchCgroup.create(self.options.launch_id)
         try:
             self._start_all()
             if self.options.on_started and self.stop is None:
@@ -133,6 +136,8 @@ class Gang:
         finally:
             for item in self.running:
                 self._close_log(item)
+            if self.cgroup is not None:
+                self.cgroup.close()
             restore()
             self.selector.close()
         return self._result()
@@ -157,7 +162,7 @@ class Gang:
                 )
                 try:
                     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-                    proc = process_tree.spawn(spec, base, self.options.launch_id)
+                    proc = process_tree.spawn(spec, base, self.options.launch_id, self.cgroup)
                 except OSError as exc:
                     self._begin_stop(_Stop(FAILED, f"could not start {spec.name}: {exc.strerror or exc}"))
                     return
@@ -286,7 +291,11 @@ class Gang:
         self.kill_at = None
 
     def _leftovers(self) -> list[int]:
-        return process_tree.marked_pids(self.options.launch_id)
+        """Live processes of the launch other than the ones we started ourselves."""
+        found = set(process_tree.marked_pids(self.options.launch_id))
+        if self.cgroup is not None:
+            found.update(process_tree.alive_pids(self.cgroup.pids()))
+        return sorted(found - {r.proc.pid for r in self.running})
 
     def _sweep_leftovers(self) -> None:
         """Processes the job started and left behind (daemons, background jobs) end with it."""

@@ -8,6 +8,8 @@ Three layers, because each alone has a hole:
    and were reparented away.
 3. The agent is a child subreaper, so daemonized descendants are reparented to it while it
    lives, and a watchdog (`distrun.agent.watchdog`) kills the marked processes if it dies.
+4. Where cgroup v2 is writable, every process also joins the launch's cgroup
+   (`distrun.agent.cgroup`), which finds the descendants that cleared their environment too.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import ctypes
 import os
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
+from distrun.agent.cgroup import LaunchCgroup
 from distrun.plan.model import ProcessSpec
 
 LAUNCH_MARKER = "DISTRUN_LAUNCH_ID"
@@ -54,7 +57,20 @@ def child_env(spec: ProcessSpec, base: Mapping[str, str], launch_id: str) -> dic
     return env
 
 
-def spawn(spec: ProcessSpec, base_env: Mapping[str, str], launch_id: str) -> subprocess.Popen[bytes]:
+def _child_setup(cgroup: LaunchCgroup | None) -> Callable[[], None]:
+    if cgroup is None:
+        return _die_with_parent
+
+    def setup() -> None:  # in the child: join the cgroup before exec, so nothing escapes it
+        _die_with_parent()
+        cgroup.join()
+
+    return setup
+
+
+def spawn(
+    spec: ProcessSpec, base_env: Mapping[str, str], launch_id: str, cgroup: LaunchCgroup | None = None
+) -> subprocess.Popen[bytes]:
     """Start one process: stdout and stderr into one pipe, stdin closed, own session."""
     return subprocess.Popen(
         list(spec.argv),
@@ -64,7 +80,7 @@ def spawn(spec: ProcessSpec, base_env: Mapping[str, str], launch_id: str) -> sub
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=_child_setup(cgroup),
         close_fds=True,
     )
 
@@ -97,6 +113,10 @@ def marked_pids(launch_id: str, exclude: Iterable[int] = ()) -> list[int]:
         if needle + b"\0" in environ + b"\0" and _alive(pid):
             found.append(pid)
     return found
+
+
+def alive_pids(pids: Iterable[int]) -> list[int]:
+    return [pid for pid in pids if _alive(pid)]
 
 
 def _alive(pid: int) -> bool:
