@@ -38,6 +38,11 @@ class LineStream:
     def feed(self, key: str, data: bytes) -> None:
         if self._out is None:
             return
+        if not self._prefix[key]:
+            # No prefix (one process's log on its own): its bytes as they are, a line longer
+            # than MAX_PENDING is not cut, and nothing needs holding back.
+            self._write(data)
+            return
         pending = self._pending[key] + data
         cut = pending.rfind(b"\n") + 1
         if cut:
