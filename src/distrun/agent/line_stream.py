@@ -73,6 +73,7 @@ class LineStream:
         try:
             self._out.write(data)
             self._out.flush()
-        except (BrokenPipeError, ValueError):
-            # The reader went away (e.g. `| head`): keep supervising, stop streaming.
+        except (OSError, ValueError):
+            # The reader went away (`| head`: EPIPE; a closed terminal: EIO; a full disk under
+            # a redirect: ENOSPC): keep supervising, stop streaming. The log files have it all.
             self._out = None
