@@ -35,6 +35,7 @@ from distrun.agent.outcome import (
     root_cause_of,
     signal_name,
 )
+from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
 from distrun.plan.model import LaunchPlan, ProcessSpec
 
@@ -42,7 +43,6 @@ READ_SIZE = 1 << 18
 DEFAULT_GRACE = 10.0
 # After every process exited, how long pipes held open by leftovers may take to close.
 DRAIN_SECONDS = 2.0
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass
@@ -74,6 +74,9 @@ class GangOptions:
     launch_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     on_started: Callable[[list[ProcessOutcome]], None] | None = None
     handle_signals: bool = True
+    # Stop signals noted before the gang started (see agent.stop_signals); the gang adds the
+    # ones it receives to the same list.
+    signals: list[int] | None = None
 
 
 def run_gang(
@@ -88,6 +91,7 @@ def run_gang(
     on_started: Callable[[list[ProcessOutcome]], None] | None = None,
     base_env: Mapping[str, str] | None = None,
     launch_id: str | None = None,
+    signals: list[int] | None = None,
 ) -> GangResult:
     options = GangOptions(
         grace_period=grace_period,
@@ -96,6 +100,7 @@ def run_gang(
         color=color,
         base_env=base_env,
         on_started=on_started,
+        signals=signals,
     )
     if launch_id:
         options.launch_id = launch_id
@@ -115,7 +120,7 @@ class Gang:
         self.stop: _Stop | None = None
         self.kill_at: float | None = None
         self.started = 0.0
-        self.signals: list[int] = []
+        self.signals: list[int] = options.signals if options.signals is not None else []
         self.log_error: str | None = None
         self.cgroup: LaunchCgroup | None = None
 
@@ -127,12 +132,17 @@ class Gang:
         restore = self._install_signal_handlers()
         self.cgroup = LaunchCgroup.create(self.options.launch_id)
         try:
+            self._handle_signals()  # a cancel that came first: nothing starts
             self._start_all()
             if self.options.on_started and self.stop is None:
                 self.options.on_started([r.outcome for r in self.running])
             self._loop()
             self._sweep_leftovers()
             self._drain()
+        except BaseException:
+            # Whatever went wrong in distrun itself, the job's processes do not outlive it.
+            self._kill_remaining()
+            raise
         finally:
             for item in self.running:
                 self._close_log(item)
@@ -143,7 +153,13 @@ class Gang:
         return self._result()
 
     def _start_all(self) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.stop is not None:
+            return
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._begin_stop(_Stop(FAILED, f"could not create {self.log_dir}: {_why(exc)}"))
+            return
         base = dict(os.environ if self.options.base_env is None else self.options.base_env)
         if not self._prepare_nodes(base):
             return
@@ -162,9 +178,14 @@ class Gang:
                 )
                 try:
                     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-                    proc = process_tree.spawn(spec, base, self.options.launch_id, self.cgroup)
                 except OSError as exc:
-                    self._begin_stop(_Stop(FAILED, f"could not start {spec.name}: {exc.strerror or exc}"))
+                    self._begin_stop(_Stop(FAILED, f"could not create {log_path}: {_why(exc)}"))
+                    return
+                try:
+                    proc = process_tree.spawn(spec, base, self.options.launch_id, self.cgroup)
+                except (OSError, ValueError) as exc:  # ValueError: a NUL byte in its command or env
+                    os.close(log_fd)
+                    self._begin_stop(_Stop(FAILED, f"could not start {spec.name}: {_why(exc)}"))
                     return
                 outcome.pid = proc.pid
                 pidfd = os.pidfd_open(proc.pid)
@@ -358,7 +379,7 @@ class Gang:
         os.set_blocking(wake_w, False)
         self.selector.register(wake_r, selectors.EVENT_READ, ("wake", None))
         previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in _STOP_SIGNALS}
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
 
         def restore() -> None:
             for sig, handler in previous.items():
@@ -407,6 +428,10 @@ class Gang:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log))
             reason = root["reason"]
         return GangResult(stop.status, reason, root, outcomes)
+
+
+def _why(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
 def _write_all(fd: int, data: bytes) -> None:

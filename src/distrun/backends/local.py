@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 from distrun.agent.gang import DEFAULT_GRACE, run_gang
 from distrun.agent.outcome import GangResult
+from distrun.agent.stop_signals import block_stop_signals, held_stop_signals
 from distrun.agent.watchdog import Watchdog
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
@@ -28,7 +29,7 @@ from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.report import environment_note, execution_summary, stream_header
 from distrun.spec.loader import LoadedJob
-from distrun.store.index import FINALIZING, RUNNING, JobIndex, JobRecord
+from distrun.store.index import FAILED, FINALIZING, RUNNING, JobIndex, JobRecord
 from distrun.store.layout import Layout
 from distrun.submission import PreparedJob, bind
 
@@ -96,29 +97,44 @@ def execute(
     color: bool = False,
     on_plan: Callable[[LaunchPlan], None] | None = None,
 ) -> JobRecord:
-    """Run a prepared job to its end in this process; returns its final record."""
+    """Run a prepared job to its end in this process; returns its final record.
+
+    From here until the record is written, Ctrl-C, SIGTERM (`job cancel`) and SIGHUP are held
+    (agent.stop_signals): one that arrives before the processes start cancels the job before
+    anything runs, one that arrives after they ended leaves the job's own outcome standing.
+    """
     index = JobIndex(layout.db_path)
-    plan = plan_local(prepared)
-    prepared.folder.plan_json.write_text(json.dumps(plan.to_dict(), indent=2), encoding="utf-8")
-    if on_plan is not None:
-        on_plan(plan)
-    watchdog = Watchdog.start(_launch_id(prepared), lambda: JobIndex(layout.db_path).mark_launcher_lost(prepared.name))
-    index.set_launcher(prepared.name, os.getpid())
-    try:
-        result = run_gang(
-            plan,
-            [node.node_rank for node in plan.nodes],
-            prepared.folder.user_logs,
-            stream=stream,
-            color=color,
-            grace_period=_grace(prepared),
-            timeout=prepared.spec.limits.timeout,
-            on_started=lambda _: index.update(prepared.name, status=RUNNING, started_at=time.time()),
-            launch_id=_launch_id(prepared),
+    with held_stop_signals() as stop_signals:
+        try:
+            plan = plan_local(prepared)
+            prepared.folder.plan_json.write_text(json.dumps(plan.to_dict(), indent=2), encoding="utf-8")
+        except (DistrunError, OSError) as exc:
+            reason = exc.message if isinstance(exc, DistrunError) else f"could not write the job's plan: {exc}"
+            index.update(prepared.name, status=FAILED, reason=reason, ended_at=time.time())
+            raise DistrunError(reason) from None
+        if on_plan is not None:
+            on_plan(plan)
+        watchdog = Watchdog.start(
+            _launch_id(prepared), lambda: JobIndex(layout.db_path).mark_launcher_lost(prepared.name)
         )
-        record_result(index, prepared.name, result)
-    finally:
-        watchdog.release()
+        try:
+            if not index.set_launcher(prepared.name, os.getpid()):
+                return index.get(prepared.name)  # it ended (was canceled) before it could start
+            result = run_gang(
+                plan,
+                [node.node_rank for node in plan.nodes],
+                prepared.folder.user_logs,
+                stream=stream,
+                color=color,
+                grace_period=_grace(prepared),
+                timeout=prepared.spec.limits.timeout,
+                on_started=lambda _: index.update(prepared.name, status=RUNNING, started_at=time.time()),
+                launch_id=_launch_id(prepared),
+                signals=stop_signals,
+            )
+            record_result(index, prepared.name, result)
+        finally:
+            watchdog.release()
     return index.get(prepared.name)
 
 
@@ -154,6 +170,9 @@ def start_detached(prepared: PreparedJob, layout: Layout) -> int:
         stderr=subprocess.STDOUT,
         start_new_session=True,
         env=env,
+        # A `job cancel` right after `job create` reaches the launcher while Python starts:
+        # held until `execute` can act on it, instead of killing it before it records anything.
+        preexec_fn=block_stop_signals,
     )
     log.close()
     JobIndex(layout.db_path).set_launcher(prepared.name, proc.pid)
@@ -184,13 +203,24 @@ def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: b
         note = environment_note(prepared.spec.environment)
         lines = [f"distrun: {text}" for text in ([note] if note else []) + list(plan.notes)]
         lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
-        out.write(("\n".join(lines) + "\n").encode())
-        out.flush()
+        _say(out, "\n".join(lines))
 
     record = execute(prepared, layout, stream=out, color=color, on_plan=header)
-    out.write((execution_summary(record) + "\n").encode())
-    out.flush()
+    _say(out, execution_summary(record))
     return record
+
+
+def _say(out: BinaryIO, text: str) -> None:
+    """Text for the user's terminal, which may have gone (closed window: EIO; `| head`: EPIPE)."""
+    try:
+        out.write((text + "\n").encode())
+        out.flush()
+    except (OSError, ValueError):
+        # What is still buffered would fail again when Python exits (exit status 120).
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def submit_detached(prepared: PreparedJob, layout: Layout) -> JobRecord:

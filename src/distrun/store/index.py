@@ -148,8 +148,9 @@ class JobIndex:
             cursor = conn.execute(f"UPDATE jobs SET {sets} WHERE name = ?{guard}", [*row.values(), name])
             return cursor.rowcount > 0
 
-    def set_launcher(self, name: str, pid: int) -> None:
-        self.update(
+    def set_launcher(self, name: str, pid: int) -> bool:
+        """Make `pid` the job's supervisor; False when the job already ended (e.g. was canceled)."""
+        return self.update(
             name, launcher_pid=pid, launcher_host=socket.gethostname(), launcher_started=process_start_time(pid)
         )
 
