@@ -2,15 +2,24 @@
 
 Order matters for a true record: the row is inserted first (Queued), then the job folder
 is filled (resolved job, code snapshot, inputs, output folders); if any of that fails the
-row says Failed with the reason, and nothing has started.
+row says Failed with the reason, and nothing has started. The row names the process doing
+this as the job's supervisor from the start, so if it is killed (SIGKILL) before it hands
+the job on, the first reader records the job as launcher lost instead of Queued forever;
+Ctrl-C, SIGTERM (`job cancel`) or SIGHUP while preparing record it as Canceled.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
+import signal
+import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +29,7 @@ from distrun.plan.model import Bindings
 from distrun.spec import models
 from distrun.spec.command_template import render_value
 from distrun.spec.loader import LoadedJob, local_path
-from distrun.store.index import FAILED, QUEUED, STARTING, JobIndex, JobRecord
+from distrun.store.index import CANCELED, FAILED, QUEUED, STARTING, JobIndex, JobRecord, process_start_time
 from distrun.store.layout import JobFolder, Layout
 from distrun.store.snapshot import snapshot_code
 
@@ -75,8 +84,8 @@ def choose_target(loaded: LoadedJob, layout: Layout, compute: str | None) -> Com
 def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str | None = None) -> PreparedJob:
     spec = loaded.spec
     if name:
+        _check_name(name)
         spec = spec.model_copy(update={"name": name})
-        models.JobSpec.model_validate(spec.model_dump(by_alias=True))  # re-checks the name pattern
     job_name = spec.name or generate_name()
     folder = layout.job(job_name)
     index = JobIndex(layout.db_path)
@@ -90,20 +99,54 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         experiment_name=spec.experiment_name or Path.cwd().name,
         distribution=spec.distribution_type,
         tags=dict(spec.tags),
+        launcher_pid=os.getpid(),
+        launcher_host=socket.gethostname(),
+        launcher_started=process_start_time(os.getpid()),
     )
     if folder.root.exists():
         raise DistrunError(f"a job folder for {job_name!r} already exists at {folder.root}", "choose another name")
-    index.insert(record)
-    try:
-        bindings = _fill_folder(loaded, spec, folder)
-    except (OSError, DistrunError) as exc:
-        reason = exc.message if isinstance(exc, DistrunError) else f"could not prepare the job folder: {exc}"
-        index.update(job_name, status=FAILED, reason=reason, ended_at=time.time())
-        if isinstance(exc, DistrunError):
+    with _interrupts_raised():
+        index.insert(record)
+        try:
+            bindings = _fill_folder(loaded, spec, folder)
+            index.update(job_name, status=STARTING)
+        except KeyboardInterrupt:
+            index.update(
+                job_name, status=CANCELED, reason="canceled while the job was being prepared", ended_at=time.time()
+            )
             raise
-        raise DistrunError(reason, "check free space and permissions under DISTRUN_HOME") from None
-    index.update(job_name, status=STARTING)
+        except (OSError, DistrunError) as exc:
+            reason = exc.message if isinstance(exc, DistrunError) else f"could not prepare the job folder: {exc}"
+            index.update(job_name, status=FAILED, reason=reason, ended_at=time.time())
+            if isinstance(exc, DistrunError):
+                raise
+            raise DistrunError(reason, "check free space and permissions under DISTRUN_HOME") from None
     return PreparedJob(job_name, spec.model_copy(update={"name": job_name}), folder, target, bindings)
+
+
+def _check_name(name: str) -> None:
+    """`--name` comes from the command line, not the file: checked here with the file's rule."""
+    import re
+
+    if not re.fullmatch(models.JOB_NAME_PATTERN, name):
+        raise DistrunError(
+            f"--name: {name!r} is not a valid job name",
+            "use letters, digits, '_', '.' and '-', starting with a letter or digit (at most 255)",
+        )
+
+
+@contextmanager
+def _interrupts_raised() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt, as Ctrl-C does, so the record can say so."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> Bindings:
