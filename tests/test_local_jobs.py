@@ -85,7 +85,9 @@ def test_per_node_torchrun_form(run_cli, write_job, distrun_home):
                 dist.init_process_group("gloo")
                 t = torch.ones(1) * dist.get_rank()
                 dist.all_reduce(t)
-                print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", int(t.item()))
+                # One string: workers of one torchrun share the node's pipe, and print() with
+                # several arguments makes several writes that another worker's can split.
+                print(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(t.item())}")
                 dist.destroy_process_group()
             """
         },

@@ -265,7 +265,7 @@ def test_unknown_compute_is_the_cli_error(sdk_env):
 
 
 def test_unknown_distribution_type_is_the_loader_error(sdk_env):
-    with pytest.raises(distrun.ValidationError, match="distribution: unknown type 'horovod'"):
+    with pytest.raises(distrun.ValidationError, match=r"distribution\.type: unknown distribution type 'horovod'"):
         spec_of(command(command="echo hi", distribution={"type": "horovod"}))
 
 

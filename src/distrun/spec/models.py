@@ -13,10 +13,18 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic_core import PydanticCustomError
 
 NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 JOB_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$"
+
+# Error types raised by the validators below, and how to fix each (the loader's hint).
+CUSTOM_ERRORS = {
+    "job_name": "use letters, digits, '_', '.' and '-', starting with a letter or digit, e.g. name: mnist_ddp-2",
+    "io_name": "use letters, digits and '_', not starting with a digit, e.g. train_data",
+    "shm_size": "write a number with an optional unit b, k, m or g, e.g. shm_size: 2g",
+}
 
 # Variables that distrun computes for every process. Setting one by hand would silently
 # mis-wire the gang, so it is an error; MASTER_PORT is the exception: it pins the port.
@@ -47,10 +55,42 @@ RESERVED_ENV_VARS = frozenset(
 RESERVED_ENV_PREFIXES = ("OMPI_COMM_WORLD_", "DISTRUN_")
 
 
+def _not_a_boolean(value: Any) -> Any:
+    # pydantic reads `true` as 1; in a count or a port that is a slip, not a number.
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+Whole = Annotated[int, BeforeValidator(_not_a_boolean)]
+
+
 class StrictModel(BaseModel):
     """Nested objects of a job reject keys they do not know (Azure ML does the same)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+
+
+# ---------------------------------------------------------------- environment
+
+
+class BuildContext(StrictModel):
+    path: str | None = None
+    dockerfile_path: str | None = None
+
+
+class EnvironmentSpec(StrictModel):
+    """An inline environment; on local compute distrun runs in the current Python."""
+
+    name: str | None = None
+    version: str | None = None
+    image: str | None = None
+    conda_file: str | dict[str, Any] | None = None
+    build: BuildContext | None = None
+    os_type: str | None = None
+    description: str | None = None
+    tags: dict[str, str] | None = None
+    inference_config: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------- distribution
@@ -58,12 +98,12 @@ class StrictModel(BaseModel):
 
 class PyTorchDistribution(StrictModel):
     type: Literal["pytorch"] = "pytorch"
-    process_count_per_instance: int = Field(1, ge=1, description="processes per node")
+    process_count_per_instance: Whole = Field(1, ge=1, description="processes per node")
 
 
 class ParameterServerSettings(StrictModel):
     environment_variables: dict[str, str] = Field(default_factory=dict)
-    environment: Any = None
+    environment: Any = None  # recorded for backends that start ps tasks in their own image
     resource_limits: dict[str, Any] | None = None
 
     @field_validator("environment_variables", mode="before")
@@ -74,9 +114,9 @@ class ParameterServerSettings(StrictModel):
 
 class TensorFlowDistribution(StrictModel):
     type: Literal["tensorflow"] = "tensorflow"
-    worker_count: int | None = Field(None, ge=1, description="default: resources.instance_count")
-    parameter_server_count: int = Field(0, ge=0)
-    chief_count: int = Field(
+    worker_count: Whole | None = Field(None, ge=1, description="default: resources.instance_count")
+    parameter_server_count: Whole = Field(0, ge=0)
+    chief_count: Whole = Field(
         0,
         ge=0,
         le=1,
@@ -89,7 +129,7 @@ class TensorFlowDistribution(StrictModel):
 
 class MpiDistribution(StrictModel):
     type: Literal["mpi"] = "mpi"
-    process_count_per_instance: int = Field(1, ge=1)
+    process_count_per_instance: Whole = Field(1, ge=1)
     mpirun_args: list[str] = Field(
         default_factory=list, description="distrun extension: extra flags placed after `mpirun`"
     )
@@ -100,10 +140,10 @@ class MpiDistribution(StrictModel):
 
 class RayDistribution(StrictModel):
     type: Literal["ray"] = "ray"
-    port: int | None = Field(None, ge=1, le=65535)
+    port: Whole | None = Field(None, ge=1, le=65535)
     address: str | None = None
     include_dashboard: bool | None = None
-    dashboard_port: int | None = Field(None, ge=1, le=65535)
+    dashboard_port: Whole | None = Field(None, ge=1, le=65535)
     head_node_additional_args: str | None = None
     worker_node_additional_args: str | None = None
 
@@ -113,6 +153,12 @@ Distribution = Annotated[
     Field(discriminator="type"),
 ]
 DISTRIBUTION_TYPES = ("pytorch", "tensorflow", "mpi", "ray")
+DISTRIBUTION_MODELS: dict[str, type[StrictModel]] = {
+    "pytorch": PyTorchDistribution,
+    "tensorflow": TensorFlowDistribution,
+    "mpi": MpiDistribution,
+    "ray": RayDistribution,
+}
 
 # ---------------------------------------------------------------- inputs / outputs
 
@@ -182,39 +228,30 @@ class OutputSpec(StrictModel):
 
 
 class ResourceConfiguration(StrictModel):
-    instance_count: int = Field(1, ge=1)
+    instance_count: Whole = Field(1, ge=1)
     instance_type: str | None = None
-    shm_size: str | None = Field(None, pattern=r"^\d+[bkmgBKMG]?$")
+    shm_size: str | None = None
     docker_args: str | None = None
     properties: dict[str, Any] | None = None
     locations: list[str] | None = None
-    max_instance_count: int | None = Field(None, ge=1)
+    max_instance_count: Whole | None = Field(None, ge=1)
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm_size(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[0-9]+[bkmgBKMG]?", value):
+            raise PydanticCustomError("shm_size", "shm_size '{value}' is not a size", {"value": value})
+        return value
 
 
 class JobLimits(StrictModel):
-    timeout: float | None = Field(None, gt=0, description="seconds; the job fails when reached")
+    timeout: float | None = Field(None, gt=0, allow_inf_nan=False, description="seconds; the job fails when reached")
     grace_period: float | None = Field(
-        None, ge=0, description="distrun extension: seconds between SIGTERM and SIGKILL (default 10)"
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="distrun extension: seconds between SIGTERM and SIGKILL (default 10)",
     )
-
-
-class BuildContext(StrictModel):
-    path: str | None = None
-    dockerfile_path: str | None = None
-
-
-class EnvironmentSpec(StrictModel):
-    """An inline environment; on local compute distrun runs in the current Python."""
-
-    name: str | None = None
-    version: str | None = None
-    image: str | None = None
-    conda_file: str | dict[str, Any] | None = None
-    build: BuildContext | None = None
-    os_type: str | None = None
-    description: str | None = None
-    tags: dict[str, str] | None = None
-    inference_config: dict[str, Any] | None = None
 
 
 def _stringify_env(value: Any) -> Any:
@@ -242,7 +279,7 @@ class JobSpec(StrictModel):
 
     schema_: str | None = Field(None, alias="$schema")
     type: Literal["command"] = "command"
-    name: str | None = Field(None, pattern=JOB_NAME_PATTERN)
+    name: str | None = Field(None, description="names the job's folder, so it is checked like a file name")
     display_name: str | None = None
     experiment_name: str | None = None
     description: str | None = None
@@ -280,13 +317,30 @@ class JobSpec(StrictModel):
             value = {**value, "type": value["type"].lower()}
         return value
 
+    @field_validator("name")
+    @classmethod
+    def _job_name(cls, value: str | None) -> str | None:
+        # The name becomes a folder under the job store: no '/', no '..', no leading dot.
+        if value is not None and not re.fullmatch(JOB_NAME_PATTERN, value):
+            raise PydanticCustomError(
+                "job_name",
+                "job name '{name}' is not allowed: it names a folder, so it may hold only letters, digits, "
+                "'_', '.' and '-', must start with a letter or digit, and be at most 255 characters",
+                {"name": value},
+            )
+        return value
+
     @field_validator("inputs", "outputs")
     @classmethod
-    def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _names(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
+        kind = "input" if info.field_name == "inputs" else "output"
         for key in value:
-            if not re.match(NAME_PATTERN, key):
-                raise ValueError(
-                    f"name {key!r} is not allowed: use letters, digits and _ and do not start with a digit"
+            if not re.fullmatch(NAME_PATTERN, key):
+                raise PydanticCustomError(
+                    "io_name",
+                    "{kind} name '{name}' is not allowed: names hold letters, digits and '_', "
+                    "and do not start with a digit",
+                    {"kind": kind, "name": key},
                 )
         return value
 

@@ -13,10 +13,12 @@ Values a newer key already gives win over the older spelling; positions follow t
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
 from distrun.errors import Problem, ValidationError
+from distrun.spec.model_errors import LAUNCHER_NOTE
 from distrun.spec.source_map import SourceMap
 
 _SINGLE_BRACE = re.compile(r"(?<![\$\{])\{((?:inputs|outputs)\.[A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
@@ -25,7 +27,7 @@ _SINGLE_BRACE = re.compile(r"(?<![\$\{])\{((?:inputs|outputs)\.[A-Za-z_][A-Za-z0
 def normalize(data: Any, smap: SourceMap) -> Any:
     if not isinstance(data, dict):
         return data
-    data = dict(data)
+    data = copy.deepcopy(data)  # rewrites below edit nested mappings; the caller's data stays as given
     _code(data, smap)
     _environment(data, smap)
     _compute(data, smap)
@@ -45,17 +47,21 @@ def _code(data: dict[str, Any], smap: SourceMap) -> None:
 
 
 def _environment(data: dict[str, Any], smap: SourceMap) -> None:
-    env = data.get("environment")
-    if isinstance(env, dict) and isinstance(env.get("docker"), dict):
-        docker = env["docker"]
-        rest = {k: v for k, v in env.items() if k != "docker"}
-        if "image" in docker:
-            smap.move(("environment", "docker", "image"), ("environment", "image"))
-            rest.setdefault("image", docker["image"])
-        if "build" in docker:
-            smap.move(("environment", "docker", "build"), ("environment", "build"))
-            rest.setdefault("build", docker["build"])
-        data["environment"] = rest
+    if "environment" in data:
+        data["environment"] = _docker_environment(data["environment"], ("environment",), smap)
+
+
+def _docker_environment(env: Any, path: tuple[str, ...], smap: SourceMap) -> Any:
+    """`{docker: {image, build}}` (2021 preview, seed draft) -> `{image, build}`."""
+    if not (isinstance(env, dict) and isinstance(env.get("docker"), dict)):
+        return env
+    docker = env["docker"]
+    rest = {k: v for k, v in env.items() if k != "docker"}
+    for key in ("image", "build"):
+        if key in docker:
+            smap.move(path + ("docker", key), path + (key,))
+            rest.setdefault(key, docker[key])
+    return rest
 
 
 def _resources(data: dict[str, Any]) -> dict[str, Any]:
@@ -121,16 +127,16 @@ def _distributed(data: dict[str, Any], smap: SourceMap) -> None:
             ]
         )
     kind, body = next(iter(section.items()))
-    body = body or {}
+    body = {} if body is None else body
     base = ("distributed", kind)
-    if kind not in ("mpi", "pytorch", "tensorflow") or not isinstance(body, dict):
+    if kind not in ("mpi", "pytorch", "tensorflow"):
         raise ValidationError(
             [
                 Problem(
                     f"unknown distributed type {kind!r}",
                     f"distributed.{kind}",
                     smap.find(base),
-                    "use mpi, pytorch or tensorflow",
+                    "use mpi, pytorch or tensorflow" + LAUNCHER_NOTE.get(str(kind).lower(), ""),
                 )
             ]
         )
@@ -140,10 +146,13 @@ def _distributed(data: dict[str, Any], smap: SourceMap) -> None:
         "tensorflow": {"worker", "parameter_server", "chief"},
     }[kind]
     _reject_unknown(body, allowed, base, smap)
-    worker = body.get("worker") or {}
+    worker = body.get("worker")
+    worker = {} if worker is None else worker
     _reject_unknown(worker, {"count", "slots_per", "resources", "resource_limits"}, base + ("worker",), smap)
     dist: dict[str, Any] = {"type": kind}
     res = _resources(data)
+    if not isinstance(res, dict):
+        res = {}  # a wrong `resources` is reported by validation; nothing to merge into it
     props = data.setdefault("properties", {})
     if kind in ("mpi", "pytorch"):
         if "count" in worker and "instance_count" not in res:
@@ -154,15 +163,14 @@ def _distributed(data: dict[str, Any], smap: SourceMap) -> None:
             dist["process_count_per_instance"] = worker["slots_per"]
         launcher = body.get("launcher")
         if kind == "mpi" and launcher is not None:
-            _reject_unknown(launcher or {}, {"resources"}, base + ("launcher",), smap)
-            dist["launcher_resources"] = (launcher or {}).get("resources")
+            _reject_unknown(launcher, {"resources"}, base + ("launcher",), smap)
+            dist["launcher_resources"] = launcher.get("resources")
     else:
         if "count" in worker:
             smap.move(base + ("worker", "count"), ("distribution", "worker_count"))
             dist["worker_count"] = worker["count"]
         ps = body.get("parameter_server")
         if ps is not None:
-            ps = ps or {}
             _reject_unknown(
                 ps,
                 {"count", "environment", "environment_variables", "resource_limits"},
@@ -178,8 +186,8 @@ def _distributed(data: dict[str, Any], smap: SourceMap) -> None:
                 dist["parameter_server"] = settings
         chief = body.get("chief")
         if chief is not None:
-            _reject_unknown(chief or {}, {"count"}, base + ("chief",), smap)
-            dist["chief_count"] = (chief or {}).get("count", 1)
+            _reject_unknown(chief, {"count"}, base + ("chief",), smap)
+            dist["chief_count"] = chief.get("count", 1)
     for key in ("resources", "resource_limits"):
         if key in worker and isinstance(props, dict):
             props.setdefault("worker_" + key, worker[key])
@@ -218,11 +226,21 @@ def _process_count_total(data: dict[str, Any], smap: SourceMap) -> None:
         return
     total = dist["process_count"]
     res = data.get("resources") if isinstance(data.get("resources"), dict) else {}
-    nodes = res.get("instance_count", 1) if isinstance(res, dict) else 1
+    nodes = _count(res.get("instance_count", 1) if isinstance(res, dict) else 1)
+    if nodes is None:
+        return  # validation reports the wrong instance_count, and process_count as an unknown key
     where = smap.find(("distribution", "process_count"))
-    if not isinstance(total, int) or isinstance(total, bool) or not isinstance(nodes, int) or total < 1 or nodes < 1:
+    total = _count(total)
+    if total is None:
         raise ValidationError(
-            [Problem("process_count must be a positive whole number", "distribution.process_count", where, "")]
+            [
+                Problem(
+                    f"process_count must be a whole number of at least 1, got {dist['process_count']!r}",
+                    "distribution.process_count",
+                    where,
+                    "process_count is the total over all nodes, e.g. 8 for 2 nodes x 4 processes",
+                )
+            ]
         )
     if total % nodes:
         raise ValidationError(
@@ -239,3 +257,12 @@ def _process_count_total(data: dict[str, Any], smap: SourceMap) -> None:
     dist.setdefault("process_count_per_instance", total // nodes)
     smap.move(("distribution", "process_count"), ("distribution", "process_count_per_instance"))
     data["distribution"] = dist
+
+
+def _count(value: Any) -> int | None:
+    """A count as validation will read it (`2` or `"2"`), or None when it is not a positive whole number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
+        value = int(value)
+    return value if isinstance(value, int) and value >= 1 else None

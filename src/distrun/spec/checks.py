@@ -1,0 +1,208 @@
+"""Checks a schema cannot express: references in the command, reserved variables, local paths.
+
+They run on a job that passed schema validation, and read the file system only to see that
+the code folder and input paths exist (relative paths start at the job file's folder).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from distrun.errors import Position, Problem
+from distrun.spec import models
+from distrun.spec.command_template import references
+
+REMOTE_SCHEMES = ("azureml:", "https://", "http://", "wasbs://", "abfss://", "adl://", "s3://", "gs://")
+
+PositionOf = Callable[..., Position]
+
+
+def semantic_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
+    """Every problem of a schema-valid job; `position(*key_path)` says where a key was written."""
+    return [
+        *_env_problems(spec, position),
+        *_reference_problems(spec, position),
+        *_path_problems(spec, base_dir, position),
+        *_size_problems(spec, position),
+    ]
+
+
+# Far above any real cluster, low enough that planning stays bounded in time and memory.
+MAX_PROCESSES = 1 << 20
+
+
+def process_count(spec: models.JobSpec) -> int:
+    dist = spec.distribution
+    if isinstance(dist, models.TensorFlowDistribution):
+        workers = dist.worker_count if dist.worker_count is not None else spec.resources.instance_count
+        return workers + dist.parameter_server_count + dist.chief_count
+    per_node = getattr(dist, "process_count_per_instance", 1)
+    return spec.resources.instance_count * per_node
+
+
+def _size_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
+    total = process_count(spec)
+    if total <= MAX_PROCESSES:
+        return []
+    return [
+        Problem(
+            f"the job would have {total} processes, more than distrun plans ({MAX_PROCESSES})",
+            "resources.instance_count",
+            position("resources", "instance_count"),
+            "lower resources.instance_count or the per-node process count",
+        )
+    ]
+
+
+def is_reserved_env_var(name: str) -> bool:
+    return name in models.RESERVED_ENV_VARS or name.startswith(models.RESERVED_ENV_PREFIXES)
+
+
+def _reserved(variables: Mapping[str, str], path: tuple[str, ...], position: PositionOf) -> list[Problem]:
+    return [
+        Problem(
+            f"{name} is set by distrun for every process and cannot be set here",
+            ".".join((*path, name)),
+            position(*path, name),
+            "remove it: distrun computes it from `resources` and `distribution` (only MASTER_PORT may be pinned)",
+        )
+        for name in variables
+        if is_reserved_env_var(name)
+    ]
+
+
+def _env_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
+    # Parameter-server variables are checked with the other TensorFlow rules (checks_tensorflow).
+    return _reserved(spec.environment_variables, ("environment_variables",), position)
+
+
+def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
+    refs, unknown = references(spec.command)
+    where = position("command")
+    problems = []
+    for expr in unknown:
+        problems.append(
+            Problem(
+                f"unsupported expression {expr} in the command",
+                "command",
+                where,
+                "only ${{inputs.NAME}} and ${{outputs.NAME}} can be used in a command",
+            )
+        )
+    seen: set[tuple[str, str]] = set()
+    for ref in refs:
+        table: Mapping[str, object] = spec.inputs if ref.kind == "inputs" else spec.outputs
+        if ref.name in table or ref.optional or (ref.kind, ref.name) in seen:
+            continue
+        seen.add((ref.kind, ref.name))
+        singular = ref.kind[:-1]
+        close = difflib.get_close_matches(ref.name, list(table), n=1)
+        add = f"add `{ref.name}` under `{ref.kind}:`"
+        hint = f"did you mean {ref.kind}.{close[0]}? Otherwise {add}" if close else add
+        problems.append(
+            Problem(
+                f"${{{{{ref.kind}.{ref.name}}}}} refers to an undefined {singular} {ref.name!r}",
+                "command",
+                where,
+                hint,
+            )
+        )
+    return problems
+
+
+def local_path(base_dir: Path, text: str) -> Path | None:
+    """A local path or file:// URL resolved against the job's folder; None for remote URIs."""
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    elif text.startswith(REMOTE_SCHEMES) or "://" in text:
+        return None
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # `~user` of an unknown user: keep it literal
+        path = Path(text)
+    return path if path.is_absolute() else (base_dir / path)
+
+
+def _kind_of(path: Path) -> str:
+    """'folder', 'file', 'missing' or 'unreadable' (a path the OS refuses to look at)."""
+    try:
+        if path.is_dir():
+            return "folder"
+        if path.exists():
+            return "file"
+    except (OSError, ValueError):  # too long, NUL bytes, no permission on a parent
+        return "unreadable"
+    return "missing"
+
+
+def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
+    problems = []
+    if spec.code is not None:
+        code = local_path(base_dir, spec.code)
+        kind = _kind_of(code) if code is not None else "remote"
+        if kind == "remote":
+            problems.append(
+                Problem(
+                    f"code {spec.code!r} is not a folder on this machine",
+                    "code",
+                    position("code"),
+                    "give a local folder (relative to the job file); download remote code first",
+                )
+            )
+        elif kind != "folder":
+            what = {"file": "is a file, not a folder", "missing": "does not exist"}.get(kind, "cannot be read")
+            problems.append(
+                Problem(
+                    f"code folder {code} {what}",
+                    "code",
+                    position("code"),
+                    "point `code` at the folder holding your scripts (relative paths start at the job file's folder)",
+                )
+            )
+    for name, value in spec.inputs.items():
+        if not isinstance(value, models.DataInput):
+            continue
+        key = f"inputs.{name}.path"
+        where = position("inputs", name, "path")
+        path = local_path(base_dir, value.path)
+        if path is None:
+            problems.append(
+                Problem(
+                    f"input {name}: {value.path!r} is not on this machine",
+                    key,
+                    where,
+                    "distrun reads local paths and file:// URLs: download the data and give its local path",
+                )
+            )
+            continue
+        kind = _kind_of(path)
+        if kind in ("missing", "unreadable"):
+            problems.append(
+                Problem(
+                    f"input {name}: {path} {'does not exist' if kind == 'missing' else 'cannot be read'}",
+                    key,
+                    where,
+                    "check the path (relative paths start at the job file's folder)",
+                )
+            )
+        elif value.type == "uri_file" and kind != "file":
+            problems.append(
+                Problem(
+                    f"input {name} is a uri_file but {path} is a folder",
+                    key,
+                    where,
+                    "use type: uri_folder for a folder, or point `path` at one file",
+                )
+            )
+        elif value.type == "uri_folder" and kind != "folder":
+            problems.append(
+                Problem(
+                    f"input {name} is a uri_folder but {path} is a file",
+                    key,
+                    where,
+                    "use type: uri_file for a single file, or point `path` at its folder",
+                )
+            )
+    return problems

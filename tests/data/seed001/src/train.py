@@ -1,0 +1,1 @@
+"""Placeholder training script: the seed examples only need their code folder to exist."""
