@@ -125,13 +125,14 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
 
 
 def _check_name(name: str) -> None:
-    """`--name` comes from the command line, not the file: checked here with the file's rule."""
+    """`--name` comes from the command line, not the file: the file's rule, distrun's error."""
     import re
 
     if not re.fullmatch(models.JOB_NAME_PATTERN, name):
         raise DistrunError(
-            f"--name: {name!r} is not a valid job name",
-            "use letters, digits, '_', '.' and '-', starting with a letter or digit (at most 255)",
+            f"--name: job name {name!r} is not allowed: it names a folder, so it may hold only letters, digits, "
+            "'_', '.' and '-', must start with a letter or digit, and be at most 255 characters",
+            "e.g. --name mnist_ddp-2",
         )
 
 
