@@ -9,6 +9,7 @@ notices, so nothing shows Running forever.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
 import time
@@ -53,6 +54,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 )
 """
 _JSON_FIELDS = ("root_cause", "processes", "tags")
+# Below this much free space, an index error is put down to the full filesystem.
+_ROOM_NEEDED = 256 * 1024
 
 
 @dataclass
@@ -112,7 +115,7 @@ class JobIndex:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
-            raise DistrunError(f"cannot open the job index {self.db_path}: {exc}") from None
+            raise self._error(f"cannot open the job index {self.db_path}: {exc}") from None
         try:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout = 60000")
@@ -121,9 +124,23 @@ class JobIndex:
             conn.execute(_SCHEMA)
             yield conn
         except sqlite3.Error as exc:
-            raise DistrunError(f"job index {self.db_path}: {exc}") from None
+            raise self._error(f"job index {self.db_path}: {exc}") from None
         finally:
             conn.close()
+
+    def _error(self, text: str) -> DistrunError:
+        """SQLite says 'disk I/O error' or 'database or disk is full'; say which disk, and what to do."""
+        try:
+            stat = os.statvfs(self.db_path.parent)
+            full = stat.f_bavail * stat.f_frsize < _ROOM_NEEDED
+        except OSError:
+            full = False
+        if full:
+            return DistrunError(
+                f"{text} (the filesystem holding {self.db_path.parent} is full)",
+                "free space there; distrun needs a little room to record jobs (DISTRUN_HOME picks the place)",
+            )
+        return DistrunError(text)
 
     # ------------------------------------------------------------ writes
 
