@@ -117,6 +117,15 @@ def execute(
         watchdog = Watchdog.start(
             _launch_id(prepared), lambda: JobIndex(layout.db_path).mark_launcher_lost(prepared.name)
         )
+
+        def started(_: object) -> None:
+            # Not being able to note "Running" (index on a full disk) must not stop the job:
+            # the outcome is written, or reported, at its end.
+            try:
+                index.update(prepared.name, status=RUNNING, started_at=time.time())
+            except DistrunError:
+                pass
+
         try:
             if not index.set_launcher(prepared.name, os.getpid()):
                 return index.get(prepared.name)  # it ended (was canceled) before it could start
@@ -128,11 +137,19 @@ def execute(
                 color=color,
                 grace_period=_grace(prepared),
                 timeout=prepared.spec.limits.timeout,
-                on_started=lambda _: index.update(prepared.name, status=RUNNING, started_at=time.time()),
+                on_started=started,
                 launch_id=_launch_id(prepared),
                 signals=stop_signals,
             )
-            record_result(index, prepared.name, result)
+            try:
+                record_result(index, prepared.name, result)
+            except DistrunError as exc:
+                # The outcome is known; only writing it down failed (e.g. the disk is full).
+                raise DistrunError(
+                    f"job {prepared.name} ended {result.status} ({result.reason}), but its record could not "
+                    f"be written: {exc.message}; it will show as launcher lost",
+                    exc.hint,
+                ) from None
         finally:
             watchdog.release()
     return index.get(prepared.name)
