@@ -31,6 +31,7 @@ from distrun.report import environment_note, execution_summary, stream_header
 from distrun.spec.loader import LoadedJob
 from distrun.store.index import FAILED, FINALIZING, RUNNING, JobIndex, JobRecord
 from distrun.store.layout import Layout
+from distrun.store.port_leases import PortLeases
 from distrun.submission import PreparedJob, bind
 
 LOCAL_ADDRESS = "127.0.0.1"
@@ -42,8 +43,9 @@ LOCAL_ADDRESS = "127.0.0.1"
 PORT_RANGE = (20000, 32767)
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports on the loopback address, each free when checked."""
+def free_ports(count: int, leases: PortLeases | None = None) -> list[int]:
+    """`count` distinct TCP ports on the loopback address, each free when checked and, with
+    `leases`, leased until the job ends (no other distrun job gets it meanwhile)."""
     chosen: list[int] = []
     sockets = []
     tries = 0
@@ -56,6 +58,8 @@ def free_ports(count: int) -> list[int]:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
                 sock.bind((LOCAL_ADDRESS, port))
+                if leases is not None and not leases.take(port):
+                    raise OSError("leased to another job")
             except OSError:
                 sock.close()
                 if tries > 50 * (count + 10):
@@ -69,11 +73,11 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def local_placement(prepared: PreparedJob) -> Placement:
+def local_placement(prepared: PreparedJob, leases: PortLeases | None = None) -> Placement:
     spec = prepared.spec
     pinned = spec.environment_variables.get("MASTER_PORT")
     needed = task_port_count(spec) + (0 if pinned else 1)
-    ports = free_ports(needed) if needed else []
+    ports = free_ports(needed, leases) if needed else []
     master_port = int(pinned) if pinned else ports.pop(0)
     return Placement(
         hosts=(LOCAL_ADDRESS,) * spec.resources.instance_count,
@@ -85,8 +89,8 @@ def local_placement(prepared: PreparedJob) -> Placement:
     )
 
 
-def plan_local(prepared: PreparedJob) -> LaunchPlan:
-    return build_plan(prepared.spec, local_placement(prepared), prepared.bindings)
+def plan_local(prepared: PreparedJob, leases: PortLeases | None = None) -> LaunchPlan:
+    return build_plan(prepared.spec, local_placement(prepared, leases), prepared.bindings)
 
 
 def execute(
@@ -104,55 +108,71 @@ def execute(
     anything runs, one that arrives after they ended leaves the job's own outcome standing.
     """
     index = JobIndex(layout.db_path)
-    with held_stop_signals() as stop_signals:
-        try:
-            plan = plan_local(prepared)
-            prepared.folder.plan_json.write_text(json.dumps(plan.to_dict(), indent=2), encoding="utf-8")
-        except (DistrunError, OSError) as exc:
-            reason = exc.message if isinstance(exc, DistrunError) else f"could not write the job's plan: {exc}"
-            index.update(prepared.name, status=FAILED, reason=reason, ended_at=time.time())
-            raise DistrunError(reason) from None
-        if on_plan is not None:
-            on_plan(plan)
-        watchdog = Watchdog.start(
-            _launch_id(prepared), lambda: JobIndex(layout.db_path).mark_launcher_lost(prepared.name)
-        )
-
-        def started(_: object) -> None:
-            # Not being able to note "Running" (index on a full disk) must not stop the job:
-            # the outcome is written, or reported, at its end.
-            try:
-                index.update(prepared.name, status=RUNNING, started_at=time.time())
-            except DistrunError:
-                pass
-
-        try:
-            if not index.set_launcher(prepared.name, os.getpid()):
-                return index.get(prepared.name)  # it ended (was canceled) before it could start
-            result = run_gang(
-                plan,
-                [node.node_rank for node in plan.nodes],
-                prepared.folder.user_logs,
-                stream=stream,
-                color=color,
-                grace_period=_grace(prepared),
-                timeout=prepared.spec.limits.timeout,
-                on_started=started,
-                launch_id=_launch_id(prepared),
-                signals=stop_signals,
+    leases = PortLeases()  # held until this function returns (or this process ends)
+    try:
+        with held_stop_signals() as stop_signals:
+            plan = _write_plan(prepared, index, leases)
+            if on_plan is not None:
+                on_plan(plan)
+            watchdog = Watchdog.start(
+                _launch_id(prepared), lambda: JobIndex(layout.db_path).mark_launcher_lost(prepared.name)
             )
             try:
-                record_result(index, prepared.name, result)
-            except DistrunError as exc:
-                # The outcome is known; only writing it down failed (e.g. the disk is full).
-                raise DistrunError(
-                    f"job {prepared.name} ended {result.status} ({result.reason}), but its record could not "
-                    f"be written: {exc.message}; it will show as launcher lost",
-                    exc.hint,
-                ) from None
-        finally:
-            watchdog.release()
+                if not index.set_launcher(prepared.name, os.getpid()):
+                    return index.get(prepared.name)  # it ended (was canceled) before it could start
+                result = run_gang(
+                    plan,
+                    [node.node_rank for node in plan.nodes],
+                    prepared.folder.user_logs,
+                    stream=stream,
+                    color=color,
+                    grace_period=_grace(prepared),
+                    timeout=prepared.spec.limits.timeout,
+                    on_started=_noting_running(index, prepared.name),
+                    launch_id=_launch_id(prepared),
+                    signals=stop_signals,
+                )
+                _record_or_say(index, prepared.name, result)
+            finally:
+                watchdog.release()
+    finally:
+        leases.release()
     return index.get(prepared.name)
+
+
+def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases) -> LaunchPlan:
+    try:
+        plan = plan_local(prepared, leases)
+        prepared.folder.plan_json.write_text(json.dumps(plan.to_dict(), indent=2), encoding="utf-8")
+    except (DistrunError, OSError) as exc:
+        reason = exc.message if isinstance(exc, DistrunError) else f"could not write the job's plan: {exc}"
+        index.update(prepared.name, status=FAILED, reason=reason, ended_at=time.time())
+        raise DistrunError(reason) from None
+    return plan
+
+
+def _noting_running(index: JobIndex, name: str) -> Callable[[object], None]:
+    def started(_: object) -> None:
+        # Not being able to note "Running" (index on a full disk) must not stop the job:
+        # the outcome is written, or reported, at its end.
+        try:
+            index.update(name, status=RUNNING, started_at=time.time())
+        except DistrunError:
+            pass
+
+    return started
+
+
+def _record_or_say(index: JobIndex, name: str, result: GangResult) -> None:
+    try:
+        record_result(index, name, result)
+    except DistrunError as exc:
+        # The outcome is known; only writing it down failed (e.g. the disk is full).
+        raise DistrunError(
+            f"job {name} ended {result.status} ({result.reason}), but its record could not be written: "
+            f"{exc.message}; it will show as launcher lost",
+            exc.hint,
+        ) from None
 
 
 def record_result(index: JobIndex, name: str, result: GangResult) -> None:
