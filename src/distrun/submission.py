@@ -25,6 +25,7 @@ from pathlib import Path
 
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
+from distrun.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
 from distrun.plan.model import Bindings
 from distrun.spec import models
 from distrun.spec.command_template import render_value
@@ -151,9 +152,10 @@ def _interrupts_raised() -> Iterator[None]:
 
 
 def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> Bindings:
-    folder.root.mkdir(parents=True)
+    make_dirs(folder.root.parent)
+    folder.root.mkdir(mode=DIR_MODE)  # not exist_ok: two jobs never share a folder
     for path in (folder.user_logs, folder.system_logs, folder.named_outputs):
-        path.mkdir()
+        path.mkdir(mode=DIR_MODE)
     resolved = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     resolved["name"] = folder.root.name
     _write_text(folder.job_json, json.dumps(resolved, indent=2))
@@ -163,7 +165,7 @@ def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> 
         assert code is not None  # the loader checked it
         snapshot_code(code, folder.code)
     else:
-        folder.code.mkdir()
+        folder.code.mkdir(mode=DIR_MODE)
     bindings = bind(loaded, spec, folder, materialize=True)
     _write_text(folder.root / "bindings.json", json.dumps(bindings.__dict__, indent=2))
     return bindings
@@ -196,17 +198,26 @@ def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize
     for name, out in spec.outputs.items():
         path = folder.named_output(name)
         if materialize:
-            path.mkdir(parents=True, exist_ok=True)
+            make_dirs(path)
         outputs[name] = str(path / name) if out is not None and out.type == "uri_file" else str(path)
     return Bindings(inputs=inputs, outputs=outputs, input_paths=input_paths)
 
 
 def _copy_input(source: Path, target: Path) -> None:
     if source.is_dir():
-        shutil.copytree(source, target, symlinks=True)
+        make_dirs(target.parent)
+        shutil.copytree(source, target, symlinks=True, copy_function=_copy_file)
+        for folder, _, _ in os.walk(target):
+            os.chmod(folder, copied_mode(os.stat(folder).st_mode))
     else:
-        target.parent.mkdir(parents=True)
-        shutil.copy2(source, target)
+        make_dirs(target.parent)
+        _copy_file(source, target)
+
+
+def _copy_file(source: Path | str, target: Path | str) -> None:
+    shutil.copy2(source, target, follow_symlinks=False)
+    if not os.path.islink(target):
+        os.chmod(target, copied_mode(os.stat(target).st_mode))
 
 
 def load_bindings(folder: JobFolder) -> Bindings:
@@ -223,9 +234,7 @@ def load_prepared(layout: Layout, name: str) -> PreparedJob:
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_file(path, text.encode("utf-8"))
 
 
 def _write_yaml(path: Path, data: dict[str, object]) -> None:

@@ -37,6 +37,7 @@ from distrun.agent.outcome import (
 )
 from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
+from distrun.file_modes import make_dirs, open_append
 from distrun.plan.model import LaunchPlan, ProcessSpec
 
 READ_SIZE = 1 << 18
@@ -156,7 +157,7 @@ class Gang:
         if self.stop is not None:
             return
         try:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.log_dir)
         except OSError as exc:
             self._begin_stop(_Stop(FAILED, f"could not create {self.log_dir}: {_why(exc)}"))
             return
@@ -177,7 +178,7 @@ class Gang:
                     label=spec.label,
                 )
                 try:
-                    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+                    log_fd = open_append(log_path)
                 except OSError as exc:
                     self._begin_stop(_Stop(FAILED, f"could not create {log_path}: {_why(exc)}"))
                     return

@@ -25,6 +25,7 @@ from distrun.agent.stop_signals import block_stop_signals, held_stop_signals
 from distrun.agent.watchdog import Watchdog
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
+from distrun.file_modes import open_append, write_file
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.report import environment_note, execution_summary, stream_header
@@ -143,7 +144,7 @@ def execute(
 def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases) -> LaunchPlan:
     try:
         plan = plan_local(prepared, leases)
-        prepared.folder.plan_json.write_text(json.dumps(plan.to_dict(), indent=2), encoding="utf-8")
+        write_file(prepared.folder.plan_json, json.dumps(plan.to_dict(), indent=2).encode("utf-8"))
     except (DistrunError, OSError) as exc:
         reason = exc.message if isinstance(exc, DistrunError) else f"could not write the job's plan: {exc}"
         index.update(prepared.name, status=FAILED, reason=reason, ended_at=time.time())
@@ -198,7 +199,7 @@ def _launch_id(prepared: PreparedJob) -> str:
 
 def start_detached(prepared: PreparedJob, layout: Layout) -> int:
     """Supervise the job from a new background process; returns its pid."""
-    log = open(prepared.folder.system_logs / "launcher.txt", "ab")
+    log = os.fdopen(open_append(prepared.folder.system_logs / "launcher.txt"), "ab")
     env = dict(os.environ, DISTRUN_HOME=str(layout.home))
     proc = subprocess.Popen(
         [sys.executable, "-m", "distrun.backends.local_launcher", prepared.name],

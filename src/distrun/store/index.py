@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.errors import DistrunError, JobNotFoundError
+from distrun.file_modes import make_dirs
 
 QUEUED = "Queued"
 STARTING = "Starting"
@@ -112,7 +113,7 @@ class JobIndex:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         try:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.db_path.parent)
             conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise self._error(f"cannot open the job index {self.db_path}: {exc}") from None
