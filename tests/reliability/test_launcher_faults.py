@@ -238,6 +238,7 @@ def test_cancel_racing_the_jobs_own_end(start_cli, write_job, distrun_home, tmp_
     assert set(outcomes) <= {"Completed", "Canceled"}
 
 
+@pytest.mark.slow
 def test_cancel_racing_the_jobs_start(run_cli, write_job, distrun_home, tmp_path):
     """`job cancel` right after `job create`, while the background launcher starts."""
     layout = Layout(distrun_home)
@@ -258,6 +259,7 @@ def test_cancel_racing_the_jobs_start(run_cli, write_job, distrun_home, tmp_path
         assert record(distrun_home, f"early{attempt}")["status"] == "Canceled"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_signal_while_the_job_is_prepared_or_starts(start_cli, write_job, distrun_home, sig):
     """A stop signal at any moment from the record's creation on: the job ends Canceled, never
