@@ -18,6 +18,7 @@ refused with distrun's ValidationError; every job it accepts must plan so that:
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from distrun.plan.mpi import HOSTFILE_PATH
 from distrun.spec.checks import MAX_PROCESSES
 from distrun.spec.loader import LoadedJob, load_job_data
 
-EXAMPLES = 1000
+EXAMPLES = int(os.environ.get("DISTRUN_FUZZ_EXAMPLES", "1000"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 counts = st.integers(min_value=0, max_value=9)

@@ -25,7 +25,7 @@ from reliability_support import only_job, record, run_bytes
 from conftest import cli_env
 from distrun.spec.command_template import render_command
 
-SHELL_EXAMPLES = 300
+SHELL_EXAMPLES = int(os.environ.get("DISTRUN_FUZZ_EXAMPLES", "300"))
 
 # ---------------------------------------------------------------- shell injection
 
