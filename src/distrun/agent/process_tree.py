@@ -1,6 +1,6 @@
 """Starting a job's processes so that none can outlive it, and finding any that try.
 
-Three layers, because each alone has a hole:
+Four layers, because each alone has a hole:
 1. Every process starts in its own session (its own process group, no terminal) with
    PR_SET_PDEATHSIG=SIGKILL: if the agent dies, even by SIGKILL, the kernel kills it.
 2. Every process carries a launch marker in its environment (`DISTRUN_LAUNCH_ID`), which its
