@@ -65,6 +65,12 @@ _NOUNS = (
 COPY_MODES = ("download", "eval_download")
 
 
+class JobCanceledError(DistrunError):
+    """`job cancel` reached the job before it started: exit as a canceled run does."""
+
+    exit_code = 130
+
+
 @dataclass(frozen=True)
 class PreparedJob:
     name: str
@@ -110,7 +116,8 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         index.insert(record)
         try:
             bindings = _fill_folder(loaded, spec, folder)
-            index.update(job_name, status=STARTING)
+            if not index.update(job_name, status=STARTING):
+                raise JobCanceledError(f"job {job_name} was canceled while it was being prepared")
         except KeyboardInterrupt:
             index.update(
                 job_name, status=CANCELED, reason="canceled while the job was being prepared", ended_at=time.time()

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -154,12 +156,15 @@ def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases) -> L
 
 def _noting_running(index: JobIndex, name: str) -> Callable[[object], None]:
     def started(_: object) -> None:
-        # Not being able to note "Running" (index on a full disk) must not stop the job:
-        # the outcome is written, or reported, at its end.
         try:
-            index.update(name, status=RUNNING, started_at=time.time())
+            running = index.update(name, status=RUNNING, started_at=time.time())
         except DistrunError:
-            pass
+            # Not being able to note "Running" (index on a full disk) must not stop the job:
+            # the outcome is written, or reported, at its end.
+            return
+        if not running and threading.current_thread() is threading.main_thread():
+            # `job cancel` canceled it in the index while it was starting: stop, as if signalled.
+            os.kill(os.getpid(), signal.SIGTERM)
 
     return started
 

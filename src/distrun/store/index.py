@@ -172,6 +172,19 @@ class JobIndex:
             name, launcher_pid=pid, launcher_host=socket.gethostname(), launcher_started=process_start_time(pid)
         )
 
+    def cancel_if_not_running(self, name: str, reason: str) -> bool:
+        """Cancel a job that is still Queued or Starting, in one statement; False if it moved on.
+
+        Its supervisor checks the record before each step (prepare, take the job, note Running)
+        and stops there, so nobody is signalled: the supervisor of a job being prepared may be
+        a user's own Python process (the SDK)."""
+        with self._connect() as conn:
+            cursor = conn.execute(
+                "UPDATE jobs SET status = ?, reason = ?, ended_at = ? WHERE name = ? AND status IN (?, ?)",
+                (CANCELED, reason, time.time(), name, QUEUED, STARTING),
+            )
+            return cursor.rowcount > 0
+
     def mark_launcher_lost(self, name: str) -> None:
         self.update(name, status=FAILED, reason=LAUNCHER_LOST, ended_at=time.time())
 
