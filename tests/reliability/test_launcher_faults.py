@@ -289,3 +289,24 @@ def test_signal_while_the_job_is_prepared_or_starts(start_cli, write_job, distru
         rec = show(distrun_home, name)
         assert rec["status"] == "Canceled", (delay, rec, output)
         assert_nothing_left(name, mark)
+
+
+def test_job_cancel_while_the_job_is_prepared(start_cli, write_job, distrun_home):
+    """The supervisor of a job being prepared is not signalled (with the SDK it is the user's own
+    Python process): the cancel is written to the index, and preparation stops there."""
+    mark = token()
+    files = {f"data/part{i:04d}.txt": "x" * 2000 for i in range(1500)}
+    proc = start_cli("run", str(write_job(sleepers(f"echo up; exec sleep 300.{mark}"), files)))
+    index = JobIndex(distrun_home / "jobs.db")
+    name = str(
+        wait_for(lambda: (distrun_home / "jobs.db").exists() and next(iter(index.names()), None), interval=0.005)
+    )
+    answered = cancel_job(Layout(distrun_home), name)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, output
+    assert answered.status == "Canceled" and answered.reason == "canceled before it was running"
+    assert f"job {name} was canceled while it was being prepared" in output and "Traceback" not in output
+    rec = record(distrun_home, name)
+    assert (rec["status"], rec["processes"]) == ("Canceled", None)
+    assert not list((distrun_home / "jobs" / name / "user_logs").iterdir())  # nothing started
+    assert_nothing_left(name, mark)
