@@ -17,6 +17,8 @@ SRC = REPO / "src"
 sys.path.insert(0, str(SRC))  # test this checkout's distrun, not an installed one
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+pytest_plugins = ["slurm_fixtures"]  # the real 2-node Slurm cluster (tests/clusters/)
+
 
 @pytest.fixture
 def distrun_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -36,13 +38,15 @@ def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @pytest.fixture
 def run_cli(distrun_home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
-    def run(*args: str, timeout: float = 180, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, timeout: float = 180, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "distrun", *args],
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=cli_env(distrun_home),
+            env=cli_env(distrun_home, env),
             cwd=cwd,
         )
 

@@ -543,3 +543,24 @@ def test_plan_shows_the_mpirun_command_and_hostfile(run_cli, write_job, distrun_
     assert node0["processes"][0]["argv"][:3] == ["mpirun", "-np", "4"]
     assert [len(node["processes"]) for node in plan["nodes"]] == [1, 0]
     assert not (distrun_home / "jobs").exists() or not any((distrun_home / "jobs").iterdir())
+
+
+def test_job_stream_labels_mpi_ranks_by_node_and_rank(run_cli, write_job, distrun_home):
+    # A second reader follows the per-rank files the agent split out of mpirun's output; it
+    # labels them as the live stream does, not by file name.
+    job = write_job(
+        """
+        name: streamed_mpi
+        command: python -c "import os; print('hi from', os.environ['OMPI_COMM_WORLD_RANK'])"
+        resources:
+          instance_count: 2
+        distribution:
+          type: mpi
+          process_count_per_instance: 2
+        """
+    )
+    assert run_cli("job", "create", "--file", str(job)).returncode == 0
+    streamed = run_cli("job", "stream", "streamed_mpi")
+    assert streamed.returncode == 0, streamed.stdout + streamed.stderr
+    for label, rank in (("0/0", 0), ("0/1", 1), ("1/2", 2), ("1/3", 3)):
+        assert f"[{label}] hi from {rank}\n" in streamed.stdout

@@ -67,6 +67,8 @@ def _run(file: str, overrides: tuple[str, ...], name: str | None, compute: str |
     loaded = _load(file, overrides)
     target = choose_target(loaded, layout, compute)
     backend = _backend(target.type)
+    if hasattr(backend, "preflight"):
+        backend.preflight(target, loaded.spec)  # a cluster that cannot take the job: error, nothing recorded
     prepared = prepare_job(loaded, layout, target, name)
     if not stream:
         record = backend.submit_detached(prepared, layout)
@@ -286,6 +288,9 @@ def compute_create(name: str, kind: str, overrides: tuple[str, ...]) -> None:
     for text in overrides:
         path, value = parse_override(text)
         settings[".".join(map(str, path))] = value
+    validate = getattr(_backend(kind), "validate_settings", None) if kind == "slurm" else None
+    if validate is not None:
+        validate(name, settings)  # a misspelled setting is caught now, not at the first job
     target = add_target(_layout().config_path, name, kind, settings)
     _echo_json({"name": target.name, "type": target.type, **target.settings})
 

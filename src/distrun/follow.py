@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distrun.agent.line_stream import LineStream
+from distrun.plan.common import process_log_name
 from distrun.store.layout import JobFolder
 
 POLL_SECONDS = 0.2
@@ -28,9 +29,17 @@ def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
     labels = {}
     try:
         plan = json.loads(folder.plan_json.read_text(encoding="utf-8"))
-        for node in plan.get("nodes", []):
+        nodes = plan.get("nodes", [])
+        for node in nodes:
             for proc in node.get("processes", []):
                 labels[proc["log_name"]] = (proc["label"], node["node_rank"])
+                if proc.get("output_demux"):
+                    # An MPI launcher: its ranks' logs are split out of its output, rank r on node
+                    # r // (ranks per node), as the agent labels them in the live stream.
+                    world = min(int(plan.get("world_size") or 0), 1 << 20)  # a plan the job rewrote stays bounded
+                    per_node = max(1, world // max(1, len(nodes)))
+                    for rank in range(world):
+                        labels[process_log_name(rank)] = (f"{rank // per_node}/{rank}", rank // per_node)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass  # no plan, or one the job's processes overwrote (they can write its folder)
     return labels

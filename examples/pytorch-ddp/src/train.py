@@ -5,6 +5,7 @@ NODE_RANK, MASTER_ADDR, MASTER_PORT. Rank 0 prints the loss and saves the model.
 """
 
 import argparse
+import gc
 import os
 from pathlib import Path
 
@@ -63,6 +64,11 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         torch.save(model.module.state_dict(), out / "model.pt")
         print(f"saved model to {out / 'model.pt'}")
+    # Shut down in order: free DDP's pending gloo work (it holds tensors) while Python is still
+    # alive, then leave the process group together. Leaving that to interpreter exit makes
+    # gloo's threads abort now and then ("terminate called without an active exception").
+    del model, optimizer
+    gc.collect()
     dist.barrier()
     dist.destroy_process_group()
 

@@ -35,6 +35,7 @@ from distrun.agent.outcome import (
     root_cause_of,
     signal_name,
 )
+from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
 from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
 from distrun.file_modes import make_dirs, open_append
@@ -78,6 +79,8 @@ class GangOptions:
     # Stop signals noted before the gang started (see agent.stop_signals); the gang adds the
     # ones it receives to the same list.
     signals: list[int] | None = None
+    # Set when other agents run the job's other nodes: auxiliaries then wait for all of them.
+    peers: MainWorkPeers | None = None
 
 
 def run_gang(
@@ -93,6 +96,7 @@ def run_gang(
     base_env: Mapping[str, str] | None = None,
     launch_id: str | None = None,
     signals: list[int] | None = None,
+    peers: MainWorkPeers | None = None,
 ) -> GangResult:
     options = GangOptions(
         grace_period=grace_period,
@@ -102,6 +106,7 @@ def run_gang(
         base_env=base_env,
         on_started=on_started,
         signals=signals,
+        peers=peers,
     )
     if launch_id:
         options.launch_id = launch_id
@@ -124,6 +129,7 @@ class Gang:
         self.signals: list[int] = options.signals if options.signals is not None else []
         self.log_error: str | None = None
         self.cgroup: LaunchCgroup | None = None
+        self.waiting_for_peers = False
 
     # ------------------------------------------------------------ lifecycle
 
@@ -137,6 +143,8 @@ class Gang:
             self._start_all()
             if self.options.on_started and self.stop is None:
                 self.options.on_started([r.outcome for r in self.running])
+            if self.stop is None and self._main_work_done():
+                self._main_work_finished()  # a node that runs only auxiliaries
             self._loop()
             self._sweep_leftovers()
             self._drain()
@@ -220,7 +228,8 @@ class Gang:
         while any(item.outcome.running for item in self.running):
             now = time.monotonic()
             wait = None
-            for moment in (deadline if self.stop is None else None, self.kill_at):
+            peers_check = now + POLL_SECONDS if self.waiting_for_peers and self.stop is None else None
+            for moment in (deadline if self.stop is None else None, self.kill_at, peers_check):
                 if moment is not None:
                     wait = max(0.0, moment - now) if wait is None else min(wait, max(0.0, moment - now))
             for key, _ in self.selector.select(wait):
@@ -237,6 +246,9 @@ class Gang:
                 self._begin_stop(_Stop(FAILED, f"timeout after {self.options.timeout:g} s"))
             if self.kill_at is not None and now >= self.kill_at:
                 self._kill_remaining()
+            if self.waiting_for_peers and self.stop is None and self.options.peers.all_done():  # type: ignore[union-attr]
+                self.waiting_for_peers = False
+                self._stop_auxiliaries()
 
     # ------------------------------------------------------------ events
 
@@ -277,8 +289,20 @@ class Gang:
             outcome.stopped_by_distrun = True
         if outcome.failed and self.stop is None:
             self._begin_stop(_Stop(FAILED, "", item))
-        elif self.stop is None and self._main_work_done():
+        elif self.stop is None and not item.spec.auxiliary and self._main_work_done():
+            self._main_work_finished()
+
+    def _main_work_finished(self) -> None:
+        """This gang's main processes all completed: stop the auxiliaries, once the job's are too."""
+        peers = self.options.peers
+        if peers is None:
             self._stop_auxiliaries()
+            return
+        peers.mark_done()
+        if peers.all_done():
+            self._stop_auxiliaries()
+        else:
+            self.waiting_for_peers = True
 
     def _main_work_done(self) -> bool:
         main = [r for r in self.running if not r.spec.auxiliary]

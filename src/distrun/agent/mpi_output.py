@@ -23,6 +23,7 @@ from distrun.agent.line_stream import LineStream
 from distrun.agent.outcome import ProcessOutcome, root_cause_of, signal_name
 from distrun.agent.traceback_finder import last_traceback
 from distrun.file_modes import open_append
+from distrun.plan import deepspeed
 from distrun.plan.common import SHELL, process_log_name
 from distrun.plan.model import LaunchPlan, ProcessSpec
 from distrun.plan.mpi import OUTPUT_DEMUX, user_launcher
@@ -36,6 +37,7 @@ LAUNCHER_KEY = "launcher"
 _TAIL_BYTES = 256 * 1024
 _INSTALL_HINTS = {
     "horovodrun": "install Horovod in this Python environment (pip install horovod) with Open MPI or Gloo support",
+    **dict.fromkeys(deepspeed.LAUNCHER_PROGRAMS, deepspeed.INSTALL_HINT),
 }
 _OPEN_MPI_HINT = (
     "install Open MPI on every node: apt-get install openmpi-bin libopenmpi-dev (Debian/Ubuntu), "

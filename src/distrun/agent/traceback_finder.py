@@ -22,14 +22,16 @@ def last_traceback(log_path: str) -> str:
     start = tail.rfind(_HEAD)
     if start < 0:
         return ""
+    # Whatever precedes the head on its line starts every line of the block: torch's
+    # `[rank2]: ` (its excepthook, once a process group exists), or a logger's prefix.
+    prefix = tail[tail.rfind(b"\n", 0, start) + 1 : start]
     # Chained exceptions print several blocks; keep the whole chain ending in the last one.
-    chain = tail.rfind(b"\nDuring handling of the above exception", 0, start)
-    chain = max(chain, tail.rfind(b"\nThe above exception was the direct cause", 0, start))
+    chain = max(tail.rfind(b"\n" + lead + sentence, 0, start) for sentence in _CHAIN for lead in (prefix, b""))
     if chain >= 0:
         first = tail.rfind(_HEAD, 0, chain)
         if first >= 0:
             start = first
-    lines = tail[start:].splitlines()
+    lines = [_unprefixed(line, prefix) for line in tail[start:].splitlines()]
     kept: list[bytes] = []
     for index, line in enumerate(lines):
         kept.append(line)
@@ -45,3 +47,7 @@ def last_traceback(log_path: str) -> str:
     if len(lines_out) > _MAX_LINES:
         lines_out = lines_out[:10] + ["  ..."] + lines_out[-(_MAX_LINES - 11) :]
     return "\n".join(lines_out)
+
+
+def _unprefixed(line: bytes, prefix: bytes) -> bytes:
+    return line[len(prefix) :] if prefix and line.startswith(prefix) else line

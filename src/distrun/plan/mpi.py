@@ -4,8 +4,9 @@ Two forms, as Azure ML documents them:
 - distrun builds the launcher: `mpirun -np M*N --hostfile H ... bash -c '<command>'`, so the
   user's command runs once per rank (M = instance_count, N = process_count_per_instance).
 - The command starts its own launcher (`mpirun ...`, `mpiexec ...`, `horovodrun ...`, the
-  seed draft's `--hostfile $AZUREML_MPI_HOSTFILE` form): distrun runs it once, on node 0,
-  with AZUREML_MPI_HOSTFILE pointing at the hostfile it wrote, and does not wrap it again.
+  seed draft's `--hostfile $AZUREML_MPI_HOSTFILE` form, or DeepSpeed's `deepspeed ...`):
+  distrun runs it once, on node 0, with AZUREML_MPI_HOSTFILE pointing at the hostfile it
+  wrote, and does not wrap it again.
 
 Either way the plan has a single process, the launcher; the ranks are mpirun's children.
 Its output carries Open MPI's `[job,rank]<stdout>:` tags (`--tag-output`, or the
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 
+from distrun.plan import deepspeed
 from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
 from distrun.spec.models import JobSpec, MpiDistribution
@@ -29,7 +31,9 @@ LAUNCHER_LOG = "mpi_log.txt"
 # ProcessSpec.output_demux value: lines tagged by Open MPI (or horovodrun) with their rank.
 OUTPUT_DEMUX = "mpi-tagged"
 # Programs that start the ranks themselves; a command starting one is not wrapped again.
-LAUNCHER_PROGRAMS = ("mpirun", "mpiexec", "orterun", "horovodrun")
+# DeepSpeed's launcher belongs here too: it reads the same hostfile and starts every rank
+# from one node (itself on one host, or through pdsh/ssh or mpirun on several).
+LAUNCHER_PROGRAMS = ("mpirun", "mpiexec", "orterun", "horovodrun", *deepspeed.LAUNCHER_PROGRAMS)
 
 # Root may run mpirun only with --allow-run-as-root. These variables are Open MPI's
 # equivalent of that flag and change nothing for other users, so the plan stays the same
@@ -48,12 +52,17 @@ _SEPARATORS = frozenset({"&&", "||", ";", ";;", "|", "|&", "&", "(", ")", "\n"})
 def hostfile_text(hosts: tuple[str, ...], slots: int, simulated: bool) -> str:
     """Open MPI's hostfile format (also read by Horovod and DeepSpeed): `host slots=N` per host.
 
-    Simulated nodes all live on this machine, so it gets every slot on one line: listing
-    the same host M times would make mpirun count it once.
+    Each host appears once, with the slots of all its nodes: mpirun would count a repeated
+    host once, and DeepSpeed's launcher refuses a hostfile that repeats one. Simulated nodes
+    all live on this machine, so it gets every slot on one line, as `localhost` (which
+    mpirun starts ranks on without ssh).
     """
     if simulated:
         return f"localhost slots={slots * len(hosts)}\n"
-    return "".join(f"{host} slots={slots}\n" for host in hosts)
+    per_host: dict[str, int] = {}
+    for host in hosts:
+        per_host[host] = per_host.get(host, 0) + slots
+    return "".join(f"{host} slots={count}\n" for host, count in per_host.items())
 
 
 def user_launcher(command: str) -> str | None:
@@ -146,6 +155,10 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
         # Simulated nodes share this machine's cores, so ranks often outnumber them; a rank
         # waiting in a collective then gives its core away instead of spinning on it.
         defaults["OMPI_MCA_mpi_yield_when_idle"] = "1"
+        # Every rank is on this machine: keep Open MPI's TCP traffic (ranks, mpirun) on loopback
+        # instead of whatever other interface the machine has.
+        defaults["OMPI_MCA_btl_tcp_if_include"] = "lo"
+        defaults["OMPI_MCA_oob_tcp_if_include"] = "lo"
     # Open MPI passes its own OMPI_* variables on by itself.
     exported = [name for name in dict.fromkeys(["PATH", *env, *defaults]) if not name.startswith("OMPI_")]
 
@@ -161,12 +174,15 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
         )
         if dist.mpirun_args:
             notes.append("distribution.mpirun_args is ignored: the command runs its own launcher")
+        if deepspeed.is_launcher(own_launcher):
+            notes += deepspeed.launcher_notes(command, placement.simulated, len(placement.hosts), per_node)
     else:
         argv = mpirun_argv(world, hostfile, exported, list(dist.mpirun_args), command)
         label = "mpirun"
         launcher_env = {**env, **_RUN_AS_ROOT_ENV}
     if placement.simulated and len(placement.hosts) > 1:
         notes.append(f"local compute: the hostfile gives all {world} slots to this machine")
+    notes += deepspeed.platform_notes(job.environment_variables)
 
     launcher = ProcessSpec(
         name=LAUNCHER_NAME,

@@ -7,8 +7,10 @@ needs, so the per-node form is this plan with N = 1.
 
 from __future__ import annotations
 
+from distrun.plan import deepspeed
 from distrun.plan.common import code_dir, job_env, process_log_name, rendered_command, shell_argv
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
+from distrun.plan.mpi import user_launcher
 from distrun.spec.models import JobSpec
 
 
@@ -78,4 +80,21 @@ def plan_pytorch(job: JobSpec, placement: Placement, bindings: Bindings) -> Laun
         master_addr=placement.master_addr,
         master_port=placement.master_port,
         nodes=tuple(nodes),
+        notes=tuple(_launcher_notes(command, node_count, per_node)),
     )
+
+
+def _launcher_notes(command: str, nodes: int, per_node: int) -> list[str]:
+    # The DeepSpeed launcher starts every rank of the job from one node: run by every process,
+    # each copy would start a whole job of its own. (torchrun is different: one per node is
+    # its normal use, and so is DeepSpeed's `--no_ssh --node_rank` mode.)
+    program = user_launcher(command)
+    if not deepspeed.is_launcher(program) or nodes * per_node == 1:
+        return []
+    if per_node == 1 and "--no_ssh" in (deepspeed.launcher_options(command) or {}):
+        return []
+    return [
+        f"the command starts the DeepSpeed launcher ({program}), which starts the ranks itself, and type: pytorch "
+        f"runs it in each of the {nodes * per_node} processes: use type: mpi, which runs it once on node 0 with a "
+        "hostfile in AZUREML_MPI_HOSTFILE"
+    ]

@@ -207,7 +207,14 @@ class JobIndex:
             return [r[0] for r in conn.execute("SELECT name FROM jobs ORDER BY created_at DESC")]
 
     def _checked(self, record: JobRecord) -> JobRecord:
-        """A live-looking record whose local launcher is gone becomes Failed: launcher lost."""
+        """A live-looking record whose local launcher is gone becomes Failed: launcher lost.
+
+        A job on a cluster (it has a backend id) is brought up to date from its engine.
+        """
+        if record.backend_id is not None and not record.terminal:
+            from distrun.backends import refresh_record
+
+            return refresh_record(self, record)
         if record.terminal or record.launcher_pid is None or record.launcher_host != socket.gethostname():
             return record
         started = process_start_time(record.launcher_pid)

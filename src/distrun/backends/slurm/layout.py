@@ -1,0 +1,41 @@
+"""Where a Slurm job's own files live in its job folder (the rest is `distrun.store.layout`).
+
+slurm/batch.sh        the script submitted, exactly as `distrun plan` shows it
+slurm/job_id          Slurm's job id
+slurm/output.txt      the batch step's output: srun's and the node agents' messages, every rank's lines
+slurm/node_NN.json    each node's outcome (status, root cause with traceback, wall-clock times)
+slurm/cancel          the time `distrun job cancel` asked, written before it runs scancel
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SlurmPaths:
+    job_dir: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.job_dir / "slurm"
+
+    @property
+    def script(self) -> Path:
+        return self.folder / "batch.sh"
+
+    @property
+    def job_id(self) -> Path:
+        return self.folder / "job_id"
+
+    @property
+    def output(self) -> Path:
+        return self.folder / "output.txt"
+
+    @property
+    def cancel(self) -> Path:
+        return self.folder / "cancel"
+
+    def node_outcome(self, node_rank: int) -> Path:
+        return self.folder / f"node_{node_rank:02d}.json"

@@ -1,0 +1,1 @@
+"""Real clusters started on this machine for the tests (and for trying distrun by hand)."""
