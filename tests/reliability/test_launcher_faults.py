@@ -180,7 +180,8 @@ def test_a_second_interrupt_does_not_wait_for_the_grace_period(start_cli, write_
     )
     proc = start_cli("run", str(job))
     name = wait_running(distrun_home)
-    wait_for(lambda: (distrun_home / "jobs" / name / "user_logs" / "std_log_process_03.txt").read_bytes())
+    logs = distrun_home / "jobs" / name / "user_logs"
+    wait_for(lambda: all((logs / f"std_log_process_{r:02d}.txt").read_bytes() for r in range(4)))  # all ignore TERM
     proc.send_signal(signal.SIGINT)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
