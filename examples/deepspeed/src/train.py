@@ -15,12 +15,19 @@ import argparse
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import deepspeed
 import torch
 import torch.distributed as dist
 from torch import nn
+
+
+def say(line: str) -> None:
+    """Print a line in one write, whole even when several processes share the output pipe."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def synthetic_data(samples: int = 2048, features: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,10 +60,9 @@ def main() -> None:
     # (29500 unless told): passing the job's port keeps two jobs on one machine apart.
     deepspeed.init_distributed(dist_backend="gloo", distributed_port=int(os.environ.get("MASTER_PORT", 29500)))
     rank, world = dist.get_rank(), dist.get_world_size()
-    print(
+    say(
         f"rank {rank}/{world} local rank {os.environ.get('LOCAL_RANK')} ({found_by}), "
-        f"master {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
-        flush=True,
+        f"master {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     )
 
     with open(args.deepspeed_config) as handle:
@@ -85,9 +91,11 @@ def main() -> None:
         mean = loss.detach().clone()
         dist.all_reduce(mean)
         if rank == 0:
-            print(f"step {step + 1}/{args.steps} loss {mean.item() / world:.4f}", flush=True)
+            say(f"step {step + 1}/{args.steps} loss {mean.item() / world:.4f}")
 
-    print(f"rank {rank} zero stage {engine.zero_optimization_stage()} weights {weights_digest(engine.module)}")
+    # One write per line: under the DeepSpeed launcher all ranks share one pipe, and print()
+    # writes the text and its newline separately, so another rank's line could land between.
+    say(f"rank {rank} zero stage {engine.zero_optimization_stage()} weights {weights_digest(engine.module)}")
     if rank == 0 and args.model_dir:
         out = Path(args.model_dir)
         out.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,8 @@ from distrun.plan.mpi import OUTPUT_DEMUX, user_launcher
 
 # A tag may also appear mid-line: mpirun glues a rank's unterminated last line to the next one.
 _TAG = re.compile(rb"\[(?:\d+,)?(\d+)\]<(std(?:out|err|diag))>:")
-_TRACEBACK = b"Traceback (most recent call last):"
+# torch's excepthook prefixes every line with `[rankN]: ` once a process group exists.
+_TRACEBACK = re.compile(rb"^(?:\[rank\d+\]:\s*)?Traceback \(most recent call last\):")
 LAUNCHER_KEY = "launcher"
 
 
@@ -150,7 +151,7 @@ class MpiOutput:
 
     def _add_rank_line(self, per_rank: dict[int, list[bytes]], rank: int, text: bytes) -> None:
         per_rank.setdefault(rank, []).append(text)
-        if text.startswith(_TRACEBACK) and rank not in self.traceback_order:
+        if _TRACEBACK.match(text) and rank not in self.traceback_order:
             self.traceback_order.append(rank)
 
     def _emit(self, fd: int, key: str, lines: list[bytes]) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 
 _HEAD = b"Traceback (most recent call last):"
 _TAIL_BYTES = 256 * 1024
 _MAX_LINES = 80
+# `ValueError: message`, `KeyboardInterrupt`, `mpi4py.MPI.Exception: ...`
+_EXCEPTION_LINE = re.compile(rb"^[A-Za-z_][\w.]*(?::.*)?$")
+_MAX_NOISE = 200
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 
 
@@ -33,10 +37,17 @@ def last_traceback(log_path: str) -> str:
             start = first
     lines = [_unprefixed(line, prefix) for line in tail[start:].splitlines()]
     kept: list[bytes] = []
+    noise = 0
     for index, line in enumerate(lines):
-        kept.append(line)
         if index == 0 or not line or line[:1].isspace() or line.startswith((_HEAD, *_CHAIN)):
+            kept.append(line)
             continue
+        if not _EXCEPTION_LINE.match(line) and noise < _MAX_NOISE:
+            # A line of another stream between the frames: stdout and stderr of one process
+            # (or two processes sharing a pipe) are not ordered line by line.
+            noise += 1
+            continue
+        kept.append(line)
         # An unindented line after the frames is the exception; the block goes on only when
         # a chaining sentence follows it.
         following = [f for f in lines[index + 1 : index + 4] if f.strip()]
