@@ -311,3 +311,17 @@ def test_job_cancel_while_the_job_is_prepared(start_cli, write_job, distrun_home
     assert (rec["status"], rec["processes"]) == ("Canceled", None)
     assert not list((distrun_home / "jobs" / name / "user_logs").iterdir())  # nothing started
     assert_nothing_left(name, mark)
+
+
+def test_sigterm_to_the_background_launcher_while_it_starts(run_cli, write_job, distrun_home):
+    """A SIGTERM that reaches the launcher before Python has even started is held, not fatal."""
+    mark = token()
+    job = write_job(sleepers(f"echo up; exec sleep 300.{mark}"))
+    created = run_cli("job", "create", "--file", str(job), "--name", "bg_term")
+    assert created.returncode == 0, created.stderr
+    launcher = record(distrun_home, "bg_term")["launcher_pid"]
+    os.kill(launcher, signal.SIGTERM)  # at once: the launcher is still starting Python
+    wait_gone(launcher)
+    rec = record(distrun_home, "bg_term")
+    assert rec["status"] == "Canceled" and rec["reason"] == "canceled (SIGTERM)", rec
+    assert_nothing_left("bg_term", mark)

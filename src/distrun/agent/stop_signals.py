@@ -18,10 +18,18 @@ from contextlib import contextmanager
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def block_stop_signals() -> None:
-    """For a background launcher, between fork and exec: the blocked mask survives exec, so a
-    cancel that arrives while the launcher is still starting Python waits for `held_stop_signals`."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+@contextmanager
+def stop_signals_blocked() -> Iterator[None]:
+    """Block them in this thread while starting a background launcher: a child inherits the
+    mask and keeps it across exec, so a cancel that arrives while the launcher is still starting
+    Python waits for its `held_stop_signals`. (Done in the parent, not between fork and exec:
+    the SDK may start launchers from a process with threads.) Any that arrive here meanwhile
+    are delivered when the block ends."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 from distrun.agent.gang import DEFAULT_GRACE, run_gang
 from distrun.agent.outcome import GangResult
-from distrun.agent.stop_signals import block_stop_signals, held_stop_signals
+from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
 from distrun.agent.watchdog import Watchdog
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
@@ -206,17 +206,17 @@ def start_detached(prepared: PreparedJob, layout: Layout) -> int:
     """Supervise the job from a new background process; returns its pid."""
     log = os.fdopen(open_append(prepared.folder.system_logs / "launcher.txt"), "ab")
     env = dict(os.environ, DISTRUN_HOME=str(layout.home))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "distrun.backends.local_launcher", prepared.name],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=env,
-        # A `job cancel` right after `job create` reaches the launcher while Python starts:
-        # held until `execute` can act on it, instead of killing it before it records anything.
-        preexec_fn=block_stop_signals,
-    )
+    # A SIGTERM right after `job create` reaches the launcher while Python starts: held until
+    # `execute` can act on it, instead of killing it before it records anything.
+    with stop_signals_blocked():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "distrun.backends.local_launcher", prepared.name],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
     log.close()
     JobIndex(layout.db_path).set_launcher(prepared.name, proc.pid)
     return proc.pid
