@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import sqlite3
 import time
@@ -55,6 +56,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 )
 """
 _JSON_FIELDS = ("root_cause", "processes", "tags")
+# How long the first connections to a new index retry its set-up (see _initialize).
+_INIT_SECONDS = 60.0
 # Below this much free space, an index error is put down to the full filesystem.
 _ROOM_NEEDED = 256 * 1024
 
@@ -120,9 +123,7 @@ class JobIndex:
         try:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout = 60000")
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(_SCHEMA)
+            _initialize(conn)
             yield conn
         except sqlite3.Error as exc:
             raise self._error(f"job index {self.db_path}: {exc}") from None
@@ -224,6 +225,35 @@ class JobIndex:
         time.sleep(0.05)
         self.mark_launcher_lost(record.name)
         return self.get(record.name)
+
+
+def _initialize(conn: sqlite3.Connection) -> None:
+    """WAL mode and the table, for the first connections to a new index.
+
+    Several distrun processes may open a new index at the same moment (jobs started together).
+    Switching to WAL, and creating the table from a read, are lock upgrades that SQLite refuses
+    at once with "database is locked" rather than wait on (two upgrades would deadlock), so
+    they are retried here; the table is created in an IMMEDIATE transaction, which takes its
+    write lock up front and so does wait. Once both are done this is two cheap reads.
+    """
+    give_up = time.monotonic() + _INIT_SECONDS
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'").fetchone() is None:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(_SCHEMA)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > give_up:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
 
 
 def _to_row(record: JobRecord) -> dict[str, Any]:
