@@ -138,3 +138,35 @@ def test_a_port_leased_to_a_running_job_is_not_given_to_another(monkeypatch, dis
     finally:
         holder.kill()
         holder.wait()
+
+
+FIRST_CONTACT = """
+import sys, time
+from pathlib import Path
+from distrun.store.index import JobIndex, JobRecord
+db, n, start = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+while time.time() < start:
+    time.sleep(0.001)
+JobIndex(db).insert(JobRecord(name="j" + n, status="Queued", compute="local", folder="/x", created_at=time.time()))
+print(len(JobIndex(db).list()))
+"""
+
+
+def test_many_processes_opening_a_new_index_at_once(distrun_home, tmp_path):
+    """Jobs started together in a fresh DISTRUN_HOME all set the index up at the same moment."""
+    for attempt in range(4):
+        db = tmp_path / f"home{attempt}" / "jobs.db"
+        start = time.time() + 1.0
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", FIRST_CONTACT, str(db), str(i), str(start)],
+                env=cli_env(distrun_home),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for i in range(12)
+        ]
+        outputs = [p.communicate(timeout=120)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 12, outputs
+        assert len(JobIndex(db).names()) == 12
