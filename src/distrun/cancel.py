@@ -12,6 +12,7 @@ from distrun.store.index import CANCELED, JobIndex, JobRecord, process_start_tim
 from distrun.store.layout import Layout
 
 WAIT_EXTRA_SECONDS = 15.0
+NOT_RUNNING_YET = "canceled before it was running"
 
 
 def cancel_job(layout: Layout, name: str) -> JobRecord:
@@ -25,8 +26,13 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
 
         target = resolve_target(record.compute, layout.config_path)
         return backend_for(target.type).cancel(record, layout)
+    if index.cancel_if_not_running(name, NOT_RUNNING_YET):
+        return index.get(name)  # its supervisor sees the record and starts nothing more
+    record = index.get(name)  # it moved on meanwhile: Running now, or ended
+    if record.terminal:
+        return record
     if record.launcher_pid is None or record.launcher_host != socket.gethostname():
-        index.update(name, status=CANCELED, reason="canceled before it started", ended_at=time.time())
+        index.update(name, status=CANCELED, reason=NOT_RUNNING_YET, ended_at=time.time())
         return index.get(name)
     if process_start_time(record.launcher_pid) != record.launcher_started:
         return index.get(name)  # the reader's check records it as launcher lost

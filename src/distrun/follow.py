@@ -2,6 +2,10 @@
 
 The supervising process streams straight from the pipes; a second reader can only read
 the files, so it reads what is new every 0.2 s, whole lines only, with the same prefixes.
+
+The job's own processes can write into its folder, so what is read there is checked: only
+regular files directly in a real user_logs folder, opened without following links. A link
+a job plants there (to another user's file, say) is never read through.
 """
 
 from __future__ import annotations
@@ -22,23 +26,36 @@ POLL_SECONDS = 0.2
 
 def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
     """log file name -> (stream label, node rank), from the job's plan."""
+    labels = {}
     try:
         plan = json.loads(folder.plan_json.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    labels = {}
-    nodes = plan.get("nodes", [])
-    for node in nodes:
-        for proc in node.get("processes", []):
-            labels[proc["log_name"]] = (proc["label"], node["node_rank"])
-            if proc.get("output_demux"):
-                # An MPI launcher: its ranks' logs are split out of its output, rank r on node
-                # r // (ranks per node), as the agent labels them in the live stream.
-                world = int(plan.get("world_size") or 0)
-                per_node = max(1, world // max(1, len(nodes)))
-                for rank in range(world):
-                    labels[process_log_name(rank)] = (f"{rank // per_node}/{rank}", rank // per_node)
+        nodes = plan.get("nodes", [])
+        for node in nodes:
+            for proc in node.get("processes", []):
+                labels[proc["log_name"]] = (proc["label"], node["node_rank"])
+                if proc.get("output_demux"):
+                    # An MPI launcher: its ranks' logs are split out of its output, rank r on node
+                    # r // (ranks per node), as the agent labels them in the live stream.
+                    world = min(int(plan.get("world_size") or 0), 1 << 20)  # a plan the job rewrote stays bounded
+                    per_node = max(1, world // max(1, len(nodes)))
+                    for rank in range(world):
+                        labels[process_log_name(rank)] = (f"{rank // per_node}/{rank}", rank // per_node)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # no plan, or one the job's processes overwrote (they can write its folder)
     return labels
+
+
+def log_files(folder: JobFolder) -> list[Path]:
+    """The log files of a job: regular `*.txt` files in user_logs, never through a link."""
+    logs = folder.user_logs
+    if logs.is_symlink() or not logs.is_dir():
+        return []
+    with os.scandir(logs) as entries:
+        return sorted(logs / e.name for e in entries if e.name.endswith(".txt") and e.is_file(follow_symlinks=False))
+
+
+def _open_log(path: Path) -> int:
+    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
 
 
 def follow_logs(
@@ -56,7 +73,7 @@ def follow_logs(
     while True:
         finished = is_finished()  # read before the files: nothing written after is missed
         labels = log_labels(folder)
-        for path in sorted(folder.user_logs.glob("*.txt")) if folder.user_logs.is_dir() else []:
+        for path in log_files(folder):
             if only is not None and path.name != only:
                 continue
             if path.name not in offsets:
@@ -73,7 +90,7 @@ def follow_logs(
 
 def _read_new(path: Path, offset: int, sink: Callable[[bytes], None]) -> int:
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(_open_log(path), "rb") as handle:
             handle.seek(offset)
             while True:
                 data = handle.read(1 << 20)
@@ -88,7 +105,7 @@ def _read_new(path: Path, offset: int, sink: Callable[[bytes], None]) -> int:
 
 def tail_bytes(path: Path, lines: int) -> bytes:
     """The last `lines` lines of a file, read from its end."""
-    with open(path, "rb") as handle:
+    with os.fdopen(_open_log(path), "rb") as handle:
         end = handle.seek(0, os.SEEK_END)
         block = 1 << 16
         data = b""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from distrun.errors import DistrunError
-from distrun.follow import follow_logs, log_labels, tail_bytes
+from distrun.follow import follow_logs, log_files, log_labels, tail_bytes
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 
@@ -20,11 +20,14 @@ def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail
     out = sys.stdout.buffer
     if tail is not None:
         labels = log_labels(folder)
-        files = sorted(folder.user_logs.glob("*.txt"))
+        files = log_files(folder)
         for path in files:
             if only is not None and path.name != only:
                 continue
-            data = tail_bytes(path, tail)
+            try:
+                data = tail_bytes(path, tail)
+            except OSError:  # gone, or replaced by a link, since it was listed
+                continue
             if only is None:
                 prefix = f"[{labels.get(path.name, (path.stem, 0))[0]}] ".encode()
                 data = b"".join(prefix + line for line in data.splitlines(keepends=True))
@@ -40,15 +43,15 @@ def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail
 def _log_of_rank(layout: Layout, name: str, rank: int) -> str:
     import json
 
+    ranks = {}
     try:
         plan = json.loads(layout.job(name).plan_json.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        plan = {"nodes": []}
-    ranks = {}
-    for node in plan["nodes"]:
-        for proc in node["processes"]:
-            if proc.get("rank") is not None:
-                ranks[proc["rank"]] = proc["log_name"]
+        for node in plan["nodes"]:
+            for proc in node["processes"]:
+                if proc.get("rank") is not None:
+                    ranks[proc["rank"]] = proc["log_name"]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # no plan, or one the job's processes overwrote (they can write its folder)
     if rank not in ranks:
         known = ", ".join(str(r) for r in sorted(ranks)) or "none"
         raise DistrunError(f"job {name} has no rank {rank}", f"its ranks: {known}")

@@ -2,25 +2,35 @@
 
 Order matters for a true record: the row is inserted first (Queued), then the job folder
 is filled (resolved job, code snapshot, inputs, output folders); if any of that fails the
-row says Failed with the reason, and nothing has started.
+row says Failed with the reason, and nothing has started. The row names the process doing
+this as the job's supervisor from the start, so if it is killed (SIGKILL) before it hands
+the job on, the first reader records the job as launcher lost instead of Queued forever;
+Ctrl-C, SIGTERM (`job cancel`) or SIGHUP while preparing record it as Canceled.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
+import signal
+import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
+from distrun.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
 from distrun.plan.model import Bindings
 from distrun.spec import models
 from distrun.spec.command_template import render_value
 from distrun.spec.loader import LoadedJob, local_path
-from distrun.store.index import FAILED, QUEUED, STARTING, JobIndex, JobRecord
+from distrun.store.index import CANCELED, FAILED, QUEUED, STARTING, JobIndex, JobRecord, process_start_time
 from distrun.store.layout import JobFolder, Layout
 from distrun.store.snapshot import snapshot_code
 
@@ -55,6 +65,12 @@ _NOUNS = (
 COPY_MODES = ("download", "eval_download")
 
 
+class JobCanceledError(DistrunError):
+    """`job cancel` reached the job before it started: exit as a canceled run does."""
+
+    exit_code = 130
+
+
 @dataclass(frozen=True)
 class PreparedJob:
     name: str
@@ -75,8 +91,8 @@ def choose_target(loaded: LoadedJob, layout: Layout, compute: str | None) -> Com
 def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str | None = None) -> PreparedJob:
     spec = loaded.spec
     if name:
+        _check_name(name)
         spec = spec.model_copy(update={"name": name})
-        models.JobSpec.model_validate(spec.model_dump(by_alias=True))  # re-checks the name pattern
     job_name = spec.name or generate_name()
     folder = layout.job(job_name)
     index = JobIndex(layout.db_path)
@@ -90,26 +106,63 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         experiment_name=spec.experiment_name or Path.cwd().name,
         distribution=spec.distribution_type,
         tags=dict(spec.tags),
+        launcher_pid=os.getpid(),
+        launcher_host=socket.gethostname(),
+        launcher_started=process_start_time(os.getpid()),
     )
     if folder.root.exists():
         raise DistrunError(f"a job folder for {job_name!r} already exists at {folder.root}", "choose another name")
-    index.insert(record)
-    try:
-        bindings = _fill_folder(loaded, spec, folder)
-    except (OSError, DistrunError) as exc:
-        reason = exc.message if isinstance(exc, DistrunError) else f"could not prepare the job folder: {exc}"
-        index.update(job_name, status=FAILED, reason=reason, ended_at=time.time())
-        if isinstance(exc, DistrunError):
+    with _interrupts_raised():
+        index.insert(record)
+        try:
+            bindings = _fill_folder(loaded, spec, folder)
+            if not index.update(job_name, status=STARTING):
+                raise JobCanceledError(f"job {job_name} was canceled while it was being prepared")
+        except KeyboardInterrupt:
+            index.update(
+                job_name, status=CANCELED, reason="canceled while the job was being prepared", ended_at=time.time()
+            )
             raise
-        raise DistrunError(reason, "check free space and permissions under DISTRUN_HOME") from None
-    index.update(job_name, status=STARTING)
+        except (OSError, DistrunError) as exc:
+            reason = exc.message if isinstance(exc, DistrunError) else f"could not prepare the job folder: {exc}"
+            index.update(job_name, status=FAILED, reason=reason, ended_at=time.time())
+            if isinstance(exc, DistrunError):
+                raise
+            raise DistrunError(reason, "check free space and permissions under DISTRUN_HOME") from None
     return PreparedJob(job_name, spec.model_copy(update={"name": job_name}), folder, target, bindings)
 
 
+def _check_name(name: str) -> None:
+    """`--name` comes from the command line, not the file: the file's rule, distrun's error."""
+    import re
+
+    if not re.fullmatch(models.JOB_NAME_PATTERN, name):
+        raise DistrunError(
+            f"--name: job name {name!r} is not allowed: it names a folder, so it may hold only letters, digits, "
+            "'_', '.' and '-', must start with a letter or digit, and be at most 255 characters",
+            "e.g. --name mnist_ddp-2",
+        )
+
+
+@contextmanager
+def _interrupts_raised() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt, as Ctrl-C does, so the record can say so."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> Bindings:
-    folder.root.mkdir(parents=True)
+    make_dirs(folder.root.parent)
+    folder.root.mkdir(mode=DIR_MODE)  # not exist_ok: two jobs never share a folder
     for path in (folder.user_logs, folder.system_logs, folder.named_outputs):
-        path.mkdir()
+        path.mkdir(mode=DIR_MODE)
     resolved = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     resolved["name"] = folder.root.name
     _write_text(folder.job_json, json.dumps(resolved, indent=2))
@@ -119,7 +172,7 @@ def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> 
         assert code is not None  # the loader checked it
         snapshot_code(code, folder.code)
     else:
-        folder.code.mkdir()
+        folder.code.mkdir(mode=DIR_MODE)
     bindings = bind(loaded, spec, folder, materialize=True)
     _write_text(folder.root / "bindings.json", json.dumps(bindings.__dict__, indent=2))
     return bindings
@@ -152,17 +205,26 @@ def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize
     for name, out in spec.outputs.items():
         path = folder.named_output(name)
         if materialize:
-            path.mkdir(parents=True, exist_ok=True)
+            make_dirs(path)
         outputs[name] = str(path / name) if out is not None and out.type == "uri_file" else str(path)
     return Bindings(inputs=inputs, outputs=outputs, input_paths=input_paths)
 
 
 def _copy_input(source: Path, target: Path) -> None:
     if source.is_dir():
-        shutil.copytree(source, target, symlinks=True)
+        make_dirs(target.parent)
+        shutil.copytree(source, target, symlinks=True, copy_function=_copy_file)
+        for folder, _, _ in os.walk(target):
+            os.chmod(folder, copied_mode(os.stat(folder).st_mode))
     else:
-        target.parent.mkdir(parents=True)
-        shutil.copy2(source, target)
+        make_dirs(target.parent)
+        _copy_file(source, target)
+
+
+def _copy_file(source: Path | str, target: Path | str) -> None:
+    shutil.copy2(source, target, follow_symlinks=False)
+    if not os.path.islink(target):
+        os.chmod(target, copied_mode(os.stat(target).st_mode))
 
 
 def load_bindings(folder: JobFolder) -> Bindings:
@@ -179,9 +241,7 @@ def load_prepared(layout: Layout, name: str) -> PreparedJob:
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_file(path, text.encode("utf-8"))
 
 
 def _write_yaml(path: Path, data: dict[str, object]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distrun.agent import process_tree
+from distrun.agent.cgroup import LaunchCgroup
 from distrun.agent.line_stream import LineStream
 from distrun.agent.mpi_output import MpiOutput, demux_for, missing_launcher, mpi_root_cause
 from distrun.agent.node_files import write_node_files
@@ -35,14 +36,15 @@ from distrun.agent.outcome import (
     signal_name,
 )
 from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
+from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
+from distrun.file_modes import make_dirs, open_append
 from distrun.plan.model import LaunchPlan, ProcessSpec
 
 READ_SIZE = 1 << 18
 DEFAULT_GRACE = 10.0
 # After every process exited, how long pipes held open by leftovers may take to close.
 DRAIN_SECONDS = 2.0
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass
@@ -74,6 +76,9 @@ class GangOptions:
     launch_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     on_started: Callable[[list[ProcessOutcome]], None] | None = None
     handle_signals: bool = True
+    # Stop signals noted before the gang started (see agent.stop_signals); the gang adds the
+    # ones it receives to the same list.
+    signals: list[int] | None = None
     # Set when other agents run the job's other nodes: auxiliaries then wait for all of them.
     peers: MainWorkPeers | None = None
 
@@ -90,6 +95,7 @@ def run_gang(
     on_started: Callable[[list[ProcessOutcome]], None] | None = None,
     base_env: Mapping[str, str] | None = None,
     launch_id: str | None = None,
+    signals: list[int] | None = None,
     peers: MainWorkPeers | None = None,
 ) -> GangResult:
     options = GangOptions(
@@ -99,6 +105,7 @@ def run_gang(
         color=color,
         base_env=base_env,
         on_started=on_started,
+        signals=signals,
         peers=peers,
     )
     if launch_id:
@@ -119,8 +126,9 @@ class Gang:
         self.stop: _Stop | None = None
         self.kill_at: float | None = None
         self.started = 0.0
-        self.signals: list[int] = []
+        self.signals: list[int] = options.signals if options.signals is not None else []
         self.log_error: str | None = None
+        self.cgroup: LaunchCgroup | None = None
         self.waiting_for_peers = False
 
     # ------------------------------------------------------------ lifecycle
@@ -129,7 +137,9 @@ class Gang:
         self.started = time.monotonic()
         process_tree.become_subreaper()
         restore = self._install_signal_handlers()
+        self.cgroup = LaunchCgroup.create(self.options.launch_id)
         try:
+            self._handle_signals()  # a cancel that came first: nothing starts
             self._start_all()
             if self.options.on_started and self.stop is None:
                 self.options.on_started([r.outcome for r in self.running])
@@ -138,15 +148,27 @@ class Gang:
             self._loop()
             self._sweep_leftovers()
             self._drain()
+        except BaseException:
+            # Whatever went wrong in distrun itself, the job's processes do not outlive it.
+            self._kill_remaining()
+            raise
         finally:
             for item in self.running:
                 self._close_log(item)
+            if self.cgroup is not None:
+                self.cgroup.close()
             restore()
             self.selector.close()
         return self._result()
 
     def _start_all(self) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.stop is not None:
+            return
+        try:
+            make_dirs(self.log_dir)
+        except OSError as exc:
+            self._begin_stop(_Stop(FAILED, f"could not create {self.log_dir}: {_why(exc)}"))
+            return
         base = dict(os.environ if self.options.base_env is None else self.options.base_env)
         if not self._prepare_nodes(base):
             return
@@ -164,10 +186,17 @@ class Gang:
                     label=spec.label,
                 )
                 try:
-                    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-                    proc = process_tree.spawn(spec, base, self.options.launch_id, self.plan.environment(spec))
+                    log_fd = open_append(log_path)
                 except OSError as exc:
-                    self._begin_stop(_Stop(FAILED, f"could not start {spec.name}: {exc.strerror or exc}"))
+                    self._begin_stop(_Stop(FAILED, f"could not create {log_path}: {_why(exc)}"))
+                    return
+                try:
+                    proc = process_tree.spawn(
+                        spec, base, self.options.launch_id, self.cgroup, self.plan.environment(spec)
+                    )
+                except (OSError, ValueError) as exc:  # ValueError: a NUL byte in its command or env
+                    os.close(log_fd)
+                    self._begin_stop(_Stop(FAILED, f"could not start {spec.name}: {_why(exc)}"))
                     return
                 outcome.pid = proc.pid
                 pidfd = os.pidfd_open(proc.pid)
@@ -310,7 +339,11 @@ class Gang:
         self.kill_at = None
 
     def _leftovers(self) -> list[int]:
-        return process_tree.marked_pids(self.options.launch_id)
+        """Live processes of the launch other than the ones we started ourselves."""
+        found = set(process_tree.marked_pids(self.options.launch_id))
+        if self.cgroup is not None:
+            found.update(process_tree.alive_pids(self.cgroup.pids()))
+        return sorted(found - {r.proc.pid for r in self.running})
 
     def _sweep_leftovers(self) -> None:
         """Processes the job started and left behind (daemons, background jobs) end with it."""
@@ -373,7 +406,7 @@ class Gang:
         os.set_blocking(wake_w, False)
         self.selector.register(wake_r, selectors.EVENT_READ, ("wake", None))
         previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in _STOP_SIGNALS}
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
 
         def restore() -> None:
             for sig, handler in previous.items():
@@ -422,6 +455,10 @@ class Gang:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log))
             reason = root["reason"]
         return GangResult(stop.status, reason, root, outcomes)
+
+
+def _why(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from distrun.agent.line_stream import LineStream
 from distrun.agent.outcome import ProcessOutcome, root_cause_of, signal_name
 from distrun.agent.traceback_finder import last_traceback
+from distrun.file_modes import open_append
 from distrun.plan import deepspeed
 from distrun.plan.common import SHELL, process_log_name
 from distrun.plan.model import LaunchPlan, ProcessSpec
@@ -168,7 +169,7 @@ class MpiOutput:
         fd = self._rank_fds.get(rank)
         if fd is None:
             try:
-                fd = os.open(self.rank_log(rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+                fd = open_append(self.rank_log(rank))
             except OSError as exc:
                 self.write_error = self.write_error or exc
                 fd = -1

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path, PurePosixPath
 
+from distrun.file_modes import make_dirs, write_file
 from distrun.plan.model import NodePlan
 
 
@@ -15,7 +15,5 @@ def write_node_files(node: NodePlan, job_dir: Path) -> None:
         if not parts or PurePosixPath(relative).is_absolute() or ".." in parts:
             raise OSError(f"node file path {relative!r} is not inside the job folder")
         path = job_dir.joinpath(*parts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, path)
+        make_dirs(path.parent)
+        write_file(path, content.encode("utf-8"))

@@ -1,6 +1,6 @@
 """Starting a job's processes so that none can outlive it, and finding any that try.
 
-Three layers, because each alone has a hole:
+Four layers, because each alone has a hole:
 1. Every process starts in its own session (its own process group, no terminal) with
    PR_SET_PDEATHSIG=SIGKILL: if the agent dies, even by SIGKILL, the kernel kills it.
    util-linux's `setpriv --pdeathsig KILL` sets it just before exec'ing the command; only
@@ -10,6 +10,8 @@ Three layers, because each alone has a hole:
    and were reparented away.
 3. The agent is a child subreaper, so daemonized descendants are reparented to it while it
    lives, and a watchdog (`distrun.agent.watchdog`) kills the marked processes if it dies.
+4. Where cgroup v2 is writable, every process also joins the launch's cgroup
+   (`distrun.agent.cgroup`), which finds the descendants that cleared their environment too.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 
+from distrun.agent.cgroup import LaunchCgroup
 from distrun.plan.model import ProcessSpec
 
 LAUNCH_MARKER = "DISTRUN_LAUNCH_ID"
@@ -84,11 +87,42 @@ def _pdeathsig_prefix() -> tuple[str, ...]:
     return prefix if probe.returncode == 0 else ()
 
 
+def _child_setup(cgroup: LaunchCgroup | None) -> Callable[[], None]:
+    if cgroup is None:
+        return _die_with_parent
+
+    def setup() -> None:  # in the child: join the cgroup before exec, so nothing escapes it
+        _die_with_parent()
+        cgroup.join()
+
+    return setup
+
+
+# Joins the cgroup from inside the child before anything else runs, then execs the rest:
+# /bin/sh starts in about a millisecond, against the ~13 ms of a Python preexec hook.
+_JOIN_CGROUP = 'echo $$ > "$0" 2>/dev/null; exec "$@"'
+
+
+def _launch_prefix(cgroup: LaunchCgroup | None) -> tuple[str, ...]:
+    """What runs before the command: setpriv (death signal), and the cgroup join if any.
+
+    () when setpriv is not usable: then a preexec hook does both, more slowly.
+    """
+    pdeathsig = _pdeathsig_prefix()
+    if not pdeathsig or cgroup is None:
+        return pdeathsig
+    return ("/bin/sh", "-c", _JOIN_CGROUP, str(cgroup.path / "cgroup.procs"), *pdeathsig)
+
+
 def spawn(
-    spec: ProcessSpec, base_env: Mapping[str, str], launch_id: str, own: Mapping[str, str] | None = None
+    spec: ProcessSpec,
+    base_env: Mapping[str, str],
+    launch_id: str,
+    cgroup: LaunchCgroup | None = None,
+    own: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start one process: stdout and stderr into one pipe, stdin closed, own session."""
-    prefix = _pdeathsig_prefix()
+    prefix = _launch_prefix(cgroup)
     return subprocess.Popen(
         [*prefix, *spec.argv],
         cwd=spec.cwd,
@@ -97,7 +131,7 @@ def spawn(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=None if prefix else _die_with_parent,
+        preexec_fn=None if prefix else _child_setup(cgroup),
         close_fds=True,
     )
 
@@ -130,6 +164,10 @@ def marked_pids(launch_id: str, exclude: Iterable[int] = ()) -> list[int]:
         if needle + b"\0" in environ + b"\0" and _alive(pid):
             found.append(pid)
     return found
+
+
+def alive_pids(pids: Iterable[int]) -> list[int]:
+    return [pid for pid in pids if _alive(pid)]
 
 
 def _alive(pid: int) -> bool:

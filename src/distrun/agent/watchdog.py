@@ -13,6 +13,7 @@ import signal
 import time
 from collections.abc import Callable
 
+from distrun.agent.cgroup import remove_launch_cgroup
 from distrun.agent.process_tree import kill_pids, marked_pids
 
 _DONE = b"done"
@@ -76,7 +77,9 @@ def _watch(read_fd: int, launch_id: str, on_lost: Callable[[], None]) -> None:
     if received.endswith(_DONE):
         return
     # The agent is gone. Its direct children already got SIGKILL (PDEATHSIG); this catches
-    # everything they started, also daemonized grandchildren.
+    # everything they started, also daemonized grandchildren: the whole cgroup where there is
+    # one, then every process carrying the launch marker.
+    remove_launch_cgroup(launch_id)
     for _ in range(50):
         pids = marked_pids(launch_id)
         if not pids:

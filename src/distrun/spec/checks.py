@@ -22,6 +22,7 @@ PositionOf = Callable[..., Position]
 def semantic_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
     """Every problem of a schema-valid job; `position(*key_path)` says where a key was written."""
     return [
+        *_unpassable_problems(spec, position),
         *_env_problems(spec, position),
         *_reference_problems(spec, position),
         *_path_problems(spec, base_dir, position),
@@ -75,7 +76,55 @@ def _reserved(variables: Mapping[str, str], path: tuple[str, ...], position: Pos
 
 def _env_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
     # Parameter-server variables are checked with the other TensorFlow rules (checks_tensorflow).
-    return _reserved(spec.environment_variables, ("environment_variables",), position)
+    variables = spec.environment_variables
+    path = ("environment_variables",)
+    return [*_reserved(variables, path, position), *env_name_problems(variables, path, position)]
+
+
+def env_name_problems(variables: Mapping[str, str], path: tuple[str, ...], position: PositionOf) -> list[Problem]:
+    """Names no process can receive: the environment is a list of NAME=value strings."""
+    return [
+        Problem(
+            f"environment variable name {name!r} cannot be empty or contain '='",
+            ".".join((*path, name)),
+            position(*path, name),
+            "use letters, digits and '_', e.g. MY_SETTING",
+        )
+        for name in variables
+        if not name or "=" in name
+    ]
+
+
+def _unpassable_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
+    """Text with a NUL character: no command line, environment or file name can carry one,
+    so the job could only fail when its processes start."""
+    problems: list[Problem] = []
+
+    def found(what: str, path: tuple[str | int, ...]) -> None:
+        problems.append(
+            Problem(
+                f"{what} contains a NUL character (\\0), which no command, environment or path can hold",
+                ".".join(map(str, path)),
+                position(*path),
+                "remove the \\0",
+            )
+        )
+
+    def walk(value: object, path: tuple[str | int, ...]) -> None:
+        if isinstance(value, str):
+            if "\0" in value:
+                found("the value", path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and "\0" in key:
+                    found(f"the key {key!r}", path)  # reported at its mapping: the key has no position
+                walk(item, (*path, key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, (*path, index))
+
+    walk(spec.model_dump(mode="json", by_alias=True, exclude_none=True), ())
+    return problems
 
 
 def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:

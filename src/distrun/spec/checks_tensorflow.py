@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from distrun.errors import Problem
 from distrun.spec import models
+from distrun.spec.checks import env_name_problems
 
 if TYPE_CHECKING:  # the loader imports this module to run the checks
     from distrun.spec.loader import LoadedJob
@@ -72,6 +73,8 @@ def _ps_settings_problems(job: LoadedJob, dist: models.TensorFlowDistribution) -
                 "or remove the settings",
             )
         )
+    env_path = ("distribution", "parameter_server", "environment_variables")
+    problems.extend(env_name_problems(settings.environment_variables, env_path, job.position))
     for key in settings.environment_variables:
         if key in models.RESERVED_ENV_VARS or key.startswith(models.RESERVED_ENV_PREFIXES):
             path = ("distribution", "parameter_server", "environment_variables", key)

@@ -9,6 +9,8 @@ notices, so nothing shows Running forever.
 from __future__ import annotations
 
 import json
+import os
+import random
 import socket
 import sqlite3
 import time
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.errors import DistrunError, JobNotFoundError
+from distrun.file_modes import make_dirs
 
 QUEUED = "Queued"
 STARTING = "Starting"
@@ -53,6 +56,10 @@ CREATE TABLE IF NOT EXISTS jobs (
 )
 """
 _JSON_FIELDS = ("root_cause", "processes", "tags")
+# How long the first connections to a new index retry its set-up (see _initialize).
+_INIT_SECONDS = 60.0
+# Below this much free space, an index error is put down to the full filesystem.
+_ROOM_NEEDED = 256 * 1024
 
 
 @dataclass
@@ -109,25 +116,37 @@ class JobIndex:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         try:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.db_path.parent)
             conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
-            raise DistrunError(f"cannot open the job index {self.db_path}: {exc}") from None
+            raise self._error(f"cannot open the job index {self.db_path}: {exc}") from None
         try:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout = 60000")
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
+            _initialize(conn)
             # SQLite's advice for WAL: no fsync at every commit (a crash of distrun loses
             # nothing; a power cut may lose the last updates). `distrun run` writes ~8 times:
             # on a busy disk the fsyncs alone took 100-200 ms.
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(_SCHEMA)
             yield conn
         except sqlite3.Error as exc:
-            raise DistrunError(f"job index {self.db_path}: {exc}") from None
+            raise self._error(f"job index {self.db_path}: {exc}") from None
         finally:
             conn.close()
+
+    def _error(self, text: str) -> DistrunError:
+        """SQLite says 'disk I/O error' or 'database or disk is full'; say which disk, and what to do."""
+        try:
+            stat = os.statvfs(self.db_path.parent)
+            full = stat.f_bavail * stat.f_frsize < _ROOM_NEEDED
+        except OSError:
+            full = False
+        if full:
+            return DistrunError(
+                f"{text} (the filesystem holding {self.db_path.parent} is full)",
+                "free space there; distrun needs a little room to record jobs (DISTRUN_HOME picks the place)",
+            )
+        return DistrunError(text)
 
     # ------------------------------------------------------------ writes
 
@@ -152,10 +171,24 @@ class JobIndex:
             cursor = conn.execute(f"UPDATE jobs SET {sets} WHERE name = ?{guard}", [*row.values(), name])
             return cursor.rowcount > 0
 
-    def set_launcher(self, name: str, pid: int) -> None:
-        self.update(
+    def set_launcher(self, name: str, pid: int) -> bool:
+        """Make `pid` the job's supervisor; False when the job already ended (e.g. was canceled)."""
+        return self.update(
             name, launcher_pid=pid, launcher_host=socket.gethostname(), launcher_started=process_start_time(pid)
         )
+
+    def cancel_if_not_running(self, name: str, reason: str) -> bool:
+        """Cancel a job that is still Queued or Starting, in one statement; False if it moved on.
+
+        Its supervisor checks the record before each step (prepare, take the job, note Running)
+        and stops there, so nobody is signalled: the supervisor of a job being prepared may be
+        a user's own Python process (the SDK)."""
+        with self._connect() as conn:
+            cursor = conn.execute(
+                "UPDATE jobs SET status = ?, reason = ?, ended_at = ? WHERE name = ? AND status IN (?, ?)",
+                (CANCELED, reason, time.time(), name, QUEUED, STARTING),
+            )
+            return cursor.rowcount > 0
 
     def mark_launcher_lost(self, name: str) -> None:
         self.update(name, status=FAILED, reason=LAUNCHER_LOST, ended_at=time.time())
@@ -196,6 +229,35 @@ class JobIndex:
         time.sleep(0.05)
         self.mark_launcher_lost(record.name)
         return self.get(record.name)
+
+
+def _initialize(conn: sqlite3.Connection) -> None:
+    """WAL mode and the table, for the first connections to a new index.
+
+    Several distrun processes may open a new index at the same moment (jobs started together).
+    Switching to WAL, and creating the table from a read, are lock upgrades that SQLite refuses
+    at once with "database is locked" rather than wait on (two upgrades would deadlock), so
+    they are retried here; the table is created in an IMMEDIATE transaction, which takes its
+    write lock up front and so does wait. Once both are done this is two cheap reads.
+    """
+    give_up = time.monotonic() + _INIT_SECONDS
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'").fetchone() is None:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(_SCHEMA)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > give_up:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
 
 
 def _to_row(record: JobRecord) -> dict[str, Any]:

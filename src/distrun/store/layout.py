@@ -77,7 +77,10 @@ class JobFolder:
         """Refuse any path that would leave the job folder (names are checked too; belt and braces)."""
         resolved = path.resolve()
         if resolved != self.root.resolve() and self.root.resolve() not in resolved.parents:
-            raise DistrunError(f"{path} is outside the job folder {self.root}")
+            raise DistrunError(
+                f"{path} leads to {resolved}, outside the job folder {self.root}",
+                "a symbolic link made by the job's own processes is never followed; remove it to go on",
+            )
         return path
 
 

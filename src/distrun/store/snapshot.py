@@ -1,18 +1,24 @@
 """Copy a job's `code` folder into its job folder, so edits made later do not change a run.
 
 `.amlignore` (Azure ML's name) or else `.gitignore` patterns are honoured, with git's
-syntax. Symbolic links that point inside the folder are kept as links; one that points
-outside is refused: the snapshot would otherwise expose or depend on files elsewhere.
+syntax. Symbolic links that point inside the folder are kept as links, rewritten relative
+so that they point inside the snapshot (an absolute one would still point at the original,
+which may change after submission); one that points outside is refused: the snapshot would
+otherwise expose or depend on files elsewhere. Anything but files, folders and links (a
+named pipe would block the copy forever, a socket or device cannot be copied) is refused.
+Copies keep their permission bits less the umask and less others' write (`file_modes`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
 from distrun.errors import DistrunError
+from distrun.file_modes import DIR_MODE, copied_mode, make_dirs
 
 IGNORE_FILES = (".amlignore", ".gitignore")
 ALWAYS_SKIPPED = (".git", "__pycache__")
@@ -33,7 +39,7 @@ def snapshot_code(source: Path, target: Path) -> int:
     source = source.resolve()
     spec = _ignore_spec(source)
     copied = 0
-    target.mkdir(parents=True, exist_ok=True)
+    make_dirs(target)
     for folder, dirs, files in os.walk(source):
         here = Path(folder)
         rel_dir = here.relative_to(source)
@@ -46,7 +52,7 @@ def snapshot_code(source: Path, target: Path) -> int:
                 _link(here / name, source, target / rel_dir / name)
                 continue
             kept_dirs.append(name)
-            (target / rel_dir / name).mkdir(exist_ok=True)
+            (target / rel_dir / name).mkdir(mode=DIR_MODE, exist_ok=True)
         dirs[:] = kept_dirs
         for name in sorted(files):
             rel = (rel_dir / name).as_posix()
@@ -56,9 +62,32 @@ def snapshot_code(source: Path, target: Path) -> int:
             if src.is_symlink():
                 _link(src, source, target / rel_dir / name)
             else:
-                shutil.copy2(src, target / rel_dir / name)
+                _copy_file(src, target / rel_dir / name)
                 copied += 1
     return copied
+
+
+def _copy_file(src: Path, dest: Path) -> None:
+    kind = _special_kind(os.lstat(src).st_mode)
+    if kind:
+        raise DistrunError(
+            f"code folder: {src} is {kind}, not a regular file, and cannot be copied into the job",
+            "remove it from the code folder, or add it to .amlignore",
+        )
+    shutil.copy2(src, dest, follow_symlinks=False)
+    os.chmod(dest, copied_mode(os.stat(dest).st_mode))
+
+
+def _special_kind(mode: int) -> str | None:
+    for test, kind in (
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return None
 
 
 def _link(link: Path, root: Path, dest: Path) -> None:
@@ -68,4 +97,5 @@ def _link(link: Path, root: Path, dest: Path) -> None:
             f"code folder: {link} is a symbolic link to {pointed}, outside the code folder {root}",
             "copy the file into the code folder, or add the link to .amlignore",
         )
-    os.symlink(os.readlink(link), dest)
+    # Relative to the link's own folder: the same file, inside the snapshot.
+    os.symlink(os.path.relpath(pointed, link.parent), dest)

@@ -1,0 +1,69 @@
+"""Permissions of what distrun creates: the user's umask applies, and others never get write.
+
+A world-writable job folder would let any local user change a job's code, inputs or logs
+before or while it runs. So folders are created 0o775 and files 0o664, which the umask then
+narrows (022 gives 0o755/0o644, 077 gives 0o700/0o600), and copies of the user's files (the
+code snapshot, downloaded inputs) keep their own bits less the umask and less others' write.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DIR_MODE = 0o775
+FILE_MODE = 0o664
+_OTHERS_WRITE = 0o002
+
+
+def current_umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no read-only way elsewhere; put it straight back
+    os.umask(mask)
+    return mask
+
+
+def copied_mode(source_mode: int) -> int:
+    """The bits a copy of a user's file gets: its own, less the umask and others' write."""
+    return source_mode & 0o7777 & ~current_umask() & ~_OTHERS_WRITE
+
+
+def make_dirs(path: Path) -> None:
+    """`mkdir -p` where every folder created gets DIR_MODE (Path.mkdir gives parents 0o777)."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            pass
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all (a temporary file, then a rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind
+        raise
+
+
+def open_append(path: Path) -> int:
+    """A log file, created FILE_MODE, for appending."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
