@@ -1,3 +1,3 @@
-from distrun.cli import main
+from distrun.entry import main
 
 main()

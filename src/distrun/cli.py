@@ -334,7 +334,7 @@ def main() -> None:
     except DistrunError as exc:
         click.echo(f"distrun: error: {exc.render()}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("distrun: aborted", err=True)
         sys.exit(EXIT_CANCELED)
     except click.ClickException as exc:

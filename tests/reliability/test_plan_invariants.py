@@ -162,7 +162,7 @@ def check_pytorch(plan: LaunchPlan, nodes: int, per_node: int) -> None:
 
 def check_tensorflow(plan: LaunchPlan, placement: Placement) -> None:
     procs = list(plan.processes())
-    configs = [json.loads(p.env["TF_CONFIG"]) for p in procs]
+    configs = [json.loads(plan.environment(p)["TF_CONFIG"]) for p in procs]
     clusters = {json.dumps(c["cluster"], sort_keys=True) for c in configs}
     assert len(clusters) == 1, "every task sees the same cluster"
     cluster = configs[0]["cluster"]

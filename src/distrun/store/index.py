@@ -13,6 +13,7 @@ import os
 import random
 import socket
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -112,9 +113,12 @@ def process_start_time(pid: int) -> float | None:
 class JobIndex:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
+        # One connection per process and thread, opened on first use and kept: `distrun run`
+        # writes its record ~8 times, and opening and checking the index each time cost ~15 ms.
+        self._conn: sqlite3.Connection | None = None
+        self._owner: tuple[int, int] | None = None
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _open(self) -> sqlite3.Connection:
         try:
             make_dirs(self.db_path.parent)
             conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
@@ -128,11 +132,24 @@ class JobIndex:
             # nothing; a power cut may lose the last updates). `distrun run` writes ~8 times:
             # on a busy disk the fsyncs alone took 100-200 ms.
             conn.execute("PRAGMA synchronous = NORMAL")
-            yield conn
         except sqlite3.Error as exc:
-            raise self._error(f"job index {self.db_path}: {exc}") from None
-        finally:
             conn.close()
+            raise self._error(f"job index {self.db_path}: {exc}") from None
+        return conn
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        # A connection must not cross a fork (the watchdog) or a thread: each gets its own.
+        owner = (os.getpid(), threading.get_ident())
+        if self._conn is None or self._owner != owner:
+            self._conn, self._owner = self._open(), owner
+        try:
+            yield self._conn
+        except sqlite3.Error as exc:
+            # After an error (a full disk, say) start afresh next time.
+            self._conn.close()
+            self._conn = None
+            raise self._error(f"job index {self.db_path}: {exc}") from None
 
     def _error(self, text: str) -> DistrunError:
         """SQLite says 'disk I/O error' or 'database or disk is full'; say which disk, and what to do."""
