@@ -95,6 +95,22 @@ def write_job(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+def record(home: Path, name: str) -> dict:
+    """A job's record as stored (read directly, not through the CLI)."""
+    from distrun.store.index import JobIndex
+
+    return dict(JobIndex(home / "jobs.db").get(name).__dict__)
+
+
+def only_job(home: Path) -> str:
+    """The name of the one job in this DISTRUN_HOME."""
+    from distrun.store.index import JobIndex
+
+    names = JobIndex(home / "jobs.db").names()
+    assert len(names) == 1, names
+    return names[0]
+
+
 def processes_of_job(name: str) -> list[int]:
     """Live processes carrying the job's name in their environment."""
     needle = f"DISTRUN_JOB_NAME={name}".encode()

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, processes_of_job
-from distrun.store.index import JobIndex
+from conftest import REPO, only_job, processes_of_job, record
 
 EXAMPLE = REPO / "examples" / "deepspeed"
 STEP = re.compile(r"^step (\d+)/(\d+) loss (\d+\.\d+)$", re.MULTILINE)
@@ -30,16 +29,6 @@ OPENMPI_RUNNER = (
     " --master_addr $MASTER_ADDR --master_port $MASTER_PORT"
     ' --launcher_args "--mca btl_tcp_if_include lo -x MASTER_PORT" --module mpi4py train.py'
 )
-
-
-def only_job(home: Path) -> str:
-    names = JobIndex(home / "jobs.db").names()
-    assert len(names) == 1, names
-    return names[0]
-
-
-def record(home: Path, name: str) -> dict:
-    return dict(JobIndex(home / "jobs.db").get(name).__dict__)
 
 
 def logs(home: Path, name: str) -> Path:

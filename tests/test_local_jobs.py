@@ -10,21 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, processes_of_job, wait_for
+from conftest import REPO, only_job, processes_of_job, record, wait_for
 from distrun.store.index import JobIndex
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
-
-
-def record(home: Path, name: str) -> dict:
-    rec = JobIndex(home / "jobs.db").get(name)
-    return {**rec.__dict__}
-
-
-def only_job(home: Path) -> str:
-    names = JobIndex(home / "jobs.db").names()
-    assert len(names) == 1, names
-    return names[0]
 
 
 SLEEPERS = """

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, cli_env, processes_of_job, wait_for
+from conftest import REPO, cli_env, only_job, processes_of_job, record, wait_for
 from distrun.spec.loader import load_job_file
 from distrun.store.index import JobIndex
 
@@ -94,16 +94,6 @@ def mpi_job(command: str, per_node: int = 2, nodes: int = 2, extra: str = "") ->
           process_count_per_instance: {per_node}
         {extra}
     """
-
-
-def only_job(home: Path) -> str:
-    names = JobIndex(home / "jobs.db").names()
-    assert len(names) == 1, names
-    return names[0]
-
-
-def record(home: Path, name: str) -> dict:
-    return dict(JobIndex(home / "jobs.db").get(name).__dict__)
 
 
 def user_logs(home: Path, name: str) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clusters.slurm_cluster import SlurmCluster
-from conftest import REPO, cli_env, processes_of_job, wait_for
+from conftest import REPO, cli_env, only_job, processes_of_job, record, wait_for
 from distrun.plan.model import tf_config
 from distrun.store.index import JobIndex
 
@@ -55,16 +55,6 @@ def hpc(run_cli, slurm_cluster: SlurmCluster) -> str:
     )
     assert result.returncode == 0, result.stderr
     return "hpc"
-
-
-def only_job(home: Path) -> str:
-    names = JobIndex(home / "jobs.db").names()
-    assert len(names) == 1, names
-    return names[0]
-
-
-def record(home: Path, name: str) -> dict:
-    return dict(JobIndex(home / "jobs.db").get(name).__dict__)
 
 
 def node_outcome(home: Path, name: str, node: int) -> dict:

@@ -12,18 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, processes_of_job
+from conftest import REPO, processes_of_job, record
 from distrun.plan.model import tf_config
-from distrun.store.index import JobIndex
 
 MULTIWORKER = REPO / "examples" / "tensorflow-multiworker" / "job.yml"
 PARAMETER_SERVER = REPO / "examples" / "tensorflow-ps" / "job.yml"
 
 pytestmark = pytest.mark.slow
-
-
-def record(home: Path, name: str) -> dict:
-    return {**JobIndex(home / "jobs.db").get(name).__dict__}
 
 
 def by_name(rec: dict) -> dict[str, dict]:

@@ -17,19 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import cli_env, processes_of_job, wait_for
+from conftest import cli_env, only_job, processes_of_job, record, wait_for
+
+__all__ = ["only_job", "record"]  # re-exported: the reliability tests import them from here
 from distrun.store.index import JobIndex
-
-
-def record(home: Path, name: str) -> dict[str, Any]:
-    """The job's record as stored (read directly, not through the CLI)."""
-    return dict(JobIndex(home / "jobs.db").get(name).__dict__)
-
-
-def only_job(home: Path) -> str:
-    names = JobIndex(home / "jobs.db").names()
-    assert len(names) == 1, names
-    return names[0]
 
 
 def processes_with(token: str) -> list[int]:
