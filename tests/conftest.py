@@ -95,6 +95,31 @@ def write_job(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+FOUR_RANK_JOB = """
+    command: >-
+      {command}
+    code: src
+    resources:
+      instance_count: 2
+    distribution:
+      type: pytorch
+      process_count_per_instance: 2
+    limits:
+      grace_period: {grace}
+"""
+
+
+def four_rank_job(command: str, grace: float = 3) -> str:
+    """A job of 2 simulated nodes x 2 ranks running `command` (for `write_job`)."""
+    return FOUR_RANK_JOB.replace("{command}", command).replace("{grace}", str(grace))
+
+
+def python_ranks(body: str, grace: float = 3) -> str:
+    """Four ranks that each print `up RANK`, then run the Python statements `body`."""
+    prelude = "import os, sys, time; print('up', os.environ['RANK'], flush=True)"
+    return four_rank_job(f'python -c "{prelude}; {body}"', grace)
+
+
 def record(home: Path, name: str) -> dict:
     """A job's record as stored (read directly, not through the CLI)."""
     from distrun.store.index import JobIndex

@@ -10,28 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, only_job, processes_of_job, record, wait_for
+from conftest import REPO, only_job, processes_of_job, python_ranks, record, wait_for
 from distrun.store.index import JobIndex
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
-
-
-SLEEPERS = """
-    command: >-
-      python -c "import os, sys, time; print('up', os.environ['RANK'], flush=True); {body}"
-    code: src
-    resources:
-      instance_count: 2
-    distribution:
-      type: pytorch
-      process_count_per_instance: 2
-    limits:
-      grace_period: 3
-"""
-
-
-def sleepers(body: str) -> str:
-    return SLEEPERS.replace("{body}", body)
 
 
 @pytest.mark.slow
@@ -89,7 +71,9 @@ def test_per_node_torchrun_form(run_cli, write_job, distrun_home):
 
 def test_failing_rank_is_the_root_cause_with_its_traceback(run_cli, write_job, distrun_home):
     job = write_job(
-        sleepers("time.sleep(0.5); int(os.environ['RANK']) == 2 and sys.exit(__import__('fail').go()); time.sleep(60)"),
+        python_ranks(
+            "time.sleep(0.5); int(os.environ['RANK']) == 2 and sys.exit(__import__('fail').go()); time.sleep(60)"
+        ),
         {"fail.py": "def go():\n    raise ValueError('bad batch on rank 2')\n"},
     )
     started = time.monotonic()
@@ -111,7 +95,9 @@ def test_failing_rank_is_the_root_cause_with_its_traceback(run_cli, write_job, d
 
 
 def test_sigkilled_rank_is_named_as_possibly_out_of_memory(run_cli, write_job, distrun_home):
-    job = write_job(sleepers("time.sleep(0.3); os.environ['RANK'] == '1' and os.kill(os.getpid(), 9); time.sleep(60)"))
+    job = write_job(
+        python_ranks("time.sleep(0.3); os.environ['RANK'] == '1' and os.kill(os.getpid(), 9); time.sleep(60)")
+    )
     result = run_cli("run", str(job))
     assert result.returncode == 1
     cause = record(distrun_home, only_job(distrun_home))["root_cause"]
@@ -120,7 +106,7 @@ def test_sigkilled_rank_is_named_as_possibly_out_of_memory(run_cli, write_job, d
 
 
 def test_timeout_fails_the_job(run_cli, write_job, distrun_home):
-    job = write_job(sleepers("time.sleep(60)"))
+    job = write_job(python_ranks("time.sleep(60)"))
     result = run_cli("run", str(job), "--set", "limits.timeout=1")
     assert result.returncode == 1
     name = only_job(distrun_home)
@@ -140,7 +126,7 @@ def _running_job(home: Path) -> str:
 
 
 def test_cancel_from_another_shell(start_cli, run_cli, write_job, distrun_home):
-    job = write_job(sleepers("time.sleep(60)"))
+    job = write_job(python_ranks("time.sleep(60)"))
     proc = start_cli("run", str(job))
     name = _running_job(distrun_home)
     wait_for(lambda: len(processes_of_job(name)) >= 4)
@@ -152,7 +138,7 @@ def test_cancel_from_another_shell(start_cli, run_cli, write_job, distrun_home):
 
 
 def test_ctrl_c_cancels(start_cli, write_job, distrun_home):
-    job = write_job(sleepers("time.sleep(60)"))
+    job = write_job(python_ranks("time.sleep(60)"))
     proc = start_cli("run", str(job))
     name = _running_job(distrun_home)
     wait_for(lambda: len(processes_of_job(name)) >= 4)

@@ -15,28 +15,11 @@ from pathlib import Path
 import pytest
 
 from clusters.slurm_cluster import SlurmCluster
-from conftest import REPO, cli_env, only_job, processes_of_job, record, wait_for
+from conftest import REPO, cli_env, only_job, processes_of_job, python_ranks, record, wait_for
 from distrun.plan.model import tf_config
 from distrun.store.index import JobIndex
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
-
-SLEEPERS = """
-    command: >-
-      python -c "import os, sys, time; print('up', os.environ['RANK'], flush=True); {body}"
-    code: src
-    resources:
-      instance_count: 2
-    distribution:
-      type: pytorch
-      process_count_per_instance: 2
-    limits:
-      grace_period: 3
-"""
-
-
-def sleepers(body: str) -> str:
-    return SLEEPERS.replace("{body}", body)
 
 
 @pytest.fixture
@@ -198,7 +181,7 @@ def test_tensorflow_parameter_servers_on_two_nodes_are_stopped_when_the_chief_is
 
 
 def test_job_stream_follows_a_detached_job_to_its_end(run_cli, write_job, hpc, distrun_home):
-    job = write_job(sleepers("[print('tick', i, flush=True) or time.sleep(0.3) for i in range(5)]"))
+    job = write_job(python_ranks("[print('tick', i, flush=True) or time.sleep(0.3) for i in range(5)]"))
     submitted = run_cli("run", "-d", str(job), "--compute", hpc)
     assert submitted.returncode == 0, submitted.stderr
     name = json.loads(submitted.stdout)["name"]
@@ -214,7 +197,9 @@ def test_job_stream_follows_a_detached_job_to_its_end(run_cli, write_job, hpc, d
 
 def test_a_rank_failing_on_node_1_stops_node_0_and_is_the_root_cause(run_cli, write_job, hpc, distrun_home):
     job = write_job(
-        sleepers("time.sleep(1); int(os.environ['RANK']) == 3 and sys.exit(__import__('fail').go()); time.sleep(120)"),
+        python_ranks(
+            "time.sleep(1); int(os.environ['RANK']) == 3 and sys.exit(__import__('fail').go()); time.sleep(120)"
+        ),
         {"fail.py": "def go():\n    raise ValueError('bad batch on rank 3')\n"},
     )
     result = run_cli("run", str(job), "--compute", hpc)
@@ -249,7 +234,7 @@ def _running_job(home: Path, ranks: int = 4) -> str:
 
 
 def test_cancel_while_running(run_cli, write_job, hpc, distrun_home, slurm_cluster):
-    job = write_job(sleepers("time.sleep(120)"))
+    job = write_job(python_ranks("time.sleep(120)"))
     assert run_cli("run", "-d", str(job), "--compute", hpc).returncode == 0
     name = _running_job(distrun_home)
     result = run_cli("job", "cancel", name)
@@ -261,7 +246,7 @@ def test_cancel_while_running(run_cli, write_job, hpc, distrun_home, slurm_clust
 
 
 def test_ctrl_c_on_run_cancels_the_slurm_job(start_cli, write_job, hpc, distrun_home, slurm_cluster):
-    job = write_job(sleepers("time.sleep(120)"))
+    job = write_job(python_ranks("time.sleep(120)"))
     proc = start_cli("run", str(job), "--compute", hpc)
     name = _running_job(distrun_home)
     proc.send_signal(signal.SIGINT)
@@ -288,7 +273,7 @@ def test_a_queued_job_says_so_and_cancels_at_once(run_cli, write_job, slurm_clus
         f"slurm_conf={slurm_cluster.conf_path}",
     )
     assert created.returncode == 0, created.stderr
-    job = write_job(sleepers("time.sleep(120)"))
+    job = write_job(python_ranks("time.sleep(120)"))
     first = json.loads(run_cli("run", "-d", str(job), "--compute", "whole").stdout)["name"]
     wait_for(lambda: record(distrun_home, first)["status"] == "Running", timeout=60)
     second = json.loads(run_cli("run", "-d", str(job), "--compute", "whole").stdout)["name"]
@@ -302,7 +287,7 @@ def test_a_queued_job_says_so_and_cancels_at_once(run_cli, write_job, slurm_clus
 
 
 def test_limits_timeout_fails_the_job(run_cli, write_job, hpc, distrun_home):
-    job = write_job(sleepers("time.sleep(120)"))
+    job = write_job(python_ranks("time.sleep(120)"))
     result = run_cli("run", str(job), "--compute", hpc, "--set", "limits.timeout=3")
     assert result.returncode == 1, result.stdout + result.stderr
     name = only_job(distrun_home)
@@ -521,7 +506,7 @@ def test_partition_that_does_not_exist(run_cli, write_job, slurm_cluster, distru
     )
     assert created.returncode == 0, created.stderr
     before = slurm_cluster.run(["squeue", "--noheader", "--format=%i"]).stdout
-    result = run_cli("run", str(write_job(sleepers("pass"))), "--compute", "nowhere")
+    result = run_cli("run", str(write_job(python_ranks("pass"))), "--compute", "nowhere")
     assert result.returncode == 2
     assert "Slurm partition 'gpu-a100' does not exist (partitions of this cluster: debug)" in result.stderr
     assert "Traceback" not in result.stderr
@@ -537,7 +522,7 @@ def test_compute_create_refuses_a_misspelled_setting(run_cli, distrun_home):
 
 
 def test_more_nodes_than_the_partition_has(run_cli, write_job, hpc, distrun_home):
-    job = write_job(sleepers("pass"))
+    job = write_job(python_ranks("pass"))
     result = run_cli("run", str(job), "--compute", hpc, "--set", "resources.instance_count=3")
     assert result.returncode == 2
     assert "the job asks for 3 nodes (resources.instance_count) but Slurm partition 'debug' has 2" in result.stderr
@@ -547,7 +532,7 @@ def test_more_nodes_than_the_partition_has(run_cli, write_job, hpc, distrun_home
 def test_slurm_not_installed(write_job, hpc, distrun_home, tmp_path):
     env = cli_env(distrun_home, {"PATH": str(tmp_path / "empty")})
     result = subprocess.run(
-        [sys.executable, "-m", "distrun", "run", str(write_job(sleepers("pass"))), "--compute", hpc],
+        [sys.executable, "-m", "distrun", "run", str(write_job(python_ranks("pass"))), "--compute", hpc],
         capture_output=True,
         text=True,
         env=env,
@@ -565,7 +550,7 @@ def test_controller_down(run_cli, write_job, slurm_cluster, distrun_home, tmp_pa
     conf.write_text("\n".join("SlurmctldPort=1" if x.startswith("SlurmctldPort=") else x for x in lines) + "\n")
     created = run_cli("compute", "create", "--name", "down", "--type", "slurm", "--set", f"slurm_conf={conf}")
     assert created.returncode == 0, created.stderr
-    result = run_cli("run", str(write_job(sleepers("pass"))), "--compute", "down")
+    result = run_cli("run", str(write_job(python_ranks("pass"))), "--compute", "down")
     assert result.returncode == 2
     assert "the Slurm controller is down or unreachable" in result.stderr
     assert "nothing was submitted" in result.stderr
@@ -585,7 +570,7 @@ def test_plan_shows_the_exact_sbatch_script(run_cli, hpc, distrun_home):
 
 
 def test_submitted_script_is_what_plan_showed(run_cli, write_job, hpc, distrun_home):
-    job = write_job(sleepers("pass"))
+    job = write_job(python_ranks("pass"))
     planned = run_cli("plan", str(job), "--compute", hpc, "--set", "name=planned_job", "--output", "json")
     assert planned.returncode == 0, planned.stderr
     result = run_cli("run", str(job), "--compute", hpc, "--set", "name=planned_job")

@@ -27,28 +27,11 @@ from reliability_support import (
     wait_running,
 )
 
-from conftest import cli_env, wait_for
+from conftest import cli_env, four_rank_job, wait_for
 from distrun.agent.cgroup import cgroup_path
 from distrun.cancel import cancel_job
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
-
-SLEEPERS = """
-    command: >-
-      {command}
-    code: src
-    resources:
-      instance_count: 2
-    distribution:
-      type: pytorch
-      process_count_per_instance: 2
-    limits:
-      grace_period: {grace}
-"""
-
-
-def sleepers(command: str, grace: float = 3) -> str:
-    return SLEEPERS.replace("{command}", command).replace("{grace}", str(grace))
 
 
 def token() -> str:
@@ -57,7 +40,7 @@ def token() -> str:
 
 def test_sigterm_to_distrun_cancels_the_job(start_cli, write_job, distrun_home):
     mark = token()
-    job = write_job(sleepers(f"(setsid sleep 300.{mark} &); echo rank $RANK up; exec sleep 300"))
+    job = write_job(four_rank_job(f"(setsid sleep 300.{mark} &); echo rank $RANK up; exec sleep 300"))
     proc = start_cli("run", str(job))
     name = wait_running(distrun_home)
     wait_for(lambda: len(processes_with(f"300.{mark}")) == 4)
@@ -107,7 +90,7 @@ def _read_terminal(master: int) -> bytes:
 
 def test_terminal_closing_cancels_the_job(write_job, distrun_home):
     mark = token()
-    job = write_job(sleepers(f"(setsid sleep 300.{mark} &); echo rank $RANK up; exec sleep 300"))
+    job = write_job(four_rank_job(f"(setsid sleep 300.{mark} &); echo rank $RANK up; exec sleep 300"))
     proc, master = _run_in_a_terminal(distrun_home, "run", str(job))
     try:
         seen = b""
@@ -134,7 +117,7 @@ def test_sigkill_of_distrun_stops_daemons_that_cleared_their_environment(start_c
     # agent is gone no subreaper either.
     mark = token()
     job = write_job(
-        sleepers(f"(setsid env -i sleep 300.{mark} &); echo up; exec sleep 300"),
+        four_rank_job(f"(setsid env -i sleep 300.{mark} &); echo up; exec sleep 300"),
     )
     proc = start_cli("run", str(job))
     name = wait_running(distrun_home)
@@ -151,7 +134,7 @@ def test_sigkill_of_distrun_stops_daemons_that_cleared_their_environment(start_c
 
 def test_sigkill_of_the_background_launcher(run_cli, write_job, distrun_home):
     mark = token()
-    job = write_job(sleepers(f"(setsid sleep 300.{mark} &); echo up; exec sleep 300"))
+    job = write_job(four_rank_job(f"(setsid sleep 300.{mark} &); echo up; exec sleep 300"))
     created = run_cli("job", "create", "--file", str(job), "--name", "bg_killed")
     assert created.returncode == 0, created.stderr
     wait_running(distrun_home, "bg_killed")
@@ -168,7 +151,7 @@ def test_sigkill_of_the_background_launcher(run_cli, write_job, distrun_home):
 
 def test_a_second_interrupt_does_not_wait_for_the_grace_period(start_cli, write_job, distrun_home):
     job = write_job(
-        sleepers("exec python stubborn.py", grace=600),
+        four_rank_job("exec python stubborn.py", grace=600),
         {
             "stubborn.py": """
                 import signal, time
@@ -245,7 +228,7 @@ def test_cancel_racing_the_jobs_start(run_cli, write_job, distrun_home, tmp_path
     layout = Layout(distrun_home)
     for attempt, delay in enumerate([0.0, 0.05, 0.15, 0.3]):
         mark = token()
-        job = write_job(sleepers(f"echo up {mark}; exec sleep 300.{mark}"))
+        job = write_job(four_rank_job(f"echo up {mark}; exec sleep 300.{mark}"))
         created = run_cli("job", "create", "--file", str(job), "--name", f"early{attempt}")
         assert created.returncode == 0, created.stderr
         time.sleep(delay)
@@ -268,7 +251,7 @@ def test_signal_while_the_job_is_prepared_or_starts(start_cli, write_job, distru
     mark = token()
     # Many files: the code snapshot takes long enough to be interrupted in the middle.
     files = {f"data/part{i:04d}.txt": "x" * 2000 for i in range(300)}
-    job = write_job(sleepers(f"echo up; exec sleep 300.{mark}"), files)
+    job = write_job(four_rank_job(f"echo up; exec sleep 300.{mark}"), files)
     index = JobIndex(distrun_home / "jobs.db")
     seen: set[str] = set()
     for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8, 1.2):
@@ -297,7 +280,7 @@ def test_job_cancel_while_the_job_is_prepared(start_cli, write_job, distrun_home
     Python process): the cancel is written to the index, and preparation stops there."""
     mark = token()
     files = {f"data/part{i:04d}.txt": "x" * 2000 for i in range(1500)}
-    proc = start_cli("run", str(write_job(sleepers(f"echo up; exec sleep 300.{mark}"), files)))
+    proc = start_cli("run", str(write_job(four_rank_job(f"echo up; exec sleep 300.{mark}"), files)))
     index = JobIndex(distrun_home / "jobs.db")
     name = str(
         wait_for(lambda: (distrun_home / "jobs.db").exists() and next(iter(index.names()), None), interval=0.005)
@@ -316,7 +299,7 @@ def test_job_cancel_while_the_job_is_prepared(start_cli, write_job, distrun_home
 def test_sigterm_to_the_background_launcher_while_it_starts(run_cli, write_job, distrun_home):
     """A SIGTERM that reaches the launcher before Python has even started is held, not fatal."""
     mark = token()
-    job = write_job(sleepers(f"echo up; exec sleep 300.{mark}"))
+    job = write_job(four_rank_job(f"echo up; exec sleep 300.{mark}"))
     created = run_cli("job", "create", "--file", str(job), "--name", "bg_term")
     assert created.returncode == 0, created.stderr
     launcher = record(distrun_home, "bg_term")["launcher_pid"]

@@ -13,22 +13,7 @@ import random
 import pytest
 from reliability_support import assert_nothing_left, by_rank, only_job, record, run_bytes, show
 
-FOUR_RANKS = """
-    command: >-
-      {command}
-    code: src
-    resources:
-      instance_count: 2
-    distribution:
-      type: pytorch
-      process_count_per_instance: 2
-    limits:
-      grace_period: {grace}
-"""
-
-
-def four_ranks(command: str, grace: float = 3) -> str:
-    return FOUR_RANKS.replace("{command}", command).replace("{grace}", str(grace))
+from conftest import four_rank_job
 
 
 def log_of(home, name: str, rank: int) -> bytes:
@@ -37,7 +22,7 @@ def log_of(home, name: str, rank: int) -> bytes:
 
 def test_rank_exiting_non_zero_at_start(run_cli, write_job, distrun_home):
     job = write_job(
-        four_ranks(
+        four_rank_job(
             'echo "rank $RANK up"; if [ "$RANK" = 1 ]; then echo "rank 1: no data" >&2; exit 3; fi; exec sleep 60'
         )
     )
@@ -62,7 +47,7 @@ def test_rank_exiting_non_zero_at_start(run_cli, write_job, distrun_home):
 def test_rank_failing_at_the_very_end(run_cli, write_job, distrun_home):
     # Every rank finishes its work; rank 3 then fails while saving, after the others exited 0.
     job = write_job(
-        four_ranks(
+        four_rank_job(
             'echo "rank $RANK trained"; if [ "$RANK" = 3 ]; then sleep 1; echo "rank 3 saving";'
             ' echo "disk quota exceeded" >&2; exit 4; fi'
         )
@@ -92,7 +77,7 @@ def test_rank_failing_at_the_very_end(run_cli, write_job, distrun_home):
 )
 def test_rank_killed_by_a_signal_is_named(run_cli, write_job, distrun_home, crash, signal_name):
     job = write_job(
-        four_ranks(
+        four_rank_job(
             'if [ "$RANK" = 2 ]; then echo "rank 2 about to crash"; exec python -c "' + crash + '"; fi; exec sleep 60'
         )
     )
@@ -110,7 +95,9 @@ def test_rank_killed_by_a_signal_is_named(run_cli, write_job, distrun_home, cras
 
 
 def test_one_hanging_rank_hits_the_timeout(run_cli, write_job, distrun_home):
-    job = write_job(four_ranks('echo "rank $RANK done"; if [ "$RANK" = 0 ]; then echo "rank 0 stuck"; sleep 600; fi'))
+    job = write_job(
+        four_rank_job('echo "rank $RANK done"; if [ "$RANK" = 0 ]; then echo "rank 0 stuck"; sleep 600; fi')
+    )
     result = run_cli("run", str(job), "--set", "limits.timeout=2")
     assert result.returncode == 1, result.stdout + result.stderr
     name = only_job(distrun_home)
@@ -126,7 +113,7 @@ def test_one_hanging_rank_hits_the_timeout(run_cli, write_job, distrun_home):
 
 def test_rank_ignoring_sigterm_is_killed_after_the_grace_period(run_cli, write_job, distrun_home):
     job = write_job(
-        four_ranks(
+        four_rank_job(
             'if [ "$RANK" = 0 ]; then sleep 0.5; echo "rank 0 fails"; exit 9; fi; exec python ignore.py',
             grace=1.5,
         ),
@@ -189,7 +176,7 @@ def test_daemonized_grandchildren_end_with_the_job(run_cli, write_job, distrun_h
     else:
         start = f"python daemon.py {token} {variant};"
     finish = 'if [ "$RANK" = 1 ]; then sleep 1; exit 5; fi; sleep 30' if ending == "fails" else "sleep 0.5"
-    job = write_job(four_ranks(f"{start} echo rank $RANK working; {finish}"), {"daemon.py": DAEMONIZE})
+    job = write_job(four_rank_job(f"{start} echo rank $RANK working; {finish}"), {"daemon.py": DAEMONIZE})
     result = run_cli("run", str(job))
     assert result.returncode == (1 if ending == "fails" else 0), result.stdout + result.stderr
     name = only_job(distrun_home)
@@ -203,7 +190,7 @@ def test_daemonized_grandchildren_end_with_the_job(run_cli, write_job, distrun_h
 
 def test_rank_closing_its_stdout_early(run_cli, write_job, distrun_home):
     job = write_job(
-        four_ranks("exec python worker.py"),
+        four_rank_job("exec python worker.py"),
         {
             "worker.py": """
                 import os, sys, time
@@ -238,7 +225,7 @@ def test_rank_closing_its_stdout_early(run_cli, write_job, distrun_home):
 def test_a_20_mb_line_without_newline(distrun_home, write_job):
     size = 20 * 1024 * 1024
     job = write_job(
-        four_ranks(
+        four_rank_job(
             'if [ "$RANK" = 0 ]; then python -c "import sys; sys.stdout.write(\'x\' * '
             + str(size)
             + ')"; else echo "rank $RANK fine"; fi'
@@ -262,7 +249,7 @@ def test_a_20_mb_line_without_newline(distrun_home, write_job):
 def test_binary_garbage_output(distrun_home, write_job):
     garbage = random.Random(20240601).randbytes(1 << 20)
     job = write_job(
-        four_ranks('if [ "$RANK" = 3 ]; then python garbage.py; else echo "rank $RANK fine"; fi'),
+        four_rank_job('if [ "$RANK" = 3 ]; then python garbage.py; else echo "rank $RANK fine"; fi'),
         {
             "garbage.py": """
                 import random, sys
