@@ -344,3 +344,12 @@ def main() -> None:
         sys.stderr.close()
         sys.exit(0)
     del started
+
+
+def _register_envdata() -> None:
+    from distrun.cli_envdata import env_group
+
+    cli.add_command(env_group)
+
+
+_register_envdata()

@@ -207,7 +207,19 @@ def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize
         if materialize:
             make_dirs(path)
         outputs[name] = str(path / name) if out is not None and out.type == "uri_file" else str(path)
-    return Bindings(inputs=inputs, outputs=outputs, input_paths=input_paths)
+    return Bindings(
+        inputs=inputs,
+        outputs=outputs,
+        input_paths=input_paths,
+        environment=_rank_environment(loaded, spec, folder, materialize),
+    )
+
+
+def _rank_environment(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool) -> dict[str, str]:
+    from distrun.environments.resolve import job_variables
+
+    home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>
+    return job_variables(spec.environment, loaded.base_dir, home, loaded.position, materialize)
 
 
 def _copy_input(source: Path, target: Path) -> None:

@@ -27,7 +27,16 @@ def semantic_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf
         *_reference_problems(spec, position),
         *_path_problems(spec, base_dir, position),
         *_size_problems(spec, position),
+        *_environment_problems(spec, base_dir, position),
     ]
+
+
+def _environment_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
+    """A conda_file that cannot be built here (conda-only packages, a missing Python)."""
+    from distrun.environments.resolve import rank_python
+    from distrun.store.layout import distrun_home
+
+    return rank_python(spec.environment, base_dir, distrun_home(), position)[1]
 
 
 # Far above any real cluster, low enough that planning stays bounded in time and memory.

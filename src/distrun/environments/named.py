@@ -1,0 +1,98 @@
+"""Environments named in `$DISTRUN_HOME/config.yaml`, so that `azureml:NAME@latest` means one here.
+
+    environments:
+      pt-old:                       # azureml:pt-old@latest, azureml:pt-old:3
+        conda_file: envs/pt.yml     # built and cached like an inline conda_file (path from this file)
+      site-python:
+        python: /opt/py310/bin/python   # an existing interpreter or virtual environment, used as is
+      trainer:
+        image: myregistry/trainer:1 # for backends that run images
+
+`distrun env create` writes these entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distrun.errors import DistrunError, Position
+from distrun.spec.source_map import SourceMap
+
+ENV_KEYS = ("conda_file", "python", "image", "description")
+
+
+@dataclass(frozen=True)
+class NamedEnvironment:
+    name: str
+    body: dict[str, Any]
+    base_dir: Path  # the config file's folder: relative conda_file paths start there
+    source_map: SourceMap = field(default_factory=lambda: SourceMap("config.yaml"))
+
+    def position(self, *path: str | int) -> Position:
+        return self.source_map.find(("environments", self.name, *path))
+
+
+def reference_name(reference: str) -> tuple[str, str | None]:
+    """`azureml:NAME@latest` / `azureml:NAME:3` / `NAME` -> (NAME, version or None)."""
+    text = reference.removeprefix("azureml:").strip()
+    if text.startswith("//registries/"):
+        text = text.rsplit("/environments/", 1)[-1].replace("/versions/", ":").replace("/labels/", "@")
+    if "@" in text:
+        return text.split("@", 1)[0], None
+    if ":" in text:
+        name, version = text.split(":", 1)
+        return name, version
+    return text, None
+
+
+def read_named(config_path: Path) -> dict[str, NamedEnvironment]:
+    if not config_path.is_file():
+        return {}
+    from distrun.spec.yaml_source import read_yaml_file
+
+    data, smap = read_yaml_file(config_path)
+    section = data.get("environments") if isinstance(data, dict) else None
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise DistrunError(f"{smap.find(('environments',))}: environments: expected a mapping of names")
+    named = {}
+    for name, body in section.items():
+        if not isinstance(body, dict) or not body or set(body) - set(ENV_KEYS):
+            raise DistrunError(
+                f"{smap.find(('environments', name))}: environments.{name}: expected a mapping with "
+                + ", ".join(ENV_KEYS[:3]),
+                "e.g. environments: {my-env: {conda_file: env.yml}}",
+            )
+        named[str(name)] = NamedEnvironment(str(name), dict(body), config_path.parent, smap)
+    return named
+
+
+def find_named(reference: str, config_path: Path) -> NamedEnvironment | None:
+    """The entry for `reference`: `NAME:VERSION` first, then `NAME`; None when it is not mapped."""
+    name, version = reference_name(reference)
+    named = read_named(config_path)
+    if version is not None and f"{name}:{version}" in named:
+        return named[f"{name}:{version}"]
+    return named.get(name)
+
+
+def add_named(config_path: Path, name: str, body: dict[str, Any]) -> None:
+    """Add or replace one environment in config.yaml, keeping the rest of the file."""
+    from ruamel.yaml import YAML
+
+    if not name or any(c.isspace() for c in name) or "/" in name:
+        raise DistrunError(f"environment name {name!r} is not allowed", "use letters, digits, '-', '_', '.'")
+    yaml = YAML()
+    data: Any = {}
+    if config_path.is_file():
+        data = yaml.load(config_path.read_text(encoding="utf-8")) or {}
+    data.setdefault("environments", {})
+    data["environments"][name] = body
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = config_path.with_suffix(f".yaml.{id(body)}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        yaml.dump(data, handle)
+    tmp.replace(config_path)

@@ -1,0 +1,200 @@
+"""conda_file environments: built with uv (or pip) from a local wheel folder, cached by content,
+shared safely by concurrent jobs, refused clearly when they cannot be built."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import only_job, record
+from wheelhouse import make_wheel
+
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
+WriteJob = Callable[..., Path]
+PROBE = "distrun-probe-pkg"
+PRINT_PROBE = 'python -c "import distrun_probe_pkg, sys; print(distrun_probe_pkg.VALUE, sys.prefix)"'
+
+
+@pytest.fixture
+def wheels(tmp_path: Path) -> Path:
+    folder = tmp_path / "wheels"
+    make_wheel(folder, PROBE, "1.0", "VALUE = 'probe-1.0'\n")
+    return folder
+
+
+def conda_job(wheels: Path, requirement: str = f"{PROBE}==1.0", command: str = PRINT_PROBE) -> str:
+    return f"""
+        command: {command}
+        resources: {{instance_count: 2}}
+        environment:
+          image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04
+          conda_file:
+            channels: [conda-forge]
+            dependencies:
+              - python={sys.version_info.major}.{sys.version_info.minor}
+              - pip
+              - pip:
+                  - --no-index
+                  - --find-links {wheels}
+                  - {requirement}
+        """
+
+
+def built(home: Path) -> list[Path]:
+    folder = home / "envs"
+    return sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+
+
+def test_probe_package_is_not_in_distruns_environment() -> None:
+    # The premise of the tests below: only the built environment can import it.
+    assert subprocess.run([sys.executable, "-c", "import distrun_probe_pkg"], capture_output=True).returncode != 0
+
+
+def test_conda_file_job_runs_in_its_built_environment_and_second_job_reuses_it(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(conda_job(wheels))
+    first = run_cli("run", str(job))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "distrun: building environment" in first.stderr
+    [env] = built(distrun_home)
+    assert first.stdout.count(f"probe-1.0 {env}") == 2  # both ranks, in the environment
+    assert "is kept for image-based backends" not in first.stdout + first.stderr
+    manifest = json.loads((env / "distrun-env.json").read_text())
+    assert manifest["requirements"][-1] == f"{PROBE}==1.0"
+
+    # The same spec written as a file (with -r requirements.txt): same content, same environment.
+    folder = job.parent
+    (folder / "requirements.txt").write_text(f"{PROBE}==1.0\n")
+    (folder / "conda.yml").write_text(
+        "dependencies:\n"
+        f"  - python={sys.version_info.major}.{sys.version_info.minor}\n"
+        "  - pip:\n"
+        "      - --no-index\n"
+        f"      - --find-links {wheels}\n"
+        "      - -r requirements.txt\n"
+    )
+    (folder / "job2.yml").write_text(
+        f"command: {PRINT_PROBE}\nenvironment:\n  conda_file: conda.yml\n  image: some/image:1\n"
+    )
+    second = run_cli("run", str(folder / "job2.yml"))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "building environment" not in second.stderr
+    assert "(cached)" in second.stderr
+    assert f"probe-1.0 {env}" in second.stdout
+    assert built(distrun_home) == [env]
+
+    listed = run_cli("env", "list", "-o", "json")
+    assert [e["key"] for e in json.loads(listed.stdout)["built"]] == [env.name]
+    shown = run_cli("env", "show", env.name[:8])
+    assert json.loads(shown.stdout)["python"] == f"{sys.version_info.major}.{sys.version_info.minor}"
+    pruned = run_cli("env", "prune", "--all")
+    assert pruned.returncode == 0 and f"removed {env.name}" in pruned.stdout
+    assert built(distrun_home) == []
+
+
+def test_broken_requirement_fails_naming_it_and_leaves_nothing(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(conda_job(wheels, requirement="distrun-no-such-pkg==9.9"))
+    result = run_cli("run", str(job))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "requirement 'distrun-no-such-pkg==9.9'" in result.stderr
+    assert f"{job}:" in result.stderr  # where it was written
+    assert "Traceback" not in result.stderr
+    assert built(distrun_home) == []
+    assert not list((distrun_home / "envs").glob(".build-*"))
+    job_record = record(distrun_home, only_job(distrun_home))
+    assert job_record["status"] == "Failed" and "distrun-no-such-pkg" in job_record["reason"]
+
+
+def test_conda_only_package_and_missing_python_are_refused_before_anything_starts(
+    run_cli: RunCli, write_job: WriteJob, distrun_home: Path
+) -> None:
+    job = write_job(
+        """
+        command: python -c "print(1)"
+        environment:
+          conda_file:
+            dependencies:
+              - python=2.7
+              - cudatoolkit=11.3
+              - pip:
+                  - numpy
+        """
+    )
+    result = run_cli("run", str(job))
+    assert result.returncode == 2
+    assert "'cudatoolkit=11.3' is a conda-only package" in result.stderr
+    assert f"{job}:7:" in result.stderr  # the line of that dependency
+    assert "python 2.7 is not available on this machine" in result.stderr  # every problem at once
+    assert "RunId" not in result.stdout
+    assert not (distrun_home / "envs").exists()
+
+    job = write_job(
+        """
+        command: python -c "print(1)"
+        environment:
+          conda_file: {dependencies: [python=2.7, {pip: [numpy]}]}
+        """
+    )
+    result = run_cli("job", "validate", "-f", str(job))
+    assert result.returncode == 2
+    assert "python 2.7 is not available on this machine" in result.stderr
+    assert "environment.conda_file" in result.stderr
+
+
+def test_concurrent_jobs_share_one_build(
+    start_cli: Callable[..., subprocess.Popen[str]], write_job: Callable[..., Path], wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(conda_job(wheels))
+    procs = [start_cli("run", str(job)) for _ in range(3)]
+    outputs = [proc.communicate(timeout=300)[0] for proc in procs]
+    for proc, output in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, output
+    [env] = built(distrun_home)
+    assert all(output.count(f"probe-1.0 {env}") == 2 for output in outputs)
+    assert sum("distrun: building environment" in output for output in outputs) == 1
+    assert not list((distrun_home / "envs").glob(".build-*"))
+
+
+def test_named_environment_from_env_create(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    folder = write_job("command: echo unused\n").parent
+    (folder / "env.yml").write_text(
+        "name: old-stack\nversion: 3\nimage: some/image:1\nconda_file:\n  dependencies:\n"
+        f"    - pip:\n      - --no-index\n      - --find-links {wheels}\n      - {PROBE}\n"
+    )
+    created = run_cli("env", "create", "--file", str(folder / "env.yml"))
+    assert created.returncode == 0, created.stderr
+    (folder / "job.yml").write_text(f"command: {PRINT_PROBE}\nenvironment: azureml:old-stack:3\n")
+    result = run_cli("run", str(folder / "job.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    [env] = built(distrun_home)
+    assert f"probe-1.0 {env}" in result.stdout
+
+    # An existing interpreter named in config.yaml is used as is, nothing built.
+    assert run_cli("env", "create", "--name", "system", "--python", sys.executable).returncode == 0
+    (folder / "job.yml").write_text(
+        'command: python -c "import sys; print(sys.executable)"\nenvironment: azureml:system@latest\n'
+    )
+    result = run_cli("run", str(folder / "job.yml"))
+    assert result.returncode == 0 and built(distrun_home) == [env]
+
+
+def test_pip_installer_builds_the_same_environment(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(conda_job(wheels))
+    result = run_cli("run", str(job), env={"DISTRUN_ENV_INSTALLER": "pip"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "with pip" in result.stderr
+    [env] = built(distrun_home)
+    assert json.loads((env / "distrun-env.json").read_text())["installer"] == "pip"
+    assert result.stdout.count(f"probe-1.0 {env}") == 2
