@@ -347,9 +347,10 @@ def main() -> None:
 
 
 def _register_envdata() -> None:
-    from distrun.cli_envdata import env_group
+    from distrun.cli_envdata import data_group, env_group
 
     cli.add_command(env_group)
+    cli.add_command(data_group)
 
 
 _register_envdata()

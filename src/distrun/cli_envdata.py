@@ -136,3 +136,61 @@ def _environment_file(file: Path, name: str | None) -> tuple[dict[str, Any], str
         body["description"] = str(data["description"])
     version = data.get("version")
     return body, name or data.get("name"), None if version is None else str(version)
+
+
+# ---------------------------------------------------------------- data
+
+
+@click.group("data")
+def data_group() -> None:
+    """Data assets: named, versioned paths that jobs use as azureml:NAME:VERSION or azureml:NAME@latest."""
+
+
+@data_group.command("create")
+@click.option("--name", "-n", required=True)
+@click.option("--version", "-v", default="", help="Default: one more than the highest numbered version.")
+@click.option(
+    "--path", "-p", "path", required=True, help="A local path or a URI (datastore, job output, http(s), s3...)."
+)
+@click.option("--type", "-t", "kind", default="uri_folder", show_default=True)
+@click.option("--description", "-d", default=None)
+def data_create(name: str, version: str, path: str, kind: str, description: str | None) -> None:
+    """Register a data asset (as `az ml data create`)."""
+    from distrun.data.assets import DataAsset, create_asset
+    from distrun.data.locations import input_location
+
+    location = input_location(path, Path.cwd(), _home())  # a reference that cannot resolve fails now
+    if location.url is None and location.path is None:
+        raise DistrunError(f"{path!r} is not a place distrun can read", "give a local path or a supported URI")
+    if location.url is None and location.path is not None:
+        kind_found = "uri_folder" if location.path.is_dir() else "uri_file" if location.path.exists() else None
+        if kind_found is None:
+            raise DistrunError(f"{location.path} does not exist", "check the path")
+        if kind in ("uri_folder", "uri_file") and kind != kind_found:
+            raise DistrunError(
+                f"--type {kind} but {location.path} is a {kind_found.split('_')[1]}", f"use --type {kind_found}"
+            )
+    # Local paths are kept absolute; URIs as written (resolved when a job uses them).
+    stored = str(location.path.resolve()) if location.url is None and not path.startswith("azureml") else path
+    asset = create_asset(_home(), DataAsset(name, version, kind, stored, description))
+    _print_json(asset.to_dict())
+
+
+@data_group.command("list")
+@click.option("--name", "-n", default=None, help="Only this asset's versions.")
+def data_list(name: str | None) -> None:
+    """Data assets and their versions (latest last)."""
+    from distrun.data.assets import list_assets
+
+    _print_json([a.to_dict() for a in list_assets(_home(), name)])
+
+
+@data_group.command("show")
+@click.option("--name", "-n", required=True)
+@click.option("--version", "-v", default=None)
+@click.option("--label", "-l", default=None, help="latest")
+def data_show(name: str, version: str | None, label: str | None) -> None:
+    """One version of a data asset (default: the latest)."""
+    from distrun.data.assets import get_asset
+
+    _print_json(get_asset(_home(), name, version, label).to_dict())

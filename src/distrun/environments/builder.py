@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from distrun.console import say as _say
 from distrun.environments.conda_spec import EnvRequest, Requirement
 from distrun.environments.installer import Installer, choose_installer
 from distrun.errors import DistrunError
@@ -269,11 +270,3 @@ def _touch(folder: Path) -> None:
         (folder / LAST_USED).write_text(str(time.time()), encoding="utf-8")
     except OSError:
         pass  # a read-only shared cache still works; only `env prune --unused` is less exact
-
-
-def _say(out: TextIO, text: str) -> None:
-    try:
-        out.write(text + "\n")
-        out.flush()
-    except (OSError, ValueError):
-        pass

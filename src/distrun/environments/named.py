@@ -48,16 +48,9 @@ def reference_name(reference: str) -> tuple[str, str | None]:
 
 
 def read_named(config_path: Path) -> dict[str, NamedEnvironment]:
-    if not config_path.is_file():
-        return {}
-    from distrun.spec.yaml_source import read_yaml_file
+    from distrun.config_sections import read_section
 
-    data, smap = read_yaml_file(config_path)
-    section = data.get("environments") if isinstance(data, dict) else None
-    if section is None:
-        return {}
-    if not isinstance(section, dict):
-        raise DistrunError(f"{smap.find(('environments',))}: environments: expected a mapping of names")
+    section, smap = read_section(config_path, "environments", "environments: {my-env: {conda_file: env.yml}}")
     named = {}
     for name, body in section.items():
         if not isinstance(body, dict) or not body or set(body) - set(ENV_KEYS):

@@ -234,7 +234,25 @@ class JobOperations:
             )
         else:
             job = job_from_data(_runnable_again(data, folder))
-        return status_of(job, record, folder.root)
+        return _with_output_paths(status_of(job, record, folder.root))
+
+
+def _with_output_paths(job: Command) -> Command:
+    """Each output's `path` as Azure ML reports it, a value a later job takes as an input: the
+    datastore path with `${{name}}` filled in, else `azureml://jobs/<job>/outputs/<name>`."""
+    from distrun.data.locations import job_output_uri
+    from distrun.sdk.inputs_outputs import Output
+
+    for name, out in list(job.outputs.items()):
+        if out is None:
+            out = job.outputs[name] = Output()
+        if not isinstance(out, Output):
+            continue
+        if out.path is None:
+            out.path = job_output_uri(job.name, name)
+        elif isinstance(out.path, str):
+            out.path = out.path.replace("${{name}}", job.name).replace("${{output_name}}", name)
+    return job
 
 
 def _runnable_again(data: dict[str, Any], folder: Any) -> dict[str, Any]:
