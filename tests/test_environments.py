@@ -4,6 +4,7 @@ shared safely by concurrent jobs, refused clearly when they cannot be built."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import only_job, record
+from test_sdk_support import sdk_env
 from wheelhouse import make_wheel
+
+__all__ = ["sdk_env"]  # the fixture, imported for pytest
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
 WriteJob = Callable[..., Path]
@@ -198,3 +202,28 @@ def test_pip_installer_builds_the_same_environment(
     [env] = built(distrun_home)
     assert json.loads((env / "distrun-env.json").read_text())["installer"] == "pip"
     assert result.stdout.count(f"probe-1.0 {env}") == 2
+
+
+def test_v1_sdk_environments_from_pip_requirements_and_conda_specification(
+    sdk_env: Path, wheels: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from distrun.v1 import Environment, Experiment, ScriptRunConfig, Workspace
+
+    (sdk_env / "src" / "probe.py").write_text(
+        "import sys, distrun_probe_pkg\nprint(distrun_probe_pkg.VALUE, sys.prefix)\n"
+    )
+    (sdk_env / "requirements.txt").write_text(f"--no-index\n--find-links {wheels}\n{PROBE}==1.0\n")
+    (sdk_env / "conda.yml").write_text(
+        f"dependencies:\n  - python={sys.version_info.major}.{sys.version_info.minor}\n"
+        "  - pip:\n      - -r requirements.txt\n"
+    )
+    for env in (
+        Environment.from_pip_requirements("probe-pip", "requirements.txt"),
+        Environment.from_conda_specification("probe-conda", "conda.yml"),
+    ):
+        src = ScriptRunConfig(source_directory="./src", script="probe.py", environment=env)
+        details = Experiment(Workspace(), "envs").submit(src).wait_for_completion(show_output=True)
+        assert details["status"] == "Completed"
+    home = Path(os.environ["DISTRUN_HOME"])
+    [built_env] = built(home)  # one spec, written two ways: one environment
+    assert capsys.readouterr().out.count(f"probe-1.0 {built_env}") == 2
