@@ -22,12 +22,15 @@ RunCli = Callable[..., subprocess.CompletedProcess[str]]
 WriteJob = Callable[..., Path]
 PROBE = "distrun-probe-pkg"
 PRINT_PROBE = 'python -c "import distrun_probe_pkg, sys; print(distrun_probe_pkg.VALUE, sys.prefix)"'
+# The environment's console script: its shebang must name the folder the build was renamed to.
+AND_SCRIPT = " && distrun-probe"
 
 
 @pytest.fixture
 def wheels(tmp_path: Path) -> Path:
     folder = tmp_path / "wheels"
-    make_wheel(folder, PROBE, "1.0", "VALUE = 'probe-1.0'\n")
+    body = "import sys\nVALUE = 'probe-1.0'\n\ndef main():\n    print('script-ok', sys.prefix)\n"
+    make_wheel(folder, PROBE, "1.0", body, {"distrun-probe": "distrun_probe_pkg:main"})
     return folder
 
 
@@ -62,12 +65,13 @@ def test_probe_package_is_not_in_distruns_environment() -> None:
 def test_conda_file_job_runs_in_its_built_environment_and_second_job_reuses_it(
     run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
 ) -> None:
-    job = write_job(conda_job(wheels))
+    job = write_job(conda_job(wheels, command=PRINT_PROBE + AND_SCRIPT))
     first = run_cli("run", str(job))
     assert first.returncode == 0, first.stdout + first.stderr
     assert "distrun: building environment" in first.stderr
     [env] = built(distrun_home)
     assert first.stdout.count(f"probe-1.0 {env}") == 2  # both ranks, in the environment
+    assert first.stdout.count(f"script-ok {env}") == 2
     assert "is kept for image-based backends" not in first.stdout + first.stderr
     manifest = json.loads((env / "distrun-env.json").read_text())
     assert manifest["requirements"][-1] == f"{PROBE}==1.0"
@@ -195,13 +199,14 @@ def test_named_environment_from_env_create(
 def test_pip_installer_builds_the_same_environment(
     run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
 ) -> None:
-    job = write_job(conda_job(wheels))
+    job = write_job(conda_job(wheels, command=PRINT_PROBE + AND_SCRIPT))
     result = run_cli("run", str(job), env={"DISTRUN_ENV_INSTALLER": "pip"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "with pip" in result.stderr
     [env] = built(distrun_home)
     assert json.loads((env / "distrun-env.json").read_text())["installer"] == "pip"
     assert result.stdout.count(f"probe-1.0 {env}") == 2
+    assert result.stdout.count(f"script-ok {env}") == 2
 
 
 def test_v1_sdk_environments_from_pip_requirements_and_conda_specification(

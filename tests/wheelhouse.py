@@ -9,7 +9,8 @@ import zipfile
 from pathlib import Path
 
 
-def make_wheel(folder: Path, name: str, version: str, module_body: str) -> Path:
+def make_wheel(folder: Path, name: str, version: str, module_body: str, scripts: dict[str, str] | None = None) -> Path:
+    """A wheel of one module; `scripts`: console script name -> `module:function`."""
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
     files = {
@@ -17,6 +18,8 @@ def make_wheel(folder: Path, name: str, version: str, module_body: str) -> Path:
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: distrun-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
+    if scripts:
+        files[f"{info}/entry_points.txt"] = "[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items())
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{dist}-{version}-py3-none-any.whl"
     record = []

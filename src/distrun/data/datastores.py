@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distrun.environments.conda_spec import expand_user
 from distrun.errors import DistrunError
 
 
@@ -16,7 +17,7 @@ def datastore_root(home: Path, name: str) -> Path:
     configured = _configured(home / "config.yaml").get(name)
     if configured is None:
         return home / "datastores" / name
-    path = Path(configured).expanduser()
+    path = expand_user(Path(configured))
     return path if path.is_absolute() else (home / path)
 
 

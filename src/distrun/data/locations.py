@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from distrun.environments.conda_spec import expand_user
 from distrun.errors import DistrunError
 
 _DATASTORE = re.compile(
@@ -161,7 +162,7 @@ def output_location(path: str | None, output: str, job: str, home: Path) -> Path
             f"output {output}: {path!r} is not a place distrun can write",
             "use azureml://datastores/<datastore>/paths/<path> (a folder per datastore) or leave `path` out",
         )
-    local = Path(text).expanduser()
+    local = expand_user(Path(text))
     if not local.is_absolute():
         raise DistrunError(
             f"output {output}: the local path {path!r} is relative", "give an absolute path or a datastore URI"

@@ -185,6 +185,14 @@ def read_conda_data(
     return EnvRequest(python, tuple(requirements), base_dir, origin), problems
 
 
+def expand_user(path: Path) -> Path:
+    """`~/x` expanded; `~nobody/x` of an unknown user kept as written (then it does not exist)."""
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        return path
+
+
 def _python_version(rest: str) -> str | None:
     """`=3.8`, `==3.10.4`, `3.9`, `>=3.9` -> `3.8`, `3.10`, `3.9`, `3.9` (major.minor is what is matched)."""
     match = re.match(r"^(?:[=<>!~]=?|\s)*\s*(\d+)\.(\d+)", rest)
@@ -211,7 +219,7 @@ def _absolute(text: str, base_dir: Path) -> str:
     """Paths in a line made absolute, so the line means one thing wherever the installer runs."""
     match = _FIND_LINKS.match(text)
     if match and "://" not in match.group(3):
-        return f"{match.group(1)} {(base_dir / Path(match.group(3)).expanduser()).resolve()}"
+        return f"{match.group(1)} {(base_dir / expand_user(Path(match.group(3)))).resolve()}"
     if text.startswith(("./", "../")):
         return str((base_dir / text).resolve())
     return text
@@ -232,12 +240,14 @@ def _pip_line(
     match = re.match(r"^(?:-r|--requirement)\s*=?\s*(.+)$", text)
     if match is None:
         return [Requirement(_absolute(text, base_dir), where)]
-    file = Path(match.group(1).strip()).expanduser()
+    file = expand_user(Path(match.group(1).strip()))
     file = file if file.is_absolute() else base_dir / file
     try:
         content = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        problem(path, f"requirements file {file} cannot be read: {exc.strerror or exc}", "check the path")
+    except (OSError, ValueError) as exc:
+        problem(
+            path, f"requirements file {file} cannot be read: {getattr(exc, 'strerror', None) or exc}", "check the path"
+        )
         return []
     if depth > 10:
         problem(path, f"requirements file {file} includes itself", "remove the loop of -r lines")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distrun.environments.builder import BuildTarget, ensure_environment, env_path, is_ready
-from distrun.environments.conda_spec import EnvRequest, cache_key, read_conda_data
+from distrun.environments.conda_spec import EnvRequest, cache_key, expand_user, read_conda_data
 from distrun.environments.interpreters import available_versions, find_python, own_version
 from distrun.environments.named import NamedEnvironment, find_named
 from distrun.errors import Position, Problem
@@ -66,7 +66,7 @@ def _from_named(named: NamedEnvironment, reference: str) -> tuple[RankPython | N
     if _looks_like_version(text):
         request = EnvRequest(text, (), named.base_dir, f"{reference} (config.yaml)")
         return _buildable(request, named.position, ("python",))
-    path = Path(text).expanduser()
+    path = expand_user(Path(text))
     path = path if path.is_absolute() else named.base_dir / path
     executable = path / "bin" / "python" if path.is_dir() else path
     if not os.access(executable, os.X_OK):
@@ -95,9 +95,9 @@ def _from_conda_file(
     if isinstance(conda_file, dict):
         request, problems = read_conda_data(conda_file, base_dir, origin, lambda *p: position(*path, *p), key)
     else:
-        file = Path(str(conda_file)).expanduser()
+        file = expand_user(Path(str(conda_file)))
         file = file if file.is_absolute() else base_dir / file
-        if not file.is_file():
+        if not _is_file(file):
             return None, [
                 Problem(
                     f"conda file {file} does not exist",
@@ -118,6 +118,13 @@ def _from_conda_file(
         return None, problems
     found, more = _buildable(request, position, path)
     return (None, [*problems, *more]) if problems or more else (found, [])
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte: not a file we can read
+        return False
 
 
 def _buildable(
