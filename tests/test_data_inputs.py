@@ -273,3 +273,25 @@ def test_remote_scheme_without_its_plugin_names_the_package(run_cli: RunCli, wri
     result = run_cli("job", "validate", "-f", str(job))
     assert result.returncode == 2
     assert "gs:// inputs are read through fsspec with gcsfs" in result.stderr and "pip install gcsfs" in result.stderr
+
+
+def test_sdk_data_assets(sdk_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from distrun import Input, MLClient, command
+    from distrun.entities import Data
+
+    client = MLClient()
+    first = client.data.create_or_update(Data(name="samples", path="./data", type="uri_folder"))
+    assert (first.version, first.path) == ("1", str(sdk_env / "data"))
+    (sdk_env / "more").mkdir()
+    (sdk_env / "more" / "sample.txt").write_text("4 5 6\n")
+    second = client.create_or_update(Data(name="samples", path="./more"))
+    assert second.version == "2" and client.data.get("samples", label="latest").path == str(sdk_env / "more")
+    assert [d.version for d in client.data.list("samples")] == ["1", "2"]
+
+    job = command(
+        command="cat ${{inputs.old}}/sample.txt ${{inputs.new}}/sample.txt",
+        inputs={"old": Input(path=first.id), "new": Input(path="azureml:samples@latest")},
+    )
+    client.jobs.stream(client.jobs.create_or_update(job).name)  # raises if the job failed
+    out = capsys.readouterr().out
+    assert out.index("1 2 3") < out.index("4 5 6")

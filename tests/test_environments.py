@@ -232,3 +232,19 @@ def test_v1_sdk_environments_from_pip_requirements_and_conda_specification(
     home = Path(os.environ["DISTRUN_HOME"])
     [built_env] = built(home)  # one spec, written two ways: one environment
     assert capsys.readouterr().out.count(f"probe-1.0 {built_env}") == 2
+
+
+def test_v2_sdk_registered_environment(sdk_env: Path, wheels: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from distrun import MLClient, command
+    from distrun.entities import Environment
+
+    (sdk_env / "conda.yml").write_text(
+        f"dependencies:\n  - pip:\n      - --no-index\n      - --find-links {wheels}\n      - {PROBE}==1.0\n"
+    )
+    client = MLClient()
+    client.environments.create_or_update(Environment(name="probe-env", version="2", conda_file="conda.yml"))
+    assert client.environments.get("probe-env", version="2").conda_file == str(sdk_env / "conda.yml")
+    job = command(command=PRINT_PROBE, environment="azureml:probe-env:2")
+    client.jobs.stream(client.jobs.create_or_update(job).name)
+    [env] = built(Path(os.environ["DISTRUN_HOME"]))
+    assert f"probe-1.0 {env}" in capsys.readouterr().out

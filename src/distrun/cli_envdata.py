@@ -96,46 +96,35 @@ def env_create(
     name: str | None, file: str | None, conda_file: str | None, python: str | None, image: str | None
 ) -> None:
     """Name an environment in config.yaml (as `az ml environment create`)."""
-    from distrun.environments.named import add_named
+    from distrun.environments.named import environment_body, register_environment
 
-    body: dict[str, Any] = {}
     version = None
+    given: dict[str, Any] = {"conda_file": conda_file, "python": python, "image": image}
     if file is not None:
-        body, name, version = _environment_file(Path(file), name)
-    if conda_file is not None:
-        body["conda_file"] = str(Path(conda_file).resolve())
-    if python is not None:
-        body["python"] = python if python[0].isdigit() else str(Path(python).expanduser().absolute())
-    if image is not None:
-        body["image"] = image
+        from_file, file_name, version = _environment_file(Path(file))
+        name = name or file_name
+        given = {**from_file, **{k: v for k, v in given.items() if v is not None}}
     if not name:
         raise DistrunError("give the environment's name", "--name NAME (jobs then use azureml:NAME@latest)")
-    if not body:
-        raise DistrunError("say what the environment is", "--conda-file FILE, --python PATH|VERSION or --image IMAGE")
-    add_named(_home() / "config.yaml", name, body)
-    if version is not None:
-        add_named(_home() / "config.yaml", f"{name}:{version}", body)  # azureml:NAME:VERSION
+    body = environment_body(base_dir=Path.cwd(), **given)
+    register_environment(_home() / "config.yaml", name, version, body)
     _print_json({"name": name, **body})
 
 
-def _environment_file(file: Path, name: str | None) -> tuple[dict[str, Any], str | None, str | None]:
+def _environment_file(file: Path) -> tuple[dict[str, Any], str | None, str | None]:
+    """An Azure ML environment YAML: its name, version, and conda_file (relative to the file), image."""
     from distrun.spec.yaml_source import read_yaml_file
 
     data, _ = read_yaml_file(file)
     if not isinstance(data, dict):
         raise DistrunError(f"{file}: an environment file is a mapping (name, conda_file, image)")
-    body: dict[str, Any] = {}
     conda = data.get("conda_file")
     if isinstance(conda, str):
-        body["conda_file"] = str((file.parent / conda).resolve())
-    elif isinstance(conda, dict):
-        body["conda_file"] = conda
-    if data.get("image"):
-        body["image"] = str(data["image"])
-    if data.get("description"):
-        body["description"] = str(data["description"])
+        conda = str((file.parent / conda).resolve())
+    given = {"conda_file": conda, "image": data.get("image"), "description": data.get("description")}
     version = data.get("version")
-    return body, name or data.get("name"), None if version is None else str(version)
+    name = data.get("name")
+    return given, None if name is None else str(name), None if version is None else str(version)
 
 
 # ---------------------------------------------------------------- data
@@ -156,24 +145,9 @@ def data_group() -> None:
 @click.option("--description", "-d", default=None)
 def data_create(name: str, version: str, path: str, kind: str, description: str | None) -> None:
     """Register a data asset (as `az ml data create`)."""
-    from distrun.data.assets import DataAsset, create_asset
-    from distrun.data.locations import input_location
+    from distrun.data.assets import register_path
 
-    location = input_location(path, Path.cwd(), _home())  # a reference that cannot resolve fails now
-    if location.url is None and location.path is None:
-        raise DistrunError(f"{path!r} is not a place distrun can read", "give a local path or a supported URI")
-    if location.url is None and location.path is not None:
-        kind_found = "uri_folder" if location.path.is_dir() else "uri_file" if location.path.exists() else None
-        if kind_found is None:
-            raise DistrunError(f"{location.path} does not exist", "check the path")
-        if kind in ("uri_folder", "uri_file") and kind != kind_found:
-            raise DistrunError(
-                f"--type {kind} but {location.path} is a {kind_found.split('_')[1]}", f"use --type {kind_found}"
-            )
-    # Local paths are kept absolute; URIs as written (resolved when a job uses them).
-    stored = str(location.path.resolve()) if location.url is None and not path.startswith("azureml") else path
-    asset = create_asset(_home(), DataAsset(name, version, kind, stored, description))
-    _print_json(asset.to_dict())
+    _print_json(register_path(_home(), name, version, path, kind, description, Path.cwd()).to_dict())
 
 
 @data_group.command("list")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distrun.environments.conda_spec import expand_user
 from distrun.errors import DistrunError, Position
 from distrun.spec.source_map import SourceMap
 
@@ -89,3 +90,35 @@ def add_named(config_path: Path, name: str, body: dict[str, Any]) -> None:
     with tmp.open("w", encoding="utf-8") as handle:
         yaml.dump(data, handle)
     tmp.replace(config_path)
+
+
+def environment_body(
+    base_dir: Path,
+    conda_file: Any = None,
+    python: Any = None,
+    image: Any = None,
+    description: Any = None,
+) -> dict[str, Any]:
+    """A config.yaml entry: paths made absolute (relative to `base_dir`), what was not given left out."""
+    body: dict[str, Any] = {}
+    if isinstance(conda_file, dict):
+        body["conda_file"] = conda_file
+    elif conda_file is not None:
+        body["conda_file"] = str((base_dir / expand_user(Path(str(conda_file)))).resolve())
+    if python is not None:
+        text = str(python)
+        body["python"] = text if text[:1].isdigit() else str((base_dir / expand_user(Path(text))).absolute())
+    if image:
+        body["image"] = str(image)
+    if description:
+        body["description"] = str(description)
+    if not set(body) & {"conda_file", "python", "image"}:
+        raise DistrunError("say what the environment is", "a conda file, a Python (path or version) or an image")
+    return body
+
+
+def register_environment(config_path: Path, name: str, version: str | None, body: dict[str, Any]) -> None:
+    """`NAME` (what @latest finds) and, with a version, `NAME:VERSION` too."""
+    add_named(config_path, name, body)
+    if version is not None:
+        add_named(config_path, f"{name}:{version}", body)

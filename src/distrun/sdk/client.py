@@ -55,6 +55,10 @@ class MLClient:
         self._ignored = {k: v for k, v in given.items() if v is not None}
         note_ignored("MLClient", self._ignored)
         self.jobs = JobOperations(self)
+        from distrun.sdk.assets import DataOperations, EnvironmentOperations
+
+        self.data = DataOperations(self)
+        self.environments = EnvironmentOperations(self)
 
     @classmethod
     def from_config(
@@ -71,10 +75,17 @@ class MLClient:
     def create_or_update(self, entity: Any, **kwargs: Any) -> Any:
         if isinstance(entity, Command):
             return self.jobs.create_or_update(entity, **kwargs)
+        from distrun.sdk.assets import Data
+        from distrun.sdk.job_settings import Environment
+
+        if isinstance(entity, Data):
+            return self.data.create_or_update(entity, **kwargs)
+        if isinstance(entity, Environment):
+            return self.environments.create_or_update(entity, **kwargs)
         raise DistrunError(
             f"distrun's MLClient creates jobs, not {type(entity).__name__} objects",
-            "compute targets live in $DISTRUN_HOME/config.yaml (`distrun compute create`); environments and data "
-            "are used where they are",
+            "compute targets live in $DISTRUN_HOME/config.yaml (`distrun compute create`); data assets and "
+            "environments are created with ml_client.data / ml_client.environments",
         )
 
     def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Poller:
