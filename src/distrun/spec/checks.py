@@ -270,7 +270,18 @@ def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -
             )
             continue
         kind = _kind_of(path)
-        if kind in ("missing", "unreadable"):
+        absent = "does not exist" if kind == "missing" else "cannot be read"
+        if kind in ("missing", "unreadable") and value.path.startswith("azureml:"):
+            problems.append(
+                Problem(
+                    f"input {name}: {value.path} is {path}, which {absent}",
+                    key,
+                    where,
+                    "write the data there first (e.g. by an earlier job's output), or set the datastore's folder "
+                    "in $DISTRUN_HOME/config.yaml (datastores: {NAME: /path/to/folder})",
+                )
+            )
+        elif kind in ("missing", "unreadable"):
             problems.append(
                 Problem(
                     f"input {name}: {path} {'does not exist' if kind == 'missing' else 'cannot be read'}",
