@@ -135,7 +135,7 @@ def test_data_asset_versions_and_output_registration(
     again = run_cli("data", "create", "--name", "cifar", "--version", "2", "--path", str(tmp_path / "v1"))
     assert again.returncode == 2 and "already has version 2" in again.stderr
     wrong = run_cli("data", "create", "--name", "one", "--type", "uri_file", "--path", str(tmp_path / "v1"))
-    assert wrong.returncode == 2 and "use --type uri_folder" in wrong.stderr
+    assert wrong.returncode == 2 and "use type uri_folder" in wrong.stderr
     assert [a["version"] for a in json.loads(ok(run_cli("data", "list", "--name", "cifar")))] == ["1", "2"]
     assert json.loads(ok(run_cli("data", "show", "--name", "cifar", "--label", "latest")))["version"] == "2"
 
