@@ -248,3 +248,38 @@ def test_v2_sdk_registered_environment(sdk_env: Path, wheels: Path, capsys: pyte
     client.jobs.stream(client.jobs.create_or_update(job).name)
     [env] = built(Path(os.environ["DISTRUN_HOME"]))
     assert f"probe-1.0 {env}" in capsys.readouterr().out
+
+
+def test_conda_dependencies_become_pip_requirements(tmp_path: Path) -> None:
+    from distrun.environments.conda_spec import cache_key, read_conda_data
+    from distrun.errors import Position
+
+    (tmp_path / "wheels").mkdir()
+    data = {
+        "dependencies": [
+            "python=3.10",
+            "pip",
+            "pytorch::pytorch=2.1",
+            "numpy==1.26.4",
+            "scipy>=1.11",
+            "pandas 2.1.*",
+            "conda-forge::py-xgboost=2.0=cuda_1",
+            {"pip": ["--find-links ./wheels", "mlflow==2.9.2"]},
+        ]
+    }
+    request, problems = read_conda_data(data, tmp_path, "<test>", lambda *p: Position("<test>"), "")
+    assert problems == [] and request is not None
+    assert request.python == "3.10"
+    assert request.lines() == [
+        "torch==2.1.*",
+        "numpy==1.26.4",
+        "scipy>=1.11",
+        "pandas==2.1.*",
+        "xgboost==2.0.*",
+        f"--find-links {tmp_path / 'wheels'}",
+        "mlflow==2.9.2",
+    ]
+    # The key is the content: the same lines give the same key, one more line another.
+    again, _ = read_conda_data(data, tmp_path, "<other>", lambda *p: Position("<other>"), "")
+    assert again is not None and cache_key(again, "3.10") == cache_key(request, "3.10")
+    assert cache_key(request, "3.10") != cache_key(request, "3.11")

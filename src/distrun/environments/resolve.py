@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from distrun.environments.builder import BuildTarget, ensure_environment, env_path, is_ready
+from distrun.environments.builder import BuildTarget, ensure_environment, env_path
 from distrun.environments.conda_spec import EnvRequest, cache_key, expand_user, read_conda_data
 from distrun.environments.interpreters import available_versions, find_python, own_version
 from distrun.environments.named import NamedEnvironment, find_named
@@ -168,10 +168,6 @@ def rank_variables(found: RankPython, home: Path, materialize: bool, out: TextIO
     if prefix is not None:
         variables["VIRTUAL_ENV"] = str(prefix)
     return variables
-
-
-def cached(found: RankPython, home: Path) -> bool:
-    return found.target is None or is_ready(env_path(home, found.target.key))
 
 
 def job_variables(
