@@ -84,6 +84,23 @@ class JobFolder:
         return path
 
 
+@dataclass(frozen=True)
+class NodeChannelPaths:
+    """The files of a shared-folder outcome channel (`distrun.agent.outcome_channel`), in `folder`.
+
+    node_NN.json          node NN's outcome
+    <marker>_NN           node NN set a peer marker (e.g. main_done_03)
+    """
+
+    folder: Path
+
+    def outcome(self, node_rank: int) -> Path:
+        return self.folder / f"node_{node_rank:02d}.json"
+
+    def marker(self, marker: str, node_rank: int) -> Path:
+        return self.folder / f"{marker}_{node_rank:02d}"
+
+
 class Layout:
     def __init__(self, home: Path | None = None) -> None:
         self.home = home or distrun_home()
