@@ -564,7 +564,7 @@ def test_plan_shows_the_exact_sbatch_script(run_cli, hpc, distrun_home):
     assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=1" in out
     assert "#SBATCH --partition=debug" in out and "#SBATCH --time=11" in out
     assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1" in out
-    assert f"{sys.executable} -m distrun.agent.node --job-dir" in out
+    assert f"{sys.executable} -m distrun.backends.slurm.node_agent --job-dir" in out
     assert "[1/3] rank_3" in out  # and the plan every node builds, placeholders for what Slurm decides
     assert not (distrun_home / "jobs").exists()  # a dry run records nothing
 

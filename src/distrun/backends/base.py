@@ -147,6 +147,9 @@ class Backend(ABC):
     engine: ClassVar[str]
     """The engine's name in messages ("Slurm")."""
 
+    cancel_command: ClassVar[str] = ""
+    """How the engine is asked to stop a job, for messages ("scancel"); "" to say nothing."""
+
     cancel_wait_s: ClassVar[float] = 15.0
     """After `cancel`, how long beyond the job's grace period the orchestrator waits for a terminal record."""
 

@@ -25,7 +25,7 @@ class BackendEntry:
 
 BACKENDS: dict[str, BackendEntry] = {
     "local": BackendEntry("distrun.backends.local"),
-    "slurm": BackendEntry("distrun.backends.slurm"),
+    "slurm": BackendEntry("distrun.backends.slurm.backend"),
     "ray": BackendEntry("distrun.backends.ray", extra="ray"),
     "kubernetes": BackendEntry("distrun.backends.kubernetes", extra="kubernetes"),
 }

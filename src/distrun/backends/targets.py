@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distrun.backends.registry import COMPUTE_TYPES
 from distrun.errors import DistrunError
 
 LOCAL = "local"
-TARGET_TYPES = ("local", "slurm", "ray", "kubernetes")
+TARGET_TYPES = COMPUTE_TYPES  # whether this install can run a type is the registry's to say, when it is used
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ $DISTRUN_HOME/            (default ~/.distrun)
         job.yml           the resolved job, as run
         job.json          the same, for distrun to read back
         plan.json         every process, its command and environment
+        bindings.json     what each input and output reference became
         code/             the snapshot of `code`; each process's working directory
         code/outputs/     files a process writes to ./outputs  (artifacts)
         code/logs/        files a process writes to ./logs     (artifacts)
@@ -66,6 +67,10 @@ class JobFolder:
     @property
     def plan_json(self) -> Path:
         return self.root / "plan.json"
+
+    @property
+    def bindings_json(self) -> Path:
+        return self.root / "bindings.json"
 
     def named_output(self, name: str) -> Path:
         return self.inside(self.named_outputs / name)
