@@ -176,7 +176,7 @@ def launcher_argv(name: str) -> list[str]:
 
 def start_detached(prepared: PreparedJob, layout: Layout) -> int:
     """Supervise the job from a new background process; returns its pid."""
-    log = os.fdopen(open_append(prepared.folder.system_logs / "launcher.txt"), "ab")
+    log = os.fdopen(open_append(prepared.folder.launcher_log), "ab")
     env = dict(os.environ, DISTRUN_HOME=str(layout.home))
     # A SIGTERM right after `job create` reaches the launcher while Python starts: held until
     # `execute` can act on it, instead of killing it before it records anything.

@@ -1,7 +1,8 @@
 """Compute type -> backend, loaded only when a job needs it. Adding a backend is one line here.
 
-Each entry names the package that defines `BACKEND` (an instance of `distrun.backends.base.Backend`)
-and the pip extra that brings its engine's client, if any. A backend whose package or engine
+Each entry names the module that defines `BACKEND` (an instance of `distrun.backends.base.Backend`;
+a backend package's `__init__`, or a module of it when the package must stay light to import) and
+the pip extra that brings its engine's client, if any. A backend whose package or engine
 library is missing from this install is reported with what to install, never with a traceback.
 """
 

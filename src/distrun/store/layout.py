@@ -14,7 +14,8 @@ $DISTRUN_HOME/            (default ~/.distrun)
         inputs/<name>/    inputs with mode: download
         named-outputs/<name>/
         user_logs/std_log_process_NN.txt
-        system_logs/      distrun's own logs
+        system_logs/      distrun's own logs (launcher.txt: the detached local supervisor's)
+        <compute type>/   the engine's own files for the job (slurm/: see backends/slurm/layout.py)
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ class JobFolder:
     @property
     def system_logs(self) -> Path:
         return self.root / "system_logs"
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.system_logs / "launcher.txt"
+
+    def engine_folder(self, kind: str) -> Path:
+        """Where a backend keeps its engine's files for this job (its request, ids, node outcomes)."""
+        return self.root / kind
 
     @property
     def named_outputs(self) -> Path:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.store.layout import NodeChannelPaths
+from distrun.store.layout import JobFolder, NodeChannelPaths
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class SlurmPaths:
 
     @property
     def folder(self) -> Path:
-        return self.job_dir / "slurm"
+        return JobFolder(self.job_dir).engine_folder("slurm")
 
     @property
     def script(self) -> Path:
