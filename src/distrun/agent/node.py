@@ -181,7 +181,7 @@ def wait_for_nodes(
     from distrun.agent.peers import POLL_SECONDS
 
     while not stop_requested:
-        published = channel.outcomes()
+        published = channel.outcomes(node_ranks)
         if all(rank in published for rank in node_ranks):
             return {rank: published[rank] for rank in node_ranks}
         time.sleep(POLL_SECONDS)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterable
 from typing import Protocol
 
 from distrun.agent.node_facts import NodeOutcome
@@ -37,10 +38,11 @@ class OutcomeChannel(Protocol):
         """Record `outcome` as node `outcome.node_rank`'s final report. Raises OSError if it cannot."""
         ...
 
-    def outcomes(self) -> dict[int, NodeOutcome]:
-        """Every outcome published so far, by node rank; a node that has not reported is absent.
+    def outcomes(self, node_ranks: Iterable[int] | None = None) -> dict[int, NodeOutcome]:
+        """The outcomes published so far by `node_ranks` (default: every node), by node rank.
 
-        Never raises for a missing or unreadable report (that node is simply absent)."""
+        A node that has not reported is absent. Never raises for a missing or unreadable report
+        (that node is simply absent). Cheap enough to poll a few times a second."""
         ...
 
     def set_marker(self, marker: str, node_rank: int) -> None:
@@ -63,10 +65,10 @@ class FolderOutcomeChannel:
         self.paths.folder.mkdir(parents=True, exist_ok=True)
         _write_whole(self.paths.outcome(outcome.node_rank), json.dumps(outcome.to_dict(), indent=2, default=str))
 
-    def outcomes(self) -> dict[int, NodeOutcome]:
+    def outcomes(self, node_ranks: Iterable[int] | None = None) -> dict[int, NodeOutcome]:
         self._revalidate()
         found: dict[int, NodeOutcome] = {}
-        for node_rank in range(self.node_count):
+        for node_rank in range(self.node_count) if node_ranks is None else node_ranks:
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
                 data = json.loads(self.paths.outcome(node_rank).read_text(encoding="utf-8"))
                 found[node_rank] = NodeOutcome.from_dict(data)

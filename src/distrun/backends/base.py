@@ -187,8 +187,9 @@ class Backend(ABC):
         """Submit `rendered.request` (exactly that object) and return the job's record; does not wait for the job.
 
         Called after `prepare_job` recorded the job (Starting) and filled its folder. Writes the
-        engine's files into the job folder (through the layout), plan.json with `rendered.plan`,
-        and the record's `backend_id` (the engine's job id) and status (Queued). On failure the
+        engine's files into the job folder (`JobFolder.engine_folder(kind)`), plan.json with
+        `rendered.plan` (node 0's agent replaces it with the real hosts and ports), and the
+        record's `backend_id` (the engine's job id) and status (Queued). On failure the
         record says Failed with reason "not submitted: <why>" and a `DistrunError` is raised:
         never a half-written record, never a job left running in the engine.
         """
