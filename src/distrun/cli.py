@@ -16,9 +16,11 @@ from typing import Any, NoReturn
 
 import click
 
+from distrun.backends.registry import COMPUTE_TYPES
 from distrun.errors import DistrunError
 
 EXIT_FAILED = 1
+CLUSTER_TYPES = [kind for kind in COMPUTE_TYPES if kind != "local"]  # `local` is built in, never created
 EXIT_CANCELED = 130
 
 _set_option = click.option(
@@ -273,7 +275,7 @@ def compute() -> None:
 
 @compute.command("create")
 @click.option("--name", required=True)
-@click.option("--type", "kind", required=True, type=click.Choice(["slurm", "ray", "kubernetes"]))
+@click.option("--type", "kind", required=True, type=click.Choice(CLUSTER_TYPES))
 @_set_option
 def compute_create(name: str, kind: str, overrides: tuple[str, ...]) -> None:
     """Define a compute target, e.g. --type slurm --set partition=debug."""

@@ -79,7 +79,7 @@ def add_target(config_path: Path, name: str, kind: str, settings: dict[str, Any]
     from ruamel.yaml import YAML
 
     if kind not in TARGET_TYPES or kind == LOCAL:
-        raise DistrunError(f"unknown compute type {kind!r}", "use slurm, ray or kubernetes")
+        raise DistrunError(f"unknown compute type {kind!r}", "use " + ", ".join(t for t in TARGET_TYPES if t != LOCAL))
     if name == LOCAL or not name.replace("-", "").replace("_", "").isalnum():
         raise DistrunError(f"compute name {name!r} is not allowed", "use letters, digits, - and _ (not 'local')")
     yaml = YAML()
