@@ -20,7 +20,8 @@ def plan_as_text(rendered: dict[str, Any]) -> str:
     )
     lines.append(f"command: {plan['command']}")
     for node in plan["nodes"]:
-        lines.append(f"node {node['node_rank']} ({node['host']}): {len(node['processes'])} processes")
+        gpus = f", GPUs {','.join(node['gpus'])}" if node.get("gpus") else ""
+        lines.append(f"node {node['node_rank']} ({node['host']}): {len(node['processes'])} processes{gpus}")
         for name, content in node.get("files", {}).items():
             lines.append(f"  file {name}:")
             lines += ["    " + line for line in content.splitlines()]

@@ -29,6 +29,7 @@ from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
 from distrun.agent.watchdog import Watchdog
 from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.local_gpus import probe_gpus
 from distrun.backends.ports import free_ports
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
@@ -61,6 +62,7 @@ def local_placement(prepared: PreparedJob, leases: PortLeases | None = None) -> 
         run_id=prepared.name,
         task_ports=tuple(ports),
         simulated=True,
+        gpus=probe_gpus(),
     )
 
 
@@ -236,7 +238,12 @@ class LocalBackend(Backend):
             )
 
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
-        """Nothing to check: this machine is there."""
+        """The GPUs a job asks for are here (before anything is recorded); the rest of this machine is there."""
+        from distrun.plan.gpus import processes_per_node, slice_gpus
+
+        hosts = (LOCAL_ADDRESS,) * spec.node_count
+        placement = Placement(hosts=hosts, master_port=0, job_dir="", run_id="", simulated=True, gpus=probe_gpus())
+        slice_gpus(spec, placement, processes_per_node(spec, spec.node_count))
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
         """The plan with ports free now; the supervisor picks (and leases) the ports again when the job starts."""

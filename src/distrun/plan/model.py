@@ -21,6 +21,8 @@ class Placement:
     run_id: str
     task_ports: tuple[int, ...] = ()  # one per task where a framework needs one (TensorFlow)
     simulated: bool = False  # local compute: nodes are simulated on one machine
+    # Simulated nodes: this machine's GPUs, to be sliced between them (plan.gpus); None: not probed.
+    gpus: tuple[str, ...] | None = None
 
     @property
     def master_addr(self) -> str:
@@ -67,6 +69,7 @@ class NodePlan:
     host: str
     processes: tuple[ProcessSpec, ...]
     files: dict[str, str] = field(default_factory=dict)  # job-relative path -> content (hostfiles)
+    gpus: tuple[str, ...] = ()  # simulated nodes: the GPUs this node's processes see (CUDA_VISIBLE_DEVICES)
 
 
 @dataclass(frozen=True)

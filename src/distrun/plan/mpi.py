@@ -22,6 +22,7 @@ import shlex
 
 from distrun.plan import deepspeed
 from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
+from distrun.plan.gpus import VISIBLE_DEVICES, launcher_devices, rank_binding, slice_gpus
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
 from distrun.spec.models import JobSpec, MpiDistribution
 
@@ -41,6 +42,9 @@ LAUNCHER_PROGRAMS = ("mpirun", "mpiexec", "orterun", "horovodrun", *deepspeed.LA
 _RUN_AS_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # `--tag-output` for an mpirun distrun does not write itself.
 _TAG_OUTPUT_ENV = {"OMPI_MCA_orte_tag_output": "1"}
+# A user's own mpirun gets no `-x` from distrun: Open MPI's `mca_base_env_list` (names separated
+# by ';') makes it pass the same variables to ranks on other hosts (NCCL_*, UCX_*, ...).
+ENV_LIST_VARIABLE = "OMPI_MCA_mca_base_env_list"
 # distrun's defaults, each dropped when mpirun_args already says otherwise.
 _DEFAULT_FLAGS = ((("--bind-to", "-bind-to"), ("--bind-to", "none")), (("--map-by", "-map-by"), ("--map-by", "slot")))
 # Command words after which the next word is still in command position.
@@ -163,11 +167,12 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
     exported = [name for name in dict.fromkeys(["PATH", *env, *defaults]) if not name.startswith("OMPI_")]
 
     own_launcher = user_launcher(command)
-    notes = []
+    gpus = slice_gpus(job, placement, per_node)
+    notes = list(gpus.notes)
     if own_launcher:
         argv = shell_argv(command)
         label = own_launcher
-        launcher_env = {**env, **_RUN_AS_ROOT_ENV, **_TAG_OUTPUT_ENV}
+        launcher_env = {**env, **_RUN_AS_ROOT_ENV, **_TAG_OUTPUT_ENV, **_env_list(exported, env)}
         notes.append(
             f"the command starts {own_launcher} itself: distrun runs it once on node 0 with "
             f"AZUREML_MPI_HOSTFILE ({world} slots) and does not wrap it"
@@ -176,8 +181,14 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
             notes.append("distribution.mpirun_args is ignored: the command runs its own launcher")
         if deepspeed.is_launcher(own_launcher):
             notes += deepspeed.launcher_notes(command, placement.simulated, len(placement.hosts), per_node)
+        if gpus.per_node:
+            # One launcher for every rank: the ranks index the GPUs by their local rank on this host.
+            devices = launcher_devices(gpus, per_node)
+            launcher_env[VISIBLE_DEVICES] = ",".join(devices)
+            notes.append(_own_launcher_gpu_note(own_launcher, devices))
     else:
-        argv = mpirun_argv(world, hostfile, exported, list(dist.mpirun_args), command)
+        # Each rank takes its simulated node's GPUs before the command runs (see gpus.rank_binding).
+        argv = mpirun_argv(world, hostfile, exported, list(dist.mpirun_args), rank_binding(gpus, per_node) + command)
         label = "mpirun"
         launcher_env = {**env, **_RUN_AS_ROOT_ENV}
     if placement.simulated and len(placement.hosts) > 1:
@@ -200,9 +211,10 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
         output_demux=OUTPUT_DEMUX,
     )
     files = {HOSTFILE_PATH: hostfile_text(placement.hosts, per_node, placement.simulated)}
-    nodes = [NodePlan(node_rank=0, host=placement.hosts[0], processes=(launcher,), files=files)]
+    nodes = [NodePlan(node_rank=0, host=placement.hosts[0], processes=(launcher,), files=files, gpus=gpus.of(0))]
     # The other nodes run nothing of their own: mpirun reaches them through the hostfile.
-    nodes += [NodePlan(node_rank=k, host=host, processes=()) for k, host in enumerate(placement.hosts) if k > 0]
+    others = enumerate(placement.hosts[1:], start=1)
+    nodes += [NodePlan(node_rank=k, host=host, processes=(), gpus=gpus.of(k)) for k, host in others]
     return LaunchPlan(
         job_name=placement.run_id,
         distribution="mpi",
@@ -213,3 +225,21 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
         nodes=tuple(nodes),
         notes=tuple(notes),
     )
+
+
+def _env_list(exported: list[str], env: dict[str, str]) -> dict[str, str]:
+    """`mca_base_env_list` naming every exported variable, after any list the job set itself."""
+    names = [name for name in (env.get(ENV_LIST_VARIABLE) or "").split(";") if name]
+    names += [name for name in exported if name not in names]
+    return {ENV_LIST_VARIABLE: ";".join(names)}
+
+
+def _own_launcher_gpu_note(program: str, devices: tuple[str, ...]) -> str:
+    text = (
+        f"local compute: {program} starts every rank on this machine, so it sees CUDA_VISIBLE_DEVICES="
+        f"{','.join(devices)} (each node's GPUs in node order) and a rank picks its GPU by its local rank "
+        "(OMPI_COMM_WORLD_LOCAL_RANK, or LOCAL_RANK under DeepSpeed)"
+    )
+    if deepspeed.is_launcher(program):
+        text += f"; the DeepSpeed launcher renumbers GPUs itself: give it --include localhost:{','.join(devices)}"
+    return text

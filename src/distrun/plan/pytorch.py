@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from distrun.plan import deepspeed
 from distrun.plan.common import code_dir, job_env, process_log_name, rendered_command, shell_argv
+from distrun.plan.gpus import slice_gpus
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
 from distrun.plan.mpi import user_launcher
 from distrun.spec.models import JobSpec
@@ -38,6 +39,7 @@ def plan_pytorch(job: JobSpec, placement: Placement, bindings: Bindings) -> Laun
     # torchrun's habit: one OpenMP thread per process when several share a node.
     defaults = {"OMP_NUM_THREADS": "1"} if per_node > 1 else {}
     cwd = code_dir(placement)
+    gpus = slice_gpus(job, placement, per_node)
     nodes = []
     for node_rank, host in enumerate(placement.hosts):
         procs = []
@@ -53,6 +55,7 @@ def plan_pytorch(job: JobSpec, placement: Placement, bindings: Bindings) -> Laun
                     "ROLE_RANK": str(rank),
                     "AZUREML_CR_NODE_RANK": str(node_rank),
                     "AZUREML_PROCESS_NAME": f"rank_{rank}",
+                    **gpus.env(node_rank),
                 }
             )
             procs.append(
@@ -71,7 +74,7 @@ def plan_pytorch(job: JobSpec, placement: Placement, bindings: Bindings) -> Laun
                     label=f"{node_rank}/{rank}",
                 )
             )
-        nodes.append(NodePlan(node_rank=node_rank, host=host, processes=tuple(procs)))
+        nodes.append(NodePlan(node_rank=node_rank, host=host, processes=tuple(procs), gpus=gpus.of(node_rank)))
     return LaunchPlan(
         job_name=placement.run_id,
         distribution=job.distribution_type or "none",
@@ -80,7 +83,7 @@ def plan_pytorch(job: JobSpec, placement: Placement, bindings: Bindings) -> Laun
         master_addr=placement.master_addr,
         master_port=placement.master_port,
         nodes=tuple(nodes),
-        notes=tuple(_launcher_notes(command, node_count, per_node)),
+        notes=(*gpus.notes, *_launcher_notes(command, node_count, per_node)),
     )
 
 

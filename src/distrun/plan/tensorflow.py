@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from distrun.errors import DistrunError
 from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
+from distrun.plan.gpus import slice_gpus
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec, tf_config
 from distrun.spec.models import JobSpec, TensorFlowDistribution
 
@@ -127,6 +128,7 @@ def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> L
     ps_env = dict(ps_settings.environment_variables) if ps_settings else {}
     per_node_role = Counter((t.node_rank, t.role) for t in tasks)
     cwd = code_dir(placement)
+    gpus = slice_gpus(job, placement, max(Counter(t.node_rank for t in tasks).values(), default=0))
 
     by_node: dict[int, list[ProcessSpec]] = {n: [] for n in range(node_count)}
     for task in tasks:
@@ -143,6 +145,7 @@ def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> L
                 "AZUREML_PROCESS_NAME": name,
                 "DISTRUN_TASK_TYPE": task.role,
                 "DISTRUN_TASK_INDEX": str(task.index),
+                **gpus.env(task.node_rank),
             }
         )
         local = by_node[task.node_rank]
@@ -165,7 +168,8 @@ def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> L
             )
         )
     nodes = tuple(
-        NodePlan(node_rank=n, host=host, processes=tuple(by_node[n])) for n, host in enumerate(placement.hosts)
+        NodePlan(node_rank=n, host=host, processes=tuple(by_node[n]), gpus=gpus.of(n))
+        for n, host in enumerate(placement.hosts)
     )
     return LaunchPlan(
         job_name=placement.run_id,
@@ -176,5 +180,5 @@ def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> L
         master_port=placement.master_port,
         nodes=nodes,
         tf_cluster={role: tuple(addresses) for role, addresses in cluster.items()},
-        notes=_notes(job, counts, placement),
+        notes=(*gpus.notes, *_notes(job, counts, placement)),
     )
