@@ -104,8 +104,18 @@ def _exit_code(status: str) -> int:
 @click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated).")
 @_compute_option
 @click.option("--detach", "-d", is_flag=True, help="Start the job in the background and return.")
-def run(file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, detach: bool) -> None:
+@click.option(
+    "--max-restarts",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Restart the whole job up to this many times after a failure (limits.max_restarts).",
+)
+def run(
+    file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, detach: bool, max_restarts: int | None
+) -> None:
     """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
+    if max_restarts is not None:
+        overrides = (*overrides, f"limits.max_restarts={max_restarts}")
     _run(file, overrides, name, compute, stream=not detach)
 
 

@@ -12,8 +12,10 @@ from enum import Enum
 class JobStatus(str, Enum):
     """Azure ML's job statuses that distrun uses. A `str`: it compares, stores and prints as its value.
 
-    A job goes Queued -> Starting -> Running -> Finalizing -> one of the three terminal states
-    (Completed, Failed, Canceled); it may skip states, never go back. CancelRequested, Paused and
+    A job goes Queued -> Starting -> Running -> Finalizing -> one of the terminal states
+    (Completed, Failed, Canceled, Preempted); it may skip states, never go back. Preempted
+    (distrun's word): stopped from outside (a SIGTERM that is not `job cancel`: Slurm
+    preemption, a spot eviction) with no restart left (`distrun.restarts`). CancelRequested, Paused and
     Unknown are what an engine may report of a live job (Slurm: being canceled, suspended,
     no answer); they are not terminal.
     """
@@ -28,6 +30,7 @@ class JobStatus(str, Enum):
     COMPLETED = "Completed"
     FAILED = "Failed"
     CANCELED = "Canceled"
+    PREEMPTED = "Preempted"
 
     def __str__(self) -> str:
         return self.value
@@ -45,4 +48,4 @@ class JobStatus(str, Enum):
             return cls.UNKNOWN
 
 
-TERMINAL_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELED})
+TERMINAL_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.PREEMPTED})

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from distrun.backends.base import Backend, RenderedJob
     from distrun.backends.targets import ComputeTarget
     from distrun.spec.loader import LoadedJob
+    from distrun.spec.models import JobSpec
     from distrun.store.index import JobRecord
     from distrun.store.layout import Layout
 
@@ -39,6 +40,19 @@ def backend_of(target: ComputeTarget) -> Backend:
     backend = backend_for(target.type)
     backend.validate_settings(target.name, target.settings)
     return backend
+
+
+def _check_restarts(backend: Backend, target: ComputeTarget, spec: JobSpec) -> None:
+    """A job with restarts on a backend that cannot restart: an error, not a job that silently runs once."""
+    from distrun.restarts import RestartPolicy
+
+    if backend.restarts or not RestartPolicy.of(spec.limits).on:
+        return
+    raise DistrunError(
+        f"compute target {target.name!r} ({backend.engine}) does not restart jobs yet: "
+        "limits.max_restarts / limits.max_preemptions cannot be honoured there",
+        "remove them (or --max-restarts) to run the job once, or run it on local compute",
+    )
 
 
 def _record_backend(layout: Layout, record: JobRecord) -> Backend:
@@ -58,6 +72,7 @@ def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> R
     target = choose_target(loaded, layout, compute)
     backend = backend_of(target)
     spec = loaded.spec
+    _check_restarts(backend, target, spec)
     name = spec.name or PREVIEW_NAME
     folder = layout.job(name)
     bindings = bind(loaded, spec, folder, materialize=False)
@@ -69,6 +84,7 @@ def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str 
 
     target = choose_target(loaded, layout, compute)
     backend = backend_of(target)
+    _check_restarts(backend, target, loaded.spec)
     backend.preflight(target, loaded.spec)  # an engine that cannot take the job: error, nothing recorded
     prepared = prepare_job(loaded, layout, target, name)
     try:

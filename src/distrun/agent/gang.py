@@ -30,6 +30,7 @@ from distrun.agent.outcome import (
     CANCELED,
     COMPLETED,
     FAILED,
+    PREEMPTED,
     GangResult,
     ProcessOutcome,
     root_cause_of,
@@ -81,6 +82,9 @@ class GangOptions:
     signals: list[int] | None = None
     # Set when other agents run the job's other nodes: auxiliaries then wait for all of them.
     peers: MainWorkPeers | None = None
+    # Says whether a stop signal is a preemption (stopped from outside, not `job cancel`): the
+    # ranks get the grace period all the same, and the gang ends Preempted instead of Canceled.
+    preempted_by: Callable[[int], bool] | None = None
 
 
 def run_gang(
@@ -97,6 +101,7 @@ def run_gang(
     launch_id: str | None = None,
     signals: list[int] | None = None,
     peers: MainWorkPeers | None = None,
+    preempted_by: Callable[[int], bool] | None = None,
 ) -> GangResult:
     options = GangOptions(
         grace_period=grace_period,
@@ -107,6 +112,7 @@ def run_gang(
         on_started=on_started,
         signals=signals,
         peers=peers,
+        preempted_by=preempted_by,
     )
     if launch_id:
         options.launch_id = launch_id
@@ -431,7 +437,13 @@ class Gang:
     def _handle_signals(self) -> None:
         while self.signals:
             signum = self.signals.pop(0)
-            if self.stop is None:
+            if self.stop is None and self.options.preempted_by is not None and self.options.preempted_by(signum):
+                self.stream.message(
+                    f"distrun: {signal_name(signum)} from outside: the job is preempted; every process gets "
+                    f"{self.options.grace_period:g} s to save its work"
+                )
+                self._begin_stop(_Stop(PREEMPTED, f"preempted ({signal_name(signum)} from outside)"))
+            elif self.stop is None:
                 how = "canceled" if signum != signal.SIGHUP else "canceled: the terminal closed"
                 self.stream.message(f"distrun: {signal_name(signum)} received, stopping the job")
                 self._begin_stop(_Stop(CANCELED, how if signum == signal.SIGHUP else f"{how} ({signal_name(signum)})"))

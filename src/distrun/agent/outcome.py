@@ -11,6 +11,7 @@ from distrun.job_status import JobStatus
 COMPLETED = JobStatus.COMPLETED
 FAILED = JobStatus.FAILED
 CANCELED = JobStatus.CANCELED
+PREEMPTED = JobStatus.PREEMPTED
 
 
 @dataclass
@@ -67,7 +68,7 @@ def who(outcome: ProcessOutcome) -> str:
 
 @dataclass
 class GangResult:
-    status: JobStatus  # Completed | Failed | Canceled
+    status: JobStatus  # Completed | Failed | Canceled | Preempted
     reason: str
     root_cause: dict[str, Any] | None
     processes: list[ProcessOutcome] = field(default_factory=list)

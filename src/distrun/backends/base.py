@@ -153,6 +153,20 @@ class Backend(ABC):
     cancel_wait_s: ClassVar[float] = 15.0
     """After `cancel`, how long beyond the job's grace period the orchestrator waits for a terminal record."""
 
+    restarts: ClassVar[bool] = False
+    """Whether this backend runs jobs with restarts (`limits.max_restarts`, `limits.max_preemptions`).
+
+    A backend that says True implements, with the pure pieces of `distrun.restarts`: after an
+    attempt ends (every rank stopped), `decide(RestartPolicy.of(spec.limits), attempts)`; on a
+    restart, the whole job runs again under the same name and folder as attempt k+1, its plan
+    built with `Placement.restart_count = k+1` (DISTRUN_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT),
+    ./outputs kept, the ended attempt's logs moved to user_logs/attempt_<k>/
+    (`agent.attempt_logs`), and the record's `attempts` listing each attempt (`Attempt.to_dict`).
+    A SIGTERM from outside (not `cancel`, which marks its request first) ends an attempt as
+    Preempted (`run_gang(preempted_by=...)`), which counts against max_preemptions only.
+    The orchestrator refuses a job with restarts on a backend that says False, before recording it.
+    """
+
     # ------------------------------------------------------------ before anything is recorded
 
     @abstractmethod

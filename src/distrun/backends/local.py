@@ -22,8 +22,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
+from distrun.agent.attempt_logs import keep_attempt_logs, moved_root_cause
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
@@ -38,18 +40,20 @@ from distrun.job_status import JobStatus
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.report import environment_note, execution_summary, stream_header
+from distrun.restarts import Attempt, Decision, RestartPolicy, backoff_seconds, decide
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord, process_start_time
-from distrun.store.layout import Layout
+from distrun.store.layout import JobFolder, Layout
 from distrun.store.port_leases import PortLeases
 from distrun.submission import PreparedJob
 
 LOCAL_ADDRESS = "127.0.0.1"
 LAUNCHER_MODULE = "distrun.backends.local_launcher"
 NOT_RUNNING_YET = "canceled before it was running"
+CANCEL_MARKER = "cancel_requested"  # in the job folder (see cancel_marker)
 
 
-def local_placement(prepared: PreparedJob, leases: PortLeases | None = None) -> Placement:
+def local_placement(prepared: PreparedJob, leases: PortLeases | None = None, restart_count: int = 0) -> Placement:
     spec = prepared.spec
     pinned = spec.environment_variables.get("MASTER_PORT")
     needed = task_port_count(spec) + (0 if pinned else 1)
@@ -63,11 +67,12 @@ def local_placement(prepared: PreparedJob, leases: PortLeases | None = None) -> 
         task_ports=tuple(ports),
         simulated=True,
         gpus=probe_gpus(),
+        restart_count=restart_count,
     )
 
 
-def plan_local(prepared: PreparedJob, leases: PortLeases | None = None) -> LaunchPlan:
-    return build_plan(prepared.spec, local_placement(prepared, leases), prepared.bindings)
+def plan_local(prepared: PreparedJob, leases: PortLeases | None = None, restart_count: int = 0) -> LaunchPlan:
+    return build_plan(prepared.spec, local_placement(prepared, leases, restart_count), prepared.bindings)
 
 
 def execute(
@@ -83,6 +88,8 @@ def execute(
     From here until the record is written, Ctrl-C, SIGTERM (`job cancel`) and SIGHUP are held
     (agent.stop_signals): one that arrives before the processes start cancels the job before
     anything runs, one that arrives after they ended leaves the job's own outcome standing.
+    A job with restarts (`distrun.restarts`) runs again, as a whole gang, after a failure or a
+    preemption, until its policy says no.
     """
     index = JobIndex(layout.db_path)
     leases = PortLeases()  # held until this function returns (or this process ends)
@@ -97,19 +104,8 @@ def execute(
             try:
                 if not index.set_launcher(prepared.name, os.getpid()):
                     return index.get(prepared.name)  # it ended (was canceled) before it could start
-                result = run_gang(
-                    plan,
-                    [node.node_rank for node in plan.nodes],
-                    prepared.folder.user_logs,
-                    stream=stream,
-                    color=color,
-                    grace_period=prepared.spec.limits.grace_seconds,
-                    timeout=prepared.spec.limits.timeout,
-                    on_started=_noting_running(index, prepared.name),
-                    launch_id=_launch_id(prepared),
-                    signals=stop_signals,
-                )
-                _record_or_say(index, prepared.name, result)
+                result, attempts = _run_attempts(prepared, index, leases, plan, stream, color, stop_signals)
+                _record_or_say(index, prepared.name, result, attempts)
             finally:
                 watchdog.release()
     finally:
@@ -117,9 +113,111 @@ def execute(
     return index.get(prepared.name)
 
 
-def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases) -> LaunchPlan:
+def _run_attempts(
+    prepared: PreparedJob,
+    index: JobIndex,
+    leases: PortLeases,
+    plan: LaunchPlan,
+    stream: BinaryIO | None,
+    color: bool,
+    stop_signals: list[int],
+) -> tuple[GangResult, list[Attempt]]:
+    """Attempt 0, then as many restarts as the job's policy allows; the last result and every attempt.
+
+    Between attempts every rank of the last one has ended (the gang returned), its logs move to
+    user_logs/attempt_<k>/, and ./outputs stays as it is, so checkpoints carry over.
+    """
+    spec = prepared.spec
+    policy = RestartPolicy.of(spec.limits)
+    deadline = None if spec.limits.timeout is None else time.monotonic() + spec.limits.timeout
+    user_logs = prepared.folder.user_logs
+    attempts: list[Attempt] = []
+    while True:
+        count = len(attempts)
+        if count:
+            plan = _write_plan(prepared, index, leases, restart_count=count)
+        started = time.time()
+        result = run_gang(
+            plan,
+            [node.node_rank for node in plan.nodes],
+            user_logs,
+            stream=stream,
+            color=color,
+            grace_period=spec.limits.grace_seconds,
+            timeout=_time_left(spec.limits.timeout, deadline, count),
+            on_started=_noting_running(index, prepared.name, prepared.folder) if count == 0 else None,
+            launch_id=_launch_id(prepared),
+            signals=stop_signals,
+            preempted_by=_preemption_test(policy, prepared.folder),
+        )
+        if count and deadline is not None and result.root_cause is None and result.reason.startswith("timeout after"):
+            result.reason = f"timeout after {spec.limits.timeout:g} s (limits.timeout counts every attempt)"
+        attempts.append(Attempt(count, result.status, result.reason, result.root_cause, started, time.time()))
+        if not policy.on:
+            return result, []
+        decision = decide(policy, attempts)
+        if decision.restart and deadline is not None and time.monotonic() >= deadline:
+            decision = Decision(False, "not restarted: limits.timeout is reached")
+        if not decision.restart:
+            if decision.reason:
+                result.reason = f"{result.reason}; {decision.reason}"
+            return result, attempts
+        _keep_attempt(attempts[-1], user_logs)
+        pause = backoff_seconds(count + 1)
+        index.update(prepared.name, attempts=[a.to_dict() for a in attempts])
+        if stream is not None:
+            _say(stream, f"distrun: attempt {count} {decision.reason}: attempt {count + 1} starts in {pause:g} s")
+        _pause(pause, stop_signals)
+
+
+def _time_left(timeout: float | None, deadline: float | None, count: int) -> float | None:
+    """limits.timeout is for the whole job: attempt 0 gets all of it, later ones what is left."""
+    if timeout is None or deadline is None or count == 0:
+        return timeout
+    return max(deadline - time.monotonic(), 0.001)
+
+
+def _keep_attempt(attempt: Attempt, user_logs: Path) -> None:
+    """The ended attempt's logs move beside user_logs/; the record then points at their new place."""
+    attempt.restarted = True
     try:
-        plan = plan_local(prepared, leases)
+        target = keep_attempt_logs(user_logs, attempt.attempt)
+    except OSError:
+        return  # the logs stay in user_logs/ and the next attempt appends to them
+    attempt.logs = str(target.relative_to(user_logs.parent))
+    attempt.root_cause = moved_root_cause(attempt.root_cause, user_logs, target)
+
+
+def _pause(seconds: float, stop_signals: list[int]) -> None:
+    """Wait before a restart; a stop signal ends the wait (the next gang acts on it before starting)."""
+    give_up = time.monotonic() + seconds
+    while not stop_signals and time.monotonic() < give_up:
+        time.sleep(0.05)
+
+
+def cancel_marker(folder: JobFolder) -> Path:
+    """Written by `job cancel` before it signals the supervisor: that SIGTERM is a cancel, not a preemption."""
+    return folder.root / CANCEL_MARKER
+
+
+def _preemption_test(policy: RestartPolicy, folder: JobFolder) -> Callable[[int], bool] | None:
+    """A SIGTERM without `job cancel`'s marker preempts a job that has restarts; without, it cancels as always."""
+    if not policy.on:
+        return None
+    marker = cancel_marker(folder)
+    return lambda signum: signum == signal.SIGTERM and not marker.exists()
+
+
+def _mark_cancel(folder: JobFolder) -> None:
+    try:
+        write_file(cancel_marker(folder), b"")
+    except OSError:
+        pass  # the SIGTERM that follows still stops the job (as a preemption, if it has restarts)
+
+
+def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases, restart_count: int = 0) -> LaunchPlan:
+    try:
+        plan = plan_local(prepared, leases, restart_count)
         write_file(prepared.folder.plan_json, json.dumps(plan.to_dict(), indent=2).encode("utf-8"))
     except (DistrunError, OSError) as exc:
         reason = exc.message if isinstance(exc, DistrunError) else f"could not write the job's plan: {exc}"
@@ -128,7 +226,7 @@ def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases) -> L
     return plan
 
 
-def _noting_running(index: JobIndex, name: str) -> Callable[[object], None]:
+def _noting_running(index: JobIndex, name: str, folder: JobFolder) -> Callable[[object], None]:
     def started(_: object) -> None:
         try:
             running = index.update(name, status=JobStatus.RUNNING, started_at=time.time())
@@ -138,14 +236,15 @@ def _noting_running(index: JobIndex, name: str) -> Callable[[object], None]:
             return
         if not running and threading.current_thread() is threading.main_thread():
             # `job cancel` canceled it in the index while it was starting: stop, as if signalled.
+            _mark_cancel(folder)
             os.kill(os.getpid(), signal.SIGTERM)
 
     return started
 
 
-def _record_or_say(index: JobIndex, name: str, result: GangResult) -> None:
+def _record_or_say(index: JobIndex, name: str, result: GangResult, attempts: list[Attempt] | None = None) -> None:
     try:
-        record_result(index, name, result)
+        record_result(index, name, result, attempts)
     except DistrunError as exc:
         # The outcome is known; only writing it down failed (e.g. the disk is full).
         raise DistrunError(
@@ -155,8 +254,9 @@ def _record_or_say(index: JobIndex, name: str, result: GangResult) -> None:
         ) from None
 
 
-def record_result(index: JobIndex, name: str, result: GangResult) -> None:
+def record_result(index: JobIndex, name: str, result: GangResult, attempts: list[Attempt] | None = None) -> None:
     index.update(name, status=JobStatus.FINALIZING)
+    more = {"attempts": [a.to_dict() for a in attempts]} if attempts else {}
     index.update(
         name,
         status=result.status,
@@ -164,6 +264,7 @@ def record_result(index: JobIndex, name: str, result: GangResult) -> None:
         root_cause=result.root_cause,
         processes=[p.to_dict() for p in result.processes],
         ended_at=time.time(),
+        **more,
     )
 
 
@@ -228,6 +329,7 @@ class LocalBackend(Backend):
     kind: ClassVar[str] = "local"
     engine: ClassVar[str] = "local"
     cancel_wait_s: ClassVar[float] = 15.0
+    restarts: ClassVar[bool] = True
 
     def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
         if settings:
@@ -296,6 +398,7 @@ class LocalBackend(Backend):
             return
         if process_start_time(record.launcher_pid) != record.launcher_started:
             return  # the reader's check records it as launcher lost
+        _mark_cancel(layout.job(name))  # this SIGTERM is a cancel, not a preemption
         try:
             os.kill(record.launcher_pid, signal.SIGTERM)
         except ProcessLookupError:

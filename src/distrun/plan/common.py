@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from distrun.plan.model import Bindings, Placement
+from distrun.restarts import restart_env
 from distrun.spec.command_template import render_command
 from distrun.spec.models import JobSpec
 
@@ -35,6 +36,7 @@ def job_env(job: JobSpec, placement: Placement, bindings: Bindings) -> dict[str,
             "AZ_BATCH_HOST_LIST": ",".join(placement.hosts),
             "AZ_BATCH_MASTER_NODE": f"{placement.master_addr}:{placement.master_port}",
             "AZ_BATCHAI_MPI_MASTER_NODE": placement.master_addr,
+            **restart_env(placement.restart_count),
         }
     )
     # Azure ML's names for data paths, read by scripts that do not take arguments.

@@ -257,6 +257,17 @@ class JobLimits(StrictModel):
         allow_inf_nan=False,
         description="distrun extension: seconds between SIGTERM and SIGKILL (default 10)",
     )
+    max_restarts: Whole | None = Field(
+        None, ge=0, description="distrun extension: restart the whole job this many times after a failure (default 0)"
+    )
+    max_preemptions: Whole | None = Field(
+        None,
+        ge=0,
+        description="distrun extension: restarts after a preemption (default: unlimited when max_restarts is set)",
+    )
+    no_restart_exit_codes: list[int] = Field(
+        default_factory=list, description="distrun extension: a rank exiting with one of these codes is not restarted"
+    )
 
     @property
     def grace_seconds(self) -> float:

@@ -56,10 +56,13 @@ CREATE TABLE IF NOT EXISTS jobs (
     launcher_host TEXT,
     launcher_started REAL,
     backend_id TEXT,
-    tags TEXT
+    tags TEXT,
+    attempts TEXT
 )
 """
-_JSON_FIELDS = ("root_cause", "processes", "tags")
+_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts")
+# Columns added after the first release: (name, type), added to an older index when it is opened.
+_ADDED_COLUMNS = (("attempts", "TEXT"),)
 # How long the first connections to a new index retry its set-up (see _initialize).
 _INIT_SECONDS = 60.0
 # Below this much free space, an index error is put down to the full filesystem.
@@ -86,6 +89,7 @@ class JobRecord:
     launcher_started: float | None = None
     backend_id: str | None = None  # e.g. the Slurm job id
     tags: dict[str, str] = field(default_factory=dict)
+    attempts: list[dict[str, Any]] | None = None  # a job that ran more than once: each run, oldest first
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)
@@ -276,11 +280,24 @@ def _initialize(conn: sqlite3.Connection) -> None:
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
+            have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+            for column, kind in _ADDED_COLUMNS:
+                if column not in have:
+                    _add_column(conn, column, kind)
             return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > give_up:
                 raise
             time.sleep(random.uniform(0.005, 0.05))
+
+
+def _add_column(conn: sqlite3.Connection, column: str, kind: str) -> None:
+    try:
+        conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise  # "locked" is retried by the caller
+    # Another process added it first: fine.
 
 
 def _to_row(record: JobRecord) -> dict[str, Any]:

@@ -1,0 +1,114 @@
+"""Restarts and preemptions: whether a job that ended runs again, as attempt k+1 under the same name.
+
+Pure and engine-free, shared by every backend (the local supervisor between gangs, a cluster
+backend's node side or its observe): a backend runs attempts, and after each asks `decide`
+with every attempt so far. The whole gang restarts, never one rank: every rank was stopped
+before an attempt counts as ended.
+
+    limits.max_restarts          restarts after a failure (default 0: none)
+    limits.max_preemptions       restarts after a preemption; default unlimited when
+                                 max_restarts is set, else 0. Counted separately.
+    limits.no_restart_exit_codes a failure with one of these exit codes is final at once
+
+Every process of attempt k sees DISTRUN_RESTART_COUNT=k, and TORCHELASTIC_RESTART_COUNT=k for
+code written for torchrun's `--max-restarts` (e.g. to load the last checkpoint from ./outputs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from distrun.job_status import JobStatus
+
+if TYPE_CHECKING:
+    from distrun.spec.models import JobLimits
+
+RESTART_COUNT_VARIABLES = ("DISTRUN_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
+# Between attempts: 1 s, 2 s, 4 s ... at most 10 s. Long enough for ports and GPUs to be let go,
+# short enough not to matter next to a training job's start-up.
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 10.0
+
+
+def restart_env(count: int) -> dict[str, str]:
+    return dict.fromkeys(RESTART_COUNT_VARIABLES, str(count))
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    max_restarts: int = 0
+    max_preemptions: int | None = None
+    no_restart_exit_codes: frozenset[int] = frozenset()
+
+    @classmethod
+    def of(cls, limits: JobLimits) -> RestartPolicy:
+        return cls(limits.max_restarts or 0, limits.max_preemptions, frozenset(limits.no_restart_exit_codes))
+
+    @property
+    def on(self) -> bool:
+        """The job may run more than once (a failure or a preemption can restart it)."""
+        return self.max_restarts > 0 or bool(self.max_preemptions)
+
+    @property
+    def preemptions_allowed(self) -> float:
+        if self.max_preemptions is not None:
+            return self.max_preemptions
+        return math.inf if self.max_restarts > 0 else 0
+
+
+@dataclass
+class Attempt:
+    """How one attempt of a job ended, as the record lists it."""
+
+    attempt: int  # 0 for the first run
+    status: JobStatus  # Completed | Failed | Canceled | Preempted
+    reason: str
+    root_cause: dict[str, Any] | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    logs: str = "user_logs"  # job-relative folder holding its logs
+    restarted: bool = False  # a next attempt followed
+    processes: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = str(self.status)
+        data.pop("processes")  # the record's `processes` are the last attempt's
+        return data
+
+
+@dataclass(frozen=True)
+class Decision:
+    restart: bool
+    reason: str  # restart: why ("rank 1 failed, restart 1 of 3"); else what ends it ("" when nothing to add)
+
+
+def decide(policy: RestartPolicy, attempts: Sequence[Attempt]) -> Decision:
+    """After the last of `attempts` ended: does the job run again?"""
+    last = attempts[-1]
+    if last.status == JobStatus.PREEMPTED:
+        used = sum(1 for a in attempts if a.status == JobStatus.PREEMPTED)
+        allowed = policy.preemptions_allowed
+        if used <= allowed:
+            of = "" if math.isinf(allowed) else f" of {int(allowed)}"
+            return Decision(True, f"preempted: restart after preemption {used}{of}")
+        return Decision(False, f"preempted {used} time(s); limits.max_preemptions is {int(allowed)}")
+    if last.status != JobStatus.FAILED or policy.max_restarts == 0:
+        return Decision(False, "")
+    if last.root_cause is None:
+        return Decision(False, "not restarted: no process of the job failed (a timeout or distrun's own error)")
+    code = last.root_cause.get("exit_code")
+    if code is not None and code in policy.no_restart_exit_codes:
+        return Decision(False, f"not restarted: exit code {code} is in limits.no_restart_exit_codes")
+    failures = sum(1 for a in attempts if a.status == JobStatus.FAILED)
+    if failures <= policy.max_restarts:
+        return Decision(True, f"failed: restart {failures} of {policy.max_restarts}")
+    return Decision(False, f"after {failures} failed attempts (limits.max_restarts: {policy.max_restarts})")
+
+
+def backoff_seconds(restart: int) -> float:
+    """The pause before restart number `restart` (1 for the first)."""
+    return min(BACKOFF_FIRST_S * 2 ** max(restart - 1, 0), BACKOFF_MAX_S)
