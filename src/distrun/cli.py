@@ -120,7 +120,7 @@ def run(file: str, overrides: tuple[str, ...], name: str | None, compute: str | 
 @click.argument("file", type=click.Path(dir_okay=False))
 @_set_option
 @_compute_option
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Dry run: every process, its command and its environment; nothing starts."""
     from distrun.submission import choose_target
@@ -132,9 +132,22 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     if output == "json":
         _echo_json(rendered)
         return
+    if output == "yaml":
+        _echo_yaml(rendered)
+        return
     from distrun.plan_text import plan_as_text
 
     click.echo(plan_as_text(rendered))
+
+
+def _echo_yaml(rendered: dict[str, Any]) -> None:
+    """A cluster backend's objects as the YAML stream it submits; otherwise the whole dry run."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.default_flow_style = False
+    documents = rendered["objects"] if rendered.get("objects") else [rendered]
+    yaml.dump_all(json.loads(json.dumps(documents, default=str)), sys.stdout)
 
 
 # ---------------------------------------------------------------- job verbs
@@ -305,7 +318,7 @@ def compute_create(name: str, kind: str, overrides: tuple[str, ...]) -> None:
     for text in overrides:
         path, value = parse_override(text)
         settings[".".join(map(str, path))] = value
-    validate = getattr(_backend(kind), "validate_settings", None) if kind == "slurm" else None
+    validate = getattr(_backend(kind), "validate_settings", None) if kind in ("slurm", "kubernetes") else None
     if validate is not None:
         validate(name, settings)  # a misspelled setting is caught now, not at the first job
     target = add_target(_layout().config_path, name, kind, settings)
