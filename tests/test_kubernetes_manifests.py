@@ -14,27 +14,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
-from k8s_schemas import validate_object
 
+from conftest import REPO
 from distrun.backends.kubernetes import dry_run
 from distrun.backends.kubernetes.pods import object_name
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.spec.loader import load_job_file
 from distrun.store.layout import Layout
+from k8s_schemas import validate_object
 
 SEEDS = REPO / "tests" / "data" / "seed001"
-JOB_FILES = sorted(
-    [*REPO.glob("examples/*/job*.yml"), *SEEDS.glob("*.yml")], key=lambda p: str(p.relative_to(REPO))
-)
+JOB_FILES = sorted([*REPO.glob("examples/*/job*.yml"), *SEEDS.glob("*.yml")], key=lambda p: str(p.relative_to(REPO)))
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def render(path: Path, home: Path, *, jobset: bool = True, overrides: tuple[str, ...] = (), **settings: Any) -> dict:
     loaded = load_job_file(str(path), overrides)
     target = ComputeTarget(
-        "cluster", "kubernetes", {"namespace": "ml", "jobset": "always" if jobset else "never", "image": "reg/distrun:1", **settings}
+        "cluster",
+        "kubernetes",
+        {"namespace": "ml", "jobset": "always" if jobset else "never", "image": "reg/distrun:1", **settings},
     )
     return dry_run(loaded, Layout(home), target)
 
@@ -152,8 +152,16 @@ def test_every_process_gets_the_environment_it_gets_locally(tmp_path: Path) -> N
     assert [p["name"] for p in k8s_procs] == [p["name"] for p in local_procs]
     for mine, theirs in zip(k8s_procs, local_procs, strict=True):
         assert set(mine["env"]) == set(theirs["env"])
-        placed = {"MASTER_ADDR", "MASTER_PORT", "AZ_BATCH_HOST_LIST", "AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE"}
-        placed |= {"DISTRUN_JOB_DIR", "AZUREML_RUN_ID", "DISTRUN_JOB_NAME"} | {k for k in mine["env"] if k.startswith("AZURE_ML_OUTPUT")}
+        placed = {
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "AZ_BATCH_HOST_LIST",
+            "AZ_BATCH_MASTER_NODE",
+            "AZ_BATCHAI_MPI_MASTER_NODE",
+        }
+        placed |= {"DISTRUN_JOB_DIR", "AZUREML_RUN_ID", "DISTRUN_JOB_NAME"} | {
+            k for k in mine["env"] if k.startswith("AZURE_ML_OUTPUT")
+        }
         assert {k: v for k, v in mine["env"].items() if k not in placed} == {
             k: v for k, v in theirs["env"].items() if k not in placed
         }
@@ -190,7 +198,9 @@ def test_code_over_the_configmap_limit_says_to_use_the_image(tmp_path: Path) -> 
         render(job, tmp_path / "home")
     assert "ConfigMap" in err.value.message and "code_in_image" in err.value.hint
     rendered = render(job, tmp_path / "home", code_in_image="/app")
-    env = rendered["objects"][1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    env = rendered["objects"][1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0][
+        "env"
+    ]
     assert {"name": "DISTRUN_K8S_CODE_IN_IMAGE", "value": "/app"} in env
 
 
@@ -245,7 +255,18 @@ def test_plan_output_yaml_prints_the_objects_and_seed_forms_name_their_target(ru
     missing = run_cli("plan", str(job), "--output", "yaml")
     assert missing.returncode != 0 and "unknown compute target 'my-aks-cluster'" in missing.stderr
     assert "--type kubernetes" in missing.stderr and "Traceback" not in missing.stderr
-    made = run_cli("compute", "create", "--name", "my-aks-cluster", "--type", "kubernetes", "--set", "namespace=ml", "--set", "jobset=never")
+    made = run_cli(
+        "compute",
+        "create",
+        "--name",
+        "my-aks-cluster",
+        "--type",
+        "kubernetes",
+        "--set",
+        "namespace=ml",
+        "--set",
+        "jobset=never",
+    )
     assert made.returncode == 0, made.stderr
     shown = run_cli("plan", str(job), "--output", "yaml")
     assert shown.returncode == 0, shown.stderr
@@ -267,7 +288,9 @@ def test_kubernetes_validate_cli_accepts_the_yaml_stream(run_cli, distrun_home: 
     """The very command the docs give: `kubernetes-validate --strict` on `distrun plan -o yaml`."""
     import shutil
 
-    run_cli("compute", "create", "--name", "c", "--type", "kubernetes", "--set", "jobset=never", "--set", "image=reg/x:1")
+    run_cli(
+        "compute", "create", "--name", "c", "--type", "kubernetes", "--set", "jobset=never", "--set", "image=reg/x:1"
+    )
     shown = run_cli("plan", str(REPO / "examples" / "pytorch-ddp" / "job.yml"), "--compute", "c", "--output", "yaml")
     assert shown.returncode == 0, shown.stderr
     manifest = tmp_path / "job.yaml"

@@ -27,11 +27,18 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from distrun.backends.kubernetes.client import KubernetesApiError, KubernetesClient
-from distrun.backends.kubernetes.collect import K8sPaths, collect_pod_log, collecting, label_files, read_outcomes
+from distrun.backends.kubernetes.collect import (
+    K8sPaths,
+    collect_pod_log,
+    collecting,
+    keep_outcome,
+    label_files,
+    read_outcomes,
+)
 from distrun.backends.kubernetes.manifests import JOB_LABEL
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
 from distrun.backends.kubernetes.render import KubernetesRequest, render_request
-from distrun.backends.kubernetes.state import JobState, job_state, pod_view
+from distrun.backends.kubernetes.state import JobState, job_state, pod_view, termination_outcome
 from distrun.backends.kubernetes.target import KubernetesTarget
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
@@ -80,7 +87,13 @@ def preflight(target: ComputeTarget, job: JobSpec) -> None:
 
 
 def render_job(
-    spec: JobSpec, settings: KubernetesTarget, name: str, bindings: Any, job_dir: Path, code_dir: Path | None, jobset: bool
+    spec: JobSpec,
+    settings: KubernetesTarget,
+    name: str,
+    bindings: Any,
+    job_dir: Path,
+    code_dir: Path | None,
+    jobset: bool,
 ) -> KubernetesRequest:
     return render_request(
         spec, settings, job_name=name, bindings=bindings, local_job_dir=str(job_dir), code_dir=code_dir, jobset=jobset
@@ -131,7 +144,10 @@ def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str
         shown = []
         for obj in objects:
             if obj.get("binaryData"):
-                sizes = {k: f"<{len(v)} base64 characters: the job's files, code snapshot included>" for k, v in obj["binaryData"].items()}
+                sizes = {
+                    k: f"<{len(v)} base64 characters: the job's files, code snapshot included>"
+                    for k, v in obj["binaryData"].items()
+                }
                 obj = {**obj, "binaryData": sizes}
             shown.append(obj)
     yaml = YAML()
@@ -185,7 +201,9 @@ def submit_detached(prepared: PreparedJob, layout: Layout) -> JobRecord:
         settings = kubernetes_target(prepared.target)
         client = KubernetesClient(settings)
         jobset = use_jobset(settings, client)
-        request = render_job(prepared.spec, settings, prepared.name, prepared.bindings, folder.root, folder.code, jobset)
+        request = render_job(
+            prepared.spec, settings, prepared.name, prepared.bindings, folder.root, folder.code, jobset
+        )
         folder.plan_json.write_text(json.dumps(request.plan.to_dict(), indent=2), encoding="utf-8")
         _write_json(paths.layout, _layout_dict(request.layout))
         _write_json(paths.objects, request.objects)
@@ -212,29 +230,48 @@ def _engine_failure(client: KubernetesClient, layout: PodLayout) -> str:
     for top in tops:
         for cond in (top.get("status") or {}).get("conditions") or []:
             if cond.get("type") == "Failed" and cond.get("status") == "True":
-                return f"{top.get('kind', 'Job')} {top['metadata']['name']}: {cond.get('message') or cond.get('reason')}"
+                return (
+                    f"{top.get('kind', 'Job')} {top['metadata']['name']}: {cond.get('message') or cond.get('reason')}"
+                )
     return ""
 
 
 def observe(client: KubernetesClient, folder: JobFolder, layout: PodLayout) -> JobState:
-    """Pods, their logs and outcomes -> distrun's state; the logs land in the job folder on the way."""
+    """Pods, their logs and outcomes -> distrun's state; the logs land in the job folder on the way.
+
+    An outcome read once (a pod's final log record, else its termination message) is kept in
+    the job folder: pods are removed when their job ends, their reports must not go with them.
+    """
     paths = K8sPaths(folder.root)
     pods = client.list("Pod", {JOB_LABEL: layout.object_name})
     labels = label_files(folder)
+    views = [pod_view(p) for p in pods]
     with collecting(paths):
-        for pod in pods:
-            view = pod_view(pod)
+        for view in views:
             serves_ssh = any(r.serves_ssh and r.name == view.role for r in layout.roles)
-            if serves_ssh or view.phase == "Pending":
+            if serves_ssh or (view.phase == "Pending" and not view.deleting):
                 continue
             collect_pod_log(folder, paths, view.name, client.pod_log(view.name), labels)
+            from_status = termination_outcome(view)
+            if from_status is not None and not (paths.outcomes / f"{view.name}.json").exists():
+                keep_outcome(paths, view.name, from_status)
+        outcomes = read_outcomes(paths)
     return job_state(
         layout,
-        [pod_view(p) for p in pods],
-        read_outcomes(paths),
+        views,
+        outcomes,
+        planned=planned_processes(folder),
         engine_failed=_engine_failure(client, layout),
         canceled=paths.cancel.exists(),
     )
+
+
+def planned_processes(folder: JobFolder) -> list[dict[str, Any]]:
+    try:
+        plan = json.loads(folder.plan_json.read_text(encoding="utf-8"))
+        return [p for node in plan["nodes"] for p in node["processes"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def stop_rest(client: KubernetesClient, layout: PodLayout, state: JobState) -> None:

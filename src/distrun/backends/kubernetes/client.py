@@ -85,7 +85,9 @@ class KubernetesClient:
             _, url, header_params, serialized, _ = self.api.param_serialize(
                 method, path, query_params=params, header_params=headers, body=body, auth_settings=["BearerToken"]
             )
-            response = self.api.call_api(method, url, header_params=header_params, body=serialized, _request_timeout=REQUEST_TIMEOUT)
+            response = self.api.call_api(
+                method, url, header_params=header_params, body=serialized, _request_timeout=REQUEST_TIMEOUT
+            )
             response.read()
             data = response.data
         except k8s.client.exceptions.ApiException as exc:
@@ -110,7 +112,10 @@ class KubernetesClient:
             message = json.loads(body).get("message") or message
         except (ValueError, AttributeError, TypeError):
             pass
-        hint = {401: "the credentials in the kubeconfig were refused", 403: "your account may not do this in the namespace"}.get(status, "")
+        hint = {
+            401: "the credentials in the kubeconfig were refused",
+            403: "your account may not do this in the namespace",
+        }.get(status, "")
         return KubernetesApiError(status, f"Kubernetes API {method} {path}: {status} {message[:500]}", hint)
 
     # ------------------------------------------------------------ what distrun asks
@@ -155,7 +160,9 @@ class KubernetesClient:
         found = self._call("GET", collection_path(kind, self.namespace), query={"labelSelector": selector})
         items = found.get("items") or []
         # The selector again here: what comes back is only ever the job's own objects.
-        return [i for i in items if all((i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in labels.items())]
+        return [
+            i for i in items if all((i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in labels.items())
+        ]
 
     def pod_log(self, name: str) -> bytes:
         try:

@@ -95,14 +95,21 @@ def collect_pod_log(folder: JobFolder, paths: K8sPaths, pod: str, log: bytes, la
         if "/" not in name and name.endswith(".txt"):
             _append(folder.user_logs / name, data)
     for outcome in outcomes:
-        paths.outcomes.mkdir(parents=True, exist_ok=True)
-        tmp = paths.outcomes / f".{pod}.tmp"
-        tmp.write_text(json.dumps(outcome), encoding="utf-8")
-        tmp.replace(paths.outcomes / f"{pod}.json")
+        keep_outcome(paths, pod, outcome)
     offsets[pod] = end
     tmp = paths.offsets.with_suffix(".tmp")
     tmp.write_text(json.dumps(offsets), encoding="utf-8")
     tmp.replace(paths.offsets)
+
+
+def keep_outcome(paths: K8sPaths, pod: str, outcome: dict[str, Any]) -> None:
+    """A pod's outcome, kept in the job folder (a later, fuller report of the same pod replaces it)."""
+    if "/" in pod or pod.startswith("."):
+        return
+    paths.outcomes.mkdir(parents=True, exist_ok=True)
+    tmp = paths.outcomes / f".{pod}.tmp"
+    tmp.write_text(json.dumps(outcome), encoding="utf-8")
+    tmp.replace(paths.outcomes / f"{pod}.json")
 
 
 def read_outcomes(paths: K8sPaths) -> dict[str, dict[str, Any]]:

@@ -130,7 +130,9 @@ def pod_template(
         {"name": "files", "configMap": {"name": files_name(layout)}},
     ]
     if job.resources.shm_size:
-        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(job.resources.shm_size)}})
+        volumes.append(
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(job.resources.shm_size)}}
+        )
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         # Service links would add variables that a local run does not have.
@@ -210,14 +212,21 @@ def indexed_jobs(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_
     for role in layout.roles:
         spec = _job_spec(role, layout, job, target, layout.object_name)
         spec["podFailurePolicy"] = {
-            "rules": [{"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}}]
+            "rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}}
+            ]
         }
         out.append(
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
                 "metadata": metadata(
-                    f"{layout.object_name}-{role.name}", layout, target, job_name, **{ROLE_LABEL: role.name}, **_queue_labels(target)
+                    f"{layout.object_name}-{role.name}",
+                    layout,
+                    target,
+                    job_name,
+                    **{ROLE_LABEL: role.name},
+                    **_queue_labels(target),
                 ),
                 "spec": spec,
             }

@@ -134,7 +134,12 @@ def run_pod(env: Mapping[str, str]) -> int:
     )
     if stop_requested:
         outcome = pod_outcome(
-            {"status": "Canceled", "reason": "stopped by Kubernetes before the processes started", "root_cause": None, "processes": []},
+            {
+                "status": "Canceled",
+                "reason": "stopped by Kubernetes before the processes started",
+                "root_cause": None,
+                "processes": [],
+            },
             node_rank,
             pod,
             node,

@@ -124,7 +124,9 @@ def pod_resources(spec: Any, where: str) -> tuple[dict[str, str], dict[str, str]
         unknown = sorted(set(spec) - {"limits", "requests"})
         if unknown:
             raise DistrunError(f"{where}: unknown key {unknown[0]!r}", "use limits and requests")
-        return _quantities(spec.get("limits"), f"{where}.limits"), _quantities(spec.get("requests"), f"{where}.requests")
+        return _quantities(spec.get("limits"), f"{where}.limits"), _quantities(
+            spec.get("requests"), f"{where}.requests"
+        )
     return _quantities(spec, where), {}
 
 
@@ -184,7 +186,14 @@ def build_layout(job: JobSpec, target: KubernetesTarget, job_name: str, jobset: 
         roles = [
             PodRole("launcher", 1, 0, image, launcher_limits, launcher_requests),
             PodRole(
-                "worker", job.node_count, 0, image, worker_limits, worker_requests, decides_success=False, serves_ssh=True
+                "worker",
+                job.node_count,
+                0,
+                image,
+                worker_limits,
+                worker_requests,
+                decides_success=False,
+                serves_ssh=True,
             ),
         ]
     else:

@@ -84,9 +84,7 @@ def _notes(spec: JobSpec, target: KubernetesTarget, layout: PodLayout, local: Bi
         f"Kubernetes namespace {target.namespace}: {kind} ({', '.join(f'{r.name} x{r.count}' for r in layout.roles)}); "
         "each pod's distrun node agent runs its node's processes; MASTER_ADDR is node 0's pod DNS name"
     ]
-    outside = sorted(
-        name for name, path in local.input_paths.items() if not path.startswith(job_dir.rstrip("/") + "/")
-    )
+    outside = sorted(name for name, path in local.input_paths.items() if not path.startswith(job_dir.rstrip("/") + "/"))
     if outside:
         notes.append(
             f"data input(s) {', '.join(outside)} are paths on this machine: the pods see them only if the image or "

@@ -96,7 +96,13 @@ def _pod_failure(view: PodView) -> dict[str, Any]:
         why = f"could not start its container ({view.waiting_reason})"
     else:
         why = f"exited with code {view.exit_code}" + (f" ({view.terminated_reason})" if view.terminated_reason else "")
-    return {"name": view.name, "role": view.role, "pod": view.name, "host": view.node_name, "reason": f"pod {view.name} {why}"}
+    return {
+        "name": view.name,
+        "role": view.role,
+        "pod": view.name,
+        "host": view.node_name,
+        "reason": f"pod {view.name} {why}",
+    }
 
 
 def _first_failure(failures: list[tuple[float, dict[str, Any]]]) -> dict[str, Any]:
@@ -106,55 +112,95 @@ def _first_failure(failures: list[tuple[float, dict[str, Any]]]) -> dict[str, An
 def job_state(
     layout: PodLayout,
     pods: Sequence[PodView],
-    outcomes: Mapping[str, dict[str, Any]],  # pod name -> its agent's outcome
+    outcomes: Mapping[str, dict[str, Any]],  # pod name -> its agent's outcome (kept after the pod is gone)
     *,
+    planned: Sequence[Mapping[str, Any]] = (),  # the plan's processes
     engine_failed: str = "",  # a JobSet/Job Failed condition's message
     canceled: bool = False,
 ) -> JobState:
     deciding = {r.name: r.count for r in layout.roles if r.decides_success}
-    by_role: dict[str, list[PodView]] = {}
-    for view in pods:
-        by_role.setdefault(view.role, []).append(view)
     live = [v for v in pods if v.phase in ("Pending", "Running")]
-    processes = merged_processes(outcomes.values())
+    processes = merged_processes(list(outcomes.values()))
     if canceled:
-        return JobState("Canceled", "canceled by the user", terminal=not live, stop_the_rest=bool(live), processes=processes)
+        return JobState(
+            "Canceled", "canceled by the user", terminal=not live, stop_the_rest=bool(live), processes=processes
+        )
 
     failures: list[tuple[float, dict[str, Any]]] = []
+    for pod, out in outcomes.items():
+        if out.get("status") == "Failed":
+            root = out.get("root_cause") or {"reason": out.get("reason", "")}
+            failures.append(
+                (
+                    float(out.get("failed_at") or 0),
+                    {**root, "pod": pod, "host": out.get("node_name") or root.get("host", "")},
+                )
+            )
     for view in pods:
-        out = outcomes.get(view.name) or termination_outcome(view)
-        if out is not None and out.get("status") == "Failed":
-            root = out.get("root_cause") or {"reason": out.get("reason", ""), "pod": view.name, "host": view.node_name}
-            failures.append((float(out.get("failed_at") or 0), {**root, "pod": view.name, "host": view.node_name}))
-        elif view.phase == "Failed" and (out is None or out.get("status") != "Canceled"):
-            failures.append((float("inf"), _pod_failure(view)))
-        elif view.phase == "Pending" and view.waiting_reason in FATAL_WAITING:
+        if view.name in outcomes:
+            continue
+        if view.phase == "Failed" or (view.phase == "Pending" and view.waiting_reason in FATAL_WAITING):
             failures.append((float("inf"), _pod_failure(view)))
     if failures:
         root = _first_failure(failures)
-        return JobState("Failed", root.get("reason", "a pod failed"), root, terminal=not live, stop_the_rest=bool(live), processes=processes)
+        return JobState(
+            "Failed",
+            root.get("reason", "a pod failed"),
+            root,
+            terminal=not live,
+            stop_the_rest=bool(live),
+            processes=processes,
+        )
     if engine_failed:
         return JobState("Failed", engine_failed, None, terminal=not live, stop_the_rest=bool(live), processes=processes)
 
-    done = all(
-        len([v for v in by_role.get(role, []) if v.phase == "Succeeded"]) >= count for role, count in deciding.items()
-    )
-    if done and deciding:
-        # Auxiliary pods (parameter servers) are stopped now: that is how they end, not a failure.
-        for proc in processes:
-            if proc.get("signal") and proc.get("exit_code") is None:
-                proc["stopped_by_distrun"] = True
-        return JobState("Completed", "", None, terminal=True, stop_the_rest=bool(live), processes=processes)
+    succeeded: dict[str, int] = {}
+    for view in pods:
+        if view.phase == "Succeeded":
+            succeeded[view.role] = succeeded.get(view.role, 0) + 1
+    if deciding and all(succeeded.get(role, 0) >= count for role, count in deciding.items()):
+        return JobState(
+            "Completed",
+            "",
+            None,
+            terminal=not live,
+            stop_the_rest=bool(live),
+            processes=stopped_helpers(processes, planned, deciding),
+        )
 
     waiting = [v for v in pods if v.phase == "Pending" and v.unschedulable]
     if waiting:
-        return JobState("Queued", f"pod {waiting[0].name} cannot be scheduled: {waiting[0].unschedulable}")
+        return JobState(
+            "Queued", f"pod {waiting[0].name} cannot be scheduled: {waiting[0].unschedulable}", processes=processes
+        )
     if any(v.phase == "Running" for v in pods):
-        return JobState("Running")
+        return JobState("Running", processes=processes)
     expected = sum(r.count for r in layout.roles)
-    return JobState("Queued", f"waiting for pods ({len(pods)} of {expected} created)")
+    return JobState("Queued", f"waiting for pods ({len(pods)} of {expected} created)", processes=processes)
 
 
-def merged_processes(outcomes: Sequence[Mapping[str, Any]] | Any) -> list[dict[str, Any]]:
+def stopped_helpers(
+    processes: list[dict[str, Any]], planned: Sequence[Mapping[str, Any]], deciding: Mapping[str, int]
+) -> list[dict[str, Any]]:
+    """After success: helper processes (parameter servers) were stopped on purpose, never failures.
+
+    A helper whose pod was removed before its last report came back is listed from the plan.
+    """
+    out = []
+    for proc in processes:
+        if proc.get("role") not in deciding and proc.get("exit_code") != 0:
+            proc = {**proc, "stopped_by_distrun": True}
+        out.append(proc)
+    known = {p.get("name") for p in out}
+    for proc in planned:
+        if proc.get("name") not in known and proc.get("role") not in deciding:
+            keys = ("name", "role", "index", "rank", "node_rank", "label")
+            out.append(
+                {**{k: proc.get(k) for k in keys}, "stopped_by_distrun": True, "exit_code": None, "signal": "SIGTERM"}
+            )
+    return sorted(out, key=lambda p: (p.get("node_rank", 0), p.get("rank") if p.get("rank") is not None else -1))
+
+
+def merged_processes(outcomes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     procs = [dict(p) for o in outcomes for p in (o.get("processes") or [])]
     return sorted(procs, key=lambda p: (p.get("node_rank", 0), p.get("rank") if p.get("rank") is not None else -1))
