@@ -209,8 +209,19 @@ TF_PS = """
         print(f"ps {task['index']} serving", flush=True)
         tf.distribute.Server(cluster, job_name="ps", task_index=task["index"], protocol="grpc").join()
     else:
+        import socket, time
         print(f"worker {task['index']} sees {sorted(config['cluster'])}", flush=True)
-        print(f"worker {task['index']} done", flush=True)
+        host, port = config["cluster"]["ps"][0].rsplit(":", 1)
+        deadline = time.time() + 180
+        while True:  # the parameter server's gRPC port, by its pod's stable name
+            try:
+                socket.create_connection((host, int(port)), 2).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        print(f"worker {task['index']} reached ps 0 at {host}", flush=True)
 """
 
 
@@ -231,7 +242,8 @@ def test_tensorflow_parameter_server_is_stopped_when_the_workers_are_done(
     )
     done = run_cli("run", str(job), "--compute", "k8s", "--name", "tf-k8s", timeout=WAIT_S + 60)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "[worker 0] worker 0 sees ['ps', 'worker']" in done.stdout and "[worker 1] worker 1 done" in done.stdout
+    assert "[worker 0] worker 0 sees ['ps', 'worker']" in done.stdout
+    assert "[worker 1] worker 1 reached ps 0 at tf-k8s-ps-0.tf-k8s" in done.stdout
     record = show(run_cli, "tf-k8s")
     assert record["status"] == "Completed"
     procs = {p["name"]: p for p in record["processes"]}

@@ -31,6 +31,21 @@ EXIT_FAILED = 1
 EXIT_CANCELED = 143
 
 
+class StoppedByKubernetes:
+    """The job-wide "main work done" for a pod: never known here.
+
+    A pod of parameter servers (or of workers under a chief) runs only auxiliary processes; they
+    serve until the job's training pods have completed, which JobSet's successPolicy (or the
+    distrun client, with Indexed Jobs) answers by deleting this pod: SIGTERM ends them.
+    """
+
+    def mark_done(self) -> None:
+        pass
+
+    def all_done(self) -> bool:
+        return False
+
+
 def node_rank_from(env: Mapping[str, str]) -> int:
     from distrun.errors import DistrunError
 
@@ -156,6 +171,7 @@ def run_pod(env: Mapping[str, str]) -> int:
             timeout=spec.limits.timeout,
             base_env={k: v for k, v in env.items() if not k.startswith("DISTRUN_K8S_")},
             launch_id=f"{where.run_id}-pod{node_rank}",
+            peers=StoppedByKubernetes(),
         )
         outcome = pod_outcome(result.to_dict(), node_rank, pod, node, started_at)
     report(outcome, work)
