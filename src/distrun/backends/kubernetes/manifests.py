@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrun.backends.kubernetes.pods import PodLayout, PodRole
+from distrun.backends.kubernetes.pods import PodLayout, PodRole, pod_job_dir
 from distrun.backends.kubernetes.target import KubernetesTarget
 from distrun.spec.models import JobSpec
 
@@ -74,12 +74,14 @@ def headless_service(layout: PodLayout, target: KubernetesTarget, job_name: str)
     }
 
 
-def _container(role: PodRole, job: JobSpec, target: KubernetesTarget) -> dict[str, Any]:
+def _container(role: PodRole, job: JobSpec, target: KubernetesTarget, job_name: str) -> dict[str, Any]:
     work = target.work_dir.rstrip("/")
+    job_dir = pod_job_dir(target, job_name)
     env = [
         {"name": "DISTRUN_K8S_ROLE", "value": role.name},
         {"name": "DISTRUN_K8S_FIRST_NODE", "value": str(role.first_node)},
         {"name": "DISTRUN_K8S_WORK_DIR", "value": work},
+        {"name": "DISTRUN_K8S_JOB_DIR", "value": job_dir},
         {"name": "DISTRUN_K8S_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "DISTRUN_K8S_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
     ]
@@ -94,7 +96,7 @@ def _container(role: PodRole, job: JobSpec, target: KubernetesTarget) -> dict[st
     else:
         command = [target.python, "-m", AGENT_MODULE]
     mounts = [
-        {"name": "job", "mountPath": f"{work}/job"},
+        {"name": "job", "mountPath": job_dir},
         {"name": "files", "mountPath": f"{work}/files", "readOnly": True},
     ]
     if job.resources.shm_size:
@@ -129,7 +131,7 @@ def _shm_size(text: str) -> str:
 
 
 def pod_template(
-    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, subdomain: str | None
+    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, subdomain: str | None, job_name: str
 ) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [
         {"name": "job", "emptyDir": {}},
@@ -146,7 +148,7 @@ def pod_template(
         "terminationGracePeriodSeconds": int(grace_period(job)) + AGENT_REPORT_S,
         # Service links would add variables that a local run does not have.
         "enableServiceLinks": False,
-        "containers": [_container(role, job, target)],
+        "containers": [_container(role, job, target, job_name)],
         "volumes": volumes,
     }
     if subdomain:
@@ -164,14 +166,16 @@ def pod_template(
     return {"metadata": {"labels": labels(layout, role.name)}, "spec": spec}
 
 
-def _job_spec(role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, subdomain: str | None) -> dict:
+def _job_spec(
+    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, subdomain: str | None, job_name: str
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": role.count,
         "parallelism": role.count,
         # No retries: a failed rank fails the gang, as on every other compute.
         "backoffLimit": 0,
-        "template": pod_template(role, layout, job, target, subdomain),
+        "template": pod_template(role, layout, job, target, subdomain, job_name),
     }
     if job.limits.timeout is not None:
         # The node agents enforce limits.timeout; this is only a backstop behind them.
@@ -192,7 +196,7 @@ def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: 
                 "replicas": 1,
                 "template": {
                     "metadata": {"labels": labels(layout, role.name)},
-                    "spec": _job_spec(role, layout, job, target, None),
+                    "spec": _job_spec(role, layout, job, target, None, job_name),
                 },
             }
         )
@@ -218,7 +222,7 @@ def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: 
 def indexed_jobs(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str) -> list[dict[str, Any]]:
     out = []
     for role in layout.roles:
-        spec = _job_spec(role, layout, job, target, layout.object_name)
+        spec = _job_spec(role, layout, job, target, layout.object_name, job_name)
         spec["podFailurePolicy"] = {
             "rules": [
                 {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}}

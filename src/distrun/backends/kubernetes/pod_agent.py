@@ -2,7 +2,7 @@
 
 Each pod of a job runs this (the image must have distrun). It unpacks the job's files from
 the ConfigMap mounted at `<work_dir>/files`, rebuilds the job's plan, runs its own node's
-processes with the gang supervisor every compute uses (per-rank logs in `<work_dir>/job/
+processes with the gang supervisor every compute uses (per-rank logs in `<work_dir>/<job>/
 user_logs` inside the pod, prefixed lines on stdout, which is the pod's log), and reports
 its outcome where the client can read it without a shared filesystem:
 
@@ -126,7 +126,7 @@ def run_pod(env: Mapping[str, str]) -> int:
     pod = env.get("DISTRUN_K8S_POD_NAME", "")
     node = env.get("DISTRUN_K8S_NODE_NAME", "")
     node_rank = node_rank_from(env)
-    job_dir = work / "job"
+    job_dir = Path(env.get("DISTRUN_K8S_JOB_DIR") or work / "job")
     started_at = time.time()
     bundle.unpack((work / "files" / BUNDLE_KEY).read_bytes(), job_dir)
     code_in_image = env.get("DISTRUN_K8S_CODE_IN_IMAGE")

@@ -220,10 +220,11 @@ def placement(job: JobSpec, target: KubernetesTarget, layout: PodLayout, job_nam
         hosts=hosts,
         master_port=pinned_master_port(job) or target.port_base,
         task_ports=tuple(target.port_base + 1 + k for k in range(tasks)),
-        job_dir=pod_job_dir(target),
+        job_dir=pod_job_dir(target, job_name),
         run_id=job_name,
     )
 
 
-def pod_job_dir(target: KubernetesTarget) -> str:
-    return target.work_dir.rstrip("/") + "/job"
+def pod_job_dir(target: KubernetesTarget, job_name: str) -> str:
+    """The job's folder in each pod, named after the job as on this machine (AZUREML_RUN_ID, ...)."""
+    return f"{target.work_dir.rstrip('/')}/{job_name}"
