@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from distrun.backends.kubernetes import dry_run
+from distrun.backends.kubernetes import preview
 from distrun.backends.kubernetes.pods import object_name
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
@@ -36,7 +36,7 @@ def render(path: Path, home: Path, *, jobset: bool = True, overrides: tuple[str,
         "kubernetes",
         {"namespace": "ml", "jobset": "always" if jobset else "never", "image": "reg/distrun:1", **settings},
     )
-    return dry_run(loaded, Layout(home), target)
+    return preview(loaded, Layout(home), target).show()
 
 
 def by_kind(objects: list[dict], kind: str) -> list[dict]:
@@ -142,11 +142,11 @@ def test_seed_tensorflow_ps_gets_its_own_image_env_and_resources(tmp_path: Path)
 
 
 def test_every_process_gets_the_environment_it_gets_locally(tmp_path: Path) -> None:
-    from distrun.backends.local import dry_run as local_dry_run
+    from distrun.jobs import plan_job
 
     job = REPO / "examples" / "pytorch-ddp" / "job.yml"
     k8s = render(job, tmp_path / "a")["plan"]
-    local = local_dry_run(load_job_file(str(job), ()), Layout(tmp_path / "b"), ComputeTarget("local", "local"))["plan"]
+    local = plan_job(load_job_file(str(job), ()), Layout(tmp_path / "b"), "local").show()["plan"]
     k8s_procs = [p for n in k8s["nodes"] for p in n["processes"]]
     local_procs = [p for n in local["nodes"] for p in n["processes"]]
     assert [p["name"] for p in k8s_procs] == [p["name"] for p in local_procs]
@@ -182,7 +182,7 @@ def test_curated_environment_without_an_image_is_an_error_that_says_give_an_imag
     loaded = load_job_file(str(job), ())
     assert isinstance(loaded.spec.environment, str)
     with pytest.raises(DistrunError) as err:
-        dry_run(loaded, Layout(tmp_path), ComputeTarget("c", "kubernetes", {"jobset": "always"}))
+        preview(loaded, Layout(tmp_path), ComputeTarget("c", "kubernetes", {"jobset": "always"}))
     assert "Azure ML environment" in err.value.message and "image" in err.value.hint
 
 
@@ -308,7 +308,7 @@ def test_the_schema_checks_refuse_what_a_cluster_refuses(tmp_path: Path) -> None
     import jsonschema
     import kubernetes_validate
 
-    rendered = render(REPO / "examples" / "pytorch-ddp" / "job.yml", tmp_path, overrides=("environment.image=reg/x:1",))
+    rendered = render(REPO / "examples" / "pytorch-ddp" / "job.yml", tmp_path)
     configmap, jobset = rendered["objects"]
     broken = copy.deepcopy(jobset)
     broken["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["imagee"] = "x"

@@ -10,22 +10,23 @@ files travel in a ConfigMap, the outcomes in the pods' termination messages and 
 Modules: `target` (settings), `pods` (roles, pod names, placement: pure), `manifests` (the
 objects: pure), `bundle` (the job's files as one ConfigMap), `render` (all of it for one job),
 `client` (the API), `state` (pods -> distrun's status: pure), `collect` (logs and outcomes
-into the job folder), `pod_agent` (runs in each pod). This module is the backend interface the
-CLI calls: `validate_settings`, `preflight`, `dry_run`, `submit_detached`, `run_streaming`,
-`refresh`, `cancel`.
+into the job folder), `pod_agent` (runs in each pod). This module is the backend
+(`KubernetesBackend`, the contract of `distrun.backends.base`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import signal
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, ClassVar
 
+from distrun.agent.node_facts import NodeOutcome
+from distrun.backends.base import Backend, Observation, RenderedJob
 from distrun.backends.kubernetes.client import KubernetesApiError, KubernetesClient
 from distrun.backends.kubernetes.collect import (
     K8sPaths,
@@ -42,18 +43,14 @@ from distrun.backends.kubernetes.state import JobState, job_state, pod_view, ter
 from distrun.backends.kubernetes.target import KubernetesTarget
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
-from distrun.follow import follow_logs
-from distrun.report import execution_summary, stream_header
+from distrun.job_status import JobStatus
 from distrun.spec.loader import LoadedJob, local_path
 from distrun.spec.models import JobSpec
-from distrun.store.index import CANCELED, FAILED, QUEUED, JobIndex, JobRecord
+from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import JobFolder, Layout
 from distrun.submission import PreparedJob, bind
 
-POLL_S = 0.5
-CANCEL_WAIT_S = 60.0
 STOP_WAIT_S = 120.0
-FINALIZING = "Finalizing"
 
 
 def kubernetes_target(target: ComputeTarget) -> KubernetesTarget:
@@ -98,40 +95,6 @@ def render_job(
     return render_request(
         spec, settings, job_name=name, bindings=bindings, local_job_dir=str(job_dir), code_dir=code_dir, jobset=jobset
     )
-
-
-def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[str, Any]:
-    """`distrun plan --compute <kubernetes target>`: the objects as they would be created, and the plan."""
-    from distrun.store.snapshot import snapshot_code
-
-    spec = loaded.spec
-    name = spec.name or "generated-name"
-    settings = kubernetes_target(target)
-    folder = layout.job(name)
-    notes = []
-    try:
-        jobset = use_jobset(settings, KubernetesClient(settings) if settings.jobset == "auto" else None)
-    except DistrunError as exc:
-        jobset = True
-        notes.append(f"the cluster could not be asked whether JobSet is installed ({exc.message}): JobSet assumed")
-    bindings = bind(loaded, spec, folder, materialize=False)
-    with tempfile.TemporaryDirectory(prefix="distrun-plan-") as tmp:
-        code = None
-        if spec.code is not None and not settings.code_in_image:
-            source = local_path(loaded, spec.code)
-            assert source is not None  # the loader checked it
-            snapshot_code(source, Path(tmp) / "code")
-            code = Path(tmp) / "code"
-        request = render_job(spec, settings, name, bindings, folder.root, code, jobset)
-    return {
-        "compute": target.name,
-        "type": "kubernetes",
-        "notes": [*notes, *request.notes],
-        "script_name": "Kubernetes objects, created in this order (--output yaml prints them whole)",
-        "script": objects_yaml(request.objects, abbreviate=True),
-        "objects": request.objects,
-        "plan": request.plan.to_dict(),
-    }
 
 
 def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str:
@@ -192,32 +155,6 @@ def submit(client: KubernetesClient, request: KubernetesRequest) -> None:
         raise
 
 
-def submit_detached(prepared: PreparedJob, layout: Layout) -> JobRecord:
-    """Create the job's objects and return the record (Queued); Kubernetes runs it from here on."""
-    index = JobIndex(layout.db_path)
-    folder = prepared.folder
-    paths = K8sPaths(folder.root)
-    try:
-        settings = kubernetes_target(prepared.target)
-        client = KubernetesClient(settings)
-        jobset = use_jobset(settings, client)
-        request = render_job(
-            prepared.spec, settings, prepared.name, prepared.bindings, folder.root, folder.code, jobset
-        )
-        folder.plan_json.write_text(json.dumps(request.plan.to_dict(), indent=2), encoding="utf-8")
-        _write_json(paths.layout, _layout_dict(request.layout))
-        _write_json(paths.objects, request.objects)
-        submit(client, request)
-    except (DistrunError, OSError) as exc:
-        message = exc.message if isinstance(exc, DistrunError) else f"could not write the job's Kubernetes files: {exc}"
-        index.update(prepared.name, status=FAILED, reason=f"not submitted: {message}", ended_at=time.time())
-        if isinstance(exc, DistrunError):
-            raise
-        raise DistrunError(f"not submitted: {message}") from None
-    index.update(prepared.name, status=QUEUED, backend_id=f"{settings.namespace}/{request.layout.object_name}")
-    return index.get(prepared.name)
-
-
 # ---------------------------------------------------------------- observe
 
 
@@ -276,7 +213,7 @@ def planned_processes(folder: JobFolder) -> list[dict[str, Any]]:
 
 def stop_rest(client: KubernetesClient, layout: PodLayout, state: JobState) -> None:
     """End what still runs: after a failure or a cancel the whole job; after success the auxiliaries."""
-    if state.status == "Completed" or state.status == FINALIZING:
+    if state.status == "Completed":
         for pod in client.list("Pod", {JOB_LABEL: layout.object_name}):
             view = pod_view(pod)
             if view.phase in ("Pending", "Running") and not view.deleting:
@@ -317,52 +254,159 @@ def load_layout(folder: JobFolder) -> PodLayout:
     return _layout_from(json.loads(K8sPaths(folder.root).layout.read_text(encoding="utf-8")))
 
 
-def refresh(index: JobIndex, record: JobRecord) -> JobRecord:
-    """Bring a live record up to date from the cluster; a cluster that does not answer changes nothing."""
-    if record.terminal or not record.backend_id:
-        return record
-    home = index.db_path.parent
-    folder = Layout(home).job(record.name)
-    try:
-        settings = kubernetes_target(resolve_target(record.compute, Layout(home).config_path))
+# ---------------------------------------------------------------- the backend contract
+
+
+@dataclass(frozen=True)
+class KubernetesObjects:
+    """Kubernetes' request: the objects, exactly as `schedule` creates them, in that order."""
+
+    request: KubernetesRequest
+
+    def display(self) -> dict[str, Any]:
+        return {
+            "script_name": "Kubernetes objects, created in this order (--output yaml prints them whole)",
+            "script": objects_yaml(self.request.objects, abbreviate=True),
+            "objects": self.request.objects,
+        }
+
+
+def preview(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str | None = None) -> RenderedJob:
+    """`distrun plan` for a loaded job, its code snapshot included in the ConfigMap as submit makes it."""
+    from distrun.store.snapshot import snapshot_code
+
+    spec = loaded.spec
+    job_name = name or spec.name or "generated-name"
+    folder = layout.job(job_name)
+    bindings = bind(loaded, spec, folder, materialize=False)
+    with tempfile.TemporaryDirectory(prefix="distrun-plan-") as tmp:
+        code = None
+        if spec.code is not None and not kubernetes_target(target).code_in_image:
+            source = local_path(loaded, spec.code)
+            assert source is not None  # the loader checked it
+            code = Path(tmp) / "code"
+            snapshot_code(source, code)
+        return BACKEND.render(PreparedJob(job_name, spec, folder, target, bindings), layout, code_dir=code)
+
+
+def _node_outcomes(state: JobState, outcomes: Mapping[str, dict[str, Any]]) -> tuple[NodeOutcome, ...]:
+    out = [NodeOutcome.from_dict({"node_rank": -1, **o}) for o in outcomes.values()]
+    known = {p.get("name") for o in out for p in o.processes}
+    stopped = [p for p in state.processes if p.get("name") not in known]
+    if stopped:  # helpers whose pods were removed before their last report came back
+        now = time.time()
+        out.append(
+            NodeOutcome(-1, "", JobStatus.CANCELED, "stopped when the training completed", now, now, processes=stopped)
+        )
+    return tuple(out)
+
+
+class KubernetesBackend(Backend):
+    """Jobs as a JobSet (or Indexed Jobs and a headless Service); one distrun node agent per pod."""
+
+    kind: ClassVar[str] = "kubernetes"
+    engine: ClassVar[str] = "Kubernetes"
+    cancel_command: ClassVar[str] = "deleting its objects"
+    cancel_wait_s: ClassVar[float] = 60.0
+
+    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
+        KubernetesTarget.from_settings(target_name, settings)
+
+    def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
+        preflight(target, spec)
+
+    def render(self, job: PreparedJob, layout: Layout, code_dir: Path | None = None) -> RenderedJob:
+        """The objects and the plan. With `jobset: auto` the cluster is asked whether JobSet is installed
+        (the one question render asks an engine: the objects depend on it); unreachable, JobSet is assumed."""
+        settings = kubernetes_target(job.target)
+        notes: list[str] = []
+        try:
+            jobset = use_jobset(settings, KubernetesClient(settings) if settings.jobset == "auto" else None)
+        except DistrunError as exc:
+            jobset = True
+            notes.append(f"the cluster could not be asked whether JobSet is installed ({exc.message}): JobSet assumed")
+        code = code_dir if code_dir is not None else (job.folder.code if job.folder.code.is_dir() else None)
+        if code is None and job.spec.code is not None and not settings.code_in_image:
+            notes.append("the code snapshot is added to the ConfigMap when the job is submitted")
+        request = render_job(job.spec, settings, job.name, job.bindings, job.folder.root, code, jobset)
+        return RenderedJob(
+            job=job,
+            plan=request.plan,
+            request=KubernetesObjects(request),
+            kind=self.kind,
+            notes=(*notes, *request.notes),
+        )
+
+    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
+        """Create the job's objects and return the record (Queued); Kubernetes runs the job from here on."""
+        job = rendered.job
+        assert isinstance(rendered.request, KubernetesObjects)
+        request = rendered.request.request
+        index = JobIndex(layout.db_path)
+        paths = K8sPaths(job.folder.root)
+        try:
+            client = KubernetesClient(kubernetes_target(job.target))
+            job.folder.plan_json.write_text(json.dumps(request.plan.to_dict(), indent=2), encoding="utf-8")
+            _write_json(paths.layout, _layout_dict(request.layout))
+            _write_json(paths.objects, request.objects)
+            submit(client, request)
+        except (DistrunError, OSError) as exc:
+            message = exc.message if isinstance(exc, DistrunError) else f"could not write the job's files: {exc}"
+            index.update(job.name, status=JobStatus.FAILED, reason=f"not submitted: {message}", ended_at=time.time())
+            if isinstance(exc, DistrunError):
+                raise
+            raise DistrunError(f"not submitted: {message}") from None
+        namespace = kubernetes_target(job.target).namespace
+        index.update(job.name, status=JobStatus.QUEUED, backend_id=f"{namespace}/{request.layout.object_name}")
+        return index.get(job.name)
+
+    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+        """Pods, logs and outcomes -> the job's state. Also ends what must end, since no controller
+        does it for Indexed Jobs: the whole gang after a failure or a cancel, parameter servers
+        after success (Finalizing until their pods are gone, at most STOP_WAIT_S)."""
+        if not record.backend_id:
+            return None
+        folder = layout.job(record.name)
+        settings = kubernetes_target(resolve_target(record.compute, layout.config_path))
         client = KubernetesClient(settings)
-        layout = load_layout(folder)
-        state = observe(client, folder, layout)
-        status, terminal = state.status, state.terminal
+        pod_layout = load_layout(folder)
+        state = observe(client, folder, pod_layout)
+        status, terminal = JobStatus.of(state.status), state.terminal
         if state.stop_the_rest:
-            # Gang stop after a failure or a cancel, parameter servers after success: the
-            # record ends when the pods have (their last lines and outcomes come back), or
-            # after STOP_WAIT_S when a cluster does not end them.
-            stop_rest(client, layout, state)
+            stop_rest(client, pod_layout, state)
             if _stopping_for(K8sPaths(folder.root)) > STOP_WAIT_S:
                 terminal = True
             else:
-                status = FINALIZING
+                status = JobStatus.FINALIZING
         if terminal:
-            cleanup(client, layout)
-    except (DistrunError, OSError):
-        return record
-    now = time.time()
-    fields: dict[str, Any] = {}
-    if status != record.status:
-        fields["status"] = status
-    if state.reason != (record.reason or ""):
-        fields["reason"] = state.reason
-    if record.started_at is None and status in ("Running", FINALIZING, "Completed", "Failed"):
-        fields["started_at"] = now
-    if state.processes:
-        fields["processes"] = state.processes
-    if state.root_cause is not None or terminal:
-        fields["root_cause"] = state.root_cause
-    if terminal:
-        fields["ended_at"] = now
-    if fields:
-        index.update(record.name, **fields)
-        record = dataclasses.replace(record, **fields)
-    return record
+            cleanup(client, pod_layout)
+        outcomes = read_outcomes(K8sPaths(folder.root))
+        return Observation(
+            status=status,
+            reason=state.reason,
+            root_cause=state.root_cause,
+            outcomes=_node_outcomes(state, outcomes),
+        )
 
+    def cancel(self, record: JobRecord, layout: Layout) -> None:
+        """Delete the JobSet (or Jobs) with foreground propagation, after noting the request."""
+        if not record.backend_id:
+            JobIndex(layout.db_path).update(
+                record.name, status=JobStatus.CANCELED, reason="canceled before it was submitted", ended_at=time.time()
+            )
+            return
+        request_cancel(record, layout)
 
-# ---------------------------------------------------------------- cancel
+    def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
+        """Bring the pods' logs into user_logs/ (only what is new); a cluster that does not answer changes nothing."""
+        if not record.backend_id:
+            return
+        folder = layout.job(record.name)
+        try:
+            settings = kubernetes_target(resolve_target(record.compute, layout.config_path))
+            observe(KubernetesClient(settings), folder, load_layout(folder))
+        except (DistrunError, OSError):
+            pass
 
 
 def request_cancel(record: JobRecord, layout: Layout) -> None:
@@ -375,104 +419,6 @@ def request_cancel(record: JobRecord, layout: Layout) -> None:
     delete_job_objects(KubernetesClient(settings), load_layout(folder), keep_files=True)
 
 
-def cancel(record: JobRecord, layout: Layout) -> JobRecord:
-    """`distrun job cancel`: delete the job's objects (foreground), then wait (bounded) for Canceled."""
-    index = JobIndex(layout.db_path)
-    if not record.backend_id:
-        index.update(record.name, status=CANCELED, reason="canceled before it was submitted", ended_at=time.time())
-        return index.get(record.name)
-    request_cancel(record, layout)
-    give_up = time.monotonic() + CANCEL_WAIT_S
-    while time.monotonic() < give_up:
-        record = refresh(index, index.get(record.name))
-        if record.terminal:
-            return record
-        time.sleep(0.25)
-    return index.get(record.name)
+BACKEND = KubernetesBackend()
 
-
-# ---------------------------------------------------------------- run
-
-
-def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-    """`distrun run --compute <kubernetes target>`: submit, stream every rank's lines, summarize.
-
-    Ctrl-C (or SIGTERM) cancels the job (its objects are deleted), and the stream goes on until
-    the pods are gone; a second Ctrl-C stops waiting.
-    """
-    index = JobIndex(layout.db_path)
-    record = submit_detached(prepared, layout)
-    plan = json.loads(prepared.folder.plan_json.read_text(encoding="utf-8"))
-    processes = sum(len(n["processes"]) for n in plan["nodes"])
-    head, rule = stream_header(record, processes, len(plan["nodes"])).rsplit("\n", 1)
-    out.write(f"{head}\nKubernetes {record.backend_id} on compute {prepared.target.name}\n{rule}\n".encode())
-    out.flush()
-    watch = _Watch(index, layout, prepared, out)
-    previous = {sig: signal.signal(sig, watch.interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        follow_logs(prepared.folder, out, watch.finished, color=color)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    record = index.get(prepared.name)
-    out.write((execution_summary(record) + "\n").encode())
-    out.flush()
-    return record
-
-
-class _Watch:
-    """The log follower's "is it over?": refreshes from the cluster every POLL_S, says why a job
-    waits, and turns an interrupt into a cancel without leaving the log stream."""
-
-    def __init__(self, index: JobIndex, layout: Layout, prepared: PreparedJob, out: BinaryIO) -> None:
-        self.index, self.layout, self.prepared, self.out = index, layout, prepared, out
-        self.last_check = 0.0
-        self.done = False
-        self.shown = ("", "")
-        self.interrupted = 0
-        self.signal_name = ""
-        self.canceled = False
-
-    def interrupt(self, signum: int, frame: object) -> None:
-        self.interrupted += 1
-        self.signal_name = signal.Signals(signum).name
-        if self.interrupted > 1:
-            raise KeyboardInterrupt
-
-    def finished(self) -> bool:
-        if self.interrupted and not self.canceled:
-            self.canceled = True
-            self._say(f"{self.signal_name} received, canceling the job (deleting its Kubernetes objects)")
-            record = self.index.get(self.prepared.name)
-            if not record.terminal:
-                try:
-                    request_cancel(record, self.layout)
-                except DistrunError as exc:
-                    self._say(f"cancel failed: {exc.message}")
-        now = time.monotonic()
-        if self.done or now - self.last_check < POLL_S:
-            return self.done
-        self.last_check = now
-        record = refresh(self.index, self.index.get(self.prepared.name))
-        self.done = record.terminal
-        seen = (record.status, record.reason or "")
-        if not self.done and seen != self.shown and record.status not in ("Running", FINALIZING):
-            self._say(f"{record.status}" + (f" ({seen[1]})" if seen[1] else ""))
-        self.shown = seen
-        return self.done
-
-    def _say(self, text: str) -> None:
-        self.out.write(f"distrun: {text}\n".encode())
-        self.out.flush()
-
-
-__all__ = [
-    "KubernetesApiError",
-    "cancel",
-    "dry_run",
-    "preflight",
-    "refresh",
-    "run_streaming",
-    "submit_detached",
-    "validate_settings",
-]
+__all__ = ["BACKEND", "KubernetesApiError", "KubernetesBackend", "preview"]

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from distrun.backends.kubernetes.pod_agent import OUTCOME_MARK
+from distrun.backends.kubernetes.manifests import OUTCOME_MARK
 from distrun.store.layout import JobFolder
 
 

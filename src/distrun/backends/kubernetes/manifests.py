@@ -25,7 +25,8 @@ JOB_NAME_ANNOTATION = "distrun.io/job-name"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Where a pod's distrun node agent reports its outcome (compact JSON; Kubernetes keeps 4 KiB).
 TERMINATION_LOG = "termination-log"
-DEFAULT_GRACE_S = 10.0
+# The agent's final log record: this prefix, then its outcome as JSON, on one line.
+OUTCOME_MARK = "distrun-outcome: "
 AGENT_REPORT_S = 10
 
 
@@ -120,10 +121,6 @@ def _container(role: PodRole, job: JobSpec, target: KubernetesTarget, job_name: 
     return container
 
 
-def grace_period(job: JobSpec) -> float:
-    return job.limits.grace_period if job.limits.grace_period is not None else DEFAULT_GRACE_S
-
-
 def _shm_size(text: str) -> str:
     """Azure ML's `shm_size` (2g, 512m) as a Kubernetes quantity (2Gi, 512Mi)."""
     unit = text[-1].lower()
@@ -145,7 +142,7 @@ def pod_template(
         "restartPolicy": "Never",
         # Time for the agent to stop its processes (SIGTERM, the job's grace period, SIGKILL)
         # and report, after Kubernetes asks the pod to end.
-        "terminationGracePeriodSeconds": int(grace_period(job)) + AGENT_REPORT_S,
+        "terminationGracePeriodSeconds": int(job.limits.grace_seconds) + AGENT_REPORT_S,
         # Service links would add variables that a local run does not have.
         "enableServiceLinks": False,
         "containers": [_container(role, job, target, job_name)],
@@ -179,7 +176,7 @@ def _job_spec(
     }
     if job.limits.timeout is not None:
         # The node agents enforce limits.timeout; this is only a backstop behind them.
-        spec["activeDeadlineSeconds"] = int(job.limits.timeout + grace_period(job) + 60)
+        spec["activeDeadlineSeconds"] = int(job.limits.timeout + job.limits.grace_seconds + 60)
     return spec
 
 

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-OUTCOME_MARK = "distrun-outcome: "
+from distrun.backends.kubernetes.manifests import OUTCOME_MARK
+
 TERMINATION_LIMIT = 4000  # Kubernetes truncates termination messages at 4096 bytes
 EXIT_FAILED = 1
 EXIT_CANCELED = 143
@@ -111,7 +112,7 @@ def report(outcome: dict[str, Any], work_dir: Path) -> None:
 
 
 def run_pod(env: Mapping[str, str]) -> int:
-    from distrun.agent.gang import DEFAULT_GRACE, run_gang
+    from distrun.agent.gang import run_gang
     from distrun.backends.kubernetes import bundle
     from distrun.backends.kubernetes.manifests import BUNDLE_KEY
     from distrun.backends.kubernetes.render import BINDINGS_FILE, JOB_FILE, PLACEMENT_FILE, placement_from
@@ -161,7 +162,7 @@ def run_pod(env: Mapping[str, str]) -> int:
             started_at,
         )
     else:
-        grace = spec.limits.grace_period if spec.limits.grace_period is not None else DEFAULT_GRACE
+        grace = spec.limits.grace_seconds
         result = run_gang(
             plan,
             [node_rank],
@@ -185,7 +186,7 @@ def main() -> int:
 
     try:
         return run_pod(dict(os.environ))
-    except (DistrunError, OSError, ValueError) as exc:
+    except Exception as exc:  # whatever stops the agent, the client must read why
         message = exc.render() if isinstance(exc, DistrunError) else str(exc)
         print(f"distrun pod agent: error: {message}", file=sys.stderr, flush=True)
         now = time.time()
