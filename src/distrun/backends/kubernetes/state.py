@@ -133,7 +133,7 @@ def job_state(
             failures.append(
                 (
                     float(out.get("failed_at") or 0),
-                    {**root, "pod": pod, "host": out.get("node_name") or root.get("host", "")},
+                    {**root, "pod": pod, "host": out.get("node") or root.get("host") or out.get("node_name", "")},
                 )
             )
     for view in pods:
