@@ -6,7 +6,8 @@
 # replacing it with a newer (CUDA) wheel to satisfy DeepSpeed. DS_BUILD_OPS=0: no op is
 # compiled at install time; DeepSpeed compiles the ones it uses when first loaded.
 set -euo pipefail
-pip_q=(python3 -m pip install -q --disable-pip-version-check)
+# shellcheck source=../lib/pip-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/pip-install.sh"
 
 # DeepSpeed compiles its CPU ops with the system's C++ compiler (and ninja, a pip dependency).
 if ! command -v g++ >/dev/null 2>&1; then
@@ -19,7 +20,7 @@ fi
 torch_version="$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')"
 
 if ! python3 -c "import deepspeed" 2>/dev/null; then
-    DS_BUILD_OPS=0 "${pip_q[@]}" deepspeed "torch==$torch_version"
+    DS_BUILD_OPS=0 pip_install deepspeed "torch==$torch_version"
 fi
 test "$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')" = "$torch_version"
 
