@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -295,7 +296,8 @@ def test_kubernetes_validate_cli_accepts_the_yaml_stream(run_cli, distrun_home: 
     assert shown.returncode == 0, shown.stderr
     manifest = tmp_path / "job.yaml"
     manifest.write_text(shown.stdout)
-    exe = shutil.which("kubernetes-validate")
+    beside = Path(sys.executable).parent / "kubernetes-validate"  # the test environment's own
+    exe = str(beside) if beside.exists() else shutil.which("kubernetes-validate")
     assert exe is not None, "kubernetes-validate is installed by scripts/deps/60-kubernetes.sh"
     done = subprocess.run([exe, "--strict", "-k", "1.32.0", str(manifest)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -320,3 +322,15 @@ def test_the_schema_checks_refuse_what_a_cluster_refuses(tmp_path: Path) -> None
         validate_object(broken)
     with pytest.raises(kubernetes_validate.ValidationError):
         validate_object({**configmap, "binaryDatta": {}})
+
+
+def test_an_environment_name_mapped_to_an_image_in_config_runs_that_image(tmp_path: Path) -> None:
+    job = REPO / "examples" / "pytorch-ddp" / "job.yml"
+    loaded = load_job_file(str(job), ())
+    name = str(loaded.spec.environment).removeprefix("azureml:").split("@")[0]
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text(f"environments:\n  {name}:\n    image: registry.example/acpt:2\n")
+    rendered = preview(loaded, Layout(home), ComputeTarget("c", "kubernetes", {"jobset": "always"})).show()
+    (role,) = pod_specs(rendered).values()
+    assert role["template"]["spec"]["containers"][0]["image"] == "registry.example/acpt:2"

@@ -3,11 +3,13 @@
 # pytest-asyncio which its pytest plugin imports), kubernetes-validate and jsonschema for the
 # offline schema checks, and util-linux's unshare (the test kubelet gives each pod its own
 # /etc/hosts and folders in a mount namespace). No cluster is installed: none can run here.
+# 10-python.sh installs them with the `test` extra on a fresh machine; this adds them to an older one.
 set -euo pipefail
+# shellcheck source=../lib/pip-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/pip-install.sh"
 cd "$DISTRUN_REPO"
-if ! python3 -c "import kubernetes, kmock, pytest_asyncio, kubernetes_validate, jsonschema" 2>/dev/null \
-   || ! command -v kubernetes-validate >/dev/null 2>&1; then
-    python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+if ! python3 -c "import kubernetes, kmock, pytest_asyncio, kubernetes_validate, jsonschema" 2>/dev/null; then
+    pip_install "kubernetes>=30" "kmock>=0.8,<0.9" "pytest-asyncio>=0.23" "kubernetes-validate>=1.30" "jsonschema>=4.18"
 fi
 if ! command -v unshare >/dev/null 2>&1; then
     sudo_cmd=""

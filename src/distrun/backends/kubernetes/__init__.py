@@ -73,7 +73,8 @@ def preflight(target: ComputeTarget, job: JobSpec) -> None:
     from distrun.backends.kubernetes.pods import build_layout
 
     settings = kubernetes_target(target)
-    build_layout(job, settings, job.name or "job", jobset=True)  # image and per-role resources
+    named = named_image(job, Layout().config_path)
+    build_layout(job, settings, job.name or "job", jobset=True, named_image=named)  # image, per-role resources
     client = KubernetesClient(settings)
     client.check()
     if settings.jobset == "always" and not client.has_jobset():
@@ -91,10 +92,29 @@ def render_job(
     job_dir: Path,
     code_dir: Path | None,
     jobset: bool,
+    named: str | None = None,
 ) -> KubernetesRequest:
     return render_request(
-        spec, settings, job_name=name, bindings=bindings, local_job_dir=str(job_dir), code_dir=code_dir, jobset=jobset
+        spec,
+        settings,
+        job_name=name,
+        bindings=bindings,
+        local_job_dir=str(job_dir),
+        code_dir=code_dir,
+        jobset=jobset,
+        named_image=named,
     )
+
+
+def named_image(job: JobSpec, config_path: Path) -> str | None:
+    """The image config.yaml's `environments:` gives the job's environment name, if any."""
+    from distrun.environments.named import find_named
+
+    if not isinstance(job.environment, str):
+        return None
+    found = find_named(job.environment, config_path)
+    image = found.body.get("image") if found is not None else None
+    return str(image) if image else None
 
 
 def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str:
@@ -328,7 +348,8 @@ class KubernetesBackend(Backend):
         code = code_dir if code_dir is not None else (job.folder.code if job.folder.code.is_dir() else None)
         if code is None and job.spec.code is not None and not settings.code_in_image:
             notes.append("the code snapshot is added to the ConfigMap when the job is submitted")
-        request = render_job(job.spec, settings, job.name, job.bindings, job.folder.root, code, jobset)
+        named = named_image(job.spec, layout.config_path)
+        request = render_job(job.spec, settings, job.name, job.bindings, job.folder.root, code, jobset, named)
         return RenderedJob(
             job=job,
             plan=request.plan,

@@ -81,17 +81,21 @@ def object_name(job_name: str) -> str:
     return name
 
 
-def job_image(job: JobSpec, target: KubernetesTarget) -> str:
-    """The image every pod runs: the job's environment image, else the target's."""
+def job_image(job: JobSpec, target: KubernetesTarget, named_image: str | None = None) -> str:
+    """The image every pod runs: the job's environment image (or the image config.yaml's
+    `environments:` maps its name to, `named_image`), else the target's."""
     env = job.environment
     if isinstance(env, EnvironmentSpec) and env.image:
         return env.image
+    if isinstance(env, str) and named_image:
+        return named_image
     if target.image:
         return target.image
     if isinstance(env, str):
         raise DistrunError(
             f"environment {env!r} names an Azure ML environment, which has no image distrun can pull",
             "give an image: environment: {image: REGISTRY/IMAGE:TAG} in the job (or environment.docker.image), "
+            "map the name to one under `environments:` in config.yaml (image: ...), "
             "or set the compute target's image (distrun compute create ... --set image=...)",
         )
     raise DistrunError(
@@ -149,8 +153,10 @@ def _quantities(values: Any, where: str) -> dict[str, str]:
     return out
 
 
-def build_layout(job: JobSpec, target: KubernetesTarget, job_name: str, jobset: bool) -> PodLayout:
-    image = job_image(job, target)
+def build_layout(
+    job: JobSpec, target: KubernetesTarget, job_name: str, jobset: bool, named_image: str | None = None
+) -> PodLayout:
+    image = job_image(job, target, named_image)
     props = job.properties or {}  # the seed draft's per-role settings (see spec.normalize)
     worker_limits, worker_requests = pod_resources(
         props.get("worker_resources") or props.get("worker_resource_limits"), "worker resources"

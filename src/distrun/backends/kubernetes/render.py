@@ -104,9 +104,10 @@ def render_request(
     local_job_dir: str,
     code_dir: Path | None,
     jobset: bool,
+    named_image: str | None = None,
 ) -> KubernetesRequest:
     """The objects and the plan for `spec`; `code_dir` is the code snapshot (None: in the image)."""
-    layout = build_layout(spec, target, job_name, jobset)
+    layout = build_layout(spec, target, job_name, jobset, named_image)
     where = placement(spec, target, layout, job_name)
     bound = pod_bindings(bindings, local_job_dir, where.job_dir)
     plan = build_plan(spec, where, bound)
