@@ -46,6 +46,6 @@ def environment_note(environment: object) -> str | None:
 
     shown = environment if isinstance(environment, str) else "(inline environment)"
     return (
-        f"distrun: local compute runs in this Python environment ({sys.executable}); "
+        f"local compute runs in this Python environment ({sys.executable}); "
         f"environment {shown} is kept for image-based backends"
     )
