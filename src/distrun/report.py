@@ -15,8 +15,9 @@ def stream_header(record: JobRecord, process_count: int, node_count: int) -> str
 
 def execution_summary(record: JobRecord) -> str:
     lines = ["", "Execution Summary", RULE, f"RunId: {record.name}", f"Status: {record.status}"]
-    if record.started_at and record.ended_at:
-        lines.append(f"Duration: {record.ended_at - record.started_at:.2f} s")
+    duration = job_duration(record)
+    if duration is not None:
+        lines.append(f"Duration: {duration:.2f} s")
     if record.status != "Completed" and record.reason:
         lines.append(f"Reason: {record.reason}")
     cause = record.root_cause
@@ -33,10 +34,24 @@ def execution_summary(record: JobRecord) -> str:
         if cause.get("traceback"):
             lines.append("Traceback:")
             lines.extend("  " + line for line in cause["traceback"].splitlines())
+        elif cause.get("log_tail"):
+            lines.append("Last lines of its log:")
+            lines.extend("  " + line for line in cause["log_tail"].splitlines())
         lines.append(f"Log: {cause.get('log')}")
     else:
         lines.append(f"Logs: {record.folder}/user_logs")
     return "\n".join(lines)
+
+
+def job_duration(record: JobRecord) -> float | None:
+    """Seconds from start to end; never shorter than the time at which a process ended (the
+    record's start is noted once the processes are up, their times count from their launch)."""
+    if not (record.started_at and record.ended_at):
+        return None
+    ended = [p.get("after_ms") or 0.0 for p in record.processes or []]
+    if record.root_cause:
+        ended.append(record.root_cause.get("after_ms") or 0.0)
+    return max(record.ended_at - record.started_at, max(ended, default=0.0) / 1000)
 
 
 def environment_note(environment: object) -> str | None:

@@ -56,6 +56,9 @@ class _Running:
     pidfd: int
     pipe_open: bool = True
     signalled_at: float | None = None  # when distrun sent it a stop signal
+    # Whether it was still alive when signalled: one that had already exited on its own (its
+    # exit not yet read, e.g. two ranks failing in the same instant) was not stopped by distrun.
+    signalled_alive: bool = False
     demux: MpiOutput | None = None  # splits an MPI launcher's output into per-rank logs
 
 
@@ -287,7 +290,7 @@ class Gang:
             outcome.signal = signal_name(-code)
         else:
             outcome.exit_code = code
-        if item.signalled_at is not None:
+        if item.signalled_at is not None and item.signalled_alive:
             outcome.stopped_by_distrun = True
         if outcome.failed and self.stop is None:
             self._begin_stop(_Stop(FAILED, "", item))
@@ -314,8 +317,7 @@ class Gang:
         now = time.monotonic()
         for item in self.running:
             if item.spec.auxiliary and item.outcome.running and item.signalled_at is None:
-                item.signalled_at = now
-                process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+                _stop_group(item, now)
         if any(r.signalled_at == now for r in self.running):
             self.kill_at = now + self.options.grace_period
 
@@ -327,8 +329,7 @@ class Gang:
         now = time.monotonic()
         for item in self.running:
             if item.outcome.running and item.signalled_at is None:
-                item.signalled_at = now
-                process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+                _stop_group(item, now)
         self.kill_at = now + self.options.grace_period
 
     def _kill_remaining(self) -> None:
@@ -455,6 +456,21 @@ class Gang:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log))
             reason = root["reason"]
         return GangResult(stop.status, reason, root, outcomes)
+
+
+def _stop_group(item: _Running, now: float) -> None:
+    """SIGTERM a process's group, noting whether the process itself was still running."""
+    item.signalled_at = now
+    item.signalled_alive = not _has_exited(item.proc.pid)
+    process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+
+
+def _has_exited(pid: int) -> bool:
+    """True when the child has exited and waits to be reaped (its exit left unread)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _why(exc: Exception) -> str:
