@@ -114,7 +114,7 @@ def test_v2_example_runs_streams_lists_and_downloads(sdk_env, capsys, tmp_path):
 
     # The CLI sees the same job.
     shown = subprocess.run(
-        [sys.executable, "-m", "distrun", "job", "show", returned.name],
+        [sys.executable, "-m", "distrun", "job", "show", returned.name, "-o", "json"],
         capture_output=True,
         text=True,
         env=cli_env(tmp_path / "home"),

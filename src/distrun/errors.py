@@ -78,6 +78,19 @@ class JobNotFoundError(DistrunError):
     """A job name that the store does not know."""
 
 
+class JobAlreadyEndedError(DistrunError):
+    """`job cancel` of a job that had already ended: nothing was canceled."""
+
+    exit_code = 1
+
+    def __init__(self, name: str, status: str, reason: str | None) -> None:
+        why = f": {reason}" if reason and status != "Completed" else ""
+        super().__init__(
+            f"job {name} had already ended ({status}{why}); nothing to cancel",
+            f"see it with `distrun job show {name}`",
+        )
+
+
 class JobFailedError(DistrunError):
     """A job ended Failed; carries the root cause (rank, node, exit, traceback)."""
 

@@ -434,11 +434,21 @@ class Gang:
             signum = self.signals.pop(0)
             if self.stop is None:
                 how = "canceled" if signum != signal.SIGHUP else "canceled: the terminal closed"
-                self.stream.message(f"distrun: {signal_name(signum)} received, stopping the job")
+                self.stream.message(self._stopping_message(signum))
                 self._begin_stop(_Stop(CANCELED, how if signum == signal.SIGHUP else f"{how} ({signal_name(signum)})"))
             else:
                 # A second interrupt: the user does not want to wait for the grace period.
                 self._kill_remaining()
+
+    def _stopping_message(self, signum: int) -> str:
+        """What a user who pressed Ctrl-C waits for, and how not to wait (ranks may ignore SIGTERM)."""
+        grace = self.options.grace_period
+        text = f"distrun: {signal_name(signum)} received, stopping the job: SIGTERM sent to every process"
+        if grace > 0:
+            text += f"; those still running in {grace:g} s are killed"
+            if signum == signal.SIGINT:
+                text += " (press Ctrl-C again to kill them now)"
+        return text
 
     # ------------------------------------------------------------ result
 

@@ -233,6 +233,13 @@ def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[st
     return {"compute": target.name, "type": "local", "notes": notes, "plan": plan_local(prepared).to_dict()}
 
 
+def preflight(target: ComputeTarget, spec: Any) -> None:
+    """Before the job is recorded: a job this machine cannot start leaves nothing behind."""
+    from distrun.backends.local_preflight import preflight as check
+
+    check(spec)
+
+
 def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
     """`distrun run`: supervise here, stream every line, end with the execution summary."""
 
