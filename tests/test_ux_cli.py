@@ -11,15 +11,6 @@ import sys
 from conftest import REPO, cli_env, four_rank_job, only_job, processes_of_job, wait_for
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
-FAILING = """
-    command: python fail.py
-    code: src
-    resources:
-      instance_count: 2
-    distribution:
-      type: pytorch
-      process_count_per_instance: 2
-"""
 FAIL_PY = """
     import os
     if os.environ["RANK"] == "2":
@@ -44,7 +35,7 @@ def test_run_says_distrun_once_per_line(run_cli, write_job):
 
 
 def test_a_failed_job_shown_for_people_and_as_yaml(run_cli, write_job, distrun_home):
-    job = write_job(FAILING, {"fail.py": FAIL_PY})
+    job = write_job(four_rank_job("python fail.py"), {"fail.py": FAIL_PY})
     assert run_cli("run", str(job)).returncode == 1
     name = only_job(distrun_home)
     shown = run_cli("job", "show", name)
