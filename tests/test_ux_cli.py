@@ -152,3 +152,29 @@ def test_ctrl_c_says_how_long_distrun_waits_and_that_a_second_one_kills(write_jo
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Status: Canceled" in out
     wait_for(lambda: processes_of_job(name) == [], timeout=30)
+
+
+def test_keys_without_meaning_here_are_noted_once(run_cli, write_job):
+    job = write_job(
+        """
+        command: echo hi
+        resources:
+          instance_type: Standard_NC6
+          shm_size: 16g
+          docker_args: --ipc=host
+        identity:
+          type: user_identity
+        services:
+          ssh:
+            type: ssh
+        queue_settings:
+          job_tier: standard
+        """
+    )
+    note = (
+        "services, identity, queue_settings, resources.instance_type, resources.shm_size, "
+        "resources.docker_args: no meaning on local compute; recorded with the job, not used"
+    )
+    out = run_cli("run", str(job)).stdout
+    assert out.count(note) == 1 and f"distrun: {note}\n" in out
+    assert run_cli("plan", str(job)).stdout.count(note) == 1

@@ -64,3 +64,35 @@ def environment_note(environment: object) -> str | None:
         f"local compute runs in this Python environment ({sys.executable}); "
         f"environment {shown} is kept for image-based backends"
     )
+
+
+# Keys of the schema that distrun accepts and records but that nothing here acts on.
+_UNUSED_KEYS = (
+    ("services", ("services",)),
+    ("identity", ("identity",)),
+    ("queue_settings", ("queue_settings",)),
+    ("resources.instance_type", ("resources", "instance_type")),
+    ("resources.shm_size", ("resources", "shm_size")),
+    ("resources.docker_args", ("resources", "docker_args")),
+)
+
+
+def unused_keys_note(spec: object, compute: str) -> str | None:
+    """One line naming every key the job sets that has no meaning on `compute` (as the SDK
+    notes ignored arguments once), or None."""
+    given = []
+    for shown, path in _UNUSED_KEYS:
+        value: object = spec
+        for part in path:
+            value = getattr(value, part, None)
+        if value is not None:
+            given.append(shown)
+    if not given:
+        return None
+    return f"{', '.join(given)}: no meaning on {compute} compute; recorded with the job, not used"
+
+
+def local_notes(spec: object) -> list[str]:
+    """What `run` and `plan` say once about a job on local compute."""
+    notes = [environment_note(getattr(spec, "environment", None)), unused_keys_note(spec, "local")]
+    return [note for note in notes if note]

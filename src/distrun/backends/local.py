@@ -31,7 +31,7 @@ from distrun.errors import DistrunError
 from distrun.file_modes import open_append, write_file
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
-from distrun.report import environment_note, execution_summary, stream_header
+from distrun.report import execution_summary, local_notes, stream_header
 from distrun.spec.loader import LoadedJob
 from distrun.store.index import FAILED, FINALIZING, RUNNING, JobIndex, JobRecord
 from distrun.store.layout import Layout
@@ -227,9 +227,7 @@ def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[st
     bindings = bind(loaded, loaded.spec, folder, materialize=False)
     prepared = PreparedJob(name, loaded.spec, folder, target, bindings)
     notes = ["local compute: nodes are simulated on this machine (127.0.0.1); ports are chosen when the job starts"]
-    note = environment_note(loaded.spec.environment)
-    if note:
-        notes.append(note)
+    notes += local_notes(loaded.spec)
     return {"compute": target.name, "type": "local", "notes": notes, "plan": plan_local(prepared).to_dict()}
 
 
@@ -245,8 +243,7 @@ def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: b
 
     def header(plan: LaunchPlan) -> None:
         record = JobIndex(layout.db_path).get(prepared.name)
-        note = environment_note(prepared.spec.environment)
-        lines = [f"distrun: {text}" for text in ([note] if note else []) + list(plan.notes)]
+        lines = [f"distrun: {text}" for text in local_notes(prepared.spec) + list(plan.notes)]
         lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
         _say(out, "\n".join(lines))
 
