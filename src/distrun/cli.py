@@ -160,7 +160,7 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
 
 @cli.group()
 def job() -> None:
-    """Azure ML style job verbs: create, validate, show, list, stream, cancel, download."""
+    """Azure ML style job verbs: create, validate, show, list, stream, logs, cancel, download."""
 
 
 @job.command("create")
