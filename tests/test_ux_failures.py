@@ -8,6 +8,7 @@ import signal
 import time
 
 from conftest import four_rank_job, only_job, processes_of_job, record, wait_for
+from distrun.errors import JobFailedError
 
 
 def test_a_failure_without_a_traceback_shows_the_last_lines_of_the_log(run_cli, write_job, distrun_home):
@@ -18,6 +19,8 @@ def test_a_failure_without_a_traceback_shows_the_last_lines_of_the_log(run_cli, 
     assert "can't open file" in result.stdout and "trian.py" in result.stdout
     cause = record(distrun_home, only_job(distrun_home))["root_cause"]
     assert "can't open file" in cause["log_tail"] and cause["traceback"] == ""
+    error = JobFailedError(only_job(distrun_home), "Failed", cause)  # what the SDK raises
+    assert "can't open file" in error.log_tail
 
 
 def test_a_multi_line_exception_message_is_kept_whole(run_cli, write_job):

@@ -103,5 +103,7 @@ class JobFailedError(DistrunError):
         self.rank = self.root_cause.get("rank")
         self.node_rank = self.root_cause.get("node_rank")
         self.traceback = self.root_cause.get("traceback", "")
+        # Without a traceback: the last lines of its log (`python: can't open file ...`).
+        self.log_tail = self.root_cause.get("log_tail", "")
         reason = self.root_cause.get("reason", status)
         super().__init__(f"job {job_name} {status.lower()}: {reason}")
