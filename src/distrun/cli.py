@@ -93,7 +93,10 @@ def _run(
     prepared = prepare_job(loaded, layout, target, name)
     if not stream:
         record = backend.submit_detached(prepared, layout)
-        _echo_json(record.to_dict()) if output == "json" else click.echo(views().created_text(record))
+        if output == "json":
+            _echo_json(record.to_dict())
+        else:
+            click.echo(views().created_text(record))
         sys.exit(0)
     record = backend.run_streaming(prepared, layout, sys.stdout.buffer, _color(sys.stdout))
     sys.exit(_exit_code(record.status))
@@ -347,7 +350,10 @@ def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str
         validate(name, settings)  # a misspelled setting is caught now, not at the first job
     target = add_target(_layout().config_path, name, kind, settings)
     shown = {"name": target.name, "type": target.type, **target.settings}
-    _echo_json(shown) if output == "json" else click.echo(views().compute_table([shown]))
+    if output == "json":
+        _echo_json(shown)
+    else:
+        click.echo(views().compute_table([shown]))
 
 
 @compute.command("list")
@@ -360,7 +366,10 @@ def compute_list(output: str) -> None:
     shown = [{"name": "local", "type": "local"}] + [
         {"name": t.name, "type": t.type, **t.settings} for t in targets.values()
     ]
-    _echo_json(shown) if output == "json" else click.echo(views().compute_table(shown))
+    if output == "json":
+        _echo_json(shown)
+    else:
+        click.echo(views().compute_table(shown))
 
 
 # ---------------------------------------------------------------- entry point
