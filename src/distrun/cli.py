@@ -1,4 +1,4 @@
-"""The `distrun` command line: a thin face over spec, submission, backends and the store.
+"""The `distrun` command line: a thin face over the job orchestrator (`distrun.jobs`).
 
 Verbs follow `az ml job` (create/show/list/stream/cancel/download/validate) plus `run`,
 `plan` and `logs`. Heavy modules are imported inside the commands that need them, so
@@ -18,9 +18,11 @@ from typing import Any, NoReturn
 
 import click
 
+from distrun.backends.registry import COMPUTE_TYPES
 from distrun.errors import DistrunError, JobAlreadyEndedError
 
 EXIT_FAILED = 1
+CLUSTER_TYPES = [kind for kind in COMPUTE_TYPES if kind != "local"]  # `local` is built in, never created
 EXIT_CANCELED = 130
 
 _set_option = click.option(
@@ -82,28 +84,25 @@ def _load(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def
 def _run(
     file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool, output: str = "text"
 ) -> NoReturn:
-    from distrun.submission import choose_target, prepare_job
+    from distrun import jobs
 
     layout = _layout()
     loaded = _load(file, overrides)
-    target = choose_target(loaded, layout, compute)
-    backend = _backend(target.type)
-    if hasattr(backend, "preflight"):
-        backend.preflight(target, loaded.spec)  # a cluster that cannot take the job: error, nothing recorded
-    prepared = prepare_job(loaded, layout, target, name)
     if not stream:
-        record = backend.submit_detached(prepared, layout)
+        record, _ = jobs.submit_job(loaded, layout, compute, name)
         if output == "json":
             _echo_json(record.to_dict())
         else:
             click.echo(views().created_text(record))
         sys.exit(0)
-    record = backend.run_streaming(prepared, layout, sys.stdout.buffer, _color(sys.stdout))
+    record = jobs.run_job(loaded, layout, sys.stdout.buffer, _color(sys.stdout), compute, name)
     sys.exit(_exit_code(record.status))
 
 
 def _exit_code(status: str) -> int:
-    return {"Completed": 0, "Canceled": EXIT_CANCELED}.get(status, EXIT_FAILED)
+    from distrun.job_status import JobStatus
+
+    return {JobStatus.COMPLETED: 0, JobStatus.CANCELED: EXIT_CANCELED}.get(JobStatus.of(status), EXIT_FAILED)
 
 
 def views():  # type: ignore[no-untyped-def]
@@ -115,12 +114,6 @@ def views():  # type: ignore[no-untyped-def]
 _output_option = click.option(
     "--output", "-o", type=click.Choice(["text", "json"]), default="text", help="json: the job record, for scripts."
 )
-
-
-def _backend(kind: str):  # type: ignore[no-untyped-def]
-    from distrun.backends import backend_for
-
-    return backend_for(kind)
 
 
 @cli.command()
@@ -144,12 +137,9 @@ def run(
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Dry run: every process, its command and its environment; nothing starts."""
-    from distrun.submission import choose_target
+    from distrun.jobs import plan_job
 
-    layout = _layout()
-    loaded = _load(file, overrides)
-    target = choose_target(loaded, layout, compute)
-    rendered = _backend(target.type).dry_run(loaded, layout, target)
+    rendered = plan_job(_load(file, overrides), _layout(), compute).show()
     if output == "json":
         _echo_json(rendered)
         return
@@ -197,7 +187,9 @@ def _name_arg(func: Any) -> Any:
 def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> str:
     chosen = name or name_opt
     if not chosen and newest:
-        latest = _index().list(1)
+        from distrun.jobs import list_jobs
+
+        latest = list_jobs(_layout(), 1)
         if latest:
             return latest[0].name
         raise DistrunError("there are no jobs yet", "start one with `distrun run job.yml`")
@@ -206,18 +198,14 @@ def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> s
     return chosen
 
 
-def _index():  # type: ignore[no-untyped-def]
-    from distrun.store.index import JobIndex
-
-    return JobIndex(_layout().db_path)
-
-
 @job.command("show")
 @_name_arg
 @click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
 def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     """Show a job (the newest without a name): status, root cause, every process, outputs."""
-    record = _index().get(_job_name(name, name_opt, newest=True))
+    from distrun.jobs import get_job
+
+    record = get_job(_layout(), _job_name(name, name_opt, newest=True))
     data = record.to_dict()
     if output == "json":
         _echo_json(data)
@@ -232,7 +220,9 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 def job_list(max_results: int, output: str) -> None:
     """List jobs, newest first."""
-    records = _index().list(max_results)
+    from distrun.jobs import list_jobs
+
+    records = list_jobs(_layout(), max_results)
     if output == "json":
         _echo_json([r.to_dict() for r in records])
     else:
@@ -243,17 +233,11 @@ def job_list(max_results: int, output: str) -> None:
 @_name_arg
 def job_stream(name: str | None, name_opt: str | None) -> None:
     """Stream a job's logs (the newest job without a name) until it ends; exits non-zero if it failed."""
-    from distrun.follow import follow_logs
-    from distrun.report import execution_summary
+    from distrun.jobs import stream_job
 
-    index = _index()
-    record = index.get(_job_name(name, name_opt, newest=True))
-    click.echo(f"RunId: {record.name}\nStreaming {record.folder}/user_logs")
-    folder = _layout().job(record.name)
-    with _still_running_on_interrupt(record.name):
-        follow_logs(folder, sys.stdout.buffer, lambda: index.get(record.name).terminal, color=_color(sys.stdout))
-    final = index.get(record.name)
-    click.echo(execution_summary(final))
+    chosen = _job_name(name, name_opt, newest=True)
+    with _still_running_on_interrupt(chosen):
+        final = stream_job(_layout(), chosen, sys.stdout.buffer, click.echo, color=_color(sys.stdout))
     sys.exit(_exit_code(final.status))
 
 
@@ -277,10 +261,10 @@ def _still_running_on_interrupt(name: str) -> Iterator[None]:
 @_name_arg
 def job_cancel(name: str | None, name_opt: str | None) -> None:
     """Cancel a job: its processes get SIGTERM, then SIGKILL after the grace period."""
-    from distrun.cancel import cancel_job
+    from distrun.jobs import cancel_job, get_job
 
     chosen = _job_name(name, name_opt)
-    before = _index().get(chosen)
+    before = get_job(_layout(), chosen)
     if before.terminal:
         raise JobAlreadyEndedError(before.name, before.status, before.reason)
     record = cancel_job(_layout(), chosen)
@@ -333,7 +317,7 @@ def compute() -> None:
 
 @compute.command("create")
 @click.option("--name", required=True)
-@click.option("--type", "kind", required=True, type=click.Choice(["slurm", "ray", "kubernetes"]))
+@click.option("--type", "kind", required=True, type=click.Choice(CLUSTER_TYPES))
 @_set_option
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str) -> None:
@@ -345,9 +329,10 @@ def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str
     for text in overrides:
         path, value = parse_override(text)
         settings[".".join(map(str, path))] = value
-    validate = getattr(_backend(kind), "validate_settings", None) if kind == "slurm" else None
-    if validate is not None:
-        validate(name, settings)  # a misspelled setting is caught now, not at the first job
+    from distrun.backends.registry import backend_for
+
+    # An engine this install cannot run, or a misspelled setting, is caught now, not at the first job.
+    backend_for(kind).validate_settings(name, settings)
     target = add_target(_layout().config_path, name, kind, settings)
     shown = {"name": target.name, "type": target.type, **target.settings}
     if output == "json":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from distrun.job_status import JobStatus
 from distrun.store.index import JobRecord
 
 RULE = "=" * 60
@@ -18,7 +19,7 @@ def execution_summary(record: JobRecord) -> str:
     duration = job_duration(record)
     if duration is not None:
         lines.append(f"Duration: {duration:.2f} s")
-    if record.status != "Completed" and record.reason:
+    if record.status != JobStatus.COMPLETED and record.reason:
         lines.append(f"Reason: {record.reason}")
     cause = record.root_cause
     if cause:

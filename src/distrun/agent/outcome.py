@@ -7,10 +7,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from distrun.agent.traceback_finder import log_tail
+from distrun.job_status import JobStatus
 
-COMPLETED = "Completed"
-FAILED = "Failed"
-CANCELED = "Canceled"
+COMPLETED = JobStatus.COMPLETED
+FAILED = JobStatus.FAILED
+CANCELED = JobStatus.CANCELED
 
 
 @dataclass
@@ -67,7 +68,7 @@ def who(outcome: ProcessOutcome) -> str:
 
 @dataclass
 class GangResult:
-    status: str  # Completed | Failed | Canceled
+    status: JobStatus  # Completed | Failed | Canceled
     reason: str
     root_cause: dict[str, Any] | None
     processes: list[ProcessOutcome] = field(default_factory=list)
