@@ -56,7 +56,7 @@ def job_duration(record: JobRecord) -> float | None:
 
 
 def environment_note(environment: object) -> str | None:
-    if environment is None:
+    if environment is None or _runs_in_own_environment(environment):
         return None
     import sys
 
@@ -97,3 +97,17 @@ def local_notes(spec: object) -> list[str]:
     """What `run` and `plan` say once about a job on local compute."""
     notes = [environment_note(getattr(spec, "environment", None)), unused_keys_note(spec, "local")]
     return [note for note in notes if note]
+
+
+def _runs_in_own_environment(environment: object) -> bool:
+    """A conda_file, or a name config.yaml maps: the ranks run there, and the build says so."""
+    if not isinstance(environment, str):
+        return getattr(environment, "conda_file", None) is not None
+    from distrun.environments.named import find_named
+    from distrun.store.layout import distrun_home
+
+    try:
+        named = find_named(environment, distrun_home() / "config.yaml")
+    except Exception:  # a broken config.yaml is reported where the job is validated
+        return False
+    return named is not None and ("conda_file" in named.body or "python" in named.body)
