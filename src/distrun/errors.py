@@ -78,6 +78,19 @@ class JobNotFoundError(DistrunError):
     """A job name that the store does not know."""
 
 
+class JobAlreadyEndedError(DistrunError):
+    """`job cancel` of a job that had already ended: nothing was canceled."""
+
+    exit_code = 1
+
+    def __init__(self, name: str, status: str, reason: str | None) -> None:
+        why = f": {reason}" if reason and status != "Completed" else ""
+        super().__init__(
+            f"job {name} had already ended ({status}{why}); nothing to cancel",
+            f"see it with `distrun job show {name}`",
+        )
+
+
 class JobFailedError(DistrunError):
     """A job ended Failed; carries the root cause (rank, node, exit, traceback)."""
 
@@ -90,5 +103,7 @@ class JobFailedError(DistrunError):
         self.rank = self.root_cause.get("rank")
         self.node_rank = self.root_cause.get("node_rank")
         self.traceback = self.root_cause.get("traceback", "")
+        # Without a traceback: the last lines of its log (`python: can't open file ...`).
+        self.log_tail = self.root_cause.get("log_tail", "")
         reason = self.root_cause.get("reason", status)
         super().__init__(f"job {job_name} {status.lower()}: {reason}")

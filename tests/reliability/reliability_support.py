@@ -110,7 +110,7 @@ def wait_running(home: Path, name: str | None = None, timeout: float = 60) -> st
 
 
 def show(home: Path, name: str) -> dict[str, Any]:
-    shown = run_bytes(home, "job", "show", name)
+    shown = run_bytes(home, "job", "show", name, "-o", "json")
     assert shown.returncode == 0, shown.stderr
     return json.loads(shown.stdout)
 

@@ -56,6 +56,9 @@ class _Running:
     pidfd: int
     pipe_open: bool = True
     signalled_at: float | None = None  # when distrun sent it a stop signal
+    # Whether it was still alive when signalled: one that had already exited on its own (its
+    # exit not yet read, e.g. two ranks failing in the same instant) was not stopped by distrun.
+    signalled_alive: bool = False
     demux: MpiOutput | None = None  # splits an MPI launcher's output into per-rank logs
 
 
@@ -287,7 +290,7 @@ class Gang:
             outcome.signal = signal_name(-code)
         else:
             outcome.exit_code = code
-        if item.signalled_at is not None:
+        if item.signalled_at is not None and item.signalled_alive:
             outcome.stopped_by_distrun = True
         if outcome.failed and self.stop is None:
             self._begin_stop(_Stop(FAILED, "", item))
@@ -314,8 +317,7 @@ class Gang:
         now = time.monotonic()
         for item in self.running:
             if item.spec.auxiliary and item.outcome.running and item.signalled_at is None:
-                item.signalled_at = now
-                process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+                _stop_group(item, now)
         if any(r.signalled_at == now for r in self.running):
             self.kill_at = now + self.options.grace_period
 
@@ -327,8 +329,7 @@ class Gang:
         now = time.monotonic()
         for item in self.running:
             if item.outcome.running and item.signalled_at is None:
-                item.signalled_at = now
-                process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+                _stop_group(item, now)
         self.kill_at = now + self.options.grace_period
 
     def _kill_remaining(self) -> None:
@@ -433,11 +434,21 @@ class Gang:
             signum = self.signals.pop(0)
             if self.stop is None:
                 how = "canceled" if signum != signal.SIGHUP else "canceled: the terminal closed"
-                self.stream.message(f"distrun: {signal_name(signum)} received, stopping the job")
+                self.stream.message(self._stopping_message(signum))
                 self._begin_stop(_Stop(CANCELED, how if signum == signal.SIGHUP else f"{how} ({signal_name(signum)})"))
             else:
                 # A second interrupt: the user does not want to wait for the grace period.
                 self._kill_remaining()
+
+    def _stopping_message(self, signum: int) -> str:
+        """What a user who pressed Ctrl-C waits for, and how not to wait (ranks may ignore SIGTERM)."""
+        grace = self.options.grace_period
+        text = f"distrun: {signal_name(signum)} received, stopping the job: SIGTERM sent to every process"
+        if grace > 0:
+            text += f"; those still running in {grace:g} s are killed"
+            if signum == signal.SIGINT:
+                text += " (press Ctrl-C again to kill them now)"
+        return text
 
     # ------------------------------------------------------------ result
 
@@ -455,6 +466,21 @@ class Gang:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log))
             reason = root["reason"]
         return GangResult(stop.status, reason, root, outcomes)
+
+
+def _stop_group(item: _Running, now: float) -> None:
+    """SIGTERM a process's group, noting whether the process itself was still running."""
+    item.signalled_at = now
+    item.signalled_alive = not _has_exited(item.proc.pid)
+    process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+
+
+def _has_exited(pid: int) -> bool:
+    """True when the child has exited and waits to be reaped (its exit left unread)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _why(exc: Exception) -> str:

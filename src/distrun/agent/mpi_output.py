@@ -72,7 +72,12 @@ def launcher_program(spec: ProcessSpec) -> str | None:
 def missing_launcher(spec: ProcessSpec, env: Mapping[str, str]) -> str | None:
     """Why the launcher cannot start on this node (not on PATH, with how to fix it), or None."""
     program = launcher_program(spec)
-    if program is None or shutil.which(program, path=env.get("PATH", os.defpath)):
+    return None if program is None else missing_program(program, env.get("PATH", os.defpath))
+
+
+def missing_program(program: str, path: str) -> str | None:
+    """Why an MPI launcher `program` cannot start with this PATH (and how to install it), or None."""
+    if shutil.which(program, path=path):
         return None
     hint = _INSTALL_HINTS.get(os.path.basename(program), _OPEN_MPI_HINT)
     return f"{program} was not found on PATH, so the MPI job cannot start: {hint}"

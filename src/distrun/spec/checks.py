@@ -7,6 +7,7 @@ the code folder and input paths exist (relative paths start at the job file's fo
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -152,7 +153,15 @@ def _unpassable_problems(spec: models.JobSpec, position: PositionOf) -> list[Pro
 
 
 def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
-    refs, unknown = references(spec.command)
+    return reference_problems(spec.command, spec.inputs, spec.outputs, position)
+
+
+def reference_problems(
+    command: str, inputs: Mapping[str, object], outputs: Mapping[str, object], position: PositionOf
+) -> list[Problem]:
+    """`${{inputs.x}}` / `${{outputs.x}}` in the command that name nothing. Works on the raw
+    document too, so that these are reported together with schema errors."""
+    refs, unknown = references(command)
     where = position("command")
     problems = []
     for expr in unknown:
@@ -166,7 +175,7 @@ def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Prob
         )
     seen: set[tuple[str, str]] = set()
     for ref in refs:
-        table: Mapping[str, object] = spec.inputs if ref.kind == "inputs" else spec.outputs
+        table: Mapping[str, object] = inputs if ref.kind == "inputs" else outputs
         if ref.name in table or ref.optional or (ref.kind, ref.name) in seen:
             continue
         seen.add((ref.kind, ref.name))
@@ -224,7 +233,10 @@ def _kind_of(path: Path) -> str:
 
 def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
     problems = []
-    if spec.code is not None:
+    windows = windows_path_problem(spec.code, "code", position) if spec.code is not None else None
+    if windows is not None:
+        problems.append(windows)
+    elif spec.code is not None:
         code = local_path(base_dir, spec.code)
         kind = _kind_of(code) if code is not None else "remote"
         if kind == "remote":
@@ -309,3 +321,22 @@ def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -
                 )
             )
     return problems
+
+
+# `C:\Users\me\src`, `.\src`, `src\train`: a path written on Windows. On this machine the
+# backslashes are part of one file name, so the folder "does not exist" for a reason users miss.
+_WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\|\.{1,2}\\)|^[^/:]*\\")
+
+
+def windows_path_problem(text: str, key: str, position: PositionOf) -> Problem | None:
+    """A problem when `text` looks like a Windows path; None otherwise."""
+    if not isinstance(text, str) or not _WINDOWS_PATH.search(text):
+        return None
+    relative = not re.match(r"^(?:[A-Za-z]:|\\\\)", text)
+    suggestion = text.replace("\\", "/") if relative else "./" + text.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return Problem(
+        f"{text} looks like a Windows path: on this machine a backslash is part of a file name",
+        key,
+        position(*key.split(".")),
+        f"write a path with forward slashes, relative to the job file, e.g. `{key.rsplit('.', 1)[-1]}: {suggestion}`",
+    )
