@@ -98,7 +98,7 @@ DDP_JOB = """
 
 
 def show(run_cli: Callable[..., subprocess.CompletedProcess[str]], name: str) -> dict:
-    shown = run_cli("job", "show", name)
+    shown = run_cli("job", "show", name, "-o", "json")
     assert shown.returncode == 0, shown.stderr
     return json.loads(shown.stdout)
 
