@@ -56,8 +56,12 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
 def _grace(layout: Layout, name: str) -> float:
     import json
 
+    from distrun.safe_files import read_text
+
+    # job.json is in the job's folder, which its processes can write: read it bounded and
+    # never through a link or pipe, and take only a number from it.
     try:
-        spec = json.loads(layout.job(name).job_json.read_text(encoding="utf-8"))
+        spec = json.loads(read_text(layout.job(name).job_json))
         return float(spec.get("limits", {}).get("grace_period") or 10.0)
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError, AttributeError):
         return 10.0

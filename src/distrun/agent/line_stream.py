@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
+from distrun.terminal_text import neutral
+
 # A line longer than this is passed on in pieces (the log file keeps it whole): memory is
 # bounded whatever a process writes.
 MAX_PENDING = 1 << 20
@@ -18,9 +20,12 @@ _RESET = b"\x1b[0m"
 
 
 class LineStream:
-    def __init__(self, out: BinaryIO | None, color: bool = False) -> None:
+    def __init__(self, out: BinaryIO | None, color: bool = False, raw: bool = False) -> None:
         self._out = out
         self._color = color
+        # Shown on a terminal: escape sequences but colours neutralized (terminal_text).
+        # `raw`: the exact bytes, for one log written to a file or a pipe.
+        self._raw = raw
         self._prefix: dict[str, bytes] = {}
         self._pending: dict[str, bytes] = {}
 
@@ -76,6 +81,8 @@ class LineStream:
     def _write(self, data: bytes) -> None:
         if self._out is None:
             return
+        if not self._raw:
+            data = neutral(data)
         try:
             self._out.write(data)
             self._out.flush()

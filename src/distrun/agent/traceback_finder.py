@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 
+from distrun.safe_files import open_regular, tail_of
+
 _HEAD = b"Traceback (most recent call last):"
 _TAIL_BYTES = 256 * 1024
 _MAX_LINES = 80
@@ -14,15 +16,14 @@ _MAX_NOISE = 200
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 
 
-def last_traceback(log_path: str) -> str:
-    """The last traceback block (head to exception line) near the end of the log, or ''."""
-    try:
-        with open(log_path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - _TAIL_BYTES))
-            tail = handle.read()
-    except OSError:
-        return ""
+def last_traceback(log_path: str, fd: int | None = None) -> str:
+    """The last traceback block (head to exception line) near the end of the log, or ''.
+
+    `fd`: the descriptor distrun wrote the log through. The job can rename, replace or link
+    the name away (to a pipe that would block the read, or to another file whose text would
+    end up in the record); the descriptor still reads the file distrun wrote.
+    """
+    tail = log_tail(log_path, _TAIL_BYTES, fd)
     start = tail.rfind(_HEAD)
     if start < 0:
         return ""
@@ -58,6 +59,20 @@ def last_traceback(log_path: str) -> str:
     if len(lines_out) > _MAX_LINES:
         lines_out = lines_out[:10] + ["  ..."] + lines_out[-(_MAX_LINES - 11) :]
     return "\n".join(lines_out)
+
+
+def log_tail(log_path: str, size: int, fd: int | None = None) -> bytes:
+    """The last `size` bytes of a log: through `fd` when given, else a regular file, no link."""
+    try:
+        if fd is not None and fd >= 0:
+            return tail_of(fd, size)
+        own = open_regular(log_path)
+        try:
+            return tail_of(own, size)
+        finally:
+            os.close(own)
+    except OSError:
+        return b""
 
 
 def _unprefixed(line: bytes, prefix: bytes) -> bytes:
