@@ -17,7 +17,12 @@ NOT_RUNNING_YET = "canceled before it was running"
 
 def cancel_job(layout: Layout, name: str) -> JobRecord:
     index = JobIndex(layout.db_path)
-    record = index.get(name)
+    try:
+        record = index.get(name)
+    except DistrunError as exc:  # not in the index (removed, replaced) or a damaged record
+        from distrun.unrecorded_cancel import cancel_unrecorded
+
+        return cancel_unrecorded(layout, name, exc, _grace(layout, name))
     if record.terminal:
         return record  # already ended (also when racing the job's own end): nothing to do
     if record.compute != "local":
