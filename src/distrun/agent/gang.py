@@ -48,6 +48,8 @@ DRAIN_SECONDS = 2.0
 # The longest single wait: epoll takes at most INT_MAX milliseconds (24.8 days), and a deadline
 # beyond that is simply reached in several waits.
 MAX_WAIT = 3600.0
+# While the live stream holds output its reader has not taken yet, how often to offer it more.
+BACKLOG_POLL = 0.05
 
 
 @dataclass
@@ -252,6 +254,8 @@ class Gang:
                     wait = max(0.0, moment - now) if wait is None else min(wait, max(0.0, moment - now))
             if wait is None or wait > MAX_WAIT:
                 wait = MAX_WAIT  # a timeout of weeks (or 1e300 s) is waited for in steps
+            if self.stream.backlog:
+                wait = min(wait, BACKLOG_POLL)  # a slow reader may have made room
             for key, _ in self.selector.select(wait):
                 kind, item = key.data
                 if kind == "out":
@@ -261,6 +265,7 @@ class Gang:
                 else:
                     self._drain_wakeup(key.fd)
             self._handle_signals()
+            self.stream.pump()
             now = time.monotonic()
             if deadline is not None and self.stop is None and now >= deadline:
                 self._begin_stop(_Stop(FAILED, f"timeout after {self.options.timeout:g} s"))

@@ -75,6 +75,16 @@ class LineStream:
             self._pending[key] = b""
             self._write(self._prefix[key] + rest.replace(b"\n", b"\n" + self._prefix[key]) + b"\n")
 
+    @property
+    def backlog(self) -> int:
+        """Bytes written but not yet taken by the reader (a non-blocking output's backlog)."""
+        return getattr(self._out, "backlog", 0) if self._out is not None else 0
+
+    def pump(self) -> None:
+        """Hand the reader what it will take now (see agent.terminal_output)."""
+        if self.backlog:
+            self._out.pump()  # type: ignore[union-attr]
+
     def message(self, text: str) -> None:
         self._write(text.encode() + b"\n")
 
