@@ -267,6 +267,12 @@ class JobIndex:
         # Let the launcher's own last write win if it is racing with us.
         time.sleep(0.05)
         self.mark_launcher_lost(record.name)
+        if record.compute == "local":
+            # Its watchdog may have been killed too (by a job that hunted it down): whatever
+            # the job left running goes now, before anyone is told the job has ended.
+            from distrun.agent.watchdog import sweep_launch
+
+            sweep_launch(f"{record.name}-{record.launcher_pid}")
         return self.get(record.name)
 
 
