@@ -16,26 +16,40 @@ from __future__ import annotations
 
 import re
 
-# One pass in C finds every control character; only those reach Python code.
-_CONTROL = re.compile(
-    rb"(\x1b\[[0-9;:]{0,64}m)"  # SGR: colours and text attributes, kept
-    rb"|([\x00-\x07\x0b\x0c\x0e-\x1f\x7f])"  # C0 controls but \b \t \n \r, and DEL
-    rb"|\xc2([\x80-\x9f])"  # C1 controls, UTF-8 encoded (U+009B is a CSI on some terminals)
-)
+# Bytes that may start something a terminal obeys: C0 controls but \b \t \n \r, DEL, and 0xC2
+# (the lead byte of the UTF-8 encoded C1 controls U+0080-U+009F).
+_CONTROL_BYTES = bytes([*range(0x00, 0x08), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, 0xC2])
+_OTHER_BYTES = _CONTROL_BYTES.replace(b"\x1b", b"")
+_SGR = re.compile(rb"\[[0-9;:]{0,64}m")  # after an ESC: colours and text attributes, kept
+_OTHER = re.compile(rb"[\x00-\x07\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]|\xc2[\x80-\x9f]")
 
 
 def _caret(match: re.Match[bytes]) -> bytes:
-    if match.group(1) is not None:
-        return match.group(1)
-    if match.group(2) is not None:
-        code = match.group(2)[0]
-        return b"^?" if code == 0x7F else b"^" + bytes([code + 0x40])
-    return b"^[" + bytes([match.group(3)[0] - 0x40])
+    found = match.group()
+    if found[0] == 0xC2:
+        return b"^[" + bytes([found[1] - 0x40])
+    return b"^?" if found[0] == 0x7F else b"^" + bytes([found[0] + 0x40])
 
 
 def neutral(data: bytes) -> bytes:
-    """`data` with every control sequence but colours made harmless, as bytes."""
-    return _CONTROL.sub(_caret, data)
+    """`data` with every control sequence but colours made harmless, as bytes.
+
+    Speed matters: the live stream passes every byte through here. Text without any control
+    byte is found so by one `translate` in C and returned as it is; ESC sequences are handled
+    per ESC (split in C), the rarer other controls by one regular expression pass.
+    """
+    if len(data.translate(None, _CONTROL_BYTES)) == len(data):
+        return data
+    if b"\x1b" in data:
+        parts = data.split(b"\x1b")
+        pieces = [parts[0]]
+        for part in parts[1:]:
+            pieces.append(b"\x1b" if _SGR.match(part) else b"^[")
+            pieces.append(part)
+        data = b"".join(pieces)
+    if len(data.translate(None, _OTHER_BYTES)) != len(data):
+        data = _OTHER.sub(_caret, data)
+    return data
 
 
 def neutral_text(text: str) -> str:

@@ -14,9 +14,12 @@ import re
 import subprocess
 import sys
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reliability_support import run_bytes, run_capped
 
 from conftest import cli_env
+from distrun.terminal_text import neutral
 
 HOSTILE = (
     b"\x1b]52;c;cHduZWQ=\x07"  # OSC 52: write the clipboard
@@ -41,7 +44,7 @@ out.flush()
 if os.environ.get("FAIL"):
     raise RuntimeError("bad \\x1b]52;c;cHduZWQ=\\x07 news \\x1b[2J")
 """
-_SGR = re.compile(rb"\x1b\[[0-9;:]*m")
+_SGR = re.compile(rb"\x1b\[[0-9;:]{0,64}m")
 _CONTROL = re.compile(rb"[\x00-\x07\x0b\x0c\x0e-\x1f\x7f]|\xc2[\x80-\x9f]")
 
 
@@ -137,3 +140,15 @@ def test_names_in_validation_errors_cannot_drive_the_terminal(distrun_home, tmp_
     overridden = run_capped(distrun_home, "job", "validate", "-f", str(job), "--set", "\x1b]0;title\x07=1", text=False)
     assert overridden.returncode == 2
     assert_harmless(overridden.stderr)
+
+
+_PIECES = st.sampled_from([b"\x1b", b"[", b"]", b"31", b";", b"m", b"\x07", b"\xc2", b"\x9b", b"\r", b"a", b"\\"])
+
+
+@settings(max_examples=int(os.environ.get("DISTRUN_FUZZ_EXAMPLES", "300")), deadline=None)
+@given(data=st.one_of(st.binary(max_size=300), st.lists(_PIECES, max_size=60).map(b"".join)))
+def test_no_byte_string_gets_a_control_sequence_through(data: bytes) -> None:
+    shown = neutral(data)
+    assert_harmless(shown)
+    if not _CONTROL.search(_SGR.sub(b"", data)):
+        assert shown == data  # text with only colours in it is passed on untouched
