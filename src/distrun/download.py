@@ -20,13 +20,13 @@ from pathlib import Path
 
 from distrun.errors import DistrunError
 from distrun.file_modes import DIR_MODE, FILE_MODE, copied_mode
+from distrun.jobs import get_job
 from distrun.safe_files import kind_of, open_regular
-from distrun.store.index import JobIndex
 from distrun.store.layout import ARTIFACT_DIRS, Layout
 
 
 def download_job(layout: Layout, name: str, dest: Path, output_name: str | None, everything: bool) -> list[Path]:
-    record = JobIndex(layout.db_path).get(name)
+    record = get_job(layout, name)
     if not record.terminal:
         raise DistrunError(
             f"job {name} is {record.status}; download works once it has ended", f"wait with `distrun job stream {name}`"

@@ -6,16 +6,16 @@ import sys
 
 from distrun.errors import DistrunError
 from distrun.follow import follow_logs, lines_of, log_files, log_labels, tail_bytes
+from distrun.jobs import fetch_logs, get_job, is_finished
 from distrun.plan.common import process_log_name
 from distrun.safe_files import read_text
-from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from distrun.terminal_text import neutral
 
 
 def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail: int | None, color: bool) -> None:
-    index = JobIndex(layout.db_path)
-    record = index.get(name)
+    record = get_job(layout, name)
+    fetch_logs(layout, record)
     folder = layout.job(record.name)
     only = None
     if rank is not None:
@@ -44,7 +44,7 @@ def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail
     follow_logs(
         folder,
         out,
-        lambda: index.get(record.name).terminal,
+        is_finished(layout, record.name),
         only=only,
         color=color,
         follow=follow,

@@ -6,7 +6,8 @@ import sys
 
 from distrun.backends.local import execute
 from distrun.errors import DistrunError
-from distrun.store.index import FAILED, JobIndex
+from distrun.job_status import JobStatus
+from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from distrun.submission import load_prepared
 
@@ -17,10 +18,10 @@ def main(name: str) -> int:
         prepared = load_prepared(layout, name)
         record = execute(prepared, layout, stream=None)
     except DistrunError as exc:
-        JobIndex(layout.db_path).update(name, status=FAILED, reason=exc.message)
+        JobIndex(layout.db_path).update(name, status=JobStatus.FAILED, reason=exc.message)
         print(f"distrun: {exc.render()}", file=sys.stderr)
         return 2
-    return 0 if record.status == "Completed" else 1
+    return 0 if record.status == JobStatus.COMPLETED else 1
 
 
 if __name__ == "__main__":
