@@ -17,7 +17,7 @@ from reliability_support import assert_nothing_left, record, run_capped, wait_ru
 from conftest import cli_env, wait_for
 
 MB = 1 << 20
-FLOOD = "python -c \"import sys; [sys.stdout.write('x' * 1023 + '\\n') for _ in range(20 * 1024)]; sys.stdout.flush()\""
+FLOOD = "python -c \"import sys; [sys.stdout.write('x' * 1023 + '\\n') for _ in range(40 * 1024)]; sys.stdout.flush()\""
 
 
 def _start_unread(home, job) -> subprocess.Popen[bytes]:  # type: ignore[no-untyped-def]
@@ -49,13 +49,13 @@ def test_ranks_run_and_the_record_is_written_while_nobody_reads(write_job, distr
     job = write_job(f"command: {FLOOD} && touch {flag}\ncode: src\n")
     proc = _start_unread(distrun_home, job)
     try:
-        wait_for(flag.exists, timeout=120)  # the rank got past 20 MB of output nobody read
+        wait_for(flag.exists, timeout=120)  # the rank got past 40 MB of output nobody read
         wait_for(lambda: _ended(distrun_home), timeout=120)
         assert record(distrun_home, "stalled")["status"] == "Completed"
     finally:
         out = _read_all(proc)
     assert proc.returncode == 0
-    assert _log(distrun_home) == (b"x" * 1023 + b"\n") * 20 * 1024  # the log has every byte
+    assert _log(distrun_home) == (b"x" * 1023 + b"\n") * 40 * 1024  # the log has every byte
     assert b"bytes of output not shown here" in out
     assert b"Status: Completed" in out
     for line in out.splitlines():  # what is shown is whole lines
@@ -74,7 +74,7 @@ def test_a_timeout_fires_while_nobody_reads(write_job, distrun_home):
         out = _read_all(proc)
     assert b"Status: Failed" in out
     # Far more than the pipe and the stream's backlog hold: the supervisor kept reading the rank.
-    # (On a loaded machine the timeout may come before all 20 MB; what is there is whole lines.)
+    # (On a loaded machine the timeout may come before all 40 MB; what is there is whole lines.)
     logged = _log(distrun_home)
     assert len(logged) > 6 * MB and len(logged) % 1024 == 0
     assert_nothing_left("stalled")
@@ -85,7 +85,7 @@ def test_cancel_works_while_nobody_reads(write_job, distrun_home):
     proc = _start_unread(distrun_home, job)
     try:
         wait_running(distrun_home, "stalled")
-        wait_for(lambda: len(_log(distrun_home)) == 20 * MB, timeout=120)
+        wait_for(lambda: len(_log(distrun_home)) == 40 * MB, timeout=120)
         canceler = threading.Thread(target=lambda: run_capped(distrun_home, "job", "cancel", "stalled", timeout=120))
         canceler.start()
         wait_for(lambda: _ended(distrun_home), timeout=120)

@@ -4,19 +4,25 @@
 would stop the supervisor's loop, and with it timeouts, cancels and the reading of the ranks'
 pipes (which would then block the ranks). So the stream writes without blocking to its own open
 file description of the same pipe or terminal (O_NONBLOCK on the shared one would leak into
-the shell), keeps up to MAX_BACKLOG bytes for when the reader comes back, and beyond that skips
-ahead: whole writes (whole lines) are dropped and counted, and once the reader catches up a
-marker says how many bytes were not shown. The log files have every byte regardless.
+the shell) and keeps what the reader has not taken yet. A reader that is only slower than a
+burst of output (a busy machine) loses nothing: up to MAX_BACKLOG bytes are kept in any case,
+and up to HARD_BACKLOG while the reader keeps taking some. Beyond that, or once the reader has
+taken nothing for STALL_SECONDS, the stream skips ahead: whole writes (whole lines) are dropped
+and counted, and once the reader catches up a marker says how many bytes were not shown. The
+log files have every byte regardless.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 from collections import deque
 from typing import BinaryIO
 
 MAX_BACKLOG = 4 << 20
+HARD_BACKLOG = 32 << 20
+STALL_SECONDS = 5.0
 
 
 class NonBlockingOutput:
@@ -27,6 +33,7 @@ class NonBlockingOutput:
         self._size = 0
         self._skipped = 0
         self._gone = False
+        self._progress_at = time.monotonic()  # when the reader last took something (or owed nothing)
 
     @classmethod
     def wrap(cls, out: BinaryIO) -> BinaryIO | NonBlockingOutput:
@@ -45,7 +52,12 @@ class NonBlockingOutput:
     def write(self, data: bytes) -> int:
         if self._gone:
             return len(data)
-        if self._size + len(data) > MAX_BACKLOG:
+        now = time.monotonic()
+        if not self._size:
+            self._progress_at = now
+        wanted = self._size + len(data)
+        stalled = now - self._progress_at > STALL_SECONDS
+        if wanted > HARD_BACKLOG or (wanted > MAX_BACKLOG and stalled):
             self._skipped += len(data)
         else:
             self._backlog.append(memoryview(bytes(data)))
@@ -79,6 +91,8 @@ class NonBlockingOutput:
                 self._size = 0
                 return
             self._size -= written
+            if written:
+                self._progress_at = time.monotonic()
             if written == len(head):
                 self._backlog.popleft()
             else:
