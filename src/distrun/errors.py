@@ -44,6 +44,12 @@ class Problem:
         return text
 
 
+def _neutral(text: str) -> str:
+    from distrun.terminal_text import neutral_text
+
+    return neutral_text(text)
+
+
 class DistrunError(Exception):
     """An error distrun explains to the user; the CLI prints it without a traceback."""
 
@@ -55,7 +61,8 @@ class DistrunError(Exception):
         self.hint = hint
 
     def render(self) -> str:
-        return self.message + (f"\n    hint: {self.hint}" if self.hint else "")
+        # Messages quote names and values from the user's input: shown, never obeyed, by the terminal.
+        return _neutral(self.message + (f"\n    hint: {self.hint}" if self.hint else ""))
 
 
 class ValidationError(DistrunError):
@@ -68,7 +75,7 @@ class ValidationError(DistrunError):
     def render(self) -> str:
         count = len(self.problems)
         head = "invalid job: 1 problem" if count == 1 else f"invalid job: {count} problems"
-        return head + "\n" + "\n".join("  " + p.render().replace("\n", "\n  ") for p in self.problems)
+        return _neutral(head + "\n" + "\n".join("  " + p.render().replace("\n", "\n  ") for p in self.problems))
 
     def __str__(self) -> str:
         return self.render()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from distrun.job_status import JobStatus
 from distrun.store.index import JobRecord
+from distrun.terminal_text import neutral_text
 
 RULE = "=" * 60
 
@@ -41,7 +42,8 @@ def execution_summary(record: JobRecord) -> str:
         lines.append(f"Log: {cause.get('log')}")
     else:
         lines.append(f"Logs: {record.folder}/user_logs")
-    return "\n".join(lines)
+    # The reason and the traceback are a job's own text: shown, never obeyed, by the terminal.
+    return neutral_text("\n".join(lines))
 
 
 def job_duration(record: JobRecord) -> float | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from distrun.agent.line_stream import LineStream
 from distrun.agent.outcome import ProcessOutcome, root_cause_of, signal_name
-from distrun.agent.traceback_finder import last_traceback
+from distrun.agent.traceback_finder import last_traceback, tail_bytes
 from distrun.file_modes import open_append
 from distrun.plan import deepspeed
 from distrun.plan.common import SHELL, process_log_name
@@ -240,13 +240,7 @@ def _signal_name(number: int) -> str:
 
 
 def _tail(path: str | Path) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - _TAIL_BYTES))
-            return handle.read()
-    except OSError:
-        return b""
+    return tail_bytes(str(path), _TAIL_BYTES)
 
 
 def mpi_root_cause(launcher: ProcessOutcome, output: MpiOutput, hosts: list[str]) -> dict[str, Any]:

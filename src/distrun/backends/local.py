@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, ClassVar
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
+from distrun.agent.terminal_output import NonBlockingOutput
 from distrun.agent.watchdog import Watchdog
 from distrun.backends.base import Backend, Observation, RenderedJob
 from distrun.backends.ports import free_ports
@@ -269,7 +270,10 @@ class LocalBackend(Backend):
             lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
             _say(out, "\n".join(lines))
 
-        record = execute(prepared, layout, stream=out, color=color, on_plan=header)
+        live = NonBlockingOutput.wrap(out)  # a reader that stops reading never stalls supervision
+        record = execute(prepared, layout, stream=live, color=color, on_plan=header)  # type: ignore[arg-type]
+        if isinstance(live, NonBlockingOutput):
+            live.finish()  # the record is written: now the reader may take its time
         _say(out, execution_summary(record))
         return record
 

@@ -103,7 +103,29 @@ def _env_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
     # Parameter-server variables are checked with the other TensorFlow rules (checks_tensorflow).
     variables = spec.environment_variables
     path = ("environment_variables",)
-    return [*_reserved(variables, path, position), *env_name_problems(variables, path, position)]
+    return [
+        *_reserved(variables, path, position),
+        *env_name_problems(variables, path, position),
+        *_master_port_problems(variables, path, position),
+    ]
+
+
+def _master_port_problems(variables: Mapping[str, str], path: tuple[str, ...], position: PositionOf) -> list[Problem]:
+    """A pinned MASTER_PORT is a port every rank connects to: a number the kernel can bind."""
+    value = variables.get("MASTER_PORT")
+    if value is None:
+        return []
+    text = str(value).strip()
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= 65535:
+        return []
+    return [
+        Problem(
+            f"MASTER_PORT must be a TCP port number from 1 to 65535, not {str(value)[:40]!r}",
+            ".".join((*path, "MASTER_PORT")),
+            position(*path, "MASTER_PORT"),
+            "pin a free port, e.g. MASTER_PORT: 29500, or leave it out and distrun picks a free one",
+        )
+    ]
 
 
 def env_name_problems(variables: Mapping[str, str], path: tuple[str, ...], position: PositionOf) -> list[Problem]:
@@ -194,6 +216,10 @@ def reference_problems(
     return problems
 
 
+# Input modes whose data distrun copies into the job folder (submission.COPY_MODES).
+COPIED_MODES = ("download", "eval_download")
+
+
 def local_path(base_dir: Path, text: str) -> Path | None:
     """A local path or file:// URL resolved against the job's folder; None for remote URIs."""
     if text.startswith("file://"):
@@ -229,6 +255,19 @@ def _kind_of(path: Path) -> str:
     except (OSError, ValueError):  # too long, NUL bytes, no permission on a parent
         return "unreadable"
     return "missing"
+
+
+def _special_kind(path: Path) -> str | None:
+    """'a named pipe', 'a socket', 'a character device'...: what no copy can be made of."""
+    import stat
+
+    from distrun.safe_files import kind_of
+
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else kind_of(mode)
 
 
 def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
@@ -282,8 +321,18 @@ def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -
             )
             continue
         kind = _kind_of(path)
+        special = _special_kind(path) if kind == "file" and value.mode in COPIED_MODES else None
         absent = "does not exist" if kind == "missing" else "cannot be read"
-        if kind in ("missing", "unreadable") and value.path.startswith("azureml:"):
+        if special is not None:
+            problems.append(
+                Problem(
+                    f"input {name}: {path} is {special}, not data: a download input is copied into the job",
+                    key,
+                    where,
+                    "point `path` at a file or folder of data, or read it in place with mode: ro_mount",
+                )
+            )
+        elif kind in ("missing", "unreadable") and value.path.startswith("azureml:"):
             problems.append(
                 Problem(
                     f"input {name}: {value.path} is {path}, which {absent}",
