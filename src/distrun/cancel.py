@@ -26,6 +26,12 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
 
         target = resolve_target(record.compute, layout.config_path)
         return backend_for(target.type).cancel(record, layout)
+    return cancel_supervised(layout, name)
+
+
+def cancel_supervised(layout: Layout, name: str) -> JobRecord:
+    """A job supervised by a distrun process on this machine (local, Ray's driver): signal it, wait."""
+    index = JobIndex(layout.db_path)
     if index.cancel_if_not_running(name, NOT_RUNNING_YET):
         return index.get(name)  # its supervisor sees the record and starts nothing more
     record = index.get(name)  # it moved on meanwhile: Running now, or ended

@@ -305,7 +305,7 @@ def compute_create(name: str, kind: str, overrides: tuple[str, ...]) -> None:
     for text in overrides:
         path, value = parse_override(text)
         settings[".".join(map(str, path))] = value
-    validate = getattr(_backend(kind), "validate_settings", None) if kind == "slurm" else None
+    validate = getattr(_backend(kind), "validate_settings", None) if kind in ("slurm", "ray") else None
     if validate is not None:
         validate(name, settings)  # a misspelled setting is caught now, not at the first job
     target = add_target(_layout().config_path, name, kind, settings)

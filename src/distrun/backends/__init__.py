@@ -26,6 +26,10 @@ def backend_for(kind: str) -> ModuleType:
         from distrun.backends import slurm
 
         return slurm
+    if kind == "ray":
+        from distrun.backends import ray
+
+        return ray
     raise DistrunError(f"compute type {kind!r} is not supported by this version of distrun")
 
 

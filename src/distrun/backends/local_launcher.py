@@ -1,10 +1,13 @@
-"""`python -m distrun.backends.local_launcher NAME`: supervise a prepared job in the background."""
+"""`python -m distrun.backends.local_launcher NAME`: supervise a prepared job in the background.
+
+For every backend whose jobs a local process supervises: local compute, and Ray (the driver).
+"""
 
 from __future__ import annotations
 
 import sys
 
-from distrun.backends.local import execute
+from distrun.backends import backend_for
 from distrun.errors import DistrunError
 from distrun.store.index import FAILED, JobIndex
 from distrun.store.layout import Layout
@@ -15,7 +18,7 @@ def main(name: str) -> int:
     layout = Layout()
     try:
         prepared = load_prepared(layout, name)
-        record = execute(prepared, layout, stream=None)
+        record = backend_for(prepared.target.type).execute(prepared, layout, stream=None)
     except DistrunError as exc:
         JobIndex(layout.db_path).update(name, status=FAILED, reason=exc.message)
         print(f"distrun: {exc.render()}", file=sys.stderr)
