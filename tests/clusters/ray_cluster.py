@@ -83,7 +83,8 @@ class RayCluster:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0"})
+        # A loaded test machine can take longer than Ray's 60 s to register a starting node.
+        env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0", "RAY_raylet_start_wait_time_s": "300"})
         env.pop("RAY_ADDRESS", None)
         env.update(self.extra_env)
         return env
@@ -159,7 +160,7 @@ class RayCluster:
             ]
         else:
             argv += [f"--address={self.address}"]
-        result = self.run(argv, timeout=180)
+        result = self.run(argv, timeout=600)  # minutes on a loaded machine
         self.started.append(" ".join(argv))
         if result.returncode != 0:
             raise RayClusterError(f"ray start for node {node} failed:\n{result.stdout}\n{result.stderr}")

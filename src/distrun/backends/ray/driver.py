@@ -16,11 +16,13 @@ started with PDEATHSIG, stops its ranks; nothing of the job survives on any node
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -84,19 +86,34 @@ def connect(target: RayTarget) -> Any:
     check_reachable(target.address)
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     try:
-        ray.init(
-            address=target.address,
-            logging_level="ERROR",
-            log_to_driver=False,
-            include_dashboard=False,
-            namespace="distrun",
-        )
+        with quiet_stderr():  # Ray's core prints its own warnings (network probing) on fd 2
+            ray.init(
+                address=target.address,
+                logging_level="ERROR",
+                log_to_driver=False,
+                include_dashboard=False,
+                namespace="distrun",
+            )
     except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... depending on the version
         raise RayUnavailableError(
             f"could not connect to the Ray cluster at {target.address}: {exc}",
             "check the target's address and that this Python's Ray matches the cluster's version",
         ) from None
     return ray
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def nodes_free(ray: Any) -> list[RayNodeFree]:
