@@ -139,7 +139,7 @@ def test_cancel_from_another_shell(ray_cli, run_cli, ray_target, write_job, dist
     result = run_cli("job", "cancel", name, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     rec = record(distrun_home, name)
-    assert rec["status"] == "Canceled", rec
+    assert rec["status"] == "Canceled", (rec["reason"], rec["root_cause"])
     wait_for(lambda: not job_processes(name), timeout=60)
 
 
@@ -182,3 +182,70 @@ def test_unplaceable_job_fails_in_time_with_what_each_node_has(
     check = f"import ray; ray.init(address={ray_cluster.address!r}); print(sorted({{g['state'] for g in {tables}}}))"
     result = ray_cluster.run([sys.executable, "-c", check], timeout=300)
     assert "PENDING" not in result.stdout and "CREATED" not in result.stdout, result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------- distribution: {type: ray}
+
+USES_RAY = """
+import os, ray
+ray.init(address=os.environ["RAY_ADDRESS"], logging_level="ERROR")
+print("nodes", sum(1 for n in ray.nodes() if n["Alive"]), flush=True)
+
+@ray.remote
+def square(x):
+    return x * x
+
+print("sum", sum(ray.get([square.remote(i) for i in range(10)])), flush=True)
+"""
+
+RAY_JOB = """
+command: python uses_ray.py
+code: src
+resources:
+  instance_count: 2
+distribution:
+  type: ray
+limits:
+  grace_period: 5
+"""
+
+
+@pytest.mark.parametrize("compute", ["local", "ray"])
+def test_type_ray_starts_a_cluster_over_the_nodes_runs_once_and_stops_it(
+    compute, ray_cli, ray_target, write_job, distrun_home
+):
+    job = write_job(RAY_JOB, {"uses_ray.py": USES_RAY})
+    proc = ray_cli("run", str(job), "--compute", ray_target if compute == "ray" else "local")
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, out
+    name = only_job(distrun_home)
+    logs = distrun_home / "jobs" / name / "user_logs"
+    driver = (logs / "std_log_process_00.txt").read_text()
+    assert "nodes 2" in driver and "sum 285" in driver, driver  # one driver saw both Ray nodes of the job
+    assert "Ray runtime started" in (logs / "std_log_node_01_ray.txt").read_text()
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Completed"
+    assert {p["name"]: p["stopped_by_distrun"] for p in rec["processes"]} == {
+        "driver": False,
+        "ray_node_0": True,
+        "ray_node_1": True,
+    }
+    # Every Ray process the job started (head, worker node, their workers) is gone.
+    assert not job_processes(name)
+
+
+def test_tensorflow_parameter_servers_on_the_other_ray_node_stop_when_the_chief_is_done(
+    ray_cli, ray_target, distrun_home
+):
+    # chief, 2 workers, 1 ps over 2 Ray nodes: node 1 runs only servers (worker 0 and ps 0). Its
+    # agent stops them once node 0's chief completed: the driver relays "main work done".
+    proc = ray_cli("run", str(REPO / "examples" / "tensorflow-ps" / "job.yml"), "--compute", ray_target)
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, out
+    name = only_job(distrun_home)
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Completed"
+    node1 = [p for p in rec["processes"] if p["node_rank"] == 1]
+    assert node1 and all(p["stopped_by_distrun"] for p in node1)
+    assert "[ps 0]" in out
+    assert not job_processes(name)

@@ -42,6 +42,9 @@ RESOURCE_PREFIX = "distrun_test_"
 NODE_PORT_BASE = 20100
 OBJECT_STORE_BYTES = 100 * 1024 * 1024  # a test cluster needs little; Ray's default is 30% of RAM
 STOP_WAIT_S = 20.0
+# Ray gives a starting node 60 s to register and its raylet 30 s to see its agents' ports: too
+# little on a loaded test machine (the raylet aborts). Same values as distrun's `type: ray`.
+SLOW_MACHINE_SETTINGS = {"RAY_raylet_start_wait_time_s": "300", "RAY_agent_register_timeout_ms": "300000"}
 
 
 class RayClusterError(RuntimeError):
@@ -84,7 +87,8 @@ class RayCluster:
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         # A loaded test machine can take longer than Ray's 60 s to register a starting node.
-        env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0", "RAY_raylet_start_wait_time_s": "300"})
+        env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0"})
+        env.update(SLOW_MACHINE_SETTINGS)
         env.pop("RAY_ADDRESS", None)
         env.update(self.extra_env)
         return env

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -181,6 +182,7 @@ class RayRun:
         """The job's end as record fields (status, reason, root_cause, processes)."""
         try:
             self.ray = connect(self.target)
+            self._hold_stop_signals()
             self._place()
             self._start_agents()
             self.index.update(self.prepared.name, status=RUNNING, started_at=time.time())
@@ -193,6 +195,16 @@ class RayRun:
             return {"status": CANCELED, "reason": "canceled before the job's processes started"}
         finally:
             self._release()
+
+    def _hold_stop_signals(self) -> None:
+        """ray.init installs Ray's own handlers (a SIGTERM would end this process with no record): ours again."""
+        import threading
+
+        from distrun.agent.stop_signals import STOP_SIGNALS
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, lambda signum, frame: self.signals.append(signum))
 
     def _say(self, text: str) -> None:
         if self.stream is not None:
@@ -446,7 +458,6 @@ def merged_end(outcomes: list[dict[str, Any]], canceled_by: int | None, user_log
             root["log"] = f"{user_logs}/{os.path.basename(root['log'])}"
         return {"status": FAILED, "reason": first.get("reason", ""), "root_cause": root, "processes": processes}
     if canceled_by is not None or any(o.get("status") == CANCELED for o in outcomes):
-        import signal
 
         how = f"canceled ({signal.Signals(canceled_by).name})" if canceled_by else "canceled"
         return {"status": CANCELED, "reason": how, "root_cause": None, "processes": processes}
