@@ -174,7 +174,7 @@ def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> 
     else:
         folder.code.mkdir(mode=DIR_MODE)
     bindings = bind(loaded, spec, folder, materialize=True)
-    _write_text(folder.root / "bindings.json", json.dumps(bindings.__dict__, indent=2))
+    _write_text(folder.bindings_json, json.dumps(bindings.__dict__, indent=2))
     return bindings
 
 
@@ -228,7 +228,7 @@ def _copy_file(source: Path | str, target: Path | str) -> None:
 
 
 def load_bindings(folder: JobFolder) -> Bindings:
-    return Bindings(**json.loads((folder.root / "bindings.json").read_text(encoding="utf-8")))
+    return Bindings(**json.loads(folder.bindings_json.read_text(encoding="utf-8")))
 
 
 def load_prepared(layout: Layout, name: str) -> PreparedJob:

@@ -1,15 +1,13 @@
-"""`python -m distrun.backends.local_launcher NAME`: supervise a prepared job in the background.
-
-For every backend whose jobs a local process supervises: local compute, and Ray (the driver).
-"""
+"""`python -m distrun.backends.local_launcher NAME`: supervise a prepared job in the background."""
 
 from __future__ import annotations
 
 import sys
 
-from distrun.backends import backend_for
+from distrun.backends.local import execute
 from distrun.errors import DistrunError
-from distrun.store.index import FAILED, JobIndex
+from distrun.job_status import JobStatus
+from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from distrun.submission import load_prepared
 
@@ -18,12 +16,12 @@ def main(name: str) -> int:
     layout = Layout()
     try:
         prepared = load_prepared(layout, name)
-        record = backend_for(prepared.target.type).execute(prepared, layout, stream=None)
+        record = execute(prepared, layout, stream=None)
     except DistrunError as exc:
-        JobIndex(layout.db_path).update(name, status=FAILED, reason=exc.message)
+        JobIndex(layout.db_path).update(name, status=JobStatus.FAILED, reason=exc.message)
         print(f"distrun: {exc.render()}", file=sys.stderr)
         return 2
-    return 0 if record.status == "Completed" else 1
+    return 0 if record.status == JobStatus.COMPLETED else 1
 
 
 if __name__ == "__main__":

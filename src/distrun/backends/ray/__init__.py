@@ -9,31 +9,34 @@ machine (no shared filesystem), stops every node when one fails, and writes the 
 
 Modules: `target` (the compute target's settings), `placement` (the request, and the error
 when it cannot be placed), `actor`, `node_agent`, `driver`. This module is the backend
-interface the CLI calls: `validate_settings`, `preflight`, `dry_run`, `run_streaming`,
-`submit_detached`, `execute`, `cancel`.
+`BACKEND` (`RayBackend`, the `distrun.backends.base.Backend` contract); `execute` drives a job
+(`distrun run`, or `python -m distrun.backends.ray.launcher` in the background).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO
+from dataclasses import dataclass
+from typing import Any, BinaryIO, ClassVar
 
-from distrun.backends.ray.placement import placement_request
+from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.ray.placement import PlacementRequest, placement_request
 from distrun.backends.ray.target import RayTarget
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.report import execution_summary, stream_header
-from distrun.spec.loader import LoadedJob
 from distrun.spec.models import JobSpec
 from distrun.store.index import FAILED, JobIndex, JobRecord
 from distrun.store.layout import Layout
-from distrun.submission import PreparedJob, bind
+from distrun.submission import PreparedJob
 
 PLACEHOLDER_HOST = "<ray node {}>"
+AGENT_MODULE = "distrun.backends.ray.node_agent"
 # mpirun reaches the other nodes over ssh or Slurm; a Ray node offers neither.
 UNSUPPORTED = {
     "mpi": "type: mpi is not supported on Ray yet: mpirun on node 0 cannot start ranks on the other Ray nodes"
@@ -75,41 +78,12 @@ def preview_plan(job: JobSpec, job_dir: str, bindings: Any, job_name: str) -> La
     return build_plan(job, placement, bindings)
 
 
-def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[str, Any]:
-    """`distrun plan --compute <ray target>`: the placement request, the actors, and every process."""
-    spec = loaded.spec
-    name = spec.name or "<generated-name>"
-    folder = layout.job(name)
-    settings = ray_target(target)
-    request = placement_request(spec, settings, name)
-    bindings = bind(loaded, spec, folder, materialize=False)
-    actors = [
-        f"  node {i}: RayNodeAgent actor in bundle {i} (max_concurrency 4) -> python -m distrun.backends.ray.node_agent"
-        for i in range(len(request.bundles))
-    ]
-    script = "\n".join(
-        [
-            f"ray.init(address={settings.address!r})",
-            f"placement_group({[dict(b) for b in request.bundles]}, strategy={request.strategy!r}, "
-            f"name={request.name!r})",
-            f"wait at most {request.timeout_s:g} s, else remove it and fail with what each node has free",
-            *actors,
-        ]
-    )
-    return {
-        "compute": target.name,
-        "type": "ray",
-        "notes": [
-            "Ray places the job: node rank i runs in bundle i of the placement group; MASTER_ADDR is node 0's "
-            "address in the cluster and MASTER_PORT (and any task port) a port free there, all known once the "
-            "job is placed: hosts and ports below are placeholders",
-            "the code snapshot and inputs are shipped to every node; logs stream back into the job folder here",
-        ],
-        "placement": request.to_dict(),
-        "script_name": "Ray placement request",
-        "script": script,
-        "plan": preview_plan(spec, str(folder.root), bindings, name).to_dict(),
-    }
+NOTES = (
+    "Ray places the job: node rank i runs in bundle i of the placement group; MASTER_ADDR is node 0's "
+    "address in the cluster and MASTER_PORT (and any task port) a port free there, all known once the "
+    "job is placed: hosts and ports below are placeholders",
+    "the code snapshot and inputs are shipped to every node; logs stream back into the job folder here",
+)
 
 
 def execute(
@@ -163,16 +137,78 @@ def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: b
     return record
 
 
-def submit_detached(prepared: PreparedJob, layout: Layout) -> JobRecord:
-    """Drive the job from a background process (like a local job); returns its record."""
-    from distrun.backends.local import start_detached
-
-    start_detached(prepared, layout)
-    return JobIndex(layout.db_path).get(prepared.name)
+# ---------------------------------------------------------------- the contract
 
 
-def cancel(record: JobRecord, layout: Layout) -> JobRecord:
-    """`distrun job cancel`: the job's driver is a local process: signal it, as for a local job."""
-    from distrun.cancel import cancel_supervised
+@dataclass(frozen=True)
+class RayRequest:
+    """Ray's request for one job: the placement group, and one node-agent actor per bundle."""
 
-    return cancel_supervised(layout, record.name)
+    address: str
+    placement: PlacementRequest
+
+    def display(self) -> dict[str, Any]:
+        actors = [
+            f"  node {i}: RayNodeAgent actor in bundle {i} (max_concurrency 4) -> python -m {AGENT_MODULE}"
+            for i in range(len(self.placement.bundles))
+        ]
+        script = "\n".join(
+            [
+                f"ray.init(address={self.address!r})",
+                f"placement_group({[dict(b) for b in self.placement.bundles]}, strategy={self.placement.strategy!r}, "
+                f"name={self.placement.name!r})",
+                f"wait at most {self.placement.timeout_s:g} s, else remove it and fail with what each node has free",
+                *actors,
+            ]
+        )
+        return {"placement": self.placement.to_dict(), "script_name": "Ray placement request", "script": script}
+
+
+class RayBackend(Backend):
+    """A Ray cluster: the job's nodes are bundles of one placement group, driven from the `distrun` process."""
+
+    kind: ClassVar[str] = "ray"
+    engine: ClassVar[str] = "Ray"
+    cancel_wait_s: ClassVar[float] = 30.0
+
+    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
+        RayTarget.from_settings(target_name, settings)
+
+    def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
+        preflight(target, spec)
+
+    def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
+        settings = ray_target(job.target)
+        return RenderedJob(
+            job=job,
+            plan=preview_plan(job.spec, str(job.folder.root), job.bindings, job.name),
+            request=RayRequest(settings.address, placement_request(job.spec, settings, job.name)),
+            kind=self.kind,
+            notes=NOTES,
+        )
+
+    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
+        """Drive the job from a background process (`python -m distrun.backends.ray.launcher`); returns at once."""
+        from distrun.backends.local import start_detached
+
+        start_detached(rendered.job, layout, [sys.executable, "-m", "distrun.backends.ray.launcher", rendered.job.name])
+        return JobIndex(layout.db_path).get(rendered.job.name)
+
+    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
+        return run_streaming(rendered.job, layout, out, color)
+
+    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+        """The driver writes the record itself (and the store notices a lost driver): nothing to add."""
+        return None
+
+    def cancel(self, record: JobRecord, layout: Layout) -> None:
+        """The driver is a process on this machine: signal it, as for a local job; it stops every node."""
+        from distrun.backends.local import BACKEND as LOCAL
+
+        LOCAL.cancel(record, layout)
+
+    def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
+        """Nothing to fetch: the driver streams every rank's log into the job folder as it is written."""
+
+
+BACKEND = RayBackend()

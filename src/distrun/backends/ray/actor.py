@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from distrun.backends.ray.node_agent import JOB, OUTCOME, PEERS, REQUEST
+from distrun.backends.ray.node_agent import CHANNEL, REQUEST, job_folder, marker_path, outcome_path
 
 # At most this much of one log per poll: a chatty rank cannot make one reply huge.
 POLL_CHUNK = 4 << 20
@@ -86,14 +86,14 @@ class RayNodeAgent:
         }
 
     def free_ports(self, count: int) -> list[int]:
-        from distrun.agent.node import free_ports
+        from distrun.backends.ports import free_ports
 
         return free_ports(count)
 
     def start(self, request: dict[str, Any], files: bytes, python: str | None = None) -> None:
-        job = self.workdir / JOB
+        job = job_folder(self.workdir, self.job_name)
         job.mkdir()
-        (self.workdir / PEERS).mkdir()
+        (self.workdir / CHANNEL).mkdir()
         unpack_into(files, job)
         (self.workdir / REQUEST).write_text(json.dumps(request), encoding="utf-8")
         argv = [python or sys.executable, "-m", "distrun.backends.ray.node_agent", str(self.workdir)]
@@ -138,7 +138,7 @@ class RayNodeAgent:
     def poll(self, peers_done: list[int]) -> dict[str, Any]:
         """What is new since the last poll; `peers_done`: nodes whose main work is done (TF's ps wait for them)."""
         for rank in peers_done:
-            marker = self.workdir / PEERS / f"main_done_{rank:02d}"
+            marker = marker_path(self.workdir, rank)
             if rank != self.node_rank and not marker.exists():
                 marker.write_text("done\n", encoding="utf-8")
         ended = self.ended.is_set()  # read first: after it, the pipes are drained
@@ -154,14 +154,14 @@ class RayNodeAgent:
             "logs": logs,
             "stream": stream,
             "system": system,
-            "main_done": (self.workdir / PEERS / f"main_done_{self.node_rank:02d}").exists(),
+            "main_done": marker_path(self.workdir, self.node_rank).exists(),
             "outcome": outcome,
         }
 
     def _new_log_bytes(self) -> tuple[dict[str, bytes], bool]:
         logs: dict[str, bytes] = {}
         more = False
-        folder = self.workdir / JOB / "user_logs"
+        folder = job_folder(self.workdir, self.job_name) / "user_logs"
         with contextlib.suppress(FileNotFoundError):
             for entry in os.scandir(folder):
                 if not entry.is_file(follow_symlinks=False):
@@ -179,7 +179,7 @@ class RayNodeAgent:
 
     def _outcome(self) -> dict[str, Any]:
         try:
-            return json.loads((self.workdir / OUTCOME).read_text(encoding="utf-8"))
+            return json.loads(outcome_path(self.workdir, self.node_rank).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             # The agent died before it could report (killed, or could not import distrun).
             return {
@@ -202,7 +202,7 @@ class RayNodeAgent:
         """The job's outputs written on this node: named outputs and the code folder's outputs/ and logs/."""
         from distrun.store.layout import ARTIFACT_DIRS
 
-        job = self.workdir / JOB
+        job = job_folder(self.workdir, self.job_name)
         return pack_folders(job, ["named-outputs", *[f"code/{name}" for name in ARTIFACT_DIRS]])
 
     def cleanup(self) -> None:

@@ -302,7 +302,7 @@ class RayRun:
         self._check_stop()
         starts = [
             n.actor.start.remote(
-                {**base, "node_rank": n.rank, "launch_id": f"{self.prepared.name}-ray-node{n.rank}-{os.getpid()}"},
+                {**base, "node_rank": n.rank, "engine_job_id": f"{socket.gethostname()}-{os.getpid()}"},
                 files,
                 self.target.python,
             )
@@ -458,7 +458,6 @@ def merged_end(outcomes: list[dict[str, Any]], canceled_by: int | None, user_log
             root["log"] = f"{user_logs}/{os.path.basename(root['log'])}"
         return {"status": FAILED, "reason": first.get("reason", ""), "root_cause": root, "processes": processes}
     if canceled_by is not None or any(o.get("status") == CANCELED for o in outcomes):
-
         how = f"canceled ({signal.Signals(canceled_by).name})" if canceled_by else "canceled"
         return {"status": CANCELED, "reason": how, "root_cause": None, "processes": processes}
     return {"status": COMPLETED, "reason": "all processes completed", "root_cause": None, "processes": processes}

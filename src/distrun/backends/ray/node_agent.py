@@ -20,15 +20,30 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 REQUEST = "request.json"
-OUTCOME = "outcome.json"
-JOB = "job"
-PEERS = "peers"
+CHANNEL = "channel"  # the node's outcome channel: node_NN.json, main_done_NN markers (relayed by the actor)
+
+
+def job_folder(workdir: Path, job_name: str) -> Path:
+    """This node's copy of the job folder (named after the job, as the plan's run id is)."""
+    return workdir / job_name
+
+
+def outcome_path(workdir: Path, node_rank: int) -> Path:
+    from distrun.store.layout import NodeChannelPaths
+
+    return NodeChannelPaths(workdir / CHANNEL).outcome(node_rank)
+
+
+def marker_path(workdir: Path, node_rank: int) -> Path:
+    from distrun.agent.outcome_channel import MAIN_WORK_DONE
+    from distrun.store.layout import NodeChannelPaths
+
+    return NodeChannelPaths(workdir / CHANNEL).marker(MAIN_WORK_DONE, node_rank)
 
 
 def rebased(bindings: Mapping[str, Mapping[str, str]], old_root: str, new_root: str) -> dict[str, dict[str, str]]:
@@ -52,89 +67,45 @@ def rank_base_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not k.startswith("RAY_")}
 
 
-def outcome_of(result: Any, request: Mapping[str, Any], started_at: float, ended_at: float) -> dict[str, Any]:
-    """The node's report: the gang's result with this node's host, and wall-clock times."""
-    data = result.to_dict()
-    node = int(request["node_rank"])
-    host, address = request["names"][node], request["hosts"][node]
-    for proc in data["processes"]:
-        proc["host"], proc["address"] = host, address
-    root = data["root_cause"]
-    failed_at = None
-    if root is not None:
-        root["host"], root["address"] = host, address
-        if root.get("after_ms") is not None:
-            failed_at = started_at + root["after_ms"] / 1000
-    return {
-        "node_rank": node,
-        "host": host,
-        "address": address,
-        "status": data["status"],
-        "reason": data["reason"],
-        "root_cause": root if data["status"] == "Failed" else None,
-        "failed_at": failed_at if data["status"] == "Failed" else None,
-        "started_at": started_at,
-        "ended_at": ended_at,
-        "processes": data["processes"],
-    }
+def node_facts(request: Mapping[str, Any], workdir: Path, env: Mapping[str, str]) -> Any:
+    from distrun.agent.node_facts import NodeFacts
+
+    return NodeFacts(
+        node_rank=int(request["node_rank"]),
+        node_names=tuple(request["names"]),
+        addresses=tuple(request["hosts"]),
+        master_port=int(request["master_port"]),
+        task_ports=tuple(int(p) for p in request["task_ports"]),
+        job_dir=job_folder(workdir, request["job_name"]),
+        base_env=rank_base_env(env),
+        engine="Ray",
+        engine_job_id=str(request["engine_job_id"]),
+    )
 
 
 def run(workdir: Path) -> int:
-    from distrun.agent.gang import DEFAULT_GRACE, run_gang
-    from distrun.agent.node import write_json
-    from distrun.agent.peers import FolderPeers
-    from distrun.agent.stop_signals import held_stop_signals
+    from distrun.agent.node import exit_code, note_stop_requests, read_job, run_node
+    from distrun.agent.outcome_channel import FolderOutcomeChannel
     from distrun.agent.watchdog import Watchdog
-    from distrun.plan import build_plan
-    from distrun.plan.model import Bindings, Placement
-    from distrun.spec.models import JobSpec
+    from distrun.file_modes import write_file
+    from distrun.store.layout import NodeChannelPaths
 
-    with held_stop_signals() as stop_signals:
-        request = json.loads((workdir / REQUEST).read_text(encoding="utf-8"))
-        node = int(request["node_rank"])
-        job_dir = workdir / JOB
-        spec = JobSpec.model_validate(request["spec"])
-        bindings = Bindings(**rebased(request["bindings"], request["driver_job_dir"], str(job_dir)))
-        placement = Placement(
-            hosts=tuple(request["hosts"]),
-            master_port=int(request["master_port"]),
-            task_ports=tuple(request["task_ports"]),
-            job_dir=str(job_dir),
-            run_id=request["job_name"],
-        )
-        plan = build_plan(spec, placement, bindings)
-        mine = [p.name for n in plan.nodes if n.node_rank == node for p in n.processes]
-        print(
-            f"distrun node agent: node {node} of {len(plan.nodes)} ({request['names'][node]}, "
-            f"{request['hosts'][node]}) pid {os.getpid()}: {', '.join(mine) or 'no process of its own'}; "
-            f"MASTER_ADDR={plan.master_addr} MASTER_PORT={plan.master_port}",
-            file=sys.stderr,
-            flush=True,
-        )
-        grace = spec.limits.grace_period if spec.limits.grace_period is not None else DEFAULT_GRACE
-        launch_id = request["launch_id"]
-        watchdog = Watchdog.start(launch_id, lambda: None)  # before any thread: it forks
-        started_at = time.time()
-        try:
-            result = run_gang(
-                plan,
-                [node],
-                job_dir / "user_logs",
-                stream=sys.stdout.buffer,
-                grace_period=grace,
-                timeout=spec.limits.timeout,
-                base_env=rank_base_env(os.environ),
-                launch_id=launch_id,
-                signals=stop_signals,
-                # Parameter servers wait for every node's training tasks; the actors relay the markers.
-                peers=FolderPeers(workdir / PEERS, node, len(plan.nodes)),
-            )
-        finally:
-            watchdog.release()
-        outcome = outcome_of(result, request, started_at, time.time())
-        write_json(workdir / OUTCOME, outcome)
-    print(f"distrun node agent: node {node}: {outcome['status']} {outcome['reason']}", file=sys.stderr, flush=True)
-    return 0 if outcome["status"] == "Completed" else 1
+    stop_requested = note_stop_requests()
+    request = json.loads((workdir / REQUEST).read_text(encoding="utf-8"))
+    facts = node_facts(request, workdir, os.environ)
+    # The node's copy of the job folder: job.json as shipped, bindings pointed into the copy.
+    write_file(facts.job_dir / "job.json", json.dumps(request["spec"]).encode("utf-8"))
+    bindings = rebased(request["bindings"], request["driver_job_dir"], str(facts.job_dir))
+    write_file(facts.job_dir / "bindings.json", json.dumps(bindings).encode("utf-8"))
+    channel = FolderOutcomeChannel(NodeChannelPaths(workdir / CHANNEL), facts.node_count)
+    # The launch id run_node gives the ranks: the watchdog kills what carries it if this process dies.
+    launch_id = f"{facts.job_dir.name}-{facts.engine.lower()}{facts.engine_job_id}-node{facts.node_rank}"
+    watchdog = Watchdog.start(launch_id, lambda: None)  # before any thread: it forks
+    try:
+        outcome = run_node(facts, channel, read_job(facts.job_dir), stop_requested=stop_requested)
+    finally:
+        watchdog.release()
+    return exit_code(outcome)
 
 
 if __name__ == "__main__":
