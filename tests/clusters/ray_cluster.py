@@ -42,9 +42,10 @@ RESOURCE_PREFIX = "distrun_test_"
 NODE_PORT_BASE = 20100
 OBJECT_STORE_BYTES = 100 * 1024 * 1024  # a test cluster needs little; Ray's default is 30% of RAM
 STOP_WAIT_S = 20.0
+START_ATTEMPTS = 3
 # Ray gives a starting node 60 s to register and its raylet 30 s to see its agents' ports: too
 # little on a loaded test machine (the raylet aborts). Same values as distrun's `type: ray`.
-SLOW_MACHINE_SETTINGS = {"RAY_raylet_start_wait_time_s": "300", "RAY_agent_register_timeout_ms": "300000"}
+SLOW_MACHINE_SETTINGS = {"RAY_raylet_start_wait_time_s": "120", "RAY_agent_register_timeout_ms": "300000"}
 
 
 class RayClusterError(RuntimeError):
@@ -127,9 +128,19 @@ class RayCluster:
         self.netns = _netns_of(self.holder.pid) or ""
         (self.root / "pid").write_text(str(self.holder.pid))
         try:
-            for node in range(self.node_count):
-                self._start_node(node)
-            self.wait_for_nodes(self.node_count)
+            for attempt in range(1, START_ATTEMPTS + 1):
+                try:
+                    for node in range(self.node_count):
+                        self._start_node(node)
+                    self.wait_for_nodes(self.node_count)
+                    return
+                except RayClusterError:
+                    # On a loaded machine a raylet can abort while its agents start (Ray waits a
+                    # fixed ~15 s for their ports): clear the namespace and start again.
+                    if attempt == START_ATTEMPTS:
+                        raise
+                    self._end_processes()
+                    self.started.clear()
         except BaseException:
             self.stop(check=False)
             raise
@@ -164,7 +175,7 @@ class RayCluster:
             ]
         else:
             argv += [f"--address={self.address}"]
-        result = self.run(argv, timeout=600)  # minutes on a loaded machine
+        result = self.run(argv, timeout=300)  # minutes on a loaded machine
         self.started.append(" ".join(argv))
         if result.returncode != 0:
             raise RayClusterError(f"ray start for node {node} failed:\n{result.stdout}\n{result.stderr}")
@@ -212,6 +223,15 @@ class RayCluster:
 
     def stop(self, check: bool = True) -> None:
         """End everything inside the namespace: SIGTERM, then SIGKILL; raise if any survives."""
+        left = self._end_processes()
+        if self.holder is not None:
+            self.holder.kill()
+            self.holder.wait(10)
+        if check and left:
+            raise RayClusterError(f"processes survived SIGKILL in the Ray namespace:\n{self.describe(left)}")
+
+    def _end_processes(self) -> list[int]:
+        """SIGTERM, then SIGKILL, every process in the namespace; returns those that survived."""
         left: list[int] = []
         for sig, wait in ((signal.SIGTERM, 8.0), (signal.SIGKILL, STOP_WAIT_S)):
             for pid in self.processes():
@@ -225,11 +245,7 @@ class RayCluster:
             left = self.processes()
             if not left:
                 break
-        if self.holder is not None:
-            self.holder.kill()
-            self.holder.wait(10)
-        if check and left:
-            raise RayClusterError(f"processes survived SIGKILL in the Ray namespace:\n{self.describe(left)}")
+        return left
 
     def __enter__(self) -> RayCluster:
         self.start()

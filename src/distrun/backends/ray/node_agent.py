@@ -2,11 +2,12 @@
 
 The Ray actor of node k (`distrun.backends.ray.actor`) fills WORKDIR on its Ray node and starts
 this process: `request.json` (the job, its bindings, every node's address, the ports chosen on
-node 0), `job/` (the code snapshot and downloaded inputs, shipped from the machine that runs
-`distrun`: no shared filesystem is assumed). It builds the same plan every node builds, runs
-its own node's processes with the gang supervisor local compute uses, and writes
-`outcome.json` for the actor to hand back. Per-rank logs go to `job/user_logs/`, the prefixed
-stream to stdout, the agent's own words to stderr; the actor streams all three back.
+node 0) and `<job name>/` (the code snapshot and downloaded inputs, shipped from the machine
+that runs `distrun`: no shared filesystem is assumed). It turns the request into `NodeFacts`
+and runs distrun's engine-free node agent (`distrun.agent.node.run_node`), which publishes the
+node's `NodeOutcome` on a node-local outcome channel (`channel/`); the actor hands it back, and
+relays the other nodes' "main work done" markers into the same folder. Per-rank logs go to
+`<job name>/user_logs/`, the prefixed stream to stdout; the actor streams both back.
 
 The layers that leave no process behind are the local agent's: every rank in its own process
 group with PDEATHSIG, a launch marker in its environment, a cgroup where writable, and a
