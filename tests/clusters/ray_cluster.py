@@ -72,6 +72,7 @@ class RayCluster:
     netns: str = ""  # e.g. "net:[4026532512]", the namespace's identity
     started: list[str] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)  # for the Ray nodes (and the workers they start)
+    temp_dir: Path = Path()  # Ray's temp dir of the current start attempt
 
     @property
     def address(self) -> str:
@@ -115,6 +116,26 @@ class RayCluster:
         if missing:
             raise RayClusterError(f"missing {', '.join(missing)}: run scripts/deps/45-ray.sh")
         self.root.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self.temp_dir = self.root / f"ray{attempt}"
+            self._new_namespace()
+            try:
+                for node in range(self.node_count):
+                    self._start_node(node)
+                self.wait_for_nodes(self.node_count)
+                return
+            except RayClusterError:
+                # On a loaded machine a raylet can abort while its agents start (Ray waits a fixed
+                # ~15 s for their ports): end everything, and start again in a fresh namespace.
+                self.stop(check=False)
+                if attempt == START_ATTEMPTS:
+                    raise
+            except BaseException:
+                self.stop(check=False)
+                raise
+
+    def _new_namespace(self) -> None:
+        self.started.clear()
         self.holder = subprocess.Popen(
             ["unshare", "-n", "--", "bash", "-c", "ip link set lo up && echo ready && exec sleep infinity"],
             stdout=subprocess.PIPE,
@@ -127,23 +148,6 @@ class RayCluster:
             raise RayClusterError("could not create a network namespace (unshare -n needs root)")
         self.netns = _netns_of(self.holder.pid) or ""
         (self.root / "pid").write_text(str(self.holder.pid))
-        try:
-            for attempt in range(1, START_ATTEMPTS + 1):
-                try:
-                    for node in range(self.node_count):
-                        self._start_node(node)
-                    self.wait_for_nodes(self.node_count)
-                    return
-                except RayClusterError:
-                    # On a loaded machine a raylet can abort while its agents start (Ray waits a
-                    # fixed ~15 s for their ports): clear the namespace and start again.
-                    if attempt == START_ATTEMPTS:
-                        raise
-                    self._end_processes()
-                    self.started.clear()
-        except BaseException:
-            self.stop(check=False)
-            raise
 
     def _start_node(self, node: int) -> None:
         ports = [NODE_PORT_BASE + 10 * node + i for i in range(6)]
@@ -169,7 +173,7 @@ class RayCluster:
             argv += [
                 "--head",
                 f"--port={HEAD_PORT}",
-                f"--temp-dir={self.root / 'ray'}",
+                f"--temp-dir={self.temp_dir}",
                 "--include-dashboard=false",
                 f"--ray-client-server-port={HEAD_PORT + 1}",
             ]

@@ -31,7 +31,7 @@ JOIN_TIMEOUT_S = 300
 RAY_LOG = "std_log_node_{:02d}_ray.txt"
 # Ray gives a starting node 60 s to register, and its raylet 30 s to see its agents' ports; a
 # busy machine can need more (yours win if set).
-RAY_NODE_DEFAULTS = {"RAY_raylet_start_wait_time_s": "300", "RAY_agent_register_timeout_ms": "300000"}
+RAY_NODE_DEFAULTS = {"RAY_raylet_start_wait_time_s": "120", "RAY_agent_register_timeout_ms": "300000"}
 DRIVER_LOG = "std_log_process_00.txt"
 
 # Written on every node (job-relative): waits until the cluster at RAY_ADDRESS has N live nodes.
