@@ -4,8 +4,10 @@
 # interface (unshare and nsenter from util-linux, ip from iproute2), so that no test traffic
 # ever leaves 127.0.0.0/8 (Ray advertises the machine's external address otherwise).
 set -euo pipefail
+# shellcheck source=../lib/pip-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/pip-install.sh"
 if ! python3 -c "import ray, ray.util.placement_group" 2>/dev/null; then
-    python3 -m pip install -q --disable-pip-version-check "ray[default]>=2.40"
+    pip_install "ray[default]>=2.40"
 fi
 missing=()
 command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)

@@ -34,6 +34,7 @@ class Bindings:
     inputs: dict[str, str] = field(default_factory=dict)  # literal text or absolute path
     outputs: dict[str, str] = field(default_factory=dict)  # absolute folder or file path
     input_paths: dict[str, str] = field(default_factory=dict)  # data inputs only
+    environment: dict[str, str] = field(default_factory=dict)  # PATH, VIRTUAL_ENV of the job's built environment
 
 
 @dataclass(frozen=True)
