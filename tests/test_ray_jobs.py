@@ -63,6 +63,12 @@ def job_processes(name: str) -> list[str]:
     return found
 
 
+def job_names(home: Path) -> list[str]:
+    from distrun.store.index import JobIndex
+
+    return JobIndex(home / "jobs.db").names() if (home / "jobs.db").exists() else []
+
+
 def all_up(home: Path, name: str, ranks: int = 4) -> bool:
     logs = home / "jobs" / name / "user_logs"
     return all(
@@ -146,7 +152,7 @@ def test_cancel_from_another_shell(ray_cli, run_cli, ray_target, write_job, dist
 def test_sigkill_of_distrun_leaves_no_rank_and_a_true_record(ray_cli, run_cli, ray_target, write_job, distrun_home):
     job = write_job(four_rank_job("python ranks.py", grace=5), {"ranks.py": SLEEPING_RANKS})
     proc = ray_cli("run", str(job), "--compute", ray_target)
-    wait_for(lambda: (distrun_home / "jobs.db").exists() and only_job(distrun_home), timeout=120)
+    wait_for(lambda: job_names(distrun_home), timeout=120)  # its record exists
     name = only_job(distrun_home)
     wait_for(lambda: all_up(distrun_home, name), timeout=TIMEOUT)
     cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
