@@ -7,6 +7,7 @@
 # Needs torch (10-python.sh) and Open MPI (20-openmpi.sh) first. The wheel is built with, and
 # installed into, the Python environment the tests run in (python3 first on PATH).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/progress.sh"
 # shellcheck source=../lib/pip-install.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/pip-install.sh"
 version=0.28.1
@@ -26,7 +27,8 @@ if ! ls "$slot"/horovod-*.whl >/dev/null 2>&1; then
     pip_install pip setuptools wheel packaging cloudpickle psutil pyyaml
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
-    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    with_progress "downloading the Horovod $version source" \
+        python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
         -d "$work" "horovod==$version"
     tar -xzf "$work"/horovod-"$version".tar.gz -C "$work"
     src="$work/horovod-$version"
@@ -35,6 +37,7 @@ if ! ls "$slot"/horovod-*.whl >/dev/null 2>&1; then
     grep -q 'CMAKE_CXX_STANDARD 17' "$src/horovod/torch/CMakeLists.txt"
     mkdir -p "$work/dist"
     HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
+        with_progress "building Horovod $version (about 2.5 minutes on 2 cores; cached for later runs)" \
         python3 -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
         -w "$work/dist" "$src"
     mkdir -p "$slot"

@@ -32,7 +32,7 @@ from distrun.spec.command_template import render_value
 from distrun.spec.loader import LoadedJob, local_path
 from distrun.store.index import CANCELED, FAILED, QUEUED, STARTING, JobIndex, JobRecord, process_start_time
 from distrun.store.layout import JobFolder, Layout
-from distrun.store.snapshot import snapshot_code
+from distrun.store.snapshot import refuse_special_file, snapshot_code
 
 _ADJECTIVES = (
     "amber",
@@ -170,7 +170,8 @@ def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> 
     if spec.code is not None:
         code = local_path(loaded, spec.code)
         assert code is not None  # the loader checked it
-        snapshot_code(code, folder.code)
+        # DISTRUN_HOME (so this job's own folder) may be inside the code folder: never copied.
+        snapshot_code(code, folder.code, skip=(folder.root.parent.parent,))
     else:
         folder.code.mkdir(mode=DIR_MODE)
     bindings = bind(loaded, spec, folder, materialize=True)
@@ -252,6 +253,7 @@ def _copy_input(source: Path, target: Path) -> None:
 
 
 def _copy_file(source: Path | str, target: Path | str) -> None:
+    refuse_special_file(Path(source), "input")
     shutil.copy2(source, target, follow_symlinks=False)
     if not os.path.islink(target):
         os.chmod(target, copied_mode(os.stat(target).st_mode))

@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, ClassVar
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
+from distrun.agent.terminal_output import NonBlockingOutput
 from distrun.agent.watchdog import Watchdog
 from distrun.backends.base import Backend, Observation, RenderedJob
 from distrun.backends.ports import free_ports
@@ -36,7 +37,7 @@ from distrun.file_modes import open_append, write_file
 from distrun.job_status import JobStatus
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
-from distrun.report import environment_note, execution_summary, stream_header
+from distrun.report import execution_summary, local_notes, stream_header
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord, process_start_time
 from distrun.store.layout import Layout
@@ -236,19 +237,22 @@ class LocalBackend(Backend):
             )
 
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
-        """Nothing to check: this machine is there."""
+        """A job this machine cannot start (an MPI job without mpirun) leaves nothing behind."""
+        from distrun.backends.local_preflight import preflight
+
+        preflight(spec)
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
         """The plan with ports free now; the supervisor picks (and leases) the ports again when the job starts."""
-        note = environment_note(job.spec.environment)
+        said = local_notes(job.spec)
         notes = ["local compute: nodes are simulated on this machine (127.0.0.1); ports are chosen when the job starts"]
         return RenderedJob(
             job=job,
             plan=plan_local(job),
             request=LocalLaunch(tuple(launcher_argv(job.name))),
             kind=self.kind,
-            notes=tuple(notes + ([note] if note else [])),
-            warnings=(note.removeprefix("distrun: "),) if note else (),
+            notes=tuple(notes + said),
+            warnings=tuple(said),
         )
 
     def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
@@ -262,12 +266,14 @@ class LocalBackend(Backend):
 
         def header(plan: LaunchPlan) -> None:
             record = JobIndex(layout.db_path).get(prepared.name)
-            note = environment_note(prepared.spec.environment)
-            lines = [f"distrun: {text}" for text in ([note] if note else []) + list(plan.notes)]
+            lines = [f"distrun: {text}" for text in local_notes(prepared.spec) + list(plan.notes)]
             lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
             _say(out, "\n".join(lines))
 
-        record = execute(prepared, layout, stream=out, color=color, on_plan=header)
+        live = NonBlockingOutput.wrap(out)  # a reader that stops reading never stalls supervision
+        record = execute(prepared, layout, stream=live, color=color, on_plan=header)  # type: ignore[arg-type]
+        if isinstance(live, NonBlockingOutput):
+            live.finish()  # the record is written: now the reader may take its time
         _say(out, execution_summary(record))
         return record
 

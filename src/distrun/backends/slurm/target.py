@@ -141,6 +141,9 @@ def node_resources(job: JobSpec, target: SlurmTarget) -> NodeResources:
     return NodeResources(cpus=merged.cpus_per_node, memory=merged.memory_per_node, gpus=merged.gpus_per_node)
 
 
+SLURM_MAX_MINUTES = 100 * 365 * 24 * 60
+
+
 def slurm_time_limit(job: JobSpec, target: SlurmTarget) -> str | None:
     """sbatch --time: limits.timeout plus the grace period and a margin, in whole minutes.
 
@@ -150,7 +153,8 @@ def slurm_time_limit(job: JobSpec, target: SlurmTarget) -> str | None:
     if job.limits.timeout is None:
         return target.time_limit
     seconds = job.limits.timeout + job.limits.grace_seconds + SLURM_TIME_MARGIN_S
-    return str(max(1, math.ceil(seconds / 60)))
+    # Slurm keeps minutes in 32 bits: a timeout of 1e300 s is asked for as 100 years.
+    return str(min(max(1, math.ceil(seconds / 60)), SLURM_MAX_MINUTES))
 
 
 def pinned_master_port(job: JobSpec) -> int | None:
