@@ -132,13 +132,13 @@ def test_failing_rank_on_node_1_stops_every_other_rank(ray_cli, ray_target, writ
 
 def test_cancel_from_another_shell(ray_cli, run_cli, ray_target, write_job, distrun_home):
     job = write_job(four_rank_job("python ranks.py", grace=5), {"ranks.py": SLEEPING_RANKS})
-    created = ray_cli("job", "create", "--file", str(job), "--compute", ray_target)
+    created = ray_cli("job", "create", "--file", str(job), "--compute", ray_target, "-o", "json")
     out, _ = created.communicate(timeout=120)
     assert created.returncode == 0, out
     name = json.loads(out[out.index("{") :])["name"]
     wait_for(lambda: all_up(distrun_home, name), timeout=TIMEOUT)
     assert record(distrun_home, name)["status"] == "Running"
-    shown = run_cli("job", "show", name)  # from outside the namespace: no Ray needed
+    shown = run_cli("job", "show", name, "-o", "json")  # from outside the namespace: no Ray needed
     assert json.loads(shown.stdout)["status"] == "Running", shown.stdout + shown.stderr
     logs = run_cli("logs", name, "--rank", "2")
     assert "up 2" in logs.stdout
@@ -161,7 +161,7 @@ def test_sigkill_of_distrun_leaves_no_rank_and_a_true_record(ray_cli, run_cli, r
     proc.wait(30)
     # Ray kills the driver's actors; each node agent (PDEATHSIG) stops its ranks.
     wait_for(lambda: not job_processes(name), timeout=120)
-    shown = json.loads(run_cli("job", "show", name).stdout)
+    shown = json.loads(run_cli("job", "show", name, "-o", "json").stdout)
     assert shown["status"] == "Failed" and "launcher lost" in shown["reason"], shown
 
 
