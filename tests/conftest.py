@@ -17,7 +17,7 @@ SRC = REPO / "src"
 sys.path.insert(0, str(SRC))  # test this checkout's distrun, not an installed one
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-pytest_plugins = ["slurm_fixtures"]  # the real 2-node Slurm cluster (tests/clusters/)
+pytest_plugins = ["slurm_fixtures", "ray_fixtures"]  # the real 2-node Slurm and Ray clusters (tests/clusters/)
 
 
 @pytest.fixture
@@ -70,6 +70,11 @@ def start_cli(distrun_home: Path) -> Iterator[Callable[..., subprocess.Popen[str
         return proc
 
     yield start
+    kill_left(started)
+
+
+def kill_left(started: list[subprocess.Popen[str]]) -> None:
+    """Kill the CLI processes a test started and left running."""
     for proc in started:
         if proc.poll() is None:
             proc.kill()

@@ -175,15 +175,15 @@ def launcher_argv(name: str) -> list[str]:
     return [sys.executable, "-m", LAUNCHER_MODULE, name]
 
 
-def start_detached(prepared: PreparedJob, layout: Layout) -> int:
-    """Supervise the job from a new background process; returns its pid."""
+def start_detached(prepared: PreparedJob, layout: Layout, argv: list[str] | None = None) -> int:
+    """Supervise the job from a new background process (`argv`: another backend's launcher); returns its pid."""
     log = os.fdopen(open_append(prepared.folder.launcher_log), "ab")
     env = dict(os.environ, DISTRUN_HOME=str(layout.home))
     # A SIGTERM right after `job create` reaches the launcher while Python starts: held until
     # `execute` can act on it, instead of killing it before it records anything.
     with stop_signals_blocked():
         proc = subprocess.Popen(
-            launcher_argv(prepared.name),
+            argv or launcher_argv(prepared.name),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

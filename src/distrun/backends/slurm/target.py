@@ -6,7 +6,6 @@ slurm --set K=V`); every mistake is reported in distrun's words with the known k
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import shlex
@@ -88,25 +87,9 @@ class SlurmTarget(BaseModel):
     @classmethod
     def from_settings(cls, name: str, settings: Mapping[str, Any]) -> SlurmTarget:
         """Validate a target's settings; every mistake becomes one `DistrunError` that says how to fix it."""
-        from pydantic import ValidationError as PydanticError
+        from distrun.backends.settings import validated_settings
 
-        known = sorted(cls.model_fields)
-        try:
-            return cls.model_validate({"name": name, **settings})
-        except PydanticError as exc:
-            lines = []
-            for err in exc.errors():
-                key = ".".join(str(p) for p in err["loc"]) or "settings"
-                if err["type"] == "extra_forbidden":
-                    close = difflib.get_close_matches(str(err["loc"][0]), known, n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    lines.append(f"unknown setting {key!r}{hint}")
-                else:
-                    lines.append(f"{key}: {err['msg'].removeprefix('Value error, ')}")
-            raise DistrunError(
-                f"compute target {name!r} (slurm): " + "; ".join(lines),
-                "settings of a slurm target: " + ", ".join(k for k in known if k not in ("name", "type")),
-            ) from None
+        return validated_settings(cls, "slurm", name, settings)
 
     def client_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
