@@ -134,7 +134,7 @@ def run(
 @click.argument("file", type=click.Path(dir_okay=False))
 @_set_option
 @_compute_option
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Dry run: every process, its command and its environment; nothing starts."""
     from distrun.jobs import plan_job
@@ -143,9 +143,22 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     if output == "json":
         _echo_json(rendered)
         return
+    if output == "yaml":
+        _echo_yaml(rendered)
+        return
     from distrun.plan_text import plan_as_text
 
     click.echo(plan_as_text(rendered))
+
+
+def _echo_yaml(rendered: dict[str, Any]) -> None:
+    """A cluster backend's objects as the YAML stream it submits; otherwise the whole dry run."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.default_flow_style = False
+    documents = rendered["objects"] if rendered.get("objects") else [rendered]
+    yaml.dump_all(json.loads(json.dumps(documents, default=str)), sys.stdout)
 
 
 # ---------------------------------------------------------------- job verbs

@@ -85,7 +85,9 @@ def generate_name() -> str:
 
 
 def choose_target(loaded: LoadedJob, layout: Layout, compute: str | None) -> ComputeTarget:
-    return resolve_target(compute or loaded.spec.compute, layout.config_path)
+    # The seed form's `infrastructure: k8s` is checked against the job's own target, not --compute's.
+    infrastructure = None if compute else loaded.spec.properties.get("compute_infrastructure")
+    return resolve_target(compute or loaded.spec.compute, layout.config_path, infrastructure)
 
 
 def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str | None = None) -> PreparedJob:
