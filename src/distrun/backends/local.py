@@ -29,6 +29,7 @@ from distrun.backends.port_range import PORT_RANGE
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.file_modes import open_append, write_file
+from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.report import environment_note, execution_summary, stream_header
@@ -245,6 +246,7 @@ def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: b
 
     record = execute(prepared, layout, stream=out, color=color, on_plan=header)
     _say(out, execution_summary(record))
+    finish_run(prepared.folder, record.status)  # after the summary: the user does not wait on MLflow
     return record
 
 

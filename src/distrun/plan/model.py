@@ -34,6 +34,7 @@ class Bindings:
     inputs: dict[str, str] = field(default_factory=dict)  # literal text or absolute path
     outputs: dict[str, str] = field(default_factory=dict)  # absolute folder or file path
     input_paths: dict[str, str] = field(default_factory=dict)  # data inputs only
+    environment: dict[str, str] = field(default_factory=dict)  # services' variables (MLFLOW_RUN_ID, ...)
 
 
 @dataclass(frozen=True)

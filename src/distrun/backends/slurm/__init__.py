@@ -38,6 +38,7 @@ from distrun.backends.slurm.target import SlurmTarget, pinned_master_port, slurm
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
 from distrun.follow import follow_logs
+from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.report import execution_summary, stream_header
@@ -330,6 +331,7 @@ def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: b
     record = index.get(prepared.name)
     out.write((execution_summary(record) + "\n").encode())
     out.flush()
+    finish_run(prepared.folder, record.status)
     return record
 
 
