@@ -14,6 +14,12 @@ from conftest import only_job, record, wait_for
 
 pytestmark = pytest.mark.slow
 
+
+@pytest.fixture(autouse=True)
+def mlflow_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTRUN_MLFLOW", "1")  # conftest turns it off for every other test
+
+
 TRAIN = """
     import os, sys, time
     rank = int(os.environ["RANK"])

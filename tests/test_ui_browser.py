@@ -64,7 +64,7 @@ class Jobs:
         return job
 
     def cli(self, *args: str, mlflow: bool = False) -> subprocess.CompletedProcess[str]:
-        env = cli_env(self.home, None if mlflow else {"DISTRUN_MLFLOW": "0"})
+        env = cli_env(self.home, {"DISTRUN_MLFLOW": "1" if mlflow else "0"})
         return subprocess.run(
             [sys.executable, "-m", "distrun", *args], capture_output=True, text=True, timeout=300, env=env
         )

@@ -45,7 +45,7 @@ from distrun.report import execution_summary, stream_header
 from distrun.spec.loader import LoadedJob
 from distrun.spec.models import JobSpec
 from distrun.store.index import CANCELED, FAILED, QUEUED, JobIndex, JobRecord
-from distrun.store.layout import Layout
+from distrun.store.layout import JobFolder, Layout
 from distrun.submission import PreparedJob, bind
 
 POLL_S = 0.5
@@ -277,8 +277,10 @@ def refresh(index: JobIndex, record: JobRecord) -> JobRecord:
         fields["processes"] = merged_processes(seen.outcomes)
         fields["ended_at"] = max((o.get("ended_at") or 0 for o in seen.outcomes), default=0) or now
     if fields:
-        index.update(record.name, **fields)
+        changed = index.update(record.name, **fields)
         record = dataclasses.replace(record, **fields)
+        if changed and state.terminal:
+            finish_run(JobFolder(Path(record.folder)), state.status)  # the reader that saw the end closes the run
     return record
 
 
