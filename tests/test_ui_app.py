@@ -154,3 +154,26 @@ def test_chart_has_every_point() -> None:
     svg = line_chart("loss", [MetricPoint(step, 0.0, 1 / (step + 1)) for step in range(5)])
     assert svg.count('class="point"') == 5
     assert 'data-step="4" data-value="0.2"' in svg
+
+
+def test_ui_without_the_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from distrun.errors import DistrunError
+    from distrun.ui import server
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "uvicorn" else real(name))
+    with pytest.raises(DistrunError) as caught:
+        server.check_installed()
+    assert 'pip install "distrun[ui]"' in caught.value.render() and "uvicorn" in caught.value.render()
+
+
+def test_non_loopback_address_needs_expose(tmp_path: Path) -> None:
+    from distrun.errors import DistrunError
+    from distrun.ui import server
+
+    with pytest.raises(DistrunError) as caught:
+        server.serve(Layout(tmp_path), "0.0.0.0", 0, expose=False, allow_hosts=())
+    text = caught.value.render()
+    assert "--expose" in text and "environment variables" in text and "cancel jobs" in text
