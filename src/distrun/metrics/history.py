@@ -29,7 +29,9 @@ History = dict[str, list[MetricPoint]]
 def metric_history(run: TrackedRun) -> History:
     """name -> points in step order (several ranks may log the same step); {} if unreadable."""
     path = sqlite_file(run.tracking_uri)
-    if path is not None and path.is_file():
+    if path is not None:
+        if not path.is_file():
+            return {}  # (mlflow's client would create an empty store there)
         try:
             return _from_sqlite(path, run.run_id)
         except sqlite3.Error:
