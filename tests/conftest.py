@@ -125,10 +125,11 @@ def python_ranks(body: str, grace: float = 3) -> str:
 
 
 def record(home: Path, name: str) -> dict:
-    """A job's record as stored (read directly, not through the CLI)."""
-    from distrun.store.index import JobIndex
+    """A job's record as distrun shows it (not through the CLI): a cluster job's brought up to date."""
+    from distrun.jobs import get_job
+    from distrun.store.layout import Layout
 
-    return dict(JobIndex(home / "jobs.db").get(name).__dict__)
+    return dict(get_job(Layout(home), name).__dict__)
 
 
 def only_job(home: Path) -> str:

@@ -16,8 +16,10 @@ import pytest
 
 from clusters.slurm_cluster import SlurmCluster
 from conftest import REPO, cli_env, only_job, processes_of_job, python_ranks, record, wait_for
+from distrun.jobs import list_jobs
 from distrun.plan.model import tf_config
 from distrun.store.index import JobIndex
+from distrun.store.layout import Layout
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
 
@@ -225,7 +227,7 @@ def _running_job(home: Path, ranks: int = 4) -> str:
     def running() -> str | None:
         if not (home / "jobs.db").exists():
             return None
-        jobs = JobIndex(home / "jobs.db").list()
+        jobs = list_jobs(Layout(home))
         return jobs[0].name if jobs and jobs[0].status == "Running" else None
 
     name = str(wait_for(running, timeout=60))
@@ -543,17 +545,35 @@ def test_slurm_not_installed(write_job, hpc, distrun_home, tmp_path):
     assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
 
 
-def test_controller_down(run_cli, write_job, slurm_cluster, distrun_home, tmp_path):
-    # The same cluster's config, but a controller port nobody serves.
+def down_conf(slurm_cluster: SlurmCluster, tmp_path: Path) -> Path:
+    """The same cluster's config, but a controller port nobody serves."""
     conf = tmp_path / "slurm.conf"
     lines = slurm_cluster.conf_path.read_text().splitlines()
     conf.write_text("\n".join("SlurmctldPort=1" if x.startswith("SlurmctldPort=") else x for x in lines) + "\n")
+    return conf
+
+
+def test_controller_down(run_cli, write_job, slurm_cluster, distrun_home, tmp_path):
+    conf = down_conf(slurm_cluster, tmp_path)
     created = run_cli("compute", "create", "--name", "down", "--type", "slurm", "--set", f"slurm_conf={conf}")
     assert created.returncode == 0, created.stderr
     result = run_cli("run", str(write_job(python_ranks("pass"))), "--compute", "down")
     assert result.returncode == 2
     assert "the Slurm controller is down or unreachable" in result.stderr
     assert "nothing was submitted" in result.stderr
+    assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
+
+
+def test_the_sdk_checks_the_cluster_before_recording_too(slurm_cluster, distrun_home, tmp_path, monkeypatch):
+    from distrun import MLClient, command
+    from distrun.backends.targets import add_target
+    from distrun.errors import DistrunError
+
+    add_target(distrun_home / "config.yaml", "down", "slurm", {"slurm_conf": str(down_conf(slurm_cluster, tmp_path))})
+    monkeypatch.chdir(tmp_path)
+    job = command(command="echo hi", compute="down", instance_count=2)
+    with pytest.raises(DistrunError, match="the Slurm controller is down or unreachable"):
+        MLClient().jobs.create_or_update(job)
     assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
 
 
@@ -564,7 +584,7 @@ def test_plan_shows_the_exact_sbatch_script(run_cli, hpc, distrun_home):
     assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=1" in out
     assert "#SBATCH --partition=debug" in out and "#SBATCH --time=11" in out
     assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1" in out
-    assert f"{sys.executable} -m distrun.agent.node --job-dir" in out
+    assert f"{sys.executable} -m distrun.backends.slurm.node_agent --job-dir" in out
     assert "[1/3] rank_3" in out  # and the plan every node builds, placeholders for what Slurm decides
     assert not (distrun_home / "jobs").exists()  # a dry run records nothing
 

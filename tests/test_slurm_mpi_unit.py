@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
-from distrun.agent.node import NodeFacts, node_outcome, wait_for_nodes, waited_outcome
+from distrun.agent.node import node_outcome, wait_for_nodes, waited_outcome
+from distrun.agent.node_facts import NodeFacts, NodeOutcome
 from distrun.agent.outcome import GangResult, ProcessOutcome
+from distrun.agent.outcome_channel import FolderOutcomeChannel
 from distrun.backends.slurm.client import SlurmJobInfo
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.mpi import for_slurm
@@ -21,12 +24,13 @@ JOB_DIR = "/shared/distrun/jobs/calm_otter_1"
 PLACEMENT = Placement(hosts=("127.0.0.1", "127.0.0.1"), master_port=29500, job_dir=JOB_DIR, run_id="calm_otter_1")
 FACTS = NodeFacts(
     node_rank=0,
-    node_name="n1",
-    names=("n1", "n2"),
+    node_names=("n1", "n2"),
     addresses=("127.0.0.1", "127.0.0.1"),
     master_port=29500,
     task_ports=(),
-    job_id="7",
+    job_dir=Path(JOB_DIR),
+    engine="Slurm",
+    engine_job_id="7",
 )
 
 
@@ -77,34 +81,37 @@ def test_a_rank_that_failed_on_another_node_is_named_with_that_nodes_host() -> N
     launcher.exit_code, launcher.after_ms = 1, 4000.0
     root = {"name": "rank_3", "rank": 3, "node_rank": 1, "host": "127.0.0.1", "after_ms": 4000.0}
     outcome = node_outcome(GangResult("Failed", "rank 3 failed", root, [launcher]), FACTS, 1000.0, 1005.0)
-    assert (outcome["root_cause"]["host"], outcome["root_cause"]["node_rank"]) == ("n2", 1)
-    assert outcome["processes"][0]["host"] == "n1"  # mpirun itself ran on node 0
-    assert outcome["failed_at"] == 1004.0
+    assert (outcome.root_cause["host"], outcome.root_cause["node_rank"]) == ("n2", 1)
+    assert outcome.processes[0]["host"] == "n1"  # mpirun itself ran on node 0
+    assert outcome.failed_at == 1004.0
 
 
 def test_a_node_without_processes_reports_with_the_job_never_as_its_failure() -> None:
-    node1 = NodeFacts(1, "n2", ("n1", "n2"), ("127.0.0.1", "127.0.0.1"), 29500, (), "7")
-    done = waited_outcome(node1, {0: {"status": "Completed"}}, None, 10.0)
-    assert (done["status"], done["reason"]) == ("Completed", "no process of its own (node 0 Completed)")
-    failed = waited_outcome(node1, {0: {"status": "Failed"}}, None, 10.0)
-    assert (failed["status"], failed["reason"]) == ("Canceled", "stopped with the job (node 0 Failed)")
+    node1 = dataclasses.replace(FACTS, node_rank=1)
+
+    def reported(status: str, **more: object) -> NodeOutcome:
+        return NodeOutcome.from_dict({"node_rank": 0, "status": status, **more})
+
+    done = waited_outcome(node1, {0: reported("Completed")}, None, 10.0)
+    assert (done.status, done.reason) == ("Completed", "no process of its own (node 0 Completed)")
+    failed = waited_outcome(node1, {0: reported("Failed")}, None, 10.0)
+    assert (failed.status, failed.reason) == ("Canceled", "stopped with the job (node 0 Failed)")
     stopped = waited_outcome(node1, None, 15, 10.0)
-    assert (stopped["status"], stopped["reason"]) == ("Canceled", "stopped by Slurm (SIGTERM) with the job")
+    assert (stopped.status, stopped.reason) == ("Canceled", "stopped by Slurm (SIGTERM) with the job")
     # Node 0's failure stays the job's root cause.
-    node0 = {"node_rank": 0, "status": "Failed", "reason": "rank 3 failed", "root_cause": {"rank": 3}, "failed_at": 1}
+    node0 = reported("Failed", reason="rank 3 failed", root_cause={"rank": 3}, failed_at=1)
     state = job_state(SlurmJobInfo("7", "FAILED"), [node0, failed], 2)
     assert (state.status, state.reason, state.root_cause) == ("Failed", "rank 3 failed", {"rank": 3})
-    assert job_state(SlurmJobInfo("7", "COMPLETED"), [{"node_rank": 0, "status": "Completed"}, done], 2).status == (
-        "Completed"
-    )
+    assert job_state(SlurmJobInfo("7", "COMPLETED"), [reported("Completed"), done], 2).status == "Completed"
 
 
 def test_waiting_ends_with_the_outcome_file_or_a_stop_signal(tmp_path: Path) -> None:
     paths = SlurmPaths(tmp_path)
     paths.folder.mkdir()
     paths.node_outcome(0).write_text(json.dumps({"node_rank": 0, "status": "Completed"}))
-    assert wait_for_nodes(paths, [0], []) == {0: {"node_rank": 0, "status": "Completed"}}
-    assert wait_for_nodes(paths, [0, 2], [15]) is None  # node 2 never wrote; a signal came
+    channel = FolderOutcomeChannel(paths.channel, 3)
+    assert wait_for_nodes(channel, [0], []) == {0: NodeOutcome.from_dict({"node_rank": 0, "status": "Completed"})}
+    assert wait_for_nodes(channel, [0, 2], [15]) is None  # node 2 never wrote; a signal came
 
 
 def test_launchers_that_need_ssh_to_the_other_nodes_are_pointed_out() -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from distrun.agent.node import TASK_LEVEL_SLURM_VARS, rank_env
-from distrun.backends.slurm import filesystem_type
+from distrun.agent.node_facts import NodeOutcome
+from distrun.backends.slurm.backend import filesystem_type
 from distrun.backends.slurm.client import SlurmJobInfo, parse_scontrol_line
+from distrun.backends.slurm.node_agent import TASK_LEVEL_SLURM_VARS, rank_env
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import distrun_status, first_failure, job_state
 from distrun.backends.slurm.target import SlurmTarget, slurm_time_limit
@@ -57,9 +58,9 @@ def test_script_asks_one_task_per_node_and_starts_one_agent_per_node() -> None:
     srun = [line for line in text.splitlines() if "srun" in line and not line.startswith("#")]
     assert srun == [
         "exec srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 "
-        f"/opt/py/bin/python -m distrun.agent.node --job-dir {JOB_DIR}"
+        f"/opt/py/bin/python -m distrun.backends.slurm.node_agent --job-dir {JOB_DIR}"
     ]
-    assert "DISTRUN_PORTS=$(/opt/py/bin/python -m distrun.agent.node --free-ports 1) || exit 1" in text
+    assert "DISTRUN_PORTS=$(/opt/py/bin/python -m distrun.backends.slurm.node_agent --free-ports 1) || exit 1" in text
 
 
 def test_target_settings_become_sbatch_options_in_order() -> None:
@@ -105,7 +106,8 @@ def test_pinned_master_port_is_used_as_is() -> None:
 
 def test_tensorflow_task_ports_are_found_on_the_first_node_too() -> None:
     spec = job(distribution={"type": "tensorflow", "worker_count": 2, "parameter_server_count": 1})
-    assert "DISTRUN_PORTS=$(/opt/py/bin/python -m distrun.agent.node --free-ports 4) || exit 1" in script(spec)
+    free_ports = "DISTRUN_PORTS=$(/opt/py/bin/python -m distrun.backends.slurm.node_agent --free-ports 4) || exit 1"
+    assert free_ports in script(spec)
 
 
 def test_time_limit_is_a_backstop_behind_the_agents_timeout() -> None:
@@ -187,18 +189,19 @@ def test_slurm_states_map_to_distrun_status(state: str | None, status: str) -> N
 # ---------------------------------------------------------------- merging node outcomes
 
 
-def outcome(node: int, status: str, failed_at: float | None = None, rank: int | None = None) -> dict[str, object]:
+def outcome(node: int, status: str, failed_at: float | None = None, rank: int | None = None) -> NodeOutcome:
     root = None
     if rank is not None:
         root = {"rank": rank, "node_rank": node, "reason": f"rank {rank} on node {node} exited with code 1"}
     reason = root["reason"] if root else ("all processes completed" if status == "Completed" else status)
-    return {"node_rank": node, "status": status, "reason": reason, "root_cause": root, "failed_at": failed_at}
+    data = {"node_rank": node, "status": status, "reason": reason, "root_cause": root, "failed_at": failed_at}
+    return NodeOutcome.from_dict(data)
 
 
 def test_the_earliest_failure_across_nodes_is_the_root_cause() -> None:
     # Node 1's rank 3 failed first; node 0's rank 0 failed after it (its peer was gone).
     outcomes = [outcome(0, "Failed", failed_at=100.4, rank=0), outcome(1, "Failed", failed_at=100.1, rank=3)]
-    assert first_failure(outcomes)["node_rank"] == 1
+    assert first_failure(outcomes).node_rank == 1
     state = job_state(SlurmJobInfo("7", "FAILED"), outcomes, 2)
     assert state.status == "Failed" and state.root_cause["rank"] == 3
 
@@ -270,7 +273,7 @@ def test_filesystem_type_is_the_longest_mount_above_the_path() -> None:
 def test_a_node_that_cannot_see_the_job_folder_says_why(tmp_path: Path) -> None:
     env = {"SLURM_NODEID": "1", "SLURMD_NODENAME": "n2", "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"}
     result = subprocess.run(
-        [sys.executable, "-m", "distrun.agent.node", "--job-dir", str(tmp_path / "not-here")],
+        [sys.executable, "-m", "distrun.backends.slurm.node_agent", "--job-dir", str(tmp_path / "not-here")],
         capture_output=True,
         text=True,
         env={**env, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parent.parent / "src")},
@@ -288,7 +291,7 @@ def test_a_node_that_cannot_plan_writes_a_failed_outcome(tmp_path: Path) -> None
     (job_dir / "bindings.json").write_text('{"inputs": {}, "outputs": {}, "input_paths": {}}')
     env = {"SLURM_NODEID": "1", "SLURMD_NODENAME": "n2", "SLURM_JOB_ID": "7"}  # no SLURM_JOB_NODELIST
     result = subprocess.run(
-        [sys.executable, "-m", "distrun.agent.node", "--job-dir", str(job_dir)],
+        [sys.executable, "-m", "distrun.backends.slurm.node_agent", "--job-dir", str(job_dir)],
         capture_output=True,
         text=True,
         env={**env, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parent.parent / "src")},

@@ -1,4 +1,4 @@
-"""The `distrun` command line: a thin face over spec, submission, backends and the store.
+"""The `distrun` command line: a thin face over the job orchestrator (`distrun.jobs`).
 
 Verbs follow `az ml job` (create/show/list/stream/cancel/download/validate) plus `run`,
 `plan` and `logs`. Heavy modules are imported inside the commands that need them, so
@@ -16,9 +16,11 @@ from typing import Any, NoReturn
 
 import click
 
+from distrun.backends.registry import COMPUTE_TYPES
 from distrun.errors import DistrunError
 
 EXIT_FAILED = 1
+CLUSTER_TYPES = [kind for kind in COMPUTE_TYPES if kind != "local"]  # `local` is built in, never created
 EXIT_CANCELED = 130
 
 _set_option = click.option(
@@ -78,31 +80,22 @@ def _load(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def
 
 
 def _run(file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool) -> NoReturn:
-    from distrun.submission import choose_target, prepare_job
+    from distrun import jobs
 
     layout = _layout()
     loaded = _load(file, overrides)
-    target = choose_target(loaded, layout, compute)
-    backend = _backend(target.type)
-    if hasattr(backend, "preflight"):
-        backend.preflight(target, loaded.spec)  # a cluster that cannot take the job: error, nothing recorded
-    prepared = prepare_job(loaded, layout, target, name)
     if not stream:
-        record = backend.submit_detached(prepared, layout)
+        record, _ = jobs.submit_job(loaded, layout, compute, name)
         _echo_json(record.to_dict())
         sys.exit(0)
-    record = backend.run_streaming(prepared, layout, sys.stdout.buffer, _color(sys.stdout))
+    record = jobs.run_job(loaded, layout, sys.stdout.buffer, _color(sys.stdout), compute, name)
     sys.exit(_exit_code(record.status))
 
 
 def _exit_code(status: str) -> int:
-    return {"Completed": 0, "Canceled": EXIT_CANCELED}.get(status, EXIT_FAILED)
+    from distrun.job_status import JobStatus
 
-
-def _backend(kind: str):  # type: ignore[no-untyped-def]
-    from distrun.backends import backend_for
-
-    return backend_for(kind)
+    return {JobStatus.COMPLETED: 0, JobStatus.CANCELED: EXIT_CANCELED}.get(JobStatus.of(status), EXIT_FAILED)
 
 
 @cli.command()
@@ -123,12 +116,9 @@ def run(file: str, overrides: tuple[str, ...], name: str | None, compute: str | 
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Dry run: every process, its command and its environment; nothing starts."""
-    from distrun.submission import choose_target
+    from distrun.jobs import plan_job
 
-    layout = _layout()
-    loaded = _load(file, overrides)
-    target = choose_target(loaded, layout, compute)
-    rendered = _backend(target.type).dry_run(loaded, layout, target)
+    rendered = plan_job(_load(file, overrides), _layout(), compute).show()
     if output == "json":
         _echo_json(rendered)
         return
@@ -177,18 +167,14 @@ def _job_name(name: str | None, name_opt: str | None) -> str:
     return chosen
 
 
-def _index():  # type: ignore[no-untyped-def]
-    from distrun.store.index import JobIndex
-
-    return JobIndex(_layout().db_path)
-
-
 @job.command("show")
 @_name_arg
 @click.option("--output", "-o", type=click.Choice(["json", "yaml", "table"]), default="json")
 def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     """Show a job's record (status, root cause, processes)."""
-    record = _index().get(_job_name(name, name_opt))
+    from distrun.jobs import get_job
+
+    record = get_job(_layout(), _job_name(name, name_opt))
     data = record.to_dict()
     from distrun.metrics.printing import last_metric_values
 
@@ -222,7 +208,9 @@ def _table(rows: list[dict[str, Any]]) -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 def job_list(max_results: int, output: str) -> None:
     """List jobs, newest first."""
-    rows = [r.to_dict() for r in _index().list(max_results)]
+    from distrun.jobs import list_jobs
+
+    rows = [r.to_dict() for r in list_jobs(_layout(), max_results)]
     if output == "json":
         _echo_json(rows)
     else:
@@ -233,16 +221,9 @@ def job_list(max_results: int, output: str) -> None:
 @_name_arg
 def job_stream(name: str | None, name_opt: str | None) -> None:
     """Stream a job's logs until it ends; exits non-zero if it failed."""
-    from distrun.follow import follow_logs
-    from distrun.report import execution_summary
+    from distrun.jobs import stream_job
 
-    index = _index()
-    record = index.get(_job_name(name, name_opt))
-    click.echo(f"RunId: {record.name}\nStreaming {record.folder}/user_logs")
-    folder = _layout().job(record.name)
-    follow_logs(folder, sys.stdout.buffer, lambda: index.get(record.name).terminal, color=_color(sys.stdout))
-    final = index.get(record.name)
-    click.echo(execution_summary(final))
+    final = stream_job(_layout(), _job_name(name, name_opt), sys.stdout.buffer, click.echo, color=_color(sys.stdout))
     sys.exit(_exit_code(final.status))
 
 
@@ -250,7 +231,7 @@ def job_stream(name: str | None, name_opt: str | None) -> None:
 @_name_arg
 def job_cancel(name: str | None, name_opt: str | None) -> None:
     """Cancel a job: its processes get SIGTERM, then SIGKILL after the grace period."""
-    from distrun.cancel import cancel_job
+    from distrun.jobs import cancel_job
 
     record = cancel_job(_layout(), _job_name(name, name_opt))
     click.echo(f"{record.name}: {record.status}" + (f" ({record.reason})" if record.reason else ""))
@@ -322,7 +303,7 @@ def compute() -> None:
 
 @compute.command("create")
 @click.option("--name", required=True)
-@click.option("--type", "kind", required=True, type=click.Choice(["slurm", "ray", "kubernetes"]))
+@click.option("--type", "kind", required=True, type=click.Choice(CLUSTER_TYPES))
 @_set_option
 def compute_create(name: str, kind: str, overrides: tuple[str, ...]) -> None:
     """Define a compute target, e.g. --type slurm --set partition=debug."""
@@ -333,9 +314,10 @@ def compute_create(name: str, kind: str, overrides: tuple[str, ...]) -> None:
     for text in overrides:
         path, value = parse_override(text)
         settings[".".join(map(str, path))] = value
-    validate = getattr(_backend(kind), "validate_settings", None) if kind == "slurm" else None
-    if validate is not None:
-        validate(name, settings)  # a misspelled setting is caught now, not at the first job
+    from distrun.backends.registry import backend_for
+
+    # An engine this install cannot run, or a misspelled setting, is caught now, not at the first job.
+    backend_for(kind).validate_settings(name, settings)
     target = add_target(_layout().config_path, name, kind, settings)
     _echo_json({"name": target.name, "type": target.type, **target.settings})
 

@@ -12,12 +12,12 @@ import shutil
 from pathlib import Path
 
 from distrun.errors import DistrunError
-from distrun.store.index import JobIndex
+from distrun.jobs import get_job
 from distrun.store.layout import ARTIFACT_DIRS, Layout
 
 
 def download_job(layout: Layout, name: str, dest: Path, output_name: str | None, everything: bool) -> list[Path]:
-    record = JobIndex(layout.db_path).get(name)
+    record = get_job(layout, name)
     if not record.terminal:
         raise DistrunError(
             f"job {name} is {record.status}; download works once it has ended", f"wait with `distrun job stream {name}`"

@@ -6,13 +6,13 @@ import sys
 
 from distrun.errors import DistrunError
 from distrun.follow import follow_logs, log_files, log_labels, tail_bytes
-from distrun.store.index import JobIndex
+from distrun.jobs import fetch_logs, get_job, is_finished
 from distrun.store.layout import Layout
 
 
 def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail: int | None, color: bool) -> None:
-    index = JobIndex(layout.db_path)
-    record = index.get(name)
+    record = get_job(layout, name)
+    fetch_logs(layout, record)
     folder = layout.job(record.name)
     only = None
     if rank is not None:
@@ -36,7 +36,7 @@ def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail
         if not follow:
             return
     follow_logs(
-        folder, out, lambda: index.get(record.name).terminal, only=only, color=color, follow=follow, prefix=only is None
+        folder, out, is_finished(layout, record.name), only=only, color=color, follow=follow, prefix=only is None
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from distrun.job_status import JobStatus
 from distrun.store.index import JobRecord
 
 RULE = "=" * 60
@@ -17,7 +18,7 @@ def execution_summary(record: JobRecord) -> str:
     lines = ["", "Execution Summary", RULE, f"RunId: {record.name}", f"Status: {record.status}"]
     if record.started_at and record.ended_at:
         lines.append(f"Duration: {record.ended_at - record.started_at:.2f} s")
-    if record.status != "Completed" and record.reason:
+    if record.status != JobStatus.COMPLETED and record.reason:
         lines.append(f"Reason: {record.reason}")
     cause = record.root_cause
     if cause:

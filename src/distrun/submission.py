@@ -117,7 +117,7 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         try:
             bindings = _fill_folder(loaded, spec, folder)
             bindings = _with_tracking(bindings, folder, layout, target, job_name, record.experiment_name or job_name)
-            _write_text(folder.root / "bindings.json", json.dumps(bindings.__dict__, indent=2))
+            _write_text(folder.bindings_json, json.dumps(bindings.__dict__, indent=2))
             if not index.update(job_name, status=STARTING):
                 raise JobCanceledError(f"job {job_name} was canceled while it was being prepared")
         except KeyboardInterrupt:
@@ -240,7 +240,7 @@ def _copy_file(source: Path | str, target: Path | str) -> None:
 
 
 def load_bindings(folder: JobFolder) -> Bindings:
-    return Bindings(**json.loads((folder.root / "bindings.json").read_text(encoding="utf-8")))
+    return Bindings(**json.loads(folder.bindings_json.read_text(encoding="utf-8")))
 
 
 def load_prepared(layout: Layout, name: str) -> PreparedJob:

@@ -115,7 +115,8 @@ time.sleep(300)
 
 
 def test_a_port_leased_to_a_running_job_is_not_given_to_another(monkeypatch, distrun_home):
-    from distrun.backends import local
+    from distrun.backends import ports
+    from distrun.store.port_leases import PortLeases
 
     port = 24001
     holder = subprocess.Popen(
@@ -124,16 +125,16 @@ def test_a_port_leased_to_a_running_job_is_not_given_to_another(monkeypatch, dis
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         # Only two ports to choose from, one of them leased: always the other one.
-        monkeypatch.setattr(local, "PORT_RANGE", (port, port + 1))
+        monkeypatch.setattr(ports, "PORT_RANGE", (port, port + 1))
         for _ in range(20):
-            leases = local.PortLeases()
-            assert local.free_ports(1, leases) == [port + 1]
+            leases = PortLeases()
+            assert ports.free_ports(1, leases) == [port + 1]
             leases.release()
         # The lease dies with its holder, however it ends.
         holder.kill()
         holder.wait()
-        leases = local.PortLeases()
-        assert sorted(local.free_ports(2, leases)) == [port, port + 1]
+        leases = PortLeases()
+        assert sorted(ports.free_ports(2, leases)) == [port, port + 1]
         leases.release()
     finally:
         holder.kill()

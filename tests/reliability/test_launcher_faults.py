@@ -29,7 +29,7 @@ from reliability_support import (
 
 from conftest import cli_env, four_rank_job, wait_for
 from distrun.agent.cgroup import cgroup_path
-from distrun.cancel import cancel_job
+from distrun.jobs import cancel_job
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 

@@ -40,9 +40,9 @@ from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
 from distrun.file_modes import make_dirs, open_append
 from distrun.plan.model import LaunchPlan, ProcessSpec
+from distrun.spec.models import DEFAULT_GRACE_PERIOD
 
 READ_SIZE = 1 << 18
-DEFAULT_GRACE = 10.0
 # After every process exited, how long pipes held open by leftovers may take to close.
 DRAIN_SECONDS = 2.0
 
@@ -68,7 +68,7 @@ class _Stop:
 
 @dataclass
 class GangOptions:
-    grace_period: float = DEFAULT_GRACE
+    grace_period: float = DEFAULT_GRACE_PERIOD
     timeout: float | None = None
     stream: BinaryIO | None = None
     color: bool = False
@@ -90,7 +90,7 @@ def run_gang(
     *,
     stream: BinaryIO | None = None,
     color: bool = False,
-    grace_period: float = DEFAULT_GRACE,
+    grace_period: float = DEFAULT_GRACE_PERIOD,
     timeout: float | None = None,
     on_started: Callable[[list[ProcessOutcome]], None] | None = None,
     base_env: Mapping[str, str] | None = None,

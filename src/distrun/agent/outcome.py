@@ -6,9 +6,11 @@ import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-COMPLETED = "Completed"
-FAILED = "Failed"
-CANCELED = "Canceled"
+from distrun.job_status import JobStatus
+
+COMPLETED = JobStatus.COMPLETED
+FAILED = JobStatus.FAILED
+CANCELED = JobStatus.CANCELED
 
 
 @dataclass
@@ -65,7 +67,7 @@ def who(outcome: ProcessOutcome) -> str:
 
 @dataclass
 class GangResult:
-    status: str  # Completed | Failed | Canceled
+    status: JobStatus  # Completed | Failed | Canceled
     reason: str
     root_cause: dict[str, Any] | None
     processes: list[ProcessOutcome] = field(default_factory=list)

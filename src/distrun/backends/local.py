@@ -1,82 +1,59 @@
-"""The local backend: M simulated nodes on this machine, supervised by one node agent.
+"""The local backend (`distrun.backends.base.Backend`): M simulated nodes on this machine, one gang.
 
 Every simulated node has address 127.0.0.1; MASTER_PORT (and any per-task port) is a free
-port found by binding, never a fixed one, so two jobs at once never collide. The job's
-processes are supervised in this process (`distrun run`) or in a detached launcher process
-(`distrun job create` without --stream); a forked watchdog records the job as lost, and kills
-what is left, if the supervising process dies.
+port found by binding, never a fixed one, so two jobs at once never collide. All simulated
+nodes run in one gang (`agent.gang`): nothing to gain from one agent per simulated node, and
+one event loop makes the gang immediate. The job's processes are supervised in this process
+(`distrun run`: `run_attached`) or in a detached launcher process (`distrun job create`
+without --stream: `schedule`); a forked watchdog records the job as lost, and kills what is
+left, if the supervising process dies. The supervisor writes the record itself, so `observe`
+has nothing to add; `cancel` signals the supervisor.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, BinaryIO
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO, ClassVar
 
-from distrun.agent.gang import DEFAULT_GRACE, run_gang
+from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
 from distrun.agent.watchdog import Watchdog
-from distrun.backends.port_range import PORT_RANGE
+from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.ports import free_ports
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.file_modes import open_append, write_file
+from distrun.job_status import JobStatus
 from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.report import environment_note, execution_summary, stream_header
-from distrun.spec.loader import LoadedJob
-from distrun.store.index import FAILED, FINALIZING, RUNNING, JobIndex, JobRecord
+from distrun.spec.models import JobSpec
+from distrun.store.index import JobIndex, JobRecord, process_start_time
 from distrun.store.layout import Layout
 from distrun.store.port_leases import PortLeases
-from distrun.submission import PreparedJob, bind
+from distrun.submission import PreparedJob
 
 LOCAL_ADDRESS = "127.0.0.1"
-
-
-def free_ports(count: int, leases: PortLeases | None = None) -> list[int]:
-    """`count` distinct TCP ports on the loopback address, each free when checked and, with
-    `leases`, leased until the job ends (no other distrun job gets it meanwhile)."""
-    chosen: list[int] = []
-    sockets = []
-    tries = 0
-    try:
-        while len(chosen) < count:
-            tries += 1
-            port = random.randint(*PORT_RANGE)
-            if port in chosen:
-                continue
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.bind((LOCAL_ADDRESS, port))
-                if leases is not None and not leases.take(port):
-                    raise OSError("leased to another job")
-            except OSError:
-                sock.close()
-                if tries > 50 * (count + 10):
-                    raise DistrunError(f"no free TCP port found in {PORT_RANGE[0]}-{PORT_RANGE[1]}") from None
-                continue
-            sockets.append(sock)
-            chosen.append(port)
-        return chosen
-    finally:
-        for sock in sockets:
-            sock.close()
+LAUNCHER_MODULE = "distrun.backends.local_launcher"
+NOT_RUNNING_YET = "canceled before it was running"
 
 
 def local_placement(prepared: PreparedJob, leases: PortLeases | None = None) -> Placement:
     spec = prepared.spec
     pinned = spec.environment_variables.get("MASTER_PORT")
     needed = task_port_count(spec) + (0 if pinned else 1)
-    ports = free_ports(needed, leases) if needed else []
+    ports = free_ports(needed, leases, address=LOCAL_ADDRESS) if needed else []
     master_port = int(pinned) if pinned else ports.pop(0)
     return Placement(
         hosts=(LOCAL_ADDRESS,) * spec.resources.instance_count,
@@ -125,7 +102,7 @@ def execute(
                     prepared.folder.user_logs,
                     stream=stream,
                     color=color,
-                    grace_period=_grace(prepared),
+                    grace_period=prepared.spec.limits.grace_seconds,
                     timeout=prepared.spec.limits.timeout,
                     on_started=_noting_running(index, prepared.name),
                     launch_id=_launch_id(prepared),
@@ -145,7 +122,7 @@ def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases) -> L
         write_file(prepared.folder.plan_json, json.dumps(plan.to_dict(), indent=2).encode("utf-8"))
     except (DistrunError, OSError) as exc:
         reason = exc.message if isinstance(exc, DistrunError) else f"could not write the job's plan: {exc}"
-        index.update(prepared.name, status=FAILED, reason=reason, ended_at=time.time())
+        index.update(prepared.name, status=JobStatus.FAILED, reason=reason, ended_at=time.time())
         raise DistrunError(reason) from None
     return plan
 
@@ -153,7 +130,7 @@ def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases) -> L
 def _noting_running(index: JobIndex, name: str) -> Callable[[object], None]:
     def started(_: object) -> None:
         try:
-            running = index.update(name, status=RUNNING, started_at=time.time())
+            running = index.update(name, status=JobStatus.RUNNING, started_at=time.time())
         except DistrunError:
             # Not being able to note "Running" (index on a full disk) must not stop the job:
             # the outcome is written, or reported, at its end.
@@ -178,7 +155,7 @@ def _record_or_say(index: JobIndex, name: str, result: GangResult) -> None:
 
 
 def record_result(index: JobIndex, name: str, result: GangResult) -> None:
-    index.update(name, status=FINALIZING)
+    index.update(name, status=JobStatus.FINALIZING)
     index.update(
         name,
         status=result.status,
@@ -189,24 +166,24 @@ def record_result(index: JobIndex, name: str, result: GangResult) -> None:
     )
 
 
-def _grace(prepared: PreparedJob) -> float:
-    grace = prepared.spec.limits.grace_period
-    return DEFAULT_GRACE if grace is None else grace
-
-
 def _launch_id(prepared: PreparedJob) -> str:
     return f"{prepared.name}-{os.getpid()}"
 
 
+def launcher_argv(name: str) -> list[str]:
+    """The background process that supervises job `name` (`distrun job create` without --stream)."""
+    return [sys.executable, "-m", LAUNCHER_MODULE, name]
+
+
 def start_detached(prepared: PreparedJob, layout: Layout) -> int:
     """Supervise the job from a new background process; returns its pid."""
-    log = os.fdopen(open_append(prepared.folder.system_logs / "launcher.txt"), "ab")
+    log = os.fdopen(open_append(prepared.folder.launcher_log), "ab")
     env = dict(os.environ, DISTRUN_HOME=str(layout.home))
     # A SIGTERM right after `job create` reaches the launcher while Python starts: held until
     # `execute` can act on it, instead of killing it before it records anything.
     with stop_signals_blocked():
         proc = subprocess.Popen(
-            [sys.executable, "-m", "distrun.backends.local_launcher", prepared.name],
+            launcher_argv(prepared.name),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -218,36 +195,17 @@ def start_detached(prepared: PreparedJob, layout: Layout) -> int:
     return proc.pid
 
 
-# ---------------------------------------------------------------- the backend interface
+# ---------------------------------------------------------------- the contract
 
 
-def dry_run(loaded: LoadedJob, layout: Layout, target: ComputeTarget) -> dict[str, Any]:
-    """The plan `distrun run` would follow, computed without touching the store."""
-    name = loaded.spec.name or "<generated-name>"
-    folder = layout.job(name)
-    bindings = bind(loaded, loaded.spec, folder, materialize=False)
-    prepared = PreparedJob(name, loaded.spec, folder, target, bindings)
-    notes = ["local compute: nodes are simulated on this machine (127.0.0.1); ports are chosen when the job starts"]
-    note = environment_note(loaded.spec.environment)
-    if note:
-        notes.append(note)
-    return {"compute": target.name, "type": "local", "notes": notes, "plan": plan_local(prepared).to_dict()}
+@dataclass(frozen=True)
+class LocalLaunch:
+    """Local compute's request: the job is supervised from this machine (here, or by this launcher)."""
 
+    launcher: tuple[str, ...]
 
-def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-    """`distrun run`: supervise here, stream every line, end with the execution summary."""
-
-    def header(plan: LaunchPlan) -> None:
-        record = JobIndex(layout.db_path).get(prepared.name)
-        note = environment_note(prepared.spec.environment)
-        lines = [f"distrun: {text}" for text in ([note] if note else []) + list(plan.notes)]
-        lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
-        _say(out, "\n".join(lines))
-
-    record = execute(prepared, layout, stream=out, color=color, on_plan=header)
-    _say(out, execution_summary(record))
-    finish_run(prepared.folder, record.status)  # after the summary: the user does not wait on MLflow
-    return record
+    def display(self) -> dict[str, Any]:
+        return {}  # the plan says it all; ports are chosen when the job starts
 
 
 def _say(out: BinaryIO, text: str) -> None:
@@ -263,6 +221,87 @@ def _say(out: BinaryIO, text: str) -> None:
             pass
 
 
-def submit_detached(prepared: PreparedJob, layout: Layout) -> JobRecord:
-    start_detached(prepared, layout)
-    return JobIndex(layout.db_path).get(prepared.name)
+class LocalBackend(Backend):
+    """Simulated nodes on this machine, all in one gang supervised by a distrun process here."""
+
+    kind: ClassVar[str] = "local"
+    engine: ClassVar[str] = "local"
+    cancel_wait_s: ClassVar[float] = 15.0
+
+    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
+        if settings:
+            raise DistrunError(
+                f"compute target {target_name!r} (local): local compute takes no settings "
+                f"(got {', '.join(map(str, settings))})",
+                "leave them out; local compute runs on this machine",
+            )
+
+    def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
+        """Nothing to check: this machine is there."""
+
+    def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
+        """The plan with ports free now; the supervisor picks (and leases) the ports again when the job starts."""
+        note = environment_note(job.spec.environment)
+        notes = ["local compute: nodes are simulated on this machine (127.0.0.1); ports are chosen when the job starts"]
+        return RenderedJob(
+            job=job,
+            plan=plan_local(job),
+            request=LocalLaunch(tuple(launcher_argv(job.name))),
+            kind=self.kind,
+            notes=tuple(notes + ([note] if note else [])),
+            warnings=(note.removeprefix("distrun: "),) if note else (),
+        )
+
+    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
+        """Start the job's supervisor in the background; returns at once."""
+        start_detached(rendered.job, layout)
+        return JobIndex(layout.db_path).get(rendered.job.name)
+
+    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
+        """`distrun run`: supervise here, stream every line, end with the execution summary."""
+        prepared = rendered.job
+
+        def header(plan: LaunchPlan) -> None:
+            record = JobIndex(layout.db_path).get(prepared.name)
+            note = environment_note(prepared.spec.environment)
+            lines = [f"distrun: {text}" for text in ([note] if note else []) + list(plan.notes)]
+            lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
+            _say(out, "\n".join(lines))
+
+        record = execute(prepared, layout, stream=out, color=color, on_plan=header)
+        _say(out, execution_summary(record))
+        finish_run(prepared.folder, record.status)  # after the summary: the user does not wait on MLflow
+        return record
+
+    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+        """The supervisor writes the record itself (and the store notices a lost one): nothing to add."""
+        return None
+
+    def cancel(self, record: JobRecord, layout: Layout) -> None:
+        """Ask the supervising process to stop the job (SIGTERM); a job not yet running is canceled in the record."""
+        index = JobIndex(layout.db_path)
+        name = record.name
+        if index.cancel_if_not_running(name, NOT_RUNNING_YET):
+            return  # its supervisor sees the record and starts nothing more
+        record = index.get(name)  # it moved on meanwhile: Running now, or ended
+        if record.terminal:
+            return
+        if record.launcher_pid is None or record.launcher_host != socket.gethostname():
+            index.update(name, status=JobStatus.CANCELED, reason=NOT_RUNNING_YET, ended_at=time.time())
+            return
+        if process_start_time(record.launcher_pid) != record.launcher_started:
+            return  # the reader's check records it as launcher lost
+        try:
+            os.kill(record.launcher_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            raise DistrunError(
+                f"not allowed to signal the process supervising {name} (pid {record.launcher_pid})"
+            ) from None
+
+    def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
+        """Nothing to fetch: the gang writes every rank's log into the job folder."""
+
+
+BACKEND = LocalBackend()

@@ -6,8 +6,9 @@ import sys
 
 from distrun.backends.local import execute
 from distrun.errors import DistrunError
+from distrun.job_status import JobStatus
 from distrun.metrics.tracking import finish_run
-from distrun.store.index import FAILED, JobIndex
+from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from distrun.submission import load_prepared
 
@@ -19,10 +20,10 @@ def main(name: str) -> int:
         record = execute(prepared, layout, stream=None)
         finish_run(prepared.folder, record.status)
     except DistrunError as exc:
-        JobIndex(layout.db_path).update(name, status=FAILED, reason=exc.message)
+        JobIndex(layout.db_path).update(name, status=JobStatus.FAILED, reason=exc.message)
         print(f"distrun: {exc.render()}", file=sys.stderr)
         return 2
-    return 0 if record.status == "Completed" else 1
+    return 0 if record.status == JobStatus.COMPLETED else 1
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distrun.backends.registry import COMPUTE_TYPES
 from distrun.errors import DistrunError
 
 LOCAL = "local"
-TARGET_TYPES = ("local", "slurm", "ray", "kubernetes")
+TARGET_TYPES = COMPUTE_TYPES  # whether this install can run a type is the registry's to say, when it is used
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def add_target(config_path: Path, name: str, kind: str, settings: dict[str, Any]
     from ruamel.yaml import YAML
 
     if kind not in TARGET_TYPES or kind == LOCAL:
-        raise DistrunError(f"unknown compute type {kind!r}", "use slurm, ray or kubernetes")
+        raise DistrunError(f"unknown compute type {kind!r}", "use " + ", ".join(t for t in TARGET_TYPES if t != LOCAL))
     if name == LOCAL or not name.replace("-", "").replace("_", "").isalnum():
         raise DistrunError(f"compute name {name!r} is not allowed", "use letters, digits, - and _ (not 'local')")
     yaml = YAML()

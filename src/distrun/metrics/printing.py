@@ -8,7 +8,6 @@ import time
 from distrun.errors import DistrunError
 from distrun.metrics.history import MetricPoint, last_values, metric_history
 from distrun.metrics.tracking import read_tracked_run
-from distrun.store.index import JobIndex
 from distrun.store.layout import JobFolder, Layout
 
 POLL_SECONDS = 1.0
@@ -28,8 +27,9 @@ def point_line(name: str, point: MetricPoint) -> str:
 
 
 def print_metrics(layout: Layout, name: str, follow: bool) -> None:
-    index = JobIndex(layout.db_path)
-    record = index.get(name)
+    from distrun.jobs import get_job
+
+    record = get_job(layout, name)
     run = read_tracked_run(layout.job(record.name))
     if run is None:
         raise DistrunError(
@@ -39,7 +39,7 @@ def print_metrics(layout: Layout, name: str, follow: bool) -> None:
     print(f"# MLflow run {run.run_id} (experiment {run.experiment_name}) at {run.tracking_uri}", flush=True)
     seen: set[tuple[str, int, float, float]] = set()
     while True:
-        ended = index.get(record.name).terminal  # read first: points logged before the end are printed
+        ended = get_job(layout, record.name).terminal  # read first: points logged before the end are printed
         fresh = []
         for metric, points in metric_history(run).items():
             for point in points:

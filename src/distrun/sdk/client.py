@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from distrun.errors import DistrunError, ValidationError
+from distrun.jobs import get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.command_job import Command, job_from_data, status_of
 from distrun.sdk.notices import note_ignored
-from distrun.store.index import JobIndex, JobRecord
+from distrun.store.index import JobRecord
 from distrun.store.layout import Layout
 
 
@@ -190,11 +191,11 @@ class JobOperations:
         return ValidationResult(True)
 
     def get(self, name: str) -> Command:
-        return self._job_of(JobIndex(self._layout.db_path).get(name))
+        return self._job_of(get_job(self._layout, name))
 
     def list(self, *, max_results: int | None = None, **kwargs: Any) -> list[Command]:
         """Jobs, newest first (all of them unless max_results is given)."""
-        records = JobIndex(self._layout.db_path).list(-1 if max_results is None else max_results)
+        records = list_jobs(self._layout, -1 if max_results is None else max_results)
         return [self._job_of(record) for record in records]
 
     def stream(self, name: str) -> None:
@@ -204,9 +205,9 @@ class JobOperations:
 
     def begin_cancel(self, name: str) -> Poller:
         """Cancel a job: SIGTERM to its processes, SIGKILL after the grace period. `.result()` waits."""
-        from distrun.cancel import cancel_job
+        from distrun.jobs import cancel_job
 
-        JobIndex(self._layout.db_path).get(name)  # an unknown name fails here, not in the background
+        get_job(self._layout, name)  # an unknown name fails here, not in the background
         layout = self._layout
         return Poller.start(lambda: cancel_job(layout, name))
 

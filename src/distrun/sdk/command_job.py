@@ -314,7 +314,7 @@ def status_of(job: Command, record: Any, folder: Path) -> Command:
     job.name = record.name
     job.display_name = job.display_name or record.display_name
     job.experiment_name = job.experiment_name or record.experiment_name
-    job.status = record.status
+    job.status = str(record.status)
     job.reason = record.reason
     job.root_cause = record.root_cause
     job.studio_url = folder.as_uri()

@@ -1,8 +1,8 @@
 """What the SDK does with a job: the CLI's own path, called from Python.
 
     job data -> distrun.spec.loader.load_job_data  (the one validation path)
-             -> submission.choose_target / prepare_job -> backend.submit_detached
-    stream   -> distrun.follow.follow_logs + report.execution_summary  (like `distrun job stream`)
+             -> distrun.jobs.submit_job  (preflight, record, render, schedule: as `distrun job create`)
+    stream   -> distrun.jobs.stream_job  (like `distrun job stream`)
 
 Both SDK styles (v2 `MLClient`, v1 `Experiment`/`Run`) come through here, so a job built in
 Python is recorded, run, listed and followed exactly like one from a YAML file.
@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import copy
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from distrun.errors import JobFailedError, Position
+from distrun.job_status import JobStatus
 from distrun.sdk.notices import say_once
 from distrun.spec.loader import LoadedJob, load_job_data
 from distrun.spec.source_map import SourceMap
-from distrun.store.index import FAILED, JobIndex, JobRecord
+from distrun.store.index import JobRecord
 from distrun.store.layout import Layout
 
-POLL_SECONDS = 0.2
 IGNORED_PROPERTY = "distrun.ignored"  # the Azure ML arguments a job was built with that distrun did not use
 
 
@@ -49,57 +48,41 @@ def python_source(data: dict[str, Any], base_dir: Path, where: Position) -> JobS
 
 def submit(job: JobSource, layout: Layout, compute: str | None = None) -> JobRecord:
     """Validate, record and start a job in the background, as `distrun job create` does."""
-    from distrun.backends import backend_for
-    from distrun.report import environment_note
-    from distrun.submission import choose_target, prepare_job
+    from distrun.jobs import submit_job
 
-    loaded = job.load()
-    target = choose_target(loaded, layout, compute)
-    backend = backend_for(target.type)
-    if target.type == "local":
-        note = environment_note(loaded.spec.environment)
-        if note:
-            say_once(f"environment:{loaded.spec.environment!r}", note.removeprefix("distrun: "))
-    prepared = prepare_job(loaded, layout, target)
-    return backend.submit_detached(prepared, layout)
+    record, rendered = submit_job(job.load(), layout, compute)
+    for warning in rendered.warnings:
+        say_once(warning, warning)
+    return record
 
 
 def stream(layout: Layout, name: str, out: TextIO) -> JobRecord:
     """Print a job's logs until it ends, then its execution summary (`distrun job stream`)."""
-    from distrun.follow import follow_logs
-    from distrun.report import execution_summary
+    from distrun.jobs import stream_job
 
-    index = JobIndex(layout.db_path)
-    record = index.get(name)
-    out.write(f"RunId: {record.name}\nStreaming {record.folder}/user_logs\n")
-    out.flush()
-    sink = binary_view(out)
-    follow_logs(layout.job(record.name), sink, lambda: index.get(record.name).terminal, color=_color(out))
-    sink.flush()
-    final = index.get(record.name)
-    out.write(execution_summary(final) + "\n")
-    out.flush()
-    return final
+    def say(text: str) -> None:
+        out.write(text + "\n")
+        out.flush()
+
+    # The sink is made after the header is written: what was written as text comes first.
+    return stream_job(layout, name, _LazySink(out), say, color=_color(out))
 
 
 def wait(layout: Layout, name: str) -> JobRecord:
     """Wait quietly until a job ends."""
-    index = JobIndex(layout.db_path)
-    while True:
-        record = index.get(name)
-        if record.terminal:
-            return record
-        time.sleep(POLL_SECONDS)
+    from distrun.jobs import wait_job
+
+    return wait_job(layout, name)
 
 
 def raise_if_failed(record: JobRecord) -> None:
     """A failed job becomes `JobFailedError` carrying the rank that failed first and its traceback."""
-    if record.status != FAILED:
+    if record.status != JobStatus.FAILED:
         return
     cause = dict(record.root_cause or {})
     if record.reason:
         cause.setdefault("reason", record.reason)
-    error = JobFailedError(record.name, record.status, cause)
+    error = JobFailedError(record.name, record.status.value, cause)
     if cause.get("log"):
         error.hint = f"the log of the process that failed first: {cause['log']}"
     raise error
@@ -108,6 +91,23 @@ def raise_if_failed(record: JobRecord) -> None:
 def _color(out: TextIO) -> bool:
     isatty = getattr(out, "isatty", None)
     return bool(callable(isatty) and isatty()) and "NO_COLOR" not in os.environ
+
+
+class _LazySink:
+    """`binary_view(out)`, taken at the first write (after the header went out as text)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._sink: BinaryIO | None = None
+
+    def write(self, data: bytes) -> int:
+        if self._sink is None:
+            self._sink = binary_view(self._out)
+        return self._sink.write(data)
+
+    def flush(self) -> None:
+        if self._sink is not None:
+            self._sink.flush()
 
 
 class _TextSink:

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from distrun.errors import Problem, ValidationError
+from distrun.job_status import JobStatus
+from distrun.jobs import get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.notices import Recorded, caller_position, note_ignored, recordable
 from distrun.sdk.plain import path_text
-from distrun.store.index import JobIndex, JobRecord
+from distrun.store.index import JobRecord
 from distrun.store.layout import Layout
 
 DEFAULT_MAX_RUN_DURATION_SECONDS = 2592000  # azureml-core's default: 30 days
@@ -441,7 +443,7 @@ class Experiment:
 
     def get_runs(self) -> list[Run]:
         """This experiment's runs, newest first."""
-        records = JobIndex(Layout().db_path).list(-1)
+        records = list_jobs(Layout(), -1)
         return [Run(self, r.name) for r in records if r.experiment_name == self.name]
 
     def __repr__(self) -> str:
@@ -479,14 +481,14 @@ class Run:
         return Layout()
 
     def _record(self) -> JobRecord:
-        return JobIndex(self._layout.db_path).get(self.id)
+        return get_job(self._layout, self.id)
 
     @property
     def status(self) -> str:
-        return self._record().status
+        return self._record().status.value
 
     def get_status(self) -> str:
-        return self._record().status
+        return self._record().status.value
 
     @property
     def display_name(self) -> str | None:
@@ -513,13 +515,13 @@ class Run:
         details: dict[str, Any] = {
             "runId": record.name,
             "target": record.compute,
-            "status": record.status,
+            "status": record.status.value,
             "startTimeUtc": _utc(record.started_at),
             "endTimeUtc": _utc(record.ended_at),
             "properties": {"distribution": record.distribution, "folder": record.folder},
             "logFiles": {f"user_logs/{p.name}": str(p) for p in sorted(folder.user_logs.glob("*.txt"))},
         }
-        if record.status == "Failed":
+        if record.status == JobStatus.FAILED:
             details["error"] = {"message": record.reason, "rootCause": record.root_cause}
         return details
 

@@ -244,6 +244,10 @@ class ResourceConfiguration(StrictModel):
         return value
 
 
+# Seconds between SIGTERM and SIGKILL when the job does not set limits.grace_period.
+DEFAULT_GRACE_PERIOD = 10.0
+
+
 class JobLimits(StrictModel):
     timeout: float | None = Field(None, gt=0, allow_inf_nan=False, description="seconds; the job fails when reached")
     grace_period: float | None = Field(
@@ -252,6 +256,11 @@ class JobLimits(StrictModel):
         allow_inf_nan=False,
         description="distrun extension: seconds between SIGTERM and SIGKILL (default 10)",
     )
+
+    @property
+    def grace_seconds(self) -> float:
+        """The grace period in force: the job's own (0 means 0), else the default."""
+        return DEFAULT_GRACE_PERIOD if self.grace_period is None else self.grace_period
 
 
 def _stringify_env(value: Any) -> Any:

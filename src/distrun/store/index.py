@@ -3,7 +3,9 @@
 WAL mode and a long busy timeout let many readers (`job list` in a loop) and several
 launchers share the file; every update is one statement, so no reader sees a torn record.
 A job whose launcher died is turned into Failed ("launcher lost") by the first reader that
-notices, so nothing shows Running forever.
+notices, so nothing shows Running forever. A job on a cluster engine (a record with a
+`backend_id`) is brought up to date by the orchestrator (`distrun.jobs`), which asks its
+backend: the store imports nothing above itself and never starts a process.
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ from typing import Any
 
 from distrun.errors import DistrunError, JobNotFoundError
 from distrun.file_modes import make_dirs
+from distrun.job_status import TERMINAL_STATUSES, JobStatus
 
-QUEUED = "Queued"
-STARTING = "Starting"
-RUNNING = "Running"
-FINALIZING = "Finalizing"
-COMPLETED = "Completed"
-FAILED = "Failed"
-CANCELED = "Canceled"
-TERMINAL = (COMPLETED, FAILED, CANCELED)
+QUEUED = JobStatus.QUEUED
+STARTING = JobStatus.STARTING
+RUNNING = JobStatus.RUNNING
+FINALIZING = JobStatus.FINALIZING
+COMPLETED = JobStatus.COMPLETED
+FAILED = JobStatus.FAILED
+CANCELED = JobStatus.CANCELED
+TERMINAL = TERMINAL_STATUSES
 LAUNCHER_LOST = "launcher lost: the distrun process supervising this job ended without recording an outcome"
 
 _SCHEMA = """
@@ -66,7 +69,7 @@ _ROOM_NEEDED = 256 * 1024
 @dataclass
 class JobRecord:
     name: str
-    status: str
+    status: JobStatus
     compute: str
     folder: str
     created_at: float
@@ -84,12 +87,16 @@ class JobRecord:
     backend_id: str | None = None  # e.g. the Slurm job id
     tags: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.status = JobStatus.of(self.status)
+
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
+        data["status"] = self.status.value
         for key in ("created_at", "started_at", "ended_at"):
             if data[key] is not None:
                 data[key] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(data[key]))
@@ -183,7 +190,7 @@ class JobIndex:
         """Change some fields in one statement; a finished job's outcome is never rewritten."""
         row = {key: (json.dumps(v) if key in _JSON_FIELDS and v is not None else v) for key, v in values.items()}
         sets = ", ".join(f"{key} = ?" for key in row)
-        guard = " AND status NOT IN ('Completed', 'Failed', 'Canceled')" if only_if_not_terminal else ""
+        guard = f" AND status NOT IN {tuple(sorted(s.value for s in TERMINAL))}" if only_if_not_terminal else ""
         with self._connect() as conn:
             cursor = conn.execute(f"UPDATE jobs SET {sets} WHERE name = ?{guard}", [*row.values(), name])
             return cursor.rowcount > 0
@@ -203,7 +210,7 @@ class JobIndex:
         with self._connect() as conn:
             cursor = conn.execute(
                 "UPDATE jobs SET status = ?, reason = ?, ended_at = ? WHERE name = ? AND status IN (?, ?)",
-                (CANCELED, reason, time.time(), name, QUEUED, STARTING),
+                (CANCELED.value, reason, time.time(), name, QUEUED.value, STARTING.value),
             )
             return cursor.rowcount > 0
 
@@ -231,12 +238,11 @@ class JobIndex:
     def _checked(self, record: JobRecord) -> JobRecord:
         """A live-looking record whose local launcher is gone becomes Failed: launcher lost.
 
-        A job on a cluster (it has a backend id) is brought up to date from its engine.
+        A job an engine runs (it has a backend id) is left as it is: its engine, not a local
+        process, keeps it alive, and the orchestrator refreshes it from there.
         """
-        if record.backend_id is not None and not record.terminal:
-            from distrun.backends import refresh_record
-
-            return refresh_record(self, record)
+        if record.backend_id is not None:
+            return record
         if record.terminal or record.launcher_pid is None or record.launcher_host != socket.gethostname():
             return record
         started = process_start_time(record.launcher_pid)

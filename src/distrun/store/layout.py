@@ -7,13 +7,15 @@ $DISTRUN_HOME/            (default ~/.distrun)
         job.yml           the resolved job, as run
         job.json          the same, for distrun to read back
         plan.json         every process, its command and environment
+        bindings.json     what each input and output reference became
         code/             the snapshot of `code`; each process's working directory
         code/outputs/     files a process writes to ./outputs  (artifacts)
         code/logs/        files a process writes to ./logs     (artifacts)
         inputs/<name>/    inputs with mode: download
         named-outputs/<name>/
         user_logs/std_log_process_NN.txt
-        system_logs/      distrun's own logs
+        system_logs/      distrun's own logs (launcher.txt: the detached local supervisor's)
+        <compute type>/   the engine's own files for the job (slurm/: see backends/slurm/layout.py)
 """
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ class JobFolder:
         return self.root / "system_logs"
 
     @property
+    def launcher_log(self) -> Path:
+        return self.system_logs / "launcher.txt"
+
+    def engine_folder(self, kind: str) -> Path:
+        """Where a backend keeps its engine's files for this job (its request, ids, node outcomes)."""
+        return self.root / kind
+
+    @property
     def named_outputs(self) -> Path:
         return self.root / "named-outputs"
 
@@ -67,6 +77,10 @@ class JobFolder:
     def plan_json(self) -> Path:
         return self.root / "plan.json"
 
+    @property
+    def bindings_json(self) -> Path:
+        return self.root / "bindings.json"
+
     def named_output(self, name: str) -> Path:
         return self.inside(self.named_outputs / name)
 
@@ -82,6 +96,23 @@ class JobFolder:
                 "a symbolic link made by the job's own processes is never followed; remove it to go on",
             )
         return path
+
+
+@dataclass(frozen=True)
+class NodeChannelPaths:
+    """The files of a shared-folder outcome channel (`distrun.agent.outcome_channel`), in `folder`.
+
+    node_NN.json          node NN's outcome
+    <marker>_NN           node NN set a peer marker (e.g. main_done_03)
+    """
+
+    folder: Path
+
+    def outcome(self, node_rank: int) -> Path:
+        return self.folder / f"node_{node_rank:02d}.json"
+
+    def marker(self, marker: str, node_rank: int) -> Path:
+        return self.folder / f"{marker}_{node_rank:02d}"
 
 
 class Layout:

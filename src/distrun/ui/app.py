@@ -20,9 +20,10 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from distrun.errors import DistrunError, JobNotFoundError
+from distrun.job_status import JobStatus
 from distrun.metrics.history import History, last_values, metric_history
 from distrun.metrics.tracking import read_tracked_run
-from distrun.store.index import TERMINAL, JobRecord
+from distrun.store.index import JobRecord
 from distrun.store.layout import Layout
 from distrun.ui import job_view, log_events, outputs_tree
 from distrun.ui.charts import line_chart, number
@@ -30,7 +31,7 @@ from distrun.ui.guard import host_allowed, new_token, token_matches
 from distrun.ui.jobs_source import JobsSource
 
 HERE = Path(__file__).parent
-STATUSES = ("Queued", "Starting", "Running", "Finalizing", "Completed", "Failed", "Canceled")
+STATUSES = tuple(status.value for status in JobStatus)
 LOG_POLL_SECONDS = 0.25
 HEARTBEAT_SECONDS = 15.0
 
@@ -239,7 +240,7 @@ def _matches(record: JobRecord, status: str, text: str) -> bool:
 
 def _summary(record: JobRecord, plan: dict[str, Any]) -> dict[str, Any]:
     return {
-        "live": record.status not in TERMINAL,
+        "live": not record.terminal,
         "timeline": job_view.timeline(record),
         "duration": job_view.duration(record),
         "failure": job_view.failure(record),

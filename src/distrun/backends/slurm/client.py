@@ -17,6 +17,7 @@ from pathlib import Path
 
 from distrun.backends.slurm.state import TERMINAL, distrun_status
 from distrun.errors import DistrunError
+from distrun.job_status import JobStatus
 
 COMMAND_TIMEOUT_S = 60.0
 
@@ -157,7 +158,7 @@ class SlurmClient:
             reason=fields.get("Reason", ""),
             exit_code=fields.get("ExitCode", ""),
             node_list=fields.get("NodeList", ""),
-            start_time=slurm_time(fields.get("StartTime")) if distrun_status(state) not in ("Queued",) else None,
+            start_time=slurm_time(fields.get("StartTime")) if distrun_status(state) != JobStatus.QUEUED else None,
             end_time=slurm_time(fields.get("EndTime")) if distrun_status(state) in TERMINAL else None,
             fields=fields,
         )

@@ -4,6 +4,7 @@ slurm/batch.sh        the script submitted, exactly as `distrun plan` shows it
 slurm/job_id          Slurm's job id
 slurm/output.txt      the batch step's output: srun's and the node agents' messages, every rank's lines
 slurm/node_NN.json    each node's outcome (status, root cause with traceback, wall-clock times)
+slurm/main_done_NN    node NN's training processes all completed (the agents' peer marker)
 slurm/cancel          the time `distrun job cancel` asked, written before it runs scancel
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from distrun.store.layout import JobFolder, NodeChannelPaths
+
 
 @dataclass(frozen=True)
 class SlurmPaths:
@@ -19,7 +22,7 @@ class SlurmPaths:
 
     @property
     def folder(self) -> Path:
-        return self.job_dir / "slurm"
+        return JobFolder(self.job_dir).engine_folder("slurm")
 
     @property
     def script(self) -> Path:
@@ -37,5 +40,10 @@ class SlurmPaths:
     def cancel(self) -> Path:
         return self.folder / "cancel"
 
+    @property
+    def channel(self) -> NodeChannelPaths:
+        """The node agents' outcome channel: a folder on the filesystem every node sees."""
+        return NodeChannelPaths(self.folder)
+
     def node_outcome(self, node_rank: int) -> Path:
-        return self.folder / f"node_{node_rank:02d}.json"
+        return self.channel.outcome(node_rank)

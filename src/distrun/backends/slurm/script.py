@@ -64,7 +64,7 @@ def render_batch_script(job: JobSpec, target: SlurmTarget, *, job_name: str, job
             what += (" and " if what else "") + f"{task_port_count(job)} task port(s)"
         lines += [
             f"# {what}: free on the first node, where this script runs",
-            f"DISTRUN_PORTS=$({py} -m distrun.agent.node --free-ports {wanted}) || exit 1",
+            f"DISTRUN_PORTS=$({py} -m distrun.backends.slurm.node_agent --free-ports {wanted}) || exit 1",
             "export DISTRUN_PORTS",
         ]
     else:
@@ -74,7 +74,7 @@ def render_batch_script(job: JobSpec, target: SlurmTarget, *, job_name: str, job
         srun.append(f"--cpus-per-task={res.cpus}")
     if res.gpus:
         srun.append(f"--gpus-per-node={res.gpus}")
-    agent = [python, "-m", "distrun.agent.node", "--job-dir", job_dir]
+    agent = [python, "-m", "distrun.backends.slurm.node_agent", "--job-dir", job_dir]
     lines += [
         "# Each node agent runs its node's ranks; one failing node ends the step on all nodes.",
         "exec " + " ".join(srun) + " " + shlex.join(agent),

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from distrun.errors import DistrunError
 from distrun.spec.models import JobSpec
 
-DEFAULT_GRACE_PERIOD = 10.0
 # Slurm checks time limits about every 30 s and counts in whole minutes: its limit is a
 # backstop behind the node agent's own timeout, late enough for the agent to stop the ranks.
 SLURM_TIME_MARGIN_S = 30.0
@@ -160,10 +159,6 @@ def node_resources(job: JobSpec, target: SlurmTarget) -> NodeResources:
     return NodeResources(cpus=merged.cpus_per_node, memory=merged.memory_per_node, gpus=merged.gpus_per_node)
 
 
-def grace_period(job: JobSpec) -> float:
-    return job.limits.grace_period if job.limits.grace_period is not None else DEFAULT_GRACE_PERIOD
-
-
 def slurm_time_limit(job: JobSpec, target: SlurmTarget) -> str | None:
     """sbatch --time: limits.timeout plus the grace period and a margin, in whole minutes.
 
@@ -172,7 +167,7 @@ def slurm_time_limit(job: JobSpec, target: SlurmTarget) -> str | None:
     """
     if job.limits.timeout is None:
         return target.time_limit
-    seconds = job.limits.timeout + grace_period(job) + SLURM_TIME_MARGIN_S
+    seconds = job.limits.timeout + job.limits.grace_seconds + SLURM_TIME_MARGIN_S
     return str(max(1, math.ceil(seconds / 60)))
 
 

@@ -1,0 +1,241 @@
+"""The backend contract: what every engine (local, Slurm, Ray, Kubernetes) implements, in full.
+
+A backend turns a prepared job into its engine's request (`render`), submits that very object
+(`schedule`), maps the engine's view of a running job back to distrun's (`observe`), stops it
+(`cancel`) and makes its per-rank logs readable in the job folder (`fetch_logs`). The
+orchestrator (`distrun.jobs`) is the only caller: the CLI and the SDK never ask which engine a
+job runs on. Adding a backend is one package that defines `BACKEND = YourBackend()` plus one line
+in `distrun.backends.registry`.
+
+Inside the job, a cluster backend runs one engine-free node agent per node
+(`distrun.agent.node.run_node`): the backend's own small entry point builds the node's
+`NodeFacts` from its engine and picks an `OutcomeChannel` (a shared folder,
+`FolderOutcomeChannel`, when the nodes share the job folder; the engine's own means otherwise).
+The agent reports a `NodeOutcome` per node through it; `distrun.backends.cluster` has the logic
+every cluster backend shares (first failure across nodes, record refresh, run-and-stream watch).
+
+The sequence the orchestrator follows:
+
+    plan:    render(preview_job(...))                 -> RenderedJob.show() is printed
+    submit:  validate target -> preflight -> prepare_job (record Queued/Starting, folder filled)
+             -> render(job) -> schedule(rendered)      (never a second rendering)
+    run:     the same, then run_attached(rendered)     (stream every rank's lines until the end)
+    get:     record from the store -> refresh through observe() while it is live
+    cancel:  cancel(record) -> wait (grace period + cancel_wait_s) until the record is terminal
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Protocol
+
+from distrun.agent.node_facts import NodeFacts, NodeOutcome
+from distrun.agent.outcome_channel import MAIN_WORK_DONE, FolderOutcomeChannel, OutcomeChannel
+from distrun.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.spec.models import DEFAULT_GRACE_PERIOD
+
+if TYPE_CHECKING:
+    from distrun.backends.targets import ComputeTarget
+    from distrun.plan.model import LaunchPlan
+    from distrun.spec.models import JobSpec
+    from distrun.store.index import JobRecord
+    from distrun.store.layout import Layout
+    from distrun.submission import PreparedJob
+
+__all__ = [
+    "DEFAULT_GRACE_PERIOD",
+    "MAIN_WORK_DONE",
+    "TERMINAL_STATUSES",
+    "Backend",
+    "EngineRequest",
+    "FolderOutcomeChannel",
+    "JobStatus",
+    "NodeFacts",
+    "NodeOutcome",
+    "Observation",
+    "OutcomeChannel",
+    "RenderedJob",
+]
+
+
+class EngineRequest(Protocol):
+    """The engine's own request for one job, as `render` built it and `schedule` submits it.
+
+    Slurm: the sbatch script; Ray: the job's actors and resources; Kubernetes: the JobSet manifest;
+    local: the launcher command. Plain data: building it starts nothing and writes nothing.
+    """
+
+    def display(self) -> dict[str, Any]:
+        """What `distrun plan` shows of this request, as JSON-ready data.
+
+        The keys are merged into the plan output beside "compute", "type", "notes" and "plan".
+        A request that is a text file shows it as {"script_name": "<where it is written>",
+        "script": "<the exact text submitted>"}, which `distrun plan` prints verbatim; other
+        keys are shown in `-o json` output.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class RenderedJob:
+    """One job, rendered for one engine: what `distrun plan` prints and what `schedule` submits.
+
+    job         the prepared job (name, spec, folder, compute target, input/output bindings)
+    plan        the LaunchPlan as far as it is known before the engine places the job: values only
+                the nodes know (hosts, free ports) are placeholders, said so in `notes`
+    request     the engine's own request object (`EngineRequest`)
+    kind        the compute type ("slurm"), as in config.yaml
+    notes       what the user should know about running on this engine (shown by `distrun plan`)
+    warnings    what a user submitting from Python should be told once (the SDK prints them)
+    """
+
+    job: PreparedJob
+    plan: LaunchPlan
+    request: EngineRequest
+    kind: str
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def show(self) -> dict[str, Any]:
+        """`distrun plan -o json`: compute, type, notes, the request's own display, then the plan."""
+        return {
+            "compute": self.job.target.name,
+            "type": self.kind,
+            "notes": list(self.notes),
+            **self.request.display(),
+            "plan": self.plan.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A live job's state as its engine (and its nodes' outcomes) tell it, in distrun's words.
+
+    status      the job's JobStatus now (terminal once the engine and every node are done)
+    reason      one line for the user ("" when there is nothing to say); for Queued, why it waits
+    root_cause  the process that failed first, across nodes (`NodeOutcome.root_cause`), when Failed
+    outcomes    the node outcomes read so far (their processes become the record's `processes`)
+    started_at  when the engine started the job (epoch s), if it says; None when unknown
+    ended_at    when the job ended (epoch s), for a terminal status; None to let the caller decide
+    """
+
+    status: JobStatus
+    reason: str = ""
+    root_cause: dict[str, Any] | None = None
+    outcomes: Sequence[NodeOutcome] = field(default_factory=tuple)
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class Backend(ABC):
+    """One engine. Stateless: every call gets the target or record it is about, so one instance serves all.
+
+    Errors for the user are `DistrunError`s saying what is wrong and how to fix it; a backend never
+    lets an engine's traceback through. Methods that talk to the engine may block for as long as
+    the engine's command takes (bounded by the backend's own timeouts).
+    """
+
+    kind: ClassVar[str]
+    """The compute type in config.yaml (`type: slurm`), also the registry key."""
+
+    engine: ClassVar[str]
+    """The engine's name in messages ("Slurm")."""
+
+    cancel_command: ClassVar[str] = ""
+    """How the engine is asked to stop a job, for messages ("scancel"); "" to say nothing."""
+
+    cancel_wait_s: ClassVar[float] = 15.0
+    """After `cancel`, how long beyond the job's grace period the orchestrator waits for a terminal record."""
+
+    # ------------------------------------------------------------ before anything is recorded
+
+    @abstractmethod
+    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
+        """Check a compute target's settings (config.yaml, `distrun compute create --set K=V`).
+
+        Raise `DistrunError` naming the target, every wrong key with what is expected ("did you
+        mean ...?" for a misspelling), and the known keys. Pure: no engine is contacted. Called by
+        `compute create` before the target is written, and before every job on it.
+        """
+
+    @abstractmethod
+    def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
+        """Raise `DistrunError` when the engine cannot take this job now; nothing is recorded yet.
+
+        Check what is cheap and certain: the engine's tools or API are reachable, the target's
+        queue/partition/namespace exists, the job fits (node count, resources). Say what to fix
+        and that nothing was submitted. Called before the job gets a record or a folder.
+        """
+
+    @abstractmethod
+    def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
+        """The job as this engine's request: the `RenderedJob` `distrun plan` prints and `schedule` submits.
+
+        No side effects: writes nothing, contacts no engine, starts nothing (`distrun plan` calls
+        it with a job that has no record and whose folder does not exist). Deterministic for the
+        same job, target and layout, except values the notes call placeholders.
+        """
+
+    @abstractmethod
+    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
+        """Submit `rendered.request` (exactly that object) and return the job's record; does not wait for the job.
+
+        Called after `prepare_job` recorded the job (Starting) and filled its folder. Writes the
+        engine's files into the job folder (`JobFolder.engine_folder(kind)`), plan.json with
+        `rendered.plan` (node 0's agent replaces it with the real hosts and ports), and the
+        record's `backend_id` (the engine's job id) and status (Queued). On failure the
+        record says Failed with reason "not submitted: <why>" and a `DistrunError` is raised:
+        never a half-written record, never a job left running in the engine.
+        """
+
+    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
+        """`distrun run`: submit, stream every rank's lines to `out` until the job ends, print the summary.
+
+        Returns the final record. Ctrl-C or SIGTERM cancels the job and keeps streaming until the
+        engine has ended it; a second one stops waiting. The default (every cluster backend):
+        `schedule`, then follow the per-rank log files while `observe` says the job is live
+        (`distrun.backends.cluster.run_attached`). The local backend supervises in this process.
+        """
+        from distrun.backends.cluster import run_attached
+
+        return run_attached(self, rendered, layout, out, color)
+
+    # ------------------------------------------------------------ a job that was scheduled
+
+    @abstractmethod
+    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+        """The engine's view of a live job (a record with a `backend_id`), mapped to distrun's state.
+
+        Read-only: asks the engine and reads the nodes' outcomes (its `OutcomeChannel`); never writes
+        the store (the orchestrator applies the observation). A job is terminal only once the engine
+        says so and every node reported, or a node failed (the earliest failure across nodes is the
+        root cause); a cancel asked before a failure makes it Canceled. Return None when the engine
+        cannot be asked now (the record then stays as last known). A backend whose supervisor writes
+        the record itself (local) returns None.
+        """
+
+    @abstractmethod
+    def cancel(self, record: JobRecord, layout: Layout) -> None:
+        """Ask the engine to stop a live job; return without waiting for it to end.
+
+        Note the time of the request where `observe` will see it (so a failure before it still
+        wins), then stop the job: its processes get SIGTERM, then SIGKILL after the job's grace
+        period. A job the engine never got (no `backend_id`) is recorded Canceled at once. The
+        orchestrator then waits up to grace period + `cancel_wait_s` for a terminal record.
+        """
+
+    @abstractmethod
+    def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
+        """Make the job's per-rank log files present in its folder (`user_logs/std_log_process_NN.txt`).
+
+        Backends whose nodes write into the shared job folder (local, Slurm) have nothing to do.
+        One without a shared filesystem copies what its nodes wrote so far (appending only the new
+        part; safe to call repeatedly while the job runs). Never raises for an engine that does not
+        answer: the logs are then as last fetched.
+        """

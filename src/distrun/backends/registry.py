@@ -1,0 +1,60 @@
+"""Compute type -> backend, loaded only when a job needs it. Adding a backend is one line here.
+
+Each entry names the module that defines `BACKEND` (an instance of `distrun.backends.base.Backend`;
+a backend package's `__init__`, or a module of it when the package must stay light to import) and
+the pip extra that brings its engine's client, if any. A backend whose package or engine
+library is missing from this install is reported with what to install, never with a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from distrun.errors import DistrunError
+
+if TYPE_CHECKING:
+    from distrun.backends.base import Backend
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    module: str
+    extra: str | None = None  # `pip install 'distrun[<extra>]'` brings what it needs
+
+
+BACKENDS: dict[str, BackendEntry] = {
+    "local": BackendEntry("distrun.backends.local"),
+    "slurm": BackendEntry("distrun.backends.slurm.backend"),
+    "ray": BackendEntry("distrun.backends.ray", extra="ray"),
+    "kubernetes": BackendEntry("distrun.backends.kubernetes", extra="kubernetes"),
+}
+COMPUTE_TYPES = tuple(BACKENDS)
+
+_loaded: dict[str, Backend] = {}
+
+
+def backend_for(kind: str) -> Backend:
+    """The backend of compute type `kind`; a clear `DistrunError` when it is unknown or not installed."""
+    if kind in _loaded:
+        return _loaded[kind]
+    entry = BACKENDS.get(kind)
+    if entry is None:
+        raise DistrunError(f"compute type {kind!r} is not supported by this version of distrun")
+    try:
+        module = importlib.import_module(entry.module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or "?"
+        if entry.module != missing and not entry.module.startswith(missing + "."):
+            what = f"it needs the Python package {missing!r}"
+        else:
+            what = f"this install has no {kind} backend"
+        install = f"pip install 'distrun[{entry.extra}]'" if entry.extra else "reinstall distrun"
+        raise DistrunError(
+            f"compute type {kind!r} is not available in this install of distrun: {what}",
+            f"{install}, then try again",
+        ) from None
+    backend: Backend = module.BACKEND
+    _loaded[kind] = backend
+    return backend

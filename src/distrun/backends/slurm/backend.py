@@ -1,0 +1,282 @@
+"""The Slurm backend (`distrun.backends.base.Backend`): one sbatch script per job; Slurm places it.
+
+`render` builds the batch script (`script.render_batch_script`, pure) and the plan every node
+will build, with placeholders where only the nodes know the value; `distrun plan` prints both.
+`schedule` writes that very script into the job folder and submits it with `sbatch --parsable`;
+`observe` reads the job's state back from `scontrol` (no accounting needed) and the nodes'
+outcomes from the job folder; `cancel` notes the time and runs scancel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from distrun.agent.node_facts import NodeOutcome
+from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.slurm import mpi as slurm_mpi
+from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo, SlurmSubmitError
+from distrun.backends.slurm.layout import SlurmPaths
+from distrun.backends.slurm.node_agent import outcome_channel
+from distrun.backends.slurm.script import render_batch_script
+from distrun.backends.slurm.state import JobState, job_state, read_canceled_at
+from distrun.backends.slurm.target import SlurmTarget, pinned_master_port, slurm_time_limit
+from distrun.backends.targets import ComputeTarget, resolve_target
+from distrun.errors import DistrunError
+from distrun.job_status import JobStatus
+from distrun.plan import build_plan, task_port_count
+from distrun.plan.model import Bindings, LaunchPlan, Placement
+from distrun.spec.models import JobSpec
+from distrun.store.index import JobIndex, JobRecord
+from distrun.store.layout import JobFolder, Layout
+from distrun.submission import PreparedJob
+
+PLACEHOLDER_HOST = "<slurm node {}>"
+
+
+# ---------------------------------------------------------------- one target
+
+
+@dataclass(frozen=True)
+class SlurmView:
+    """Slurm's view of a job and the nodes' outcomes, merged into distrun's state."""
+
+    info: SlurmJobInfo
+    outcomes: list[NodeOutcome]
+    state: JobState
+
+
+class SlurmCluster:
+    """The Slurm commands for one compute target: preflight, submit, observe, cancel."""
+
+    def __init__(self, target: SlurmTarget, env: Mapping[str, str] | None = None) -> None:
+        self.target = target
+        self.client = SlurmClient(target.client_env(env))
+
+    @property
+    def python(self) -> str:
+        return self.target.python or sys.executable
+
+    def script(self, job: JobSpec, *, job_name: str, job_dir: str) -> str:
+        return render_batch_script(job, self.target, job_name=job_name, job_dir=job_dir, python=self.python)
+
+    def preflight(self, job: JobSpec) -> None:
+        """Raise before anything is recorded when Slurm cannot take the job: tools, controller, partition, size."""
+        self.client.check_controller()
+        partition = self.client.partition(self.target.partition)
+        total = partition.get("TotalNodes", "")
+        if total.isdigit() and job.node_count > int(total):
+            name = partition.get("PartitionName", "?")
+            raise SlurmSubmitError(
+                f"the job asks for {job.node_count} nodes (resources.instance_count) but Slurm partition "
+                f"{name!r} has {total}",
+                "lower resources.instance_count, or use a partition with more nodes; nothing was submitted",
+            )
+
+    def submit(self, script: str, job_dir: Path) -> str:
+        """Write `script` as slurm/batch.sh into the job folder and submit it; returns Slurm's job id."""
+        paths = SlurmPaths(job_dir)
+        paths.folder.mkdir(parents=True, exist_ok=True)
+        paths.script.write_text(script, encoding="utf-8")
+        job_id = self.client.submit(paths.script)
+        paths.job_id.write_text(job_id + "\n", encoding="utf-8")
+        return job_id
+
+    def observe(self, job_dir: Path, job_id: str, node_count: int, now: float) -> SlurmView:
+        """Slurm's view of the job and the nodes' outcomes, merged into distrun's status."""
+        paths = SlurmPaths(job_dir)
+        info = self.client.show_job(job_id)
+        outcomes = list(outcome_channel(job_dir, node_count).outcomes().values())
+        state = job_state(info, outcomes, node_count, canceled_at=read_canceled_at(paths), now=now)
+        return SlurmView(info, outcomes, state)
+
+    def cancel(self, job_dir: Path, job_id: str, now: float) -> None:
+        paths = SlurmPaths(job_dir)
+        if not paths.cancel.exists():
+            paths.cancel.write_text(f"{now}\n", encoding="utf-8")
+        self.client.cancel(job_id)
+
+
+def slurm_target(target: ComputeTarget) -> SlurmTarget:
+    return SlurmTarget.from_settings(target.name, target.settings)
+
+
+# ---------------------------------------------------------------- what `distrun plan` shows
+
+
+@dataclass(frozen=True)
+class SlurmBatchJob:
+    """Slurm's request: the batch script, exactly as `schedule` writes and submits it."""
+
+    script: str
+    script_path: Path
+
+    def display(self) -> dict[str, Any]:
+        return {"script_name": f"{self.script_path} (submitted with sbatch --parsable)", "script": self.script}
+
+
+def preview_plan(job: JobSpec, job_dir: Path, bindings: Bindings, job_name: str) -> LaunchPlan:
+    """The plan with placeholders where only the nodes know the value (hosts, MASTER_PORT)."""
+    hosts = tuple(PLACEHOLDER_HOST.format(i) for i in range(job.node_count))
+    placement = Placement(
+        hosts=hosts,
+        master_port=pinned_master_port(job) or 0,
+        # Placeholders 1, 2, ...: each task's real port is chosen on the first node when the job starts.
+        task_ports=tuple(range(1, task_port_count(job) + 1)),
+        job_dir=str(job_dir),
+        run_id=job_name,
+    )
+    # The node agents do the same with Slurm's node names (MPI jobs' hostfile).
+    return slurm_mpi.for_slurm(build_plan(job, placement, bindings), hosts)
+
+
+def _notes(job: JobSpec, target: SlurmTarget, home: Path) -> list[str]:
+    notes = [
+        "Slurm places the job: each node's agent learns its node rank from SLURM_NODEID; MASTER_ADDR is the "
+        "first node of the allocation (scontrol show hostnames) and MASTER_PORT (and any task port) a port "
+        "free there, all resolved when the job starts: hosts and ports below are placeholders",
+        f"the job folder is under DISTRUN_HOME ({home}), which every node must see at the same path",
+    ]
+    shared = shared_filesystem_note(home)
+    if shared:
+        notes.append(shared)
+    if job.limits.timeout is not None:
+        notes.append(
+            f"limits.timeout {job.limits.timeout:g} s is enforced by the node agents; Slurm's --time "
+            f"({slurm_time_limit(job, target)} min) is only a backstop"
+        )
+    return notes
+
+
+def shared_filesystem_note(path: Path) -> str | None:
+    """A warning when DISTRUN_HOME is on a filesystem that is surely local to this machine."""
+    fs_type = filesystem_type(path)
+    if fs_type in ("tmpfs", "ramfs", "overlay"):
+        return (
+            f"DISTRUN_HOME is on {fs_type}, which other machines cannot see: fine for a cluster on this one "
+            "machine, wrong for a real one (set DISTRUN_HOME to a shared filesystem)"
+        )
+    return None
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the filesystem holding `path`: the longest mount point above it in /proc/mounts."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:
+            return None
+    # Symlinks resolved in the part that exists; DISTRUN_HOME itself may not exist yet.
+    existing, rest = path.absolute(), []
+    while not existing.exists() and existing != existing.parent:
+        existing, rest = existing.parent, [existing.name, *rest]
+    probe = existing.resolve().joinpath(*rest)
+    best, kind = "", None
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mount = parts[1].replace("\\040", " ")
+        inside = probe == Path(mount) or Path(mount) in probe.parents
+        if inside and len(mount) >= len(best):
+            best, kind = mount, parts[2]
+    return kind
+
+
+def _node_count(job_dir: Path) -> int:
+    data = json.loads(JobFolder(job_dir).job_json.read_text(encoding="utf-8"))
+    return int(data.get("resources", {}).get("instance_count", 1))
+
+
+# ---------------------------------------------------------------- the contract
+
+
+class SlurmBackend(Backend):
+    """Jobs as sbatch scripts; one node agent per node under srun; state from scontrol and the nodes' outcomes."""
+
+    kind: ClassVar[str] = "slurm"
+    engine: ClassVar[str] = "Slurm"
+    cancel_command: ClassVar[str] = "scancel"
+    cancel_wait_s: ClassVar[float] = 60.0
+
+    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
+        SlurmTarget.from_settings(target_name, settings)
+
+    def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
+        SlurmCluster(slurm_target(target)).preflight(spec)
+
+    def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
+        settings = slurm_target(job.target)
+        script = SlurmCluster(settings).script(job.spec, job_name=job.name, job_dir=str(job.folder.root))
+        return RenderedJob(
+            job=job,
+            plan=preview_plan(job.spec, job.folder.root, job.bindings, job.name),
+            request=SlurmBatchJob(script, SlurmPaths(job.folder.root).script),
+            kind=self.kind,
+            notes=tuple(_notes(job.spec, settings, layout.home)),
+        )
+
+    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
+        """Submit with sbatch and return the record (Queued); Slurm runs the job from here on."""
+        job = rendered.job
+        request = rendered.request
+        assert isinstance(request, SlurmBatchJob)
+        index = JobIndex(layout.db_path)
+        try:
+            cluster = SlurmCluster(slurm_target(job.target))
+            # The plan as far as it is known here; node 0 replaces it with the real hosts and ports.
+            job.folder.plan_json.write_text(json.dumps(rendered.plan.to_dict(), indent=2), encoding="utf-8")
+            cluster.preflight(job.spec)
+            job_id = cluster.submit(request.script, job.folder.root)
+        except (DistrunError, OSError) as exc:
+            message = exc.message if isinstance(exc, DistrunError) else f"could not write the job's Slurm files: {exc}"
+            index.update(job.name, status=JobStatus.FAILED, reason=f"not submitted: {message}", ended_at=time.time())
+            if isinstance(exc, DistrunError):
+                raise
+            raise DistrunError(f"not submitted: {message}") from None
+        index.update(job.name, status=JobStatus.QUEUED, backend_id=job_id)
+        return index.get(job.name)
+
+    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+        if not record.backend_id:
+            return None
+        target = resolve_target(record.compute, layout.config_path)
+        cluster = SlurmCluster(slurm_target(target))
+        job_dir = Path(record.folder)
+        seen = cluster.observe(job_dir, record.backend_id, _node_count(job_dir), time.time())
+        state = seen.state
+        return Observation(
+            status=state.status,
+            reason=state.reason,
+            root_cause=state.root_cause,
+            outcomes=tuple(seen.outcomes),
+            started_at=seen.info.start_time,
+        )
+
+    def cancel(self, record: JobRecord, layout: Layout) -> None:
+        """scancel (after noting the time in slurm/cancel, so a failure before it still wins)."""
+        if not record.backend_id:
+            JobIndex(layout.db_path).update(
+                record.name,
+                status=JobStatus.CANCELED,
+                reason="canceled before it was submitted",
+                ended_at=time.time(),
+            )
+            return
+        cluster = SlurmCluster(slurm_target(resolve_target(record.compute, layout.config_path)))
+        cluster.cancel(Path(record.folder), record.backend_id, time.time())
+
+    def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
+        """Nothing to fetch: every node writes its ranks' logs into the shared job folder."""
+        with contextlib.suppress(OSError):
+            os.listdir(JobFolder(Path(record.folder)).user_logs)  # revalidates NFS's cached view of the folder
+
+
+BACKEND = SlurmBackend()

@@ -1,0 +1,182 @@
+"""`python -m distrun.backends.slurm.node_agent --job-dir DIR`: Slurm's entry point to the node agent.
+
+The batch script starts one per node with `srun --ntasks-per-node=1`. It turns Slurm's view of
+the node (SLURM_NODEID, the allocation's hosts from `scontrol show hostnames`, the ports the
+batch script found on the first node) into `NodeFacts`, and runs the engine-free node agent
+(`distrun.agent.node.run_node`) with the shared job folder as its outcome channel:
+
+    <job folder>/slurm/node_NN.json   the node's outcome (status, reason, root cause, failed_at, processes)
+    <job folder>/slurm/main_done_NN   the node's training processes all completed (peer marker)
+
+It exits non-zero when its node failed, so that Slurm (`--kill-on-bad-exit=1`) stops the other
+nodes at once.
+
+`python -m distrun.backends.slurm.node_agent --free-ports N` prints N TCP ports free on this
+node (the batch script uses it on the first node for MASTER_PORT and TensorFlow's task ports).
+Light on purpose: it runs before anything else in the allocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from distrun.agent.node_facts import NodeFacts
+    from distrun.agent.outcome_channel import FolderOutcomeChannel
+
+ENGINE = "Slurm"
+
+# Slurm's per-task and per-step variables describe the node agent (one task per node), not
+# the ranks it starts: a rank that read SLURM_PROCID or SLURM_NTASKS as its own (PyTorch
+# Lightning, submitit do) would be mis-wired. Job-level ones (SLURM_JOB_ID, SLURM_NODEID,
+# SLURM_JOB_NODELIST, ...) stay: they are true for every rank.
+TASK_LEVEL_SLURM_VARS = (
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NTASKS",
+    "SLURM_NPROCS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_STEP_LAUNCHER_PORT",
+    "SLURM_GTIDS",
+    "SLURM_TASK_PID",
+    "SLURM_CPU_BIND",
+    "SLURM_CPU_BIND_LIST",
+    "SLURM_CPU_BIND_TYPE",
+    "SLURM_CPU_BIND_VERBOSE",
+    "SLURM_DISTRIBUTION",
+    "SLURM_SRUN_COMM_HOST",
+    "SLURM_SRUN_COMM_PORT",
+    "SLURM_LAUNCH_NODE_IPADDR",
+    "SLURM_UMASK",
+    "SLURM_PRIO_PROCESS",
+)
+
+
+def rank_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment the ranks inherit: the submitter's, minus what describes the agent's own task."""
+    return {key: value for key, value in env.items() if key not in TASK_LEVEL_SLURM_VARS}
+
+
+def slurm_facts(env: Mapping[str, str], job_dir: Path, pinned_port: int | None, task_ports: int) -> NodeFacts:
+    """Node rank from SLURM_NODEID, hosts from `scontrol show hostnames`, ports from the batch script."""
+    from distrun.agent.node_facts import NodeFacts
+    from distrun.backends.slurm.client import SlurmClient
+    from distrun.errors import DistrunError
+
+    missing = [key for key in ("SLURM_NODEID", "SLURM_JOB_NODELIST", "SLURM_JOB_ID") if not env.get(key)]
+    if missing:
+        raise DistrunError(
+            f"not inside a Slurm job step: {', '.join(missing)} not set",
+            "the Slurm backend starts this agent with srun; it is not meant to be run by hand",
+        )
+    client = SlurmClient(env)
+    names = tuple(client.hostnames(env["SLURM_JOB_NODELIST"]))
+    addresses = client.node_addresses(names)
+    ports = [int(p) for p in env.get("DISTRUN_PORTS", "").split(",") if p.strip().isdigit()]
+    wanted = (0 if pinned_port is not None else 1) + task_ports
+    if len(ports) != wanted:
+        raise DistrunError(f"DISTRUN_PORTS has {len(ports)} ports, the job needs {wanted}: the batch script sets it")
+    master_port = pinned_port if pinned_port is not None else ports.pop(0)
+    return NodeFacts(
+        node_rank=int(env["SLURM_NODEID"]),
+        node_names=names,
+        addresses=tuple(addresses.get(name, name) for name in names),
+        master_port=master_port,
+        task_ports=tuple(ports),
+        job_dir=job_dir,
+        base_env=rank_env(env),
+        engine=ENGINE,
+        engine_job_id=env["SLURM_JOB_ID"],
+    )
+
+
+def outcome_channel(job_dir: Path, node_count: int) -> FolderOutcomeChannel:
+    """The nodes' outcomes and peer markers, in the job folder's slurm/ (a filesystem every node sees)."""
+    from distrun.agent.outcome_channel import FolderOutcomeChannel
+    from distrun.backends.slurm.layout import SlurmPaths
+
+    return FolderOutcomeChannel(SlurmPaths(job_dir).channel, node_count)
+
+
+def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
+    from distrun.agent import node as agent
+    from distrun.backends.slurm import mpi as slurm_mpi
+    from distrun.plan import task_port_count
+
+    stop_requested = agent.note_stop_requests()
+    try:
+        job = agent.read_job(job_dir)
+    except OSError as exc:
+        where = env.get("SLURMD_NODENAME") or socket.gethostname()
+        print(agent.unreadable_job_message(where, job_dir, exc), file=sys.stderr, flush=True)
+        return agent.EXIT_NO_JOB
+    pinned = job.spec.environment_variables.get("MASTER_PORT")
+    facts = slurm_facts(env, job_dir, int(pinned) if pinned and pinned.isdigit() else None, task_port_count(job.spec))
+    outcome = agent.run_node(
+        facts,
+        outcome_channel(job_dir, facts.node_count),
+        job,
+        # MPI: the hostfile names Slurm's nodes, and mpirun may start daemons on them with srun.
+        adapt_plan=lambda plan: slurm_mpi.for_slurm(plan, facts.node_names),
+        stop_requested=stop_requested,
+    )
+    return agent.exit_code(outcome)
+
+
+def report_setup_failure(job_dir: Path, env: Mapping[str, str], message: str) -> None:
+    """The node could not start its processes: say so in its outcome, so the job record names it."""
+    from distrun.agent.node import setup_failure_outcome
+
+    node = env.get("SLURM_NODEID", "")
+    if not node.isdigit() or not job_dir.is_dir():
+        return
+    name = env.get("SLURMD_NODENAME") or socket.gethostname()
+    outcome = setup_failure_outcome(int(node), name, env.get("SLURM_JOB_ID", ""), message)
+    try:
+        outcome_channel(job_dir, int(node) + 1).publish(outcome)
+    except OSError:
+        pass  # the message is in slurm/output.txt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m distrun.backends.slurm.node_agent", description=__doc__.splitlines()[0]
+    )
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--job-dir", type=Path, help="the job folder (on a filesystem every node sees)")
+    group.add_argument("--free-ports", type=int, metavar="N", help="print N TCP ports free on this node and exit")
+    args = parser.parse_args(argv)
+    from distrun.errors import DistrunError
+
+    if args.free_ports is not None:
+        from distrun.backends.ports import free_ports
+
+        try:
+            print(",".join(map(str, free_ports(args.free_ports))))
+        except DistrunError as exc:
+            raise SystemExit(f"distrun: {exc.message}") from None
+        return 0
+    job_dir = args.job_dir.absolute()
+    try:
+        return run_slurm_node(job_dir, dict(os.environ))
+    except DistrunError as exc:
+        print(f"distrun node agent: error: {exc.render()}", file=sys.stderr, flush=True)
+        report_setup_failure(job_dir, os.environ, exc.message)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

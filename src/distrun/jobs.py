@@ -1,0 +1,206 @@
+"""The job orchestrator: what the CLI and the SDK do with jobs, in one place, for every backend.
+
+    plan_job    load -> target -> backend.render(preview)           (`distrun plan`)
+    submit_job  target -> preflight -> prepare_job -> render -> schedule   (`job create`, SDK)
+    run_job     target -> preflight -> prepare_job -> render -> run_attached  (`distrun run`)
+    get_job / list_jobs   the store's records, live engine jobs refreshed through observe
+    stream_job  follow a job's per-rank logs until it ends, then its execution summary
+    cancel_job  backend.cancel, then wait (grace period + the backend's margin) for the end
+    wait_job    wait quietly until a job ends
+
+The faces never ask which engine a job runs on: they call these, and these call the job's
+backend (`distrun.backends.registry`) through the contract in `distrun.backends.base`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO
+
+from distrun.errors import DistrunError
+
+if TYPE_CHECKING:
+    from distrun.backends.base import Backend, RenderedJob
+    from distrun.backends.targets import ComputeTarget
+    from distrun.spec.loader import LoadedJob
+    from distrun.store.index import JobRecord
+    from distrun.store.layout import Layout
+
+POLL_SECONDS = 0.2
+PREVIEW_NAME = "<generated-name>"
+
+
+def backend_of(target: ComputeTarget) -> Backend:
+    """The target's backend, its settings checked (a misspelled setting is caught before anything runs)."""
+    from distrun.backends.registry import backend_for
+
+    backend = backend_for(target.type)
+    backend.validate_settings(target.name, target.settings)
+    return backend
+
+
+def _record_backend(layout: Layout, record: JobRecord) -> Backend:
+    from distrun.backends.registry import backend_for
+    from distrun.backends.targets import resolve_target
+
+    return backend_for(resolve_target(record.compute, layout.config_path).type)
+
+
+# ---------------------------------------------------------------- starting a job
+
+
+def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> RenderedJob:
+    """What the job would be on its compute target, computed without touching the store or the engine."""
+    from distrun.submission import PreparedJob, bind, choose_target
+
+    target = choose_target(loaded, layout, compute)
+    backend = backend_of(target)
+    spec = loaded.spec
+    name = spec.name or PREVIEW_NAME
+    folder = layout.job(name)
+    bindings = bind(loaded, spec, folder, materialize=False)
+    return backend.render(PreparedJob(name, spec, folder, target, bindings), layout)
+
+
+def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str | None) -> tuple[Backend, RenderedJob]:
+    from distrun.submission import choose_target, prepare_job
+
+    target = choose_target(loaded, layout, compute)
+    backend = backend_of(target)
+    backend.preflight(target, loaded.spec)  # an engine that cannot take the job: error, nothing recorded
+    prepared = prepare_job(loaded, layout, target, name)
+    try:
+        rendered = backend.render(prepared, layout)
+    except DistrunError as exc:
+        _not_started(layout, prepared.name, exc.message)
+        raise
+    return backend, rendered
+
+
+def _not_started(layout: Layout, name: str, message: str) -> None:
+    from distrun.job_status import JobStatus
+    from distrun.store.index import JobIndex
+
+    JobIndex(layout.db_path).update(name, status=JobStatus.FAILED, reason=message, ended_at=time.time())
+
+
+def submit_job(
+    loaded: LoadedJob, layout: Layout, compute: str | None = None, name: str | None = None
+) -> tuple[JobRecord, RenderedJob]:
+    """Validate, record and start a job in the background (`distrun job create`); returns at once."""
+    backend, rendered = _prepared(loaded, layout, compute, name)
+    return backend.schedule(rendered, layout), rendered
+
+
+def run_job(
+    loaded: LoadedJob, layout: Layout, out: BinaryIO, color: bool, compute: str | None = None, name: str | None = None
+) -> JobRecord:
+    """`distrun run`: start the job and stream every rank's lines until it ends; returns the final record."""
+    backend, rendered = _prepared(loaded, layout, compute, name)
+    return backend.run_attached(rendered, layout, out, color)
+
+
+# ---------------------------------------------------------------- reading jobs
+
+
+def refresh(layout: Layout, record: JobRecord) -> JobRecord:
+    """A live engine job's record brought up to date from its engine; any other record as it is."""
+    if record.terminal or not record.backend_id:
+        return record
+    from distrun.backends.cluster import refreshed
+
+    try:
+        backend = _record_backend(layout, record)
+    except DistrunError:
+        return record  # the target was removed from config.yaml: show the record as last known
+    return refreshed(backend, record, layout)
+
+
+def get_job(layout: Layout, name: str) -> JobRecord:
+    from distrun.store.index import JobIndex
+
+    return refresh(layout, JobIndex(layout.db_path).get(name))
+
+
+def list_jobs(layout: Layout, limit: int = 50) -> list[JobRecord]:
+    from distrun.store.index import JobIndex
+
+    return [refresh(layout, record) for record in JobIndex(layout.db_path).list(limit)]
+
+
+def fetch_logs(layout: Layout, record: JobRecord) -> None:
+    """Bring the job's per-rank logs into its folder (engines without a shared filesystem)."""
+    try:
+        _record_backend(layout, record).fetch_logs(record, layout)
+    except DistrunError:
+        pass  # logs as last fetched
+
+
+def is_finished(layout: Layout, name: str) -> Callable[[], bool]:
+    """For a log follower: True once the job ended; brings its logs into the folder on each look."""
+
+    def finished() -> bool:
+        record = get_job(layout, name)
+        fetch_logs(layout, record)
+        return record.terminal
+
+    return finished
+
+
+def stream_job(layout: Layout, name: str, out: BinaryIO, say: Callable[[str], None], color: bool = False) -> JobRecord:
+    """`distrun job stream`: say the header, follow every rank's log until the job ends, say the summary."""
+    from distrun.follow import follow_logs
+    from distrun.report import execution_summary
+
+    record = get_job(layout, name)
+    say(f"RunId: {record.name}\nStreaming {record.folder}/user_logs")
+    follow_logs(layout.job(record.name), out, is_finished(layout, record.name), color=color)
+    out.flush()
+    final = get_job(layout, record.name)
+    say(execution_summary(final))
+    return final
+
+
+def wait_job(layout: Layout, name: str) -> JobRecord:
+    """Wait quietly until a job ends."""
+    while True:
+        record = get_job(layout, name)
+        if record.terminal:
+            return record
+        time.sleep(POLL_SECONDS)
+
+
+# ---------------------------------------------------------------- stopping a job
+
+
+def cancel_job(layout: Layout, name: str) -> JobRecord:
+    """`distrun job cancel`: ask the job's backend to stop it, and wait (bounded) for its final record.
+
+    A job that already ended is left as it is (also when racing the job's own end).
+    """
+    record = get_job(layout, name)
+    if record.terminal:
+        return record
+    backend = _record_backend(layout, record)
+    backend.cancel(record, layout)
+    give_up = time.monotonic() + _grace_seconds(layout, name) + backend.cancel_wait_s
+    while time.monotonic() < give_up:
+        record = get_job(layout, name)
+        if record.terminal:
+            return record
+        time.sleep(0.1)
+    return get_job(layout, name)
+
+
+def _grace_seconds(layout: Layout, name: str) -> float:
+    """The job's grace period (0 means 0), from its resolved job in the folder; the default if unreadable."""
+    from distrun.spec.models import DEFAULT_GRACE_PERIOD
+
+    try:
+        spec = json.loads(layout.job(name).job_json.read_text(encoding="utf-8"))
+        grace = (spec.get("limits") or {}).get("grace_period")
+        return DEFAULT_GRACE_PERIOD if grace is None else float(grace)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return DEFAULT_GRACE_PERIOD
