@@ -34,6 +34,7 @@ HERE = Path(__file__).parent
 STATUSES = tuple(status.value for status in JobStatus)
 LOG_POLL_SECONDS = 0.25
 HEARTBEAT_SECONDS = 15.0
+LOG_FETCH_SECONDS = 2.0  # how often an engine without a shared folder is asked for new log lines
 
 
 @dataclass
@@ -137,9 +138,14 @@ def create_app(settings: UiSettings) -> ASGIApp:
         async def events() -> Any:
             nonlocal offsets
             quiet_since = time.monotonic()
+            fetched = 0.0
             yield "retry: 1000\n\n"
             while True:
-                ended = (await run_in_threadpool(source.get, record.name)).terminal
+                current = await run_in_threadpool(source.get, record.name)
+                ended = current.terminal
+                if time.monotonic() - fetched > LOG_FETCH_SECONDS or ended:
+                    await run_in_threadpool(source.fetch_logs, current)
+                    fetched = time.monotonic()
                 batch = await run_in_threadpool(log_events.read_batch, folder, offsets, only, ended)
                 if batch.lines:
                     offsets = batch.offsets

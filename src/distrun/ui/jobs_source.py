@@ -28,5 +28,9 @@ class JobsSource:
         """Blocks until the job's record says it ended (up to its grace period and the backend's margin)."""
         return jobs.cancel_job(self.layout, name)
 
+    def fetch_logs(self, record: JobRecord) -> None:
+        """Bring an engine job's per-rank logs into its folder (a no-op where nodes share it)."""
+        jobs.fetch_logs(self.layout, record)
+
     def folder(self, record: JobRecord) -> JobFolder:
         return self.layout.job(record.name)
