@@ -148,3 +148,37 @@ def test_without_mlflow_jobs_run_as_before(
     missing = run_cli("metrics", name)
     assert missing.returncode != 0 and 'pip install "distrun[mlflow]"' in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+SLURM_TRAIN = """
+    import os
+    import mlflow
+    print("rank", os.environ["RANK"], "run", os.environ.get("MLFLOW_RUN_ID"), flush=True)
+    if os.environ["RANK"] == "0":
+        for step in range(3):
+            mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+"""
+
+
+def test_slurm_job_logs_into_its_run_and_the_reader_closes_it(
+    run_cli: Callable[..., object], write_job: Callable[..., Path], distrun_home: Path, slurm_cluster: object
+) -> None:
+    created = run_cli(
+        "compute", "create", "--name", "hpc", "--type", "slurm", "--set", "partition=debug",
+        "--set", f"slurm_conf={slurm_cluster.conf_path}",  # type: ignore[attr-defined]
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    job = write_job(
+        "command: python train.py\ncode: src\nexperiment_name: on-slurm\nresources:\n  instance_count: 2\n",
+        {"train.py": SLURM_TRAIN},
+    )
+    started = run_cli("job", "create", "--file", str(job), "--compute", "hpc", "--name", "slurm_tracked")
+    assert started.returncode == 0, started.stdout + started.stderr
+    tracking = tracking_of(distrun_home, "slurm_tracked")
+    # Nobody supervises a detached Slurm job here: the first reader that sees its end closes the run.
+    wait_for(lambda: json.loads(run_cli("job", "show", "slurm_tracked").stdout)["status"] == "Completed", timeout=300)
+    assert run_status(distrun_home, tracking["run_id"]) == "FINISHED"
+    logs = distrun_home / "jobs" / "slurm_tracked" / "user_logs"
+    for rank in (0, 1):
+        assert f"rank {rank} run {tracking['run_id']}" in (logs / f"std_log_process_0{rank}.txt").read_text()
+    assert json.loads(run_cli("job", "show", "slurm_tracked").stdout)["metrics"] == {"loss": pytest.approx(1 / 3)}
