@@ -194,6 +194,7 @@ def test_literal_and_typed_inputs(sdk_env):
 
 
 def test_environment_entity_and_paths(sdk_env):
+    (sdk_env / "env.yml").write_text("dependencies:\n  - pip:\n      - numpy\n")  # a conda file is checked
     job = command(
         command="python t.py",
         code=Path("src"),

@@ -354,3 +354,13 @@ def main() -> None:
         sys.stderr.close()
         sys.exit(0)
     del started
+
+
+def _register_envdata() -> None:
+    from distrun.cli_envdata import data_group, env_group
+
+    cli.add_command(env_group)
+    cli.add_command(data_group)
+
+
+_register_envdata()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from distrun.sdk.assets import Data
 from distrun.sdk.command_job import Command, CommandJob, CreationContext
 from distrun.sdk.distributions import (
     DistributionConfiguration,
@@ -25,6 +26,7 @@ __all__ = [
     "CommandJob",
     "CommandJobLimits",
     "CreationContext",
+    "Data",
     "DistributionConfiguration",
     "Environment",
     "Input",

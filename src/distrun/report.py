@@ -41,7 +41,7 @@ def execution_summary(record: JobRecord) -> str:
 
 
 def environment_note(environment: object) -> str | None:
-    if environment is None:
+    if environment is None or _runs_in_own_environment(environment):
         return None
     import sys
 
@@ -50,3 +50,17 @@ def environment_note(environment: object) -> str | None:
         f"distrun: local compute runs in this Python environment ({sys.executable}); "
         f"environment {shown} is kept for image-based backends"
     )
+
+
+def _runs_in_own_environment(environment: object) -> bool:
+    """A conda_file, or a name config.yaml maps: the ranks run there, and the build says so."""
+    if not isinstance(environment, str):
+        return getattr(environment, "conda_file", None) is not None
+    from distrun.environments.named import find_named
+    from distrun.store.layout import distrun_home
+
+    try:
+        named = find_named(environment, distrun_home() / "config.yaml")
+    except Exception:  # a broken config.yaml is reported where the job is validated
+        return False
+    return named is not None and ("conda_file" in named.body or "python" in named.body)

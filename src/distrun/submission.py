@@ -187,7 +187,7 @@ def _with_tracking(
     run = start_run(folder, layout.home, name, experiment, target.settings.get("tracking_uri"))
     if run is None:
         return bindings
-    return Bindings(**{**bindings.__dict__, "environment": run.environment()})
+    return Bindings(**{**bindings.__dict__, "environment": {**bindings.environment, **run.environment()}})
 
 
 def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool) -> Bindings:
@@ -196,9 +196,7 @@ def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize
     input_paths: dict[str, str] = {}
     for name, value in spec.inputs.items():
         if isinstance(value, models.DataInput):
-            source = local_path(loaded, value.path)
-            assert source is not None  # the loader checked it
-            source = source.resolve()
+            source = _input_source(loaded, value, folder, materialize)
             if value.mode in COPY_MODES:
                 target = folder.inside(folder.inputs / name)
                 if source.is_file():
@@ -215,11 +213,43 @@ def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize
             inputs[name] = render_value(value)
     outputs: dict[str, str] = {}
     for name, out in spec.outputs.items():
+        elsewhere = _output_elsewhere(out, name, folder, materialize)
+        if elsewhere is not None:
+            outputs[name] = elsewhere
+            continue
         path = folder.named_output(name)
         if materialize:
             make_dirs(path)
         outputs[name] = str(path / name) if out is not None and out.type == "uri_file" else str(path)
-    return Bindings(inputs=inputs, outputs=outputs, input_paths=input_paths)
+    return Bindings(
+        inputs=inputs,
+        outputs=outputs,
+        input_paths=input_paths,
+        environment=_rank_environment(loaded, spec, folder, materialize),
+    )
+
+
+def _input_source(loaded: LoadedJob, value: models.DataInput, folder: JobFolder, materialize: bool) -> Path:
+    """A data input's local path: datastores, assets and job outputs resolved, URLs fetched."""
+    from distrun.data.locations import fetch_input, input_location
+
+    home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>
+    location = input_location(value.path, loaded.base_dir, home)
+    return fetch_input(location, home, value.type != "uri_folder", materialize).resolve()
+
+
+def _output_elsewhere(out: models.OutputSpec | None, name: str, folder: JobFolder, materialize: bool) -> str | None:
+    """An output with a datastore `path` is written there (and registered when it is named)."""
+    from distrun.data.outputs import bind_output
+
+    return bind_output(out, name, folder.root.name, folder.root.parent.parent, materialize)
+
+
+def _rank_environment(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool) -> dict[str, str]:
+    from distrun.environments.resolve import job_variables
+
+    home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>
+    return job_variables(spec.environment, loaded.base_dir, home, loaded.position, materialize)
 
 
 def _copy_input(source: Path, target: Path) -> None:

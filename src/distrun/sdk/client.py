@@ -56,6 +56,10 @@ class MLClient:
         self._ignored = {k: v for k, v in given.items() if v is not None}
         note_ignored("MLClient", self._ignored)
         self.jobs = JobOperations(self)
+        from distrun.sdk.assets import DataOperations, EnvironmentOperations
+
+        self.data = DataOperations(self)
+        self.environments = EnvironmentOperations(self)
 
     @classmethod
     def from_config(
@@ -72,10 +76,17 @@ class MLClient:
     def create_or_update(self, entity: Any, **kwargs: Any) -> Any:
         if isinstance(entity, Command):
             return self.jobs.create_or_update(entity, **kwargs)
+        from distrun.sdk.assets import Data
+        from distrun.sdk.job_settings import Environment
+
+        if isinstance(entity, Data):
+            return self.data.create_or_update(entity, **kwargs)
+        if isinstance(entity, Environment):
+            return self.environments.create_or_update(entity, **kwargs)
         raise DistrunError(
             f"distrun's MLClient creates jobs, not {type(entity).__name__} objects",
-            "compute targets live in $DISTRUN_HOME/config.yaml (`distrun compute create`); environments and data "
-            "are used where they are",
+            "compute targets live in $DISTRUN_HOME/config.yaml (`distrun compute create`); data assets and "
+            "environments are created with ml_client.data / ml_client.environments",
         )
 
     def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Poller:
@@ -235,7 +246,25 @@ class JobOperations:
             )
         else:
             job = job_from_data(_runnable_again(data, folder))
-        return status_of(job, record, folder.root)
+        return _with_output_paths(status_of(job, record, folder.root))
+
+
+def _with_output_paths(job: Command) -> Command:
+    """Each output's `path` as Azure ML reports it, a value a later job takes as an input: the
+    datastore path with `${{name}}` filled in, else `azureml://jobs/<job>/outputs/<name>`."""
+    from distrun.data.locations import job_output_uri
+    from distrun.sdk.inputs_outputs import Output
+
+    for name, out in list(job.outputs.items()):
+        if out is None:
+            out = job.outputs[name] = Output()
+        if not isinstance(out, Output):
+            continue
+        if out.path is None:
+            out.path = job_output_uri(job.name, name)
+        elif isinstance(out.path, str):
+            out.path = out.path.replace("${{name}}", job.name).replace("${{output_name}}", name)
+    return job
 
 
 def _runnable_again(data: dict[str, Any], folder: Any) -> dict[str, Any]:

@@ -73,7 +73,8 @@ class BuildContext(Recorded):
 
 
 class Environment(Recorded):
-    """An inline environment; on local compute the job runs in the current Python (kept for image backends)."""
+    """An inline environment: a `conda_file` is built into the job's environment; an image only is kept for
+    image-based backends (local compute then runs the current Python)."""
 
     def __init__(
         self,

@@ -116,7 +116,7 @@ class Workspace(Recorded):
 
 
 class CondaDependencies:
-    """azureml.core.conda_dependencies.CondaDependencies, kept as a conda file for image backends."""
+    """azureml.core.conda_dependencies.CondaDependencies: the job's conda file, built into its environment."""
 
     def __init__(self, conda_dependencies_file_path: Any = None, **kwargs: Any) -> None:
         self.file_path = path_text(conda_dependencies_file_path)
@@ -176,7 +176,8 @@ class DockerSection:
 
 
 class Environment(Recorded):
-    """azureml.core.Environment: recorded with the job; on local compute the job runs in this Python."""
+    """azureml.core.Environment: its conda/pip dependencies are built into the job's environment (see
+    docs/environments-and-data.md); a curated or image-only one runs in this Python."""
 
     def __init__(self, name: str = "default", **kwargs: Any) -> None:
         self.name = name

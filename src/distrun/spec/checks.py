@@ -10,7 +10,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from distrun.errors import Position, Problem
+from distrun.errors import DistrunError, Position, Problem
 from distrun.spec import models
 from distrun.spec.command_template import references
 
@@ -27,7 +27,31 @@ def semantic_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf
         *_reference_problems(spec, position),
         *_path_problems(spec, base_dir, position),
         *_size_problems(spec, position),
+        *_environment_problems(spec, base_dir, position),
+        *_output_problems(spec, position),
     ]
+
+
+def _output_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
+    """An output `path` distrun cannot write (a URL, a relative path)."""
+    from distrun.data.locations import output_location
+    from distrun.store.layout import distrun_home
+
+    problems = []
+    for name, out in spec.outputs.items():
+        try:
+            output_location(out.path if out else None, name, spec.name or "job", distrun_home())
+        except DistrunError as exc:
+            problems.append(Problem(exc.message, f"outputs.{name}.path", position("outputs", name, "path"), exc.hint))
+    return problems
+
+
+def _environment_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
+    """A conda_file that cannot be built here (conda-only packages, a missing Python)."""
+    from distrun.environments.resolve import rank_python
+    from distrun.store.layout import distrun_home
+
+    return rank_python(spec.environment, base_dir, distrun_home(), position)[1]
 
 
 # Far above any real cluster, low enough that planning stays bounded in time and memory.
@@ -174,6 +198,18 @@ def local_path(base_dir: Path, text: str) -> Path | None:
     return path if path.is_absolute() else (base_dir / path)
 
 
+_FETCHED = Path("/dev/null/fetched")  # stands for "remote: fetched when the job starts"
+
+
+def _data_path(text: str, base_dir: Path) -> Path | None:
+    """The local path of a data input (datastores, assets and job outputs resolved)."""
+    from distrun.data.locations import input_location
+    from distrun.store.layout import distrun_home
+
+    location = input_location(text, base_dir, distrun_home())
+    return _FETCHED if location.url is not None else location.path
+
+
 def _kind_of(path: Path) -> str:
     """'folder', 'file', 'missing' or 'unreadable' (a path the OS refuses to look at)."""
     try:
@@ -215,19 +251,37 @@ def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -
             continue
         key = f"inputs.{name}.path"
         where = position("inputs", name, "path")
-        path = local_path(base_dir, value.path)
+        try:
+            path = _data_path(value.path, base_dir)
+        except DistrunError as exc:  # an unknown asset, datastore path, job output or fsspec plugin
+            problems.append(Problem(f"input {name}: {exc.message}", key, where, exc.hint))
+            continue
+        if path == _FETCHED:
+            continue  # a URL: downloaded when the job starts
         if path is None:
             problems.append(
                 Problem(
                     f"input {name}: {value.path!r} is not on this machine",
                     key,
                     where,
-                    "distrun reads local paths and file:// URLs: download the data and give its local path",
+                    "use a local path, azureml://datastores/<ds>/paths/<p>, azureml:NAME:VERSION, "
+                    "azureml://jobs/<job>/outputs/<name>, http(s):// or s3:// (see docs/environments-and-data.md)",
                 )
             )
             continue
         kind = _kind_of(path)
-        if kind in ("missing", "unreadable"):
+        absent = "does not exist" if kind == "missing" else "cannot be read"
+        if kind in ("missing", "unreadable") and value.path.startswith("azureml:"):
+            problems.append(
+                Problem(
+                    f"input {name}: {value.path} is {path}, which {absent}",
+                    key,
+                    where,
+                    "write the data there first (e.g. by an earlier job's output), or set the datastore's folder "
+                    "in $DISTRUN_HOME/config.yaml (datastores: {NAME: /path/to/folder})",
+                )
+            )
+        elif kind in ("missing", "unreadable"):
             problems.append(
                 Problem(
                     f"input {name}: {path} {'does not exist' if kind == 'missing' else 'cannot be read'}",

@@ -80,7 +80,8 @@ class BuildContext(StrictModel):
 
 
 class EnvironmentSpec(StrictModel):
-    """An inline environment; on local compute distrun runs in the current Python."""
+    """An inline environment: a `conda_file` is built into a cached virtual environment the ranks run in;
+    an image alone is kept for image-based backends."""
 
     name: str | None = None
     version: str | None = None

@@ -1,0 +1,170 @@
+"""`distrun env ...` and `distrun data ...`: the environment cache, named environments, data assets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from distrun.errors import DistrunError
+
+
+def _home() -> Path:
+    from distrun.store.layout import distrun_home
+
+    return distrun_home()
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+# ---------------------------------------------------------------- env
+
+
+@click.group("env")
+def env_group() -> None:
+    """Python environments built from conda files (cached by content), and named ones."""
+
+
+@env_group.command("list")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+def env_list(output: str) -> None:
+    """Cached environments, newest first, and the names config.yaml maps."""
+    from distrun.environments.named import read_named
+    from distrun.environments.store import list_environments
+
+    built = list_environments(_home())
+    named = {name: entry.body for name, entry in read_named(_home() / "config.yaml").items()}
+    if output == "json":
+        _print_json({"built": built, "named": named})
+        return
+    for env in built:
+        count = len([r for r in env["requirements"] if not r.startswith("-")])
+        click.echo(
+            f"{env['key'][:12]}  python {env['python']}  {count} requirements  {env['size_mb']} MB  {env['origin']}"
+        )
+    for name, body in named.items():
+        click.echo(f"{name}  (config.yaml) " + ", ".join(f"{k}: {v}" for k, v in body.items() if k != "description"))
+    if not built and not named:
+        click.echo("no environments yet: a job with a conda_file builds one")
+
+
+@env_group.command("show")
+@click.argument("key")
+def env_show(key: str) -> None:
+    """One cached environment (by key or key prefix) or named environment."""
+    from distrun.environments.named import read_named
+    from distrun.environments.store import show_environment
+
+    named = read_named(_home() / "config.yaml")
+    if key in named:
+        _print_json({"name": key, **named[key].body})
+        return
+    _print_json(show_environment(_home(), key))
+
+
+@env_group.command("prune")
+@click.option("--unused-days", type=float, default=None, help="Remove environments no job used for this many days.")
+@click.option("--all", "everything", is_flag=True, help="Remove every cached environment.")
+def env_prune(unused_days: float | None, everything: bool) -> None:
+    """Remove cached environments (never one being built)."""
+    from distrun.environments.store import prune_environments
+
+    removed = prune_environments(_home(), unused_days, everything)
+    for key in removed:
+        click.echo(f"removed {key}")
+    click.echo(f"{len(removed)} environment{'s' if len(removed) != 1 else ''} removed")
+
+
+@env_group.command("create")
+@click.option("--name", "-n", default=None, help="The name jobs use: azureml:NAME@latest.")
+@click.option(
+    "--file",
+    "-f",
+    "file",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="An Azure ML environment YAML (name, conda_file, image).",
+)
+@click.option("--conda-file", default=None, type=click.Path(dir_okay=False, exists=True))
+@click.option("--python", "python", default=None, help="An existing interpreter's path, or a version such as 3.11.")
+@click.option("--image", default=None, help="An image, for backends that run images.")
+def env_create(
+    name: str | None, file: str | None, conda_file: str | None, python: str | None, image: str | None
+) -> None:
+    """Name an environment in config.yaml (as `az ml environment create`)."""
+    from distrun.environments.named import environment_body, register_environment
+
+    version = None
+    given: dict[str, Any] = {"conda_file": conda_file, "python": python, "image": image}
+    if file is not None:
+        from_file, file_name, version = _environment_file(Path(file))
+        name = name or file_name
+        given = {**from_file, **{k: v for k, v in given.items() if v is not None}}
+    if not name:
+        raise DistrunError("give the environment's name", "--name NAME (jobs then use azureml:NAME@latest)")
+    body = environment_body(base_dir=Path.cwd(), **given)
+    register_environment(_home() / "config.yaml", name, version, body)
+    _print_json({"name": name, **body})
+
+
+def _environment_file(file: Path) -> tuple[dict[str, Any], str | None, str | None]:
+    """An Azure ML environment YAML: its name, version, and conda_file (relative to the file), image."""
+    from distrun.spec.yaml_source import read_yaml_file
+
+    data, _ = read_yaml_file(file)
+    if not isinstance(data, dict):
+        raise DistrunError(f"{file}: an environment file is a mapping (name, conda_file, image)")
+    conda = data.get("conda_file")
+    if isinstance(conda, str):
+        conda = str((file.parent / conda).resolve())
+    given = {"conda_file": conda, "image": data.get("image"), "description": data.get("description")}
+    version = data.get("version")
+    name = data.get("name")
+    return given, None if name is None else str(name), None if version is None else str(version)
+
+
+# ---------------------------------------------------------------- data
+
+
+@click.group("data")
+def data_group() -> None:
+    """Data assets: named, versioned paths that jobs use as azureml:NAME:VERSION or azureml:NAME@latest."""
+
+
+@data_group.command("create")
+@click.option("--name", "-n", required=True)
+@click.option("--version", "-v", default="", help="Default: one more than the highest numbered version.")
+@click.option(
+    "--path", "-p", "path", required=True, help="A local path or a URI (datastore, job output, http(s), s3...)."
+)
+@click.option("--type", "-t", "kind", default="uri_folder", show_default=True)
+@click.option("--description", "-d", default=None)
+def data_create(name: str, version: str, path: str, kind: str, description: str | None) -> None:
+    """Register a data asset (as `az ml data create`)."""
+    from distrun.data.assets import register_path
+
+    _print_json(register_path(_home(), name, version, path, kind, description, Path.cwd()).to_dict())
+
+
+@data_group.command("list")
+@click.option("--name", "-n", default=None, help="Only this asset's versions.")
+def data_list(name: str | None) -> None:
+    """Data assets and their versions (latest last)."""
+    from distrun.data.assets import list_assets
+
+    _print_json([a.to_dict() for a in list_assets(_home(), name)])
+
+
+@data_group.command("show")
+@click.option("--name", "-n", required=True)
+@click.option("--version", "-v", default=None)
+@click.option("--label", "-l", default=None, help="latest")
+def data_show(name: str, version: str | None, label: str | None) -> None:
+    """One version of a data asset (default: the latest)."""
+    from distrun.data.assets import get_asset
+
+    _print_json(get_asset(_home(), name, version, label).to_dict())

@@ -1,0 +1,13 @@
+"""A line for the user's terminal (stderr by default) that never fails the work it reports on."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+
+def say(out: TextIO, text: str) -> None:
+    try:
+        out.write(text + "\n")
+        out.flush()
+    except (OSError, ValueError):
+        pass  # a closed terminal or pipe: the build or download goes on

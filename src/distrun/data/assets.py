@@ -1,0 +1,133 @@
+"""Data assets: a name and version for a path, as `az ml data create` makes them.
+
+    $DISTRUN_HOME/data/<name>/<version>.json   {name, version, type, path, description, created_at, job}
+
+Each version is one file created with O_EXCL, so two registrations of one version cannot
+both succeed, and a version never changes once made. `path` is an absolute local path or a
+URI (datastore, another job's output, http(s), s3://...) resolved when a job uses it; `@latest`
+is the version created last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from distrun.errors import DistrunError
+
+ASSET_TYPES = ("uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
+
+
+@dataclass(frozen=True)
+class DataAsset:
+    name: str
+    version: str
+    type: str
+    path: str
+    description: str | None = None
+    created_at: float = 0.0
+    job: str | None = None  # the job whose output this is, when registered from one
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def assets_dir(home: Path) -> Path:
+    return home / "data"
+
+
+def create_asset(home: Path, asset: DataAsset) -> DataAsset:
+    _check_name(asset.name, "name")
+    version = asset.version or _next_version(home, asset.name)
+    _check_name(version, "version")
+    if asset.type not in ASSET_TYPES:
+        raise DistrunError(f"data type {asset.type!r} is not known", f"use one of {', '.join(ASSET_TYPES)}")
+    made = DataAsset(asset.name, version, asset.type, asset.path, asset.description, time.time(), asset.job)
+    folder = assets_dir(home) / asset.name
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(folder / f"{version}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
+    except FileExistsError:
+        raise DistrunError(
+            f"data asset {asset.name} already has version {version}",
+            "versions never change: give a new --version (or none for the next number)",
+        ) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(made.to_dict(), indent=2))
+    return made
+
+
+def register_path(
+    home: Path, name: str, version: str, path: str, kind: str, description: str | None, cwd: Path
+) -> DataAsset:
+    """`data create`: check that `path` resolves (and is a folder or file as `kind` says), then record it.
+
+    A local path is kept absolute; a URI as written (resolved again when a job uses it).
+    """
+    from distrun.data.locations import input_location
+
+    location = input_location(path, cwd, home)
+    if location.url is None:
+        if location.path is None:
+            raise DistrunError(f"{path!r} is not a place distrun can read", "give a local path or a supported URI")
+        found = "uri_folder" if location.path.is_dir() else "uri_file" if location.path.exists() else None
+        if found is None:
+            raise DistrunError(f"{location.path} does not exist", "check the path")
+        if kind in ("uri_folder", "uri_file") and kind != found:
+            raise DistrunError(f"type {kind} but {location.path} is a {found.split('_')[1]}", f"use type {found}")
+    stored = str(location.path.resolve()) if location.path is not None and not path.startswith("azureml") else path
+    return create_asset(home, DataAsset(name, version, kind, stored, description))
+
+
+def list_assets(home: Path, name: str | None = None) -> list[DataAsset]:
+    folder = assets_dir(home)
+    if not folder.is_dir():
+        return []
+    names = [name] if name else sorted(p.name for p in folder.iterdir() if p.is_dir())
+    found = []
+    for each in names:
+        for file in (folder / each).glob("*.json"):
+            try:
+                found.append(DataAsset(**json.loads(file.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, TypeError):
+                continue  # being written (O_EXCL made it empty a moment) or damaged
+    return sorted(found, key=lambda a: (a.name, a.created_at))
+
+
+def get_asset(home: Path, name: str, version: str | None = None, label: str | None = None) -> DataAsset:
+    versions = list_assets(home, name) if _NAME.match(name) else []
+    if not versions:
+        raise DistrunError(
+            f"there is no data asset named {name!r}", "register it: distrun data create --name ... --path ..."
+        )
+    if version is not None:
+        for asset in versions:
+            if asset.version == version:
+                return asset
+        known = ", ".join(a.version for a in versions)
+        raise DistrunError(
+            f"data asset {name} has no version {version!r} (versions: {known})", f"use azureml:{name}@latest"
+        )
+    if label not in (None, "latest"):
+        raise DistrunError(
+            f"data asset label {label!r} is not known", f"use azureml:{name}@latest or azureml:{name}:VERSION"
+        )
+    return versions[-1]
+
+
+def _next_version(home: Path, name: str) -> str:
+    numbers = [int(a.version) for a in list_assets(home, name) if a.version.isdigit()]
+    return str(max(numbers, default=0) + 1)
+
+
+def _check_name(text: str, what: str) -> None:
+    if not _NAME.match(text):
+        raise DistrunError(
+            f"data asset {what} {text!r} is not allowed",
+            "use letters, digits, '_', '.' and '-', starting with a letter or digit",
+        )

@@ -1,0 +1,189 @@
+"""An input's or output's `path`, as written in a job, -> where it is on this machine.
+
+    ./data, /abs, file:///abs                      a local path (relative to the job file)
+    azureml://datastores/<ds>/paths/<p>            the datastore's folder / <p> (also the long
+                                                   azureml://subscriptions/.../workspaces/.../datastores/... form)
+    azureml://jobs/<job>/outputs/<name>            a finished job's named output
+    azureml:<name>:<version>, azureml:<name>@latest  a data asset (distrun data create)
+    http(s)://...                                  downloaded into the cache when the job starts
+    s3://, gs://, wasbs://, abfss://, ...           fetched through fsspec and its plugin
+
+Resolution reads DISTRUN_HOME (config.yaml, the job index, assets) but never the network:
+remote sources are only fetched by `fetch_input`, when a job is being prepared.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from distrun.environments.conda_spec import expand_user
+from distrun.errors import DistrunError
+
+_DATASTORE = re.compile(
+    r"^azureml://(?:subscriptions/[^/]+/resource[gG]roups/[^/]+/(?:providers/Microsoft\.MachineLearningServices/)?"
+    r"workspaces/[^/]+/)?datastores/(?P<ds>[^/]+)/paths/?(?P<path>.*)$"
+)
+_JOB_OUTPUT = re.compile(r"^azureml://jobs/(?P<job>[^/]+)/outputs/(?P<out>[^/]+)/?(?:paths/(?P<sub>.*))?$")
+_ASSET = re.compile(r"^azureml:(?!//)(?P<name>[^:@/]+)(?::(?P<version>[^:@/]+)|@(?P<label>[^:@/]+))?$")
+HTTP_SCHEMES = ("http://", "https://")
+# fsspec protocol -> the package that provides it
+FSSPEC_PLUGINS = {
+    "s3": "s3fs",
+    "s3a": "s3fs",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "wasbs": "adlfs",
+    "wasb": "adlfs",
+    "abfss": "adlfs",
+    "abfs": "adlfs",
+    "az": "adlfs",
+    "adl": "adlfs",
+}
+MAX_ASSET_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Location:
+    """A local path (`path`), or a remote source (`url`) fetched when the job starts."""
+
+    path: Path | None = None
+    url: str | None = None
+    origin: str = ""  # what the user wrote, for messages
+
+
+def input_location(text: str, base_dir: Path, home: Path, depth: int = 0) -> Location:
+    """Where an input's data is; a reference that cannot resolve raises DistrunError with a fix."""
+    match = _DATASTORE.match(text)
+    if match:
+        from distrun.data.datastores import datastore_path
+
+        return Location(datastore_path(home, match.group("ds"), match.group("path")), origin=text)
+    match = _JOB_OUTPUT.match(text)
+    if match:
+        return Location(job_output_path(home, match.group("job"), match.group("out"), match.group("sub")), origin=text)
+    match = _ASSET.match(text)
+    if match:
+        return _asset_location(match, home, depth)
+    if text.startswith(HTTP_SCHEMES):
+        return Location(url=text, origin=text)
+    scheme = text.split("://", 1)[0].lower() if "://" in text else None
+    if scheme in FSSPEC_PLUGINS:
+        remote_fs_problem(scheme)
+        return Location(url=text, origin=text)
+    if scheme not in (None, "file"):
+        return Location(origin=text)  # not a place distrun can read
+    from distrun.spec.checks import local_path
+
+    return Location(local_path(base_dir, text), origin=text)
+
+
+def _asset_location(match: re.Match[str], home: Path, depth: int) -> Location:
+    from distrun.data.assets import get_asset
+
+    asset = get_asset(home, match.group("name"), match.group("version"), match.group("label"))
+    if asset.job is not None:
+        _job_must_be_completed(home, asset.job, f"data asset {asset.name}:{asset.version}")
+    if depth >= MAX_ASSET_DEPTH:
+        raise DistrunError(f"data asset {asset.name}:{asset.version} refers to assets {depth} levels deep")
+    found = input_location(asset.path, Path("/"), home, depth + 1)
+    return Location(found.path, found.url, origin=match.group(0))
+
+
+def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -> Path:
+    """Where a completed job wrote its named output `output`."""
+    import json
+
+    from distrun.store.layout import Layout
+
+    _job_must_be_completed(home, job, f"job {job}'s output {output}")
+    folder = Layout(home).job(job)
+    try:
+        outputs = json.loads((folder.root / "bindings.json").read_text(encoding="utf-8"))["outputs"]
+    except (OSError, ValueError, KeyError):
+        outputs = {}
+    if output not in outputs:
+        known = ", ".join(sorted(outputs)) or "none"
+        raise DistrunError(f"job {job} has no output {output!r} (its outputs: {known})", "check the output's name")
+    path = Path(outputs[output])
+    parts = [p for p in (sub or "").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise DistrunError(f"{sub!r} leaves job {job}'s output with '..'", "write a path inside the output")
+    return path.joinpath(*parts)
+
+
+def _job_must_be_completed(home: Path, job: str, what: str) -> None:
+    from distrun.store.index import JobIndex
+
+    if not (home / "jobs.db").exists():
+        raise DistrunError(f"{what}: there is no job named {job!r}", "see `distrun job list`")
+    record = JobIndex(home / "jobs.db").get(job)  # an unknown name raises with its own hint
+    if record.status != "Completed":
+        raise DistrunError(
+            f"{what}: job {job} is {record.status}, and its outputs are final only when it has completed",
+            f"wait for it (distrun job stream {job}) or use another job's output",
+        )
+
+
+def remote_fs_problem(scheme: str) -> None:
+    """A clear error, naming the package, when fsspec or the scheme's plugin is not installed."""
+    import importlib.util
+
+    plugin = FSSPEC_PLUGINS[scheme]
+    missing = [name for name in ("fsspec", plugin) if importlib.util.find_spec(name) is None]
+    if missing:
+        raise DistrunError(
+            f"{scheme}:// inputs are read through fsspec with {plugin}, which {'is' if len(missing) == 1 else 'are'} "
+            f"not installed ({', '.join(missing)})",
+            f"pip install {' '.join(missing)}" + (" (or pip install 'distrun[s3]')" if plugin == "s3fs" else ""),
+        )
+
+
+def output_location(path: str | None, output: str, job: str, home: Path) -> Path | None:
+    """Where an output with a `path` is written; None: the job's own named-outputs folder.
+
+    `${{name}}` and `${{output_name}}` in the path become the job's and the output's names,
+    as in Azure ML. `azureml://jobs/...` (what a finished job reports) means the job's own folder.
+    """
+    if path is None or path.startswith("azureml://jobs/"):
+        return None
+    text = path.replace("${{name}}", job).replace("${{output_name}}", output)
+    match = _DATASTORE.match(text)
+    if match:
+        from distrun.data.datastores import datastore_path
+
+        return datastore_path(home, match.group("ds"), match.group("path"))
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    if "://" in text or text.startswith("azureml:"):
+        raise DistrunError(
+            f"output {output}: {path!r} is not a place distrun can write",
+            "use azureml://datastores/<datastore>/paths/<path> (a folder per datastore) or leave `path` out",
+        )
+    local = expand_user(Path(text))
+    if not local.is_absolute():
+        raise DistrunError(
+            f"output {output}: the local path {path!r} is relative", "give an absolute path or a datastore URI"
+        )
+    return local
+
+
+def job_output_uri(job: str, output: str) -> str:
+    """How a finished job names its output for a later job's input."""
+    return f"azureml://jobs/{job}/outputs/{output}"
+
+
+def fetch_input(location: Location, home: Path, want_file: bool, materialize: bool, out: TextIO | None = None) -> Path:
+    """The local path of `location`: its own, or (for a URL) its copy in the download cache."""
+    if location.url is None:
+        assert location.path is not None
+        return location.path
+    if location.url.startswith(HTTP_SCHEMES):
+        from distrun.data.http_fetch import fetch_url
+
+        return fetch_url(location.url, home, want_file, materialize, out)
+    from distrun.data.remote_fs import fetch_remote
+
+    return fetch_remote(location.url, home, materialize, out)

@@ -1,0 +1,184 @@
+"""A job's `environment` -> what its ranks run in, decided (and checked) before anything starts.
+
+- an inline environment with `conda_file` (a file or a mapping): a virtual environment built
+  from it and cached (`builder`);
+- `azureml:NAME@latest` / `azureml:NAME:V` mapped in config.yaml (`named`): its conda_file,
+  or its existing `python`;
+- anything else (a curated name, an `image`, a `build:` context): distrun's own Python, as
+  before, with the note that says so.
+
+Ranks get the environment's `bin/` first on PATH and VIRTUAL_ENV set; distrun's agent keeps
+running in distrun's own Python, so nothing of distrun is installed in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from distrun.environments.builder import BuildTarget, ensure_environment, env_path
+from distrun.environments.conda_spec import EnvRequest, cache_key, expand_user, read_conda_data
+from distrun.environments.interpreters import available_versions, find_python, own_version
+from distrun.environments.named import NamedEnvironment, find_named
+from distrun.errors import Position, Problem
+
+PositionOf = Callable[..., Position]
+
+
+@dataclass(frozen=True)
+class RankPython:
+    """The Python a job's ranks run in: one to build (`target`) or an existing one (`prefix`)."""
+
+    description: str
+    target: BuildTarget | None = None
+    prefix: Path | None = None  # the environment's root (bin/ holds python)
+    bin_dir: Path | None = None
+
+
+def rank_python(
+    environment: Any, base_dir: Path, home: Path, position: PositionOf
+) -> tuple[RankPython | None, list[Problem]]:
+    """What the ranks run in (None: distrun's own Python) and every problem that stops it."""
+    if environment is None:
+        return None, []
+    if isinstance(environment, str):
+        named = find_named(environment, home / "config.yaml")
+        return (None, []) if named is None else _from_named(named, environment)
+    conda_file = getattr(environment, "conda_file", None)
+    if conda_file is None:
+        return None, []
+    return _from_conda_file(conda_file, base_dir, position, ("environment", "conda_file"), "inline environment")
+
+
+def _from_named(named: NamedEnvironment, reference: str) -> tuple[RankPython | None, list[Problem]]:
+    python = named.body.get("python")
+    conda_file = named.body.get("conda_file")
+    if conda_file is not None:
+        return _from_conda_file(
+            conda_file, named.base_dir, named.position, ("conda_file",), f"{reference} (config.yaml)"
+        )
+    if python is None:
+        return None, []  # an image only: for image-based backends
+    text = str(python)
+    if _looks_like_version(text):
+        request = EnvRequest(text, (), named.base_dir, f"{reference} (config.yaml)")
+        return _buildable(request, named.position, ("python",))
+    path = expand_user(Path(text))
+    path = path if path.is_absolute() else named.base_dir / path
+    executable = path / "bin" / "python" if path.is_dir() else path
+    if not os.access(executable, os.X_OK):
+        return None, [
+            Problem(
+                f"environment {named.name}: python {executable} is not an executable Python",
+                f"environments.{named.name}.python",
+                named.position("python"),
+                "give the path of an interpreter (e.g. /opt/venv/bin/python) or a version such as '3.11'",
+            )
+        ]
+    bin_dir = executable.parent
+    prefix = bin_dir.parent if (bin_dir.parent / "pyvenv.cfg").is_file() else None
+    return RankPython(f"{named.name}: {executable}", prefix=prefix, bin_dir=bin_dir), []
+
+
+def _looks_like_version(text: str) -> bool:
+    parts = text.split(".")
+    return 2 <= len(parts) <= 3 and all(p.isdigit() for p in parts)
+
+
+def _from_conda_file(
+    conda_file: Any, base_dir: Path, position: PositionOf, path: tuple[str, ...], origin: str
+) -> tuple[RankPython | None, list[Problem]]:
+    key = ".".join(path)
+    if isinstance(conda_file, dict):
+        request, problems = read_conda_data(conda_file, base_dir, origin, lambda *p: position(*path, *p), key)
+    else:
+        file = expand_user(Path(str(conda_file)))
+        file = file if file.is_absolute() else base_dir / file
+        if not _is_file(file):
+            return None, [
+                Problem(
+                    f"conda file {file} does not exist",
+                    key,
+                    position(*path),
+                    "check the path (relative paths start at the job file's folder)",
+                )
+            ]
+        from distrun.errors import ValidationError
+        from distrun.spec.yaml_source import read_yaml_file
+
+        try:
+            data, smap = read_yaml_file(file)
+        except ValidationError as exc:
+            return None, exc.problems
+        request, problems = read_conda_data(data, file.parent, str(file), lambda *p: smap.find(p), "")
+    if request is None:
+        return None, problems
+    found, more = _buildable(request, position, path)
+    return (None, [*problems, *more]) if problems or more else (found, [])
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte: not a file we can read
+        return False
+
+
+def _buildable(
+    request: EnvRequest, position: PositionOf, path: tuple[str, ...]
+) -> tuple[RankPython | None, list[Problem]]:
+    python = find_python(request.python)
+    if python is None:
+        return None, [
+            Problem(
+                f"python {request.python} is not available on this machine "
+                f"(found: {', '.join(available_versions())}); distrun does not download interpreters",
+                ".".join(path),
+                position(*path),
+                f"install python{request.python} (e.g. `uv python install {request.python}` or your system's "
+                f"packages), or ask for an available version, e.g. python={own_version()}",
+            )
+        ]
+    version = request.python or own_version()
+    target = BuildTarget(request, python, version, cache_key(request, version))
+    count = len([r for r in request.requirements if r.name])
+    return RankPython(f"{target.key[:12]} (python {version}, {count} requirements)", target=target), []
+
+
+def rank_variables(found: RankPython, home: Path, materialize: bool, out: TextIO | None = None) -> dict[str, str]:
+    """The variables that put the ranks in `found`: its bin/ first on PATH, VIRTUAL_ENV.
+
+    With `materialize`, a conda environment not in the cache is built now (a progress line
+    on `out`); without, only its future path is given (for `distrun plan`).
+    """
+    if found.target is not None:
+        if materialize:
+            prefix = ensure_environment(found.target, home, out)
+        else:
+            prefix = env_path(home, found.target.key)
+        bin_dir = prefix / "bin"
+    else:
+        assert found.bin_dir is not None
+        prefix, bin_dir = found.prefix, found.bin_dir
+    path = os.environ.get("PATH") or os.defpath
+    variables = {"PATH": f"{bin_dir}{os.pathsep}{path}"}
+    if prefix is not None:
+        variables["VIRTUAL_ENV"] = str(prefix)
+    return variables
+
+
+def job_variables(
+    environment: Any, base_dir: Path, home: Path, position: PositionOf, materialize: bool
+) -> dict[str, str]:
+    """The ranks' variables for a job's `environment` ({} for distrun's own Python); builds it
+    when `materialize` and it is not cached. Problems were reported at validation; one found
+    now (config.yaml changed since) is raised the same way."""
+    found, problems = rank_python(environment, base_dir, home, position)
+    if problems:
+        from distrun.errors import ValidationError
+
+        raise ValidationError(problems)
+    return {} if found is None else rank_variables(found, home, materialize)
