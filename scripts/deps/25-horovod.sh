@@ -4,8 +4,11 @@
 # so the archive is patched before building. The built wheel is cached (in
 # $DISTRUN_WHEEL_CACHE, default ~/.cache/distrun-test-wheels) and later runs install it
 # in seconds instead of rebuilding (about 2.5 minutes on 2 cores).
-# Needs torch (10-python.sh) and Open MPI (20-openmpi.sh) first.
+# Needs torch (10-python.sh) and Open MPI (20-openmpi.sh) first. The wheel is built with, and
+# installed into, the Python environment the tests run in (python3 first on PATH).
 set -euo pipefail
+# shellcheck source=../lib/pip-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/pip-install.sh"
 version=0.28.1
 if python3 -c "import horovod.torch" 2>/dev/null; then
     exit 0
@@ -16,10 +19,11 @@ pyver="$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_inf
 torchver="$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')"
 # The wheel links against this torch's C++ ABI, so the cache is keyed by the torch version.
 slot="$cache/horovod-$version-torch$torchver-$pyver"
-pip_q=(python3 -m pip install -q --disable-pip-version-check)
 
 if ! ls "$slot"/horovod-*.whl >/dev/null 2>&1; then
-    "${pip_q[@]}" wheel packaging cloudpickle psutil pyyaml
+    # The build runs pip itself (a fresh virtual environment has none) without build
+    # isolation, so that it compiles against this environment's torch.
+    pip_install pip setuptools wheel packaging cloudpickle psutil pyyaml
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
     python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
@@ -36,5 +40,5 @@ if ! ls "$slot"/horovod-*.whl >/dev/null 2>&1; then
     mkdir -p "$slot"
     cp "$work"/dist/horovod-*.whl "$slot/"
 fi
-"${pip_q[@]}" "$slot"/horovod-*.whl
+pip_install "$slot"/horovod-*.whl
 python3 -c "import horovod.torch"
