@@ -220,6 +220,9 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
 
     record = get_job(_layout(), _job_name(name, name_opt, newest=True))
     data = record.to_dict()
+    from distrun.metrics.printing import last_metric_values
+
+    data.update(last_metric_values(_layout().job(record.name)))
     if output == "json":
         _echo_json(data)
     elif output == "yaml":
@@ -318,6 +321,31 @@ def logs(name: str | None, name_opt: str | None, rank: int | None, follow: bool,
 
 
 job.add_command(logs, "logs")  # `distrun job logs NAME`, as `distrun job stream` is also `distrun stream`
+
+
+# ---------------------------------------------------------------- metrics and the web UI
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new points until the job ends.")
+def metrics(name: str, follow: bool) -> None:
+    """Print a job's metrics (logged with mlflow.log_metric or Run.log), one point a line."""
+    from distrun.metrics.printing import print_metrics
+
+    print_metrics(_layout(), name, follow=follow)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", "-p", default=0, show_default=True, help="Port (0: a free one).")
+@click.option("--expose", is_flag=True, help="Allow a non-loopback --host: anyone reaching it sees and cancels jobs.")
+@click.option("--allow-host", multiple=True, metavar="NAME", help="Also answer to this Host name (repeatable).")
+def ui(host: str, port: int, expose: bool, allow_host: tuple[str, ...]) -> None:
+    """A web page of jobs: list, status, per-rank table, live logs, metrics, outputs, cancel."""
+    from distrun.ui.server import serve
+
+    serve(_layout(), host, port, expose, allow_host)
 
 
 # ---------------------------------------------------------------- compute

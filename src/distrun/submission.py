@@ -118,6 +118,8 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         index.insert(record)
         try:
             bindings = _fill_folder(loaded, spec, folder)
+            bindings = _with_tracking(bindings, folder, layout, target, job_name, record.experiment_name or job_name)
+            _write_text(folder.bindings_json, json.dumps(bindings.__dict__, indent=2))
             if not index.update(job_name, status=STARTING):
                 raise JobCanceledError(f"job {job_name} was canceled while it was being prepared")
         except KeyboardInterrupt:
@@ -176,9 +178,19 @@ def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> 
         snapshot_code(code, folder.code, skip=(folder.root.parent.parent,))
     else:
         folder.code.mkdir(mode=DIR_MODE)
-    bindings = bind(loaded, spec, folder, materialize=True)
-    _write_text(folder.bindings_json, json.dumps(bindings.__dict__, indent=2))
-    return bindings
+    return bind(loaded, spec, folder, materialize=True)
+
+
+def _with_tracking(
+    bindings: Bindings, folder: JobFolder, layout: Layout, target: ComputeTarget, name: str, experiment: str
+) -> Bindings:
+    """The job's MLflow run, created before any process starts; its variables go to every process."""
+    from distrun.metrics.tracking import start_run
+
+    run = start_run(folder, layout.home, name, experiment, target.settings.get("tracking_uri"))
+    if run is None:
+        return bindings
+    return Bindings(**{**bindings.__dict__, "environment": {**bindings.environment, **run.environment()}})
 
 
 def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool) -> Bindings:

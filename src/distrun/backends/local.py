@@ -35,6 +35,7 @@ from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.file_modes import open_append, write_file
 from distrun.job_status import JobStatus
+from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.report import execution_summary, local_notes, stream_header
@@ -275,6 +276,7 @@ class LocalBackend(Backend):
         if isinstance(live, NonBlockingOutput):
             live.finish()  # the record is written: now the reader may take its time
         _say(out, execution_summary(record))
+        finish_run(prepared.folder, record.status)  # after the summary: the user does not wait on MLflow
         return record
 
     def observe(self, record: JobRecord, layout: Layout) -> Observation | None:

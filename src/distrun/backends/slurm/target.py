@@ -46,6 +46,7 @@ class SlurmTarget(BaseModel):
     setup: list[str] = Field(default_factory=list, description="shell lines run before the node agents start")
     python: str | None = Field(None, description="Python on the nodes that has distrun (default: this one)")
     slurm_conf: str | None = Field(None, description="slurm.conf of the cluster (SLURM_CONF); default: Slurm's own")
+    tracking_uri: str | None = Field(None, description="MLflow tracking URI for jobs' metrics (default: DISTRUN_HOME)")
 
     @field_validator("gpus_per_node", mode="before")
     @classmethod
