@@ -109,7 +109,7 @@ def test_ranks_log_into_the_jobs_run_which_distrun_closes(
     artifact = next((distrun_home / "mlartifacts").rglob("outputs/sub/model.txt"))
     assert run_id in str(artifact) and artifact.read_text() == "weights"
 
-    shown = json.loads(run_cli("job", "show", "tracked_ok").stdout)
+    shown = json.loads(run_cli("job", "show", "tracked_ok", "-o", "json").stdout)
     assert shown["metrics"] == {"loss": pytest.approx(1 / 3), "accuracy": 0.75, "lr": 0.001}
     printed = run_cli("metrics", "tracked_ok").stdout
     assert "loss  step 2  0.333333" in printed and "accuracy  step 1  0.75" in printed
@@ -144,7 +144,7 @@ def test_without_mlflow_jobs_run_as_before(
     name = only_job(distrun_home)
     assert not (distrun_home / "jobs" / name / "tracking.json").exists()
     assert not (distrun_home / "mlflow.db").exists()
-    assert "metrics" not in json.loads(run_cli("job", "show", name).stdout)
+    assert "metrics" not in json.loads(run_cli("job", "show", name, "-o", "json").stdout)
     missing = run_cli("metrics", name)
     assert missing.returncode != 0 and 'pip install "distrun[mlflow]"' in missing.stderr
     assert "Traceback" not in missing.stderr
@@ -176,9 +176,14 @@ def test_slurm_job_logs_into_its_run_and_the_reader_closes_it(
     assert started.returncode == 0, started.stdout + started.stderr
     tracking = tracking_of(distrun_home, "slurm_tracked")
     # Nobody supervises a detached Slurm job here: the first reader that sees its end closes the run.
-    wait_for(lambda: json.loads(run_cli("job", "show", "slurm_tracked").stdout)["status"] == "Completed", timeout=300)
+    wait_for(
+        lambda: json.loads(run_cli("job", "show", "slurm_tracked", "-o", "json").stdout)["status"] == "Completed",
+        timeout=300,
+    )
     assert run_status(distrun_home, tracking["run_id"]) == "FINISHED"
     logs = distrun_home / "jobs" / "slurm_tracked" / "user_logs"
     for rank in (0, 1):
         assert f"rank {rank} run {tracking['run_id']}" in (logs / f"std_log_process_0{rank}.txt").read_text()
-    assert json.loads(run_cli("job", "show", "slurm_tracked").stdout)["metrics"] == {"loss": pytest.approx(1 / 3)}
+    assert json.loads(run_cli("job", "show", "slurm_tracked", "-o", "json").stdout)["metrics"] == {
+        "loss": pytest.approx(1 / 3)
+    }

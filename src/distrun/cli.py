@@ -280,8 +280,11 @@ def job_cancel(name: str | None, name_opt: str | None) -> None:
     from distrun.jobs import cancel_job, get_job
 
     chosen = _job_name(name, name_opt)
-    before = get_job(_layout(), chosen)
-    if before.terminal:
+    try:
+        before = get_job(_layout(), chosen)
+    except DistrunError:
+        before = None  # no readable record: cancel_job finds the job by its processes
+    if before is not None and before.terminal:
         raise JobAlreadyEndedError(before.name, before.status, before.reason)
     record = cancel_job(_layout(), chosen)
     click.echo(f"{record.name}: {record.status}" + (f" ({record.reason})" if record.reason else ""))

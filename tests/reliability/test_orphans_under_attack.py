@@ -85,7 +85,7 @@ def _attack(tmp_path, distrun_home, hunt: str, name: str) -> str:
 def test_killing_the_supervisors_other_children_then_distrun_leaves_nothing(tmp_path, distrun_home):
     token = _attack(tmp_path, distrun_home, "ancestry", "hunter")
     assert_nothing_left("hunter", token, within=30)  # the watchdog was not among them
-    shown = run_capped(distrun_home, "job", "show", "hunter")
+    shown = run_capped(distrun_home, "job", "show", "hunter", "-o", "json")
     assert '"status": "Failed"' in shown.stdout and "launcher lost" in shown.stdout
 
 

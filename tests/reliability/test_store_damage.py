@@ -78,6 +78,6 @@ def test_a_job_whose_index_was_replaced_while_running_records_its_end(start_cli,
         (distrun_home / f"jobs.db{suffix}").unlink(missing_ok=True)
     assert proc.wait(timeout=120) == 0
     time.sleep(0.2)
-    shown = run_capped(distrun_home, "job", "show", "survivor")
+    shown = run_capped(distrun_home, "job", "show", "survivor", "-o", "json")
     assert shown.returncode == 0, shown.stderr
     assert '"status": "Completed"' in shown.stdout
