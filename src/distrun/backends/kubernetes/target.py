@@ -6,14 +6,11 @@ K=V`. Every mistake is reported in distrun's words with the known keys.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from distrun.errors import DistrunError
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -69,21 +66,6 @@ class KubernetesTarget(BaseModel):
 
     @classmethod
     def from_settings(cls, name: str, settings: Mapping[str, Any]) -> KubernetesTarget:
-        from pydantic import ValidationError as PydanticError
+        from distrun.backends.settings import validated_settings
 
-        known = sorted(cls.model_fields)
-        try:
-            return cls.model_validate({"name": name, **settings})
-        except PydanticError as exc:
-            lines = []
-            for err in exc.errors():
-                key = ".".join(str(p) for p in err["loc"]) or "settings"
-                if err["type"] == "extra_forbidden":
-                    close = difflib.get_close_matches(str(err["loc"][0]), known, n=1)
-                    lines.append(f"unknown setting {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-                else:
-                    lines.append(f"{key}: {err['msg'].removeprefix('Value error, ')}")
-            raise DistrunError(
-                f"compute target {name!r} (kubernetes): " + "; ".join(lines),
-                "settings of a kubernetes target: " + ", ".join(k for k in known if k not in ("name", "type")),
-            ) from None
+        return validated_settings(cls, "kubernetes", name, settings)
