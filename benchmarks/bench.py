@@ -106,6 +106,9 @@ class Bench:
         env = self.base_env(extra)
         env["PYTHONPATH"] = str(SRC)
         env["DISTRUN_HOME"] = str(self.scratch / "distrun-home")
+        # The peers keep no metrics run: compare the launch alone (the MLflow run's own cost,
+        # ~60 ms to create and ~60 ms to close on a loaded machine, is in the README).
+        env.setdefault("DISTRUN_MLFLOW", "0")
         return env
 
     def run(

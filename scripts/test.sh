@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# The full test suite, on a fresh machine: install what the tests need, then run them.
+# The full test suite, on a fresh machine: a new virtual environment made from pyproject.toml,
+# everything the tests need installed into it, then pytest in it.
 # Usage: bash scripts/test.sh [pytest args...]
+#
+# The environment is created fresh on every run in .test-venv/ of this checkout
+# (DISTRUN_TEST_VENV puts it elsewhere); see scripts/lib/test-venv.sh. System packages the
+# tests use (Open MPI, Slurm, munge, compilers) are installed system-wide by the deps steps.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+# shellcheck source=lib/test-venv.sh
+source "$here/lib/test-venv.sh"
+fresh_test_venv "${DISTRUN_TEST_VENV:-$repo/.test-venv}"
+echo "== test environment: $VIRTUAL_ENV ($(python --version))"
 bash "$here/setup-test-env.sh"
-cd "$here/.."
-exec python3 -m pytest "$@"
+cd "$repo"
+exec python -m pytest "$@"

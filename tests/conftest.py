@@ -17,13 +17,16 @@ SRC = REPO / "src"
 sys.path.insert(0, str(SRC))  # test this checkout's distrun, not an installed one
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-pytest_plugins = ["slurm_fixtures"]  # the real 2-node Slurm cluster (tests/clusters/)
+pytest_plugins = ["slurm_fixtures", "ray_fixtures"]  # the real 2-node Slurm and Ray clusters (tests/clusters/)
 
 
 @pytest.fixture
 def distrun_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv("DISTRUN_HOME", str(home))
+    # No MLflow run per job unless a test asks (DISTRUN_MLFLOW=1): the first job of a fresh
+    # DISTRUN_HOME would import mlflow to create its store (seconds), in every test.
+    monkeypatch.setenv("DISTRUN_MLFLOW", os.environ.get("DISTRUN_MLFLOW", "0"))
     return home
 
 
@@ -32,6 +35,7 @@ def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env["DISTRUN_HOME"] = str(home)
     env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("NO_COLOR", None)
+    env.setdefault("DISTRUN_MLFLOW", "0")  # see distrun_home
     env.update(extra or {})
     return env
 
@@ -70,6 +74,11 @@ def start_cli(distrun_home: Path) -> Iterator[Callable[..., subprocess.Popen[str
         return proc
 
     yield start
+    kill_left(started)
+
+
+def kill_left(started: list[subprocess.Popen[str]]) -> None:
+    """Kill the CLI processes a test started and left running."""
     for proc in started:
         if proc.poll() is None:
             proc.kill()

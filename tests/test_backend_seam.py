@@ -115,3 +115,18 @@ def test_plan_shows_what_render_returns(distrun_home: Path, tmp_path: Path) -> N
     assert shown["type"] == "local" and shown["compute"] == "local"
     assert shown["plan"] == rendered.plan.to_dict()
     assert not (distrun_home / "jobs.db").exists()  # nothing recorded
+
+
+def test_the_faces_never_ask_which_engine_a_job_runs_on() -> None:
+    faces = [SRC / "distrun" / "cli.py", SRC / "distrun" / "jobs.py", *sorted((SRC / "distrun" / "sdk").glob("*.py"))]
+    for path in faces:
+        text = path.read_text()
+        for probe in (
+            '.type == "',
+            'kind == "',
+            "hasattr(backend",
+            "getattr(backend",
+            "backends.local",
+            "backends.slurm",
+        ):
+            assert probe not in text, f"{path.name} tests a backend's kind ({probe})"

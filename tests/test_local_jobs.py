@@ -168,7 +168,7 @@ def test_sigkill_of_distrun_leaves_no_process_and_a_true_record(start_cli, run_c
     proc.kill()
     proc.wait()
     wait_for(lambda: processes_of_job(name) == [], timeout=10)
-    shown = run_cli("job", "show", name)
+    shown = run_cli("job", "show", name, "-o", "json")
     data = json.loads(shown.stdout)
     assert data["status"] == "Failed" and data["reason"].startswith("launcher lost")
 
@@ -192,14 +192,14 @@ def test_detached_create_then_stream_show_list_logs_download(run_cli, write_job,
         """,
         {"outputs/.keep": ""},
     )
-    created = run_cli("job", "create", "--file", str(job))
+    created = run_cli("job", "create", "--file", str(job), "-o", "json")
     assert created.returncode == 0, created.stderr
     assert json.loads(created.stdout)["name"] == "detached_one"
     streamed = run_cli("job", "stream", "detached_one")
     assert streamed.returncode == 0, streamed.stdout + streamed.stderr
     assert "[0/0] hello from 0" in streamed.stdout and "[0/1] hello from 1" in streamed.stdout
     assert "Status: Completed" in streamed.stdout
-    shown = json.loads(run_cli("job", "show", "-n", "detached_one").stdout)
+    shown = json.loads(run_cli("job", "show", "-n", "detached_one", "-o", "json").stdout)
     assert shown["status"] == "Completed"
     listed = json.loads(run_cli("job", "list", "--output", "json").stdout)
     assert [j["name"] for j in listed] == ["detached_one"]

@@ -495,7 +495,7 @@ def test_sigkill_of_distrun_leaves_no_rank(start_cli, run_cli, write_job, distru
     proc.kill()
     proc.wait()
     wait_for(lambda: processes_of_job(name) == [], timeout=15)
-    data = json.loads(run_cli("job", "show", name).stdout)
+    data = json.loads(run_cli("job", "show", name, "-o", "json").stdout)
     assert data["status"] == "Failed" and data["reason"].startswith("launcher lost")
 
 
@@ -514,13 +514,13 @@ def test_no_mpirun_on_path_is_a_clear_error_before_anything_starts(write_job, di
         env=cli_env(distrun_home, {"PATH": str(empty)}),
     )
     assert result.returncode == 1
-    assert "mpirun was not found on PATH" in result.stdout
-    assert "apt-get install openmpi-bin" in result.stdout
+    assert "mpirun was not found on PATH" in result.stderr
+    assert "apt-get install openmpi-bin" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-    name = only_job(distrun_home)
-    rec = record(distrun_home, name)
-    assert rec["status"] == "Failed" and rec["started_at"] is None
-    assert not any(name.startswith("std_log_process") for name in log_names(distrun_home, name))
+    # It stops before anything is recorded or streamed.
+    assert "Streaming" not in result.stdout and "RunId" not in result.stdout
+    assert not (distrun_home / "jobs").exists() or not list((distrun_home / "jobs").iterdir())
+    assert not (distrun_home / "jobs.db").exists() or not JobIndex(distrun_home / "jobs.db").names()
 
 
 def test_plan_shows_the_mpirun_command_and_hostfile(run_cli, write_job, distrun_home):

@@ -114,7 +114,7 @@ def test_v2_example_runs_streams_lists_and_downloads(sdk_env, capsys, tmp_path):
 
     # The CLI sees the same job.
     shown = subprocess.run(
-        [sys.executable, "-m", "distrun", "job", "show", returned.name],
+        [sys.executable, "-m", "distrun", "job", "show", returned.name, "-o", "json"],
         capture_output=True,
         text=True,
         env=cli_env(tmp_path / "home"),
@@ -303,14 +303,18 @@ def test_begin_cancel_stops_a_running_job(sdk_env, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["v2_command_job.py", "v1_script_run_config.py"])
 def test_examples_run_as_they_are(script, tmp_path):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
     result = subprocess.run(
         [sys.executable, str(REPO / "examples" / "sdk" / script)],
         capture_output=True,
         text=True,
         timeout=300,
         env=cli_env(tmp_path / "home"),
-        cwd=tmp_path,
+        cwd=cwd,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Status: Completed" in result.stdout
     assert "[0/0] epoch 1/1 loss" in result.stdout
+    if script.startswith("v2"):
+        assert list(cwd.iterdir()) == []  # downloads go to a temporary folder, not the user's folder

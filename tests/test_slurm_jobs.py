@@ -184,7 +184,7 @@ def test_tensorflow_parameter_servers_on_two_nodes_are_stopped_when_the_chief_is
 
 def test_job_stream_follows_a_detached_job_to_its_end(run_cli, write_job, hpc, distrun_home):
     job = write_job(python_ranks("[print('tick', i, flush=True) or time.sleep(0.3) for i in range(5)]"))
-    submitted = run_cli("run", "-d", str(job), "--compute", hpc)
+    submitted = run_cli("run", "-d", str(job), "--compute", hpc, "-o", "json")
     assert submitted.returncode == 0, submitted.stderr
     name = json.loads(submitted.stdout)["name"]
     streamed = run_cli("job", "stream", name)
@@ -237,7 +237,7 @@ def _running_job(home: Path, ranks: int = 4) -> str:
 
 def test_cancel_while_running(run_cli, write_job, hpc, distrun_home, slurm_cluster):
     job = write_job(python_ranks("time.sleep(120)"))
-    assert run_cli("run", "-d", str(job), "--compute", hpc).returncode == 0
+    assert run_cli("run", "-d", str(job), "--compute", hpc, "-o", "json").returncode == 0
     name = _running_job(distrun_home)
     result = run_cli("job", "cancel", name)
     assert result.returncode == 0, result.stderr
@@ -276,9 +276,9 @@ def test_a_queued_job_says_so_and_cancels_at_once(run_cli, write_job, slurm_clus
     )
     assert created.returncode == 0, created.stderr
     job = write_job(python_ranks("time.sleep(120)"))
-    first = json.loads(run_cli("run", "-d", str(job), "--compute", "whole").stdout)["name"]
+    first = json.loads(run_cli("run", "-d", str(job), "--compute", "whole", "-o", "json").stdout)["name"]
     wait_for(lambda: record(distrun_home, first)["status"] == "Running", timeout=60)
-    second = json.loads(run_cli("run", "-d", str(job), "--compute", "whole").stdout)["name"]
+    second = json.loads(run_cli("run", "-d", str(job), "--compute", "whole", "-o", "json").stdout)["name"]
     assert record(distrun_home, second)["status"] == "Queued"
     wait_for(lambda: record(distrun_home, second)["reason"] == "Resources", timeout=30)  # Slurm's own words
     assert run_cli("job", "cancel", second).returncode == 0
@@ -457,7 +457,7 @@ def _ranks_up(home: Path, name: str) -> bool:
 
 def test_an_mpi_job_canceled_while_running(run_cli, write_job, mpi_hpc, distrun_home, slurm_cluster):
     job = mpi_job(write_job, "python -m mpi4py train.py", {"train.py": SLEEPING_RANKS})
-    submitted = run_cli("run", "-d", str(job), "--compute", mpi_hpc)
+    submitted = run_cli("run", "-d", str(job), "--compute", mpi_hpc, "-o", "json")
     assert submitted.returncode == 0, submitted.stderr
     name = json.loads(submitted.stdout)["name"]
     wait_for(lambda: _ranks_up(distrun_home, name), timeout=90)

@@ -116,6 +116,9 @@ def test_time_limit_is_a_backstop_behind_the_agents_timeout() -> None:
     assert slurm_time_limit(job(limits={"timeout": 10}), target) == "1"  # 10 s + grace 10 s + margin: 1 min
     assert slurm_time_limit(job(limits={"timeout": 3600, "grace_period": 30}), target) == "61"
     assert "--time=1" in directives(script(job(limits={"timeout": 10})))
+    # A timeout of 30 days is an ordinary training job; one beyond any wait is asked for as 100 years.
+    assert slurm_time_limit(job(limits={"timeout": 30 * 86400, "grace_period": 0}), target) == "43201"
+    assert slurm_time_limit(job(limits={"timeout": 1e300, "grace_period": 1e300}), target) == str(100 * 365 * 1440)
 
 
 def test_job_dir_with_spaces_is_quoted() -> None:

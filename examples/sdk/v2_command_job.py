@@ -11,6 +11,7 @@
 # Run it as a script (`python examples/sdk/v2_command_job.py`) or cell by cell.
 
 # %%
+import tempfile
 from pathlib import Path
 
 from distrun import Input, MLClient, Output, command
@@ -51,9 +52,11 @@ ml_client.jobs.stream(returned_job.name)  # raises distrun.JobFailedError if a r
 
 # %% [markdown]
 # ## The trained model
-# Named outputs download to `<path>/named-outputs/<name>/`, as with `az ml job download`.
+# Named outputs download to `<path>/named-outputs/<name>/`, as with `az ml job download`
+# (here into a fresh temporary folder, so that running the example leaves nothing behind).
 
 # %%
 print("status:", ml_client.jobs.get(returned_job.name).status)
-ml_client.jobs.download(returned_job.name, download_path=f"downloads/{returned_job.name}", output_name="model")
-print("model:", sorted(Path(f"downloads/{returned_job.name}/named-outputs/model").iterdir()))
+downloads = Path(tempfile.mkdtemp(prefix=f"{returned_job.name}-"))
+ml_client.jobs.download(returned_job.name, download_path=downloads, output_name="model")
+print("model:", sorted((downloads / "named-outputs" / "model").iterdir()))

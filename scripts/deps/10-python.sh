@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # distrun itself (editable) with its test extras: pytest, hypothesis, torch 2.13.0 (CPU).
 set -euo pipefail
+# shellcheck source=../lib/pip-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/pip-install.sh"
 cd "$DISTRUN_REPO"
 if ! python3 -c "import distrun, pytest, hypothesis, torch, numpy" 2>/dev/null \
    || [ "$(python3 -c 'import distrun,os;print(os.path.dirname(distrun.__file__))')" != "$DISTRUN_REPO/src/distrun" ]; then
-    python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+    pip_install -e ".[test]"
 fi

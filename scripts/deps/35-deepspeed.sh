@@ -6,7 +6,8 @@
 # replacing it with a newer (CUDA) wheel to satisfy DeepSpeed. DS_BUILD_OPS=0: no op is
 # compiled at install time; DeepSpeed compiles the ones it uses when first loaded.
 set -euo pipefail
-pip_q=(python3 -m pip install -q --disable-pip-version-check)
+# shellcheck source=../lib/pip-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/pip-install.sh"
 
 # DeepSpeed compiles its CPU ops with the system's C++ compiler (and ninja, a pip dependency).
 if ! command -v g++ >/dev/null 2>&1; then
@@ -19,13 +20,27 @@ fi
 torch_version="$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')"
 
 if ! python3 -c "import deepspeed" 2>/dev/null; then
-    DS_BUILD_OPS=0 "${pip_q[@]}" deepspeed "torch==$torch_version"
+    # DeepSpeed is published as a source archive only. It is built once (pure Python, no ops)
+    # into a wheel kept in $DISTRUN_WHEEL_CACHE (default ~/.cache/distrun-test-wheels), so each
+    # fresh test environment gets the very same files: torch then finds the op sources below
+    # unchanged and reuses the compiled op instead of compiling it again.
+    slot="${DISTRUN_WHEEL_CACHE:-$HOME/.cache/distrun-test-wheels}/deepspeed"
+    if ! ls "$slot"/deepspeed-*.whl >/dev/null 2>&1; then
+        pip_install pip
+        work="$(mktemp -d)"
+        trap 'rm -rf "$work"' EXIT
+        DS_BUILD_OPS=0 python3 -m pip wheel -q --disable-pip-version-check --no-deps -w "$work" deepspeed
+        mkdir -p "$slot"
+        cp "$work"/deepspeed-*.whl "$slot/"
+    fi
+    pip_install "$slot"/deepspeed-*.whl "torch==$torch_version"
 fi
 test "$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')" = "$torch_version"
 
 # On CPU every process group DeepSpeed opens loads its shared-memory allreduce op, compiled
-# on first use (about 25 s) into ~/.cache/torch_extensions (TORCH_EXTENSIONS_DIR). Compiling
-# it here once keeps that out of the tests; a second load only checks the cache.
+# on first use (about 25 s on a quiet machine) into TORCH_EXTENSIONS_DIR (scripts/test.sh
+# keeps one per test environment path). Compiling it here once keeps that out of the tests;
+# a later load, in this or a later fresh environment at the same path, only checks the cache.
 python3 - <<'PY'
 from deepspeed.accelerator import get_accelerator
 

@@ -17,5 +17,6 @@ else
     sudo=
 fi
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends slurmctld slurmd slurm-client munge
+# Wait for the package lock (another apt run, unattended upgrades) instead of failing at once.
+$sudo apt-get -o DPkg::Lock::Timeout=600 update -q
+$sudo apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends slurmctld slurmd slurm-client munge

@@ -9,21 +9,62 @@ from distrun.errors import DistrunError, JobFailedError, ValidationError
 __version__ = "0.1.0"
 
 # The SDK (azure.ai.ml's names) loads on first use: the CLI imports this package and must
-# start without pydantic, the loader or the SDK.
+# start without pydantic, the loader or the SDK. These are the names `azure.ai.ml` exports at its
+# root that concern command jobs, so `from azure.ai.ml import X` becomes `from distrun import X`.
 _SDK_EXPORTS = {
     "command": "distrun.sdk.command_job",
     "load_job": "distrun.sdk.command_job",
     "Input": "distrun.sdk.inputs_outputs",
     "Output": "distrun.sdk.inputs_outputs",
     "MLClient": "distrun.sdk.client",
+    "PyTorchDistribution": "distrun.sdk.distributions",
+    "TensorFlowDistribution": "distrun.sdk.distributions",
+    "MpiDistribution": "distrun.sdk.distributions",
+    "RayDistribution": "distrun.sdk.distributions",
+    "UserIdentityConfiguration": "distrun.sdk.identities",
+    "ManagedIdentityConfiguration": "distrun.sdk.identities",
+    "AmlTokenConfiguration": "distrun.sdk.identities",
+}
+
+# Root names of `azure.ai.ml` for what distrun does not run: pipelines, components, Spark, and the
+# workspace's other assets. Importing one says so, rather than "cannot import name".
+_NOT_RUN_HERE = {
+    "dsl": "pipelines (azure.ai.ml.dsl)",
+    "spark": "Spark jobs",
+    "load_component": "components",
+    "load_batch_deployment": "batch deployments",
+    "load_batch_endpoint": "batch endpoints",
+    "load_online_deployment": "online deployments",
+    "load_online_endpoint": "online endpoints",
+    "load_compute": "Azure ML compute definitions",
+    "load_data": "data assets",
+    "load_datastore": "datastores",
+    "load_environment": "environment assets",
+    "load_model": "model assets",
+    "load_model_package": "model packages",
+    "load_registry": "registries",
+    "load_workspace": "workspaces",
+    "load_workspace_connection": "workspace connections",
 }
 
 __all__ = ["DistrunError", "JobFailedError", "ValidationError", "__version__", *_SDK_EXPORTS]
 
 
+def not_run_here(name: str) -> ImportError:
+    what = _NOT_RUN_HERE[name]
+    steps = "; run each step as its own command job" if name in ("dsl", "load_component") else ""
+    return ImportError(
+        f"distrun does not provide {name}: it runs command jobs (command(...), load_job, MLClient.jobs), "
+        f"not {what}{steps}",
+        name=name,
+    )
+
+
 def __getattr__(name: str) -> Any:
     module_name = _SDK_EXPORTS.get(name)
     if module_name is None:
+        if name in _NOT_RUN_HERE:
+            raise not_run_here(name)
         raise AttributeError(f"module 'distrun' has no attribute {name!r}")
     import importlib
 

@@ -7,17 +7,19 @@ Verbs follow `az ml job` (create/show/list/stream/cancel/download/validate) plus
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from distrun.backends.registry import COMPUTE_TYPES
-from distrun.errors import DistrunError
+from distrun.errors import DistrunError, JobAlreadyEndedError
 
 EXIT_FAILED = 1
 CLUSTER_TYPES = [kind for kind in COMPUTE_TYPES if kind != "local"]  # `local` is built in, never created
@@ -79,14 +81,19 @@ def _load(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def
     return load_job_file(file, overrides)
 
 
-def _run(file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool) -> NoReturn:
+def _run(
+    file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool, output: str = "text"
+) -> NoReturn:
     from distrun import jobs
 
     layout = _layout()
     loaded = _load(file, overrides)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)
-        _echo_json(record.to_dict())
+        if output == "json":
+            _echo_json(record.to_dict())
+        else:
+            click.echo(views().created_text(record))
         sys.exit(0)
     record = jobs.run_job(loaded, layout, sys.stdout.buffer, _color(sys.stdout), compute, name)
     sys.exit(_exit_code(record.status))
@@ -98,12 +105,24 @@ def _exit_code(status: str) -> int:
     return {JobStatus.COMPLETED: 0, JobStatus.CANCELED: EXIT_CANCELED}.get(JobStatus.of(status), EXIT_FAILED)
 
 
+def views():  # type: ignore[no-untyped-def]
+    from distrun import views
+
+    return views
+
+
+_output_option = click.option(
+    "--output", "-o", type=click.Choice(["text", "json"]), default="text", help="json: the job record, for scripts."
+)
+
+
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @_set_option
 @click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated).")
 @_compute_option
 @click.option("--detach", "-d", is_flag=True, help="Start the job in the background and return.")
+@_output_option
 @click.option(
     "--max-restarts",
     type=click.IntRange(min=0),
@@ -111,19 +130,25 @@ def _exit_code(status: str) -> int:
     help="Restart the whole job up to this many times after a failure (limits.max_restarts).",
 )
 def run(
-    file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, detach: bool, max_restarts: int | None
+    file: str,
+    overrides: tuple[str, ...],
+    name: str | None,
+    compute: str | None,
+    detach: bool,
+    output: str,
+    max_restarts: int | None,
 ) -> None:
     """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
     if max_restarts is not None:
         overrides = (*overrides, f"limits.max_restarts={max_restarts}")
-    _run(file, overrides, name, compute, stream=not detach)
+    _run(file, overrides, name, compute, stream=not detach, output=output)
 
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @_set_option
 @_compute_option
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Dry run: every process, its command and its environment; nothing starts."""
     from distrun.jobs import plan_job
@@ -132,9 +157,22 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     if output == "json":
         _echo_json(rendered)
         return
+    if output == "yaml":
+        _echo_yaml(rendered)
+        return
     from distrun.plan_text import plan_as_text
 
     click.echo(plan_as_text(rendered))
+
+
+def _echo_yaml(rendered: dict[str, Any]) -> None:
+    """A cluster backend's objects as the YAML stream it submits; otherwise the whole dry run."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.default_flow_style = False
+    documents = rendered["objects"] if rendered.get("objects") else [rendered]
+    yaml.dump_all(json.loads(json.dumps(documents, default=str)), sys.stdout)
 
 
 # ---------------------------------------------------------------- job verbs
@@ -142,7 +180,7 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
 
 @cli.group()
 def job() -> None:
-    """Azure ML style job verbs: create, validate, show, list, stream, cancel, download."""
+    """Azure ML style job verbs: create, validate, show, list, stream, logs, cancel, download."""
 
 
 @job.command("create")
@@ -151,9 +189,12 @@ def job() -> None:
 @_set_option
 @_compute_option
 @click.option("--stream", "-s", is_flag=True, help="Stream the logs until the job ends (like `distrun run`).")
-def job_create(file: str, name: str | None, overrides: tuple[str, ...], compute: str | None, stream: bool) -> None:
-    """Create (submit) a job; prints it as JSON, or streams it with --stream."""
-    _run(file, overrides, name, compute, stream=stream)
+@_output_option
+def job_create(
+    file: str, name: str | None, overrides: tuple[str, ...], compute: str | None, stream: bool, output: str
+) -> None:
+    """Create (submit) a job; prints its name and how to follow it (-o json: the record), or streams it."""
+    _run(file, overrides, name, compute, stream=stream, output=output)
 
 
 @job.command("validate")
@@ -170,8 +211,15 @@ def _name_arg(func: Any) -> Any:
     return click.argument("name", required=False)(func)
 
 
-def _job_name(name: str | None, name_opt: str | None) -> str:
+def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> str:
     chosen = name or name_opt
+    if not chosen and newest:
+        from distrun.jobs import list_jobs
+
+        latest = list_jobs(_layout(), 1)
+        if latest:
+            return latest[0].name
+        raise DistrunError("there are no jobs yet", "start one with `distrun run job.yml`")
     if not chosen:
         raise DistrunError("give the job name", "e.g. distrun job show NAME (see `distrun job list`)")
     return chosen
@@ -179,35 +227,22 @@ def _job_name(name: str | None, name_opt: str | None) -> str:
 
 @job.command("show")
 @_name_arg
-@click.option("--output", "-o", type=click.Choice(["json", "yaml", "table"]), default="json")
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
 def job_show(name: str | None, name_opt: str | None, output: str) -> None:
-    """Show a job's record (status, root cause, processes)."""
+    """Show a job (the newest without a name): status, root cause, every process, outputs."""
     from distrun.jobs import get_job
 
-    record = get_job(_layout(), _job_name(name, name_opt))
+    record = get_job(_layout(), _job_name(name, name_opt, newest=True))
     data = record.to_dict()
+    from distrun.metrics.printing import last_metric_values
+
+    data.update(last_metric_values(_layout().job(record.name)))
     if output == "json":
         _echo_json(data)
     elif output == "yaml":
-        from ruamel.yaml import YAML
-
-        YAML().dump(json.loads(json.dumps(data, default=str)), sys.stdout)
+        click.echo(views().as_yaml(json.loads(json.dumps(data, default=str))))
     else:
-        _table([data])
-
-
-def _table(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=None)
-    for column in ("name", "status", "compute", "distribution", "created_at", "reason"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
-            *(str(row.get(c) or "") for c in ("name", "status", "compute", "distribution", "created_at", "reason"))
-        )
-    Console(soft_wrap=True).print(table)
+        click.echo(views().job_show_text(record))
 
 
 @job.command("list")
@@ -217,30 +252,55 @@ def job_list(max_results: int, output: str) -> None:
     """List jobs, newest first."""
     from distrun.jobs import list_jobs
 
-    rows = [r.to_dict() for r in list_jobs(_layout(), max_results)]
+    records = list_jobs(_layout(), max_results)
     if output == "json":
-        _echo_json(rows)
+        _echo_json([r.to_dict() for r in records])
     else:
-        _table(rows)
+        click.echo(views().job_list_text(records))
 
 
 @job.command("stream")
 @_name_arg
 def job_stream(name: str | None, name_opt: str | None) -> None:
-    """Stream a job's logs until it ends; exits non-zero if it failed."""
+    """Stream a job's logs (the newest job without a name) until it ends; exits non-zero if it failed."""
     from distrun.jobs import stream_job
 
-    final = stream_job(_layout(), _job_name(name, name_opt), sys.stdout.buffer, click.echo, color=_color(sys.stdout))
+    chosen = _job_name(name, name_opt, newest=True)
+    with _still_running_on_interrupt(chosen):
+        final = stream_job(_layout(), chosen, sys.stdout.buffer, click.echo, color=_color(sys.stdout))
     sys.exit(_exit_code(final.status))
+
+
+cli.add_command(job_stream, "stream")  # `distrun stream NAME`, as `distrun logs` is also `job logs`
+
+
+@contextlib.contextmanager
+def _still_running_on_interrupt(name: str) -> Iterator[None]:
+    """Ctrl-C while following a job stops the following, not the job: say so."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo(
+            f"\ndistrun: stopped following {name}; the job keeps running (distrun job cancel {name} stops it)",
+            err=True,
+        )
+        sys.exit(EXIT_CANCELED)
 
 
 @job.command("cancel")
 @_name_arg
 def job_cancel(name: str | None, name_opt: str | None) -> None:
     """Cancel a job: its processes get SIGTERM, then SIGKILL after the grace period."""
-    from distrun.jobs import cancel_job
+    from distrun.jobs import cancel_job, get_job
 
-    record = cancel_job(_layout(), _job_name(name, name_opt))
+    chosen = _job_name(name, name_opt)
+    try:
+        before = get_job(_layout(), chosen)
+    except DistrunError:
+        before = None  # no readable record: cancel_job finds the job by its processes
+    if before is not None and before.terminal:
+        raise JobAlreadyEndedError(before.name, before.status, before.reason)
+    record = cancel_job(_layout(), chosen)
     click.echo(f"{record.name}: {record.status}" + (f" ({record.reason})" if record.reason else ""))
 
 
@@ -264,15 +324,45 @@ def job_download(
 
 
 @cli.command()
-@click.argument("name")
+@_name_arg
 @click.option("--rank", type=int, default=None, help="Only this rank's log.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the job ends.")
 @click.option("--tail", type=int, default=None, help="Only the last N lines of each log.")
-def logs(name: str, rank: int | None, follow: bool, tail: int | None) -> None:
-    """Print a job's per-process logs, each line prefixed with its process."""
+def logs(name: str | None, name_opt: str | None, rank: int | None, follow: bool, tail: int | None) -> None:
+    """Print a job's per-process logs (the newest job without a name), each line prefixed with its process."""
     from distrun.logs_view import show_logs
 
-    show_logs(_layout(), name, rank=rank, follow=follow, tail=tail, color=_color(sys.stdout))
+    chosen = _job_name(name, name_opt, newest=True)
+    with _still_running_on_interrupt(chosen):
+        show_logs(_layout(), chosen, rank=rank, follow=follow, tail=tail, color=_color(sys.stdout))
+
+
+job.add_command(logs, "logs")  # `distrun job logs NAME`, as `distrun job stream` is also `distrun stream`
+
+
+# ---------------------------------------------------------------- metrics and the web UI
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new points until the job ends.")
+def metrics(name: str, follow: bool) -> None:
+    """Print a job's metrics (logged with mlflow.log_metric or Run.log), one point a line."""
+    from distrun.metrics.printing import print_metrics
+
+    print_metrics(_layout(), name, follow=follow)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", "-p", default=0, show_default=True, help="Port (0: a free one).")
+@click.option("--expose", is_flag=True, help="Allow a non-loopback --host: anyone reaching it sees and cancels jobs.")
+@click.option("--allow-host", multiple=True, metavar="NAME", help="Also answer to this Host name (repeatable).")
+def ui(host: str, port: int, expose: bool, allow_host: tuple[str, ...]) -> None:
+    """A web page of jobs: list, status, per-rank table, live logs, metrics, outputs, cancel."""
+    from distrun.ui.server import serve
+
+    serve(_layout(), host, port, expose, allow_host)
 
 
 # ---------------------------------------------------------------- compute
@@ -287,7 +377,8 @@ def compute() -> None:
 @click.option("--name", required=True)
 @click.option("--type", "kind", required=True, type=click.Choice(CLUSTER_TYPES))
 @_set_option
-def compute_create(name: str, kind: str, overrides: tuple[str, ...]) -> None:
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str) -> None:
     """Define a compute target, e.g. --type slurm --set partition=debug."""
     from distrun.backends.targets import add_target
     from distrun.spec.overrides import parse_override
@@ -301,19 +392,27 @@ def compute_create(name: str, kind: str, overrides: tuple[str, ...]) -> None:
     # An engine this install cannot run, or a misspelled setting, is caught now, not at the first job.
     backend_for(kind).validate_settings(name, settings)
     target = add_target(_layout().config_path, name, kind, settings)
-    _echo_json({"name": target.name, "type": target.type, **target.settings})
+    shown = {"name": target.name, "type": target.type, **target.settings}
+    if output == "json":
+        _echo_json(shown)
+    else:
+        click.echo(views().compute_table([shown]))
 
 
 @compute.command("list")
-def compute_list() -> None:
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+def compute_list(output: str) -> None:
     """List compute targets."""
     from distrun.backends.targets import read_targets
 
     targets = read_targets(_layout().config_path)
-    _echo_json(
-        [{"name": "local", "type": "local"}]
-        + [{"name": t.name, "type": t.type, **t.settings} for t in targets.values()]
-    )
+    shown = [{"name": "local", "type": "local"}] + [
+        {"name": t.name, "type": t.type, **t.settings} for t in targets.values()
+    ]
+    if output == "json":
+        _echo_json(shown)
+    else:
+        click.echo(views().compute_table(shown))
 
 
 # ---------------------------------------------------------------- entry point

@@ -3,16 +3,25 @@
     <path>/artifacts/outputs, logs          what processes wrote to ./outputs and ./logs
     <path>/artifacts/user_logs, system_logs
     <path>/named-outputs/<name>/
-Symbolic links are copied as links, never followed, so nothing outside the job folder is read.
+Symbolic links are copied as links, never followed, so nothing outside the job folder is read;
+and nothing is written through a link found in the download folder (one that an earlier download
+of another job copied there, say), so nothing outside it is written either. A link in the way of
+a file or folder is an error; a link in place of a link is replaced, so a job downloads again
+over its own earlier download. Named pipes, sockets and devices a job left are skipped, with a
+note: copying one would block or never end.
 """
 
 from __future__ import annotations
 
-import shutil
+import os
+import stat
+import sys
 from pathlib import Path
 
 from distrun.errors import DistrunError
+from distrun.file_modes import DIR_MODE, FILE_MODE, copied_mode
 from distrun.jobs import get_job
+from distrun.safe_files import kind_of, open_regular
 from distrun.store.layout import ARTIFACT_DIRS, Layout
 
 
@@ -45,6 +54,94 @@ def download_job(layout: Layout, name: str, dest: Path, output_name: str | None,
         if not source.exists():
             continue
         folder.inside(source)
-        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+        try:
+            _download_folder(dest)
+            for part in reversed(target.relative_to(dest).parents[:-1]):
+                _folder_at(dest / part, dest)
+            _copy_tree(source, target, dest)
+        except OSError as exc:
+            where = exc.filename or target
+            raise DistrunError(
+                f"cannot write {where}: {exc.strerror or exc}", "choose a folder you can write with -p"
+            ) from None
         written.append(target)
     return written
+
+
+def _download_folder(dest: Path) -> None:
+    """The folder given with -p, made if missing (the user's own path: links in it are theirs)."""
+    os.makedirs(dest, mode=DIR_MODE, exist_ok=True)
+    if not dest.is_dir():
+        raise DistrunError(f"{dest} is not a folder", "give -p a folder (it is created when missing)")
+
+
+def _folder_at(path: Path, dest: Path) -> None:
+    """A real folder at `path` inside the download folder (made if missing), never a link to one."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        os.mkdir(path, DIR_MODE)
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        raise _in_the_way(path, kind_of(info.st_mode))
+
+
+def _in_the_way(path: Path, what: str) -> DistrunError:
+    return DistrunError(
+        f"{path} is {what} (left by an earlier download?); distrun never writes through links, "
+        "so this download cannot go there",
+        "download into an empty folder, or remove it",
+    )
+
+
+def _copy_tree(source: Path, target: Path, dest: Path) -> None:
+    """Copy `source` (never following its links) into `target`, never writing through a link."""
+    _folder_at(target, dest)
+    with os.scandir(source) as entries:
+        children = sorted(entries, key=lambda e: e.name)
+    for entry in children:
+        src = Path(entry.path)
+        out = target / entry.name
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if stat.S_ISLNK(mode):
+            _replace_link(os.readlink(src), out)
+        elif stat.S_ISDIR(mode):
+            _copy_tree(src, out, dest)
+        elif stat.S_ISREG(mode):
+            _copy_file(src, out, mode)
+        else:
+            print(f"distrun: skipped {src}: {kind_of(mode)}, not a regular file", file=sys.stderr)
+
+
+def _replace_link(pointing_to: str, out: Path) -> None:
+    try:
+        info = os.lstat(out)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if not stat.S_ISLNK(info.st_mode):
+            raise _in_the_way(out, kind_of(info.st_mode))
+        os.unlink(out)
+    os.symlink(pointing_to, out)
+
+
+def _copy_file(src: Path, out: Path, mode: int) -> None:
+    try:
+        info = os.lstat(out)
+        if not stat.S_ISREG(info.st_mode):
+            raise _in_the_way(out, kind_of(info.st_mode))
+    except FileNotFoundError:
+        pass
+    reader = open_regular(src)
+    try:
+        writer = open_regular(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        try:
+            while chunk := os.read(reader, 1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(writer, view) :]
+            os.fchmod(writer, copied_mode(mode))
+        finally:
+            os.close(writer)
+    finally:
+        os.close(reader)

@@ -11,6 +11,7 @@ from distrun.sdk.distributions import (
     RayDistribution,
     TensorFlowDistribution,
 )
+from distrun.sdk.identities import AmlTokenConfiguration, ManagedIdentityConfiguration, UserIdentityConfiguration
 from distrun.sdk.inputs_outputs import Input, Output
 from distrun.sdk.job_settings import (
     BuildContext,
@@ -21,6 +22,7 @@ from distrun.sdk.job_settings import (
 )
 
 __all__ = [
+    "AmlTokenConfiguration",
     "BuildContext",
     "Command",
     "CommandJob",
@@ -31,10 +33,12 @@ __all__ = [
     "Environment",
     "Input",
     "JobResourceConfiguration",
+    "ManagedIdentityConfiguration",
     "MpiDistribution",
     "Output",
     "PyTorchDistribution",
     "RayDistribution",
     "ResourceConfiguration",
     "TensorFlowDistribution",
+    "UserIdentityConfiguration",
 ]

@@ -44,6 +44,12 @@ class Problem:
         return text
 
 
+def _neutral(text: str) -> str:
+    from distrun.terminal_text import neutral_text
+
+    return neutral_text(text)
+
+
 class DistrunError(Exception):
     """An error distrun explains to the user; the CLI prints it without a traceback."""
 
@@ -55,7 +61,8 @@ class DistrunError(Exception):
         self.hint = hint
 
     def render(self) -> str:
-        return self.message + (f"\n    hint: {self.hint}" if self.hint else "")
+        # Messages quote names and values from the user's input: shown, never obeyed, by the terminal.
+        return _neutral(self.message + (f"\n    hint: {self.hint}" if self.hint else ""))
 
 
 class ValidationError(DistrunError):
@@ -68,7 +75,7 @@ class ValidationError(DistrunError):
     def render(self) -> str:
         count = len(self.problems)
         head = "invalid job: 1 problem" if count == 1 else f"invalid job: {count} problems"
-        return head + "\n" + "\n".join("  " + p.render().replace("\n", "\n  ") for p in self.problems)
+        return _neutral(head + "\n" + "\n".join("  " + p.render().replace("\n", "\n  ") for p in self.problems))
 
     def __str__(self) -> str:
         return self.render()
@@ -76,6 +83,19 @@ class ValidationError(DistrunError):
 
 class JobNotFoundError(DistrunError):
     """A job name that the store does not know."""
+
+
+class JobAlreadyEndedError(DistrunError):
+    """`job cancel` of a job that had already ended: nothing was canceled."""
+
+    exit_code = 1
+
+    def __init__(self, name: str, status: str, reason: str | None) -> None:
+        why = f": {reason}" if reason and status != "Completed" else ""
+        super().__init__(
+            f"job {name} had already ended ({status}{why}); nothing to cancel",
+            f"see it with `distrun job show {name}`",
+        )
 
 
 class JobFailedError(DistrunError):
@@ -90,5 +110,7 @@ class JobFailedError(DistrunError):
         self.rank = self.root_cause.get("rank")
         self.node_rank = self.root_cause.get("node_rank")
         self.traceback = self.root_cause.get("traceback", "")
+        # Without a traceback: the last lines of its log (`python: can't open file ...`).
+        self.log_tail = self.root_cause.get("log_tail", "")
         reason = self.root_cause.get("reason", status)
         super().__init__(f"job {job_name} {status.lower()}: {reason}")

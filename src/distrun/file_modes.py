@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from distrun.safe_files import open_regular
+
 DIR_MODE = 0o775
 FILE_MODE = 0o664
 _OTHERS_WRITE = 0o002
@@ -50,7 +52,8 @@ def make_dirs(path: Path) -> None:
 def write_file(path: Path, data: bytes) -> None:
     """Write `data` to `path` whole or not at all (a temporary file, then a rename)."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    tmp.unlink(missing_ok=True)  # whatever is there (a planted link, say) is never written through
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
     try:
         try:
             view = memoryview(data)
@@ -65,5 +68,9 @@ def write_file(path: Path, data: bytes) -> None:
 
 
 def open_append(path: Path) -> int:
-    """A log file, created FILE_MODE, for appending."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    """A log file, created FILE_MODE, for appending (and reading back through the same descriptor).
+
+    Never through a link, never a named pipe or device: the job's processes can write the
+    folder and may have planted one under the name (`safe_files`).
+    """
+    return open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)

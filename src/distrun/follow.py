@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 from distrun.agent.line_stream import LineStream
 from distrun.plan.common import process_log_name
+from distrun.safe_files import open_regular, read_text
 from distrun.store.layout import JobFolder
 
 POLL_SECONDS = 0.2
@@ -28,7 +29,7 @@ def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
     """log file name -> (stream label, node rank), from the job's plan."""
     labels = {}
     try:
-        plan = json.loads(folder.plan_json.read_text(encoding="utf-8"))
+        plan = json.loads(read_text(folder.plan_json))
         nodes = plan.get("nodes", [])
         for node in nodes:
             for proc in node.get("processes", []):
@@ -55,7 +56,9 @@ def log_files(folder: JobFolder) -> list[Path]:
 
 
 def _open_log(path: Path) -> int:
-    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    # The listing said "regular file", but the job may have swapped it since: checked again on
+    # the descriptor (a pipe or device is refused, a link is never followed).
+    return open_regular(path)
 
 
 def follow_logs(
@@ -67,8 +70,9 @@ def follow_logs(
     color: bool = False,
     follow: bool = True,
     prefix: bool = True,
+    raw: bool = False,
 ) -> None:
-    stream = LineStream(out, color)
+    stream = LineStream(out, color, raw)
     offsets: dict[str, int] = {}
     while True:
         finished = is_finished()  # read before the files: nothing written after is missed
@@ -115,5 +119,12 @@ def tail_bytes(path: Path, lines: int) -> bytes:
             pos -= step
             handle.seek(pos)
             data = handle.read(step) + data
-    parts = data.splitlines(keepends=True)
+    parts = lines_of(data)
     return b"".join(parts[-lines:]) if lines else b""
+
+
+def lines_of(data: bytes) -> list[bytes]:
+    """Lines ended by \\n only, each with its newline: a progress bar's \\r does not end a line."""
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    return lines + [parts[-1]] if parts[-1] else lines

@@ -196,7 +196,12 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
 
     A job that already ended is left as it is (also when racing the job's own end).
     """
-    record = get_job(layout, name)
+    try:
+        record = get_job(layout, name)
+    except DistrunError as exc:  # not in the index (removed, replaced) or a damaged record
+        from distrun.unrecorded_cancel import cancel_unrecorded
+
+        return cancel_unrecorded(layout, name, exc, _grace_seconds(layout, name))
     if record.terminal:
         return record
     backend = _record_backend(layout, record)
@@ -212,10 +217,13 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
 
 def _grace_seconds(layout: Layout, name: str) -> float:
     """The job's grace period (0 means 0), from its resolved job in the folder; the default if unreadable."""
+    from distrun.safe_files import read_text
     from distrun.spec.models import DEFAULT_GRACE_PERIOD
 
+    # job.json is in the job's folder, which its processes can write: read it bounded and never
+    # through a link or a pipe, and take only a number from it.
     try:
-        spec = json.loads(layout.job(name).job_json.read_text(encoding="utf-8"))
+        spec = json.loads(read_text(layout.job(name).job_json))
         grace = (spec.get("limits") or {}).get("grace_period")
         return DEFAULT_GRACE_PERIOD if grace is None else float(grace)
     except (OSError, ValueError, TypeError, AttributeError):

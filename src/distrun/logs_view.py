@@ -5,9 +5,12 @@ from __future__ import annotations
 import sys
 
 from distrun.errors import DistrunError
-from distrun.follow import follow_logs, log_files, log_labels, tail_bytes
+from distrun.follow import follow_logs, lines_of, log_files, log_labels, tail_bytes
 from distrun.jobs import fetch_logs, get_job, is_finished
+from distrun.plan.common import process_log_name
+from distrun.safe_files import read_text
 from distrun.store.layout import Layout
+from distrun.terminal_text import neutral
 
 
 def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail: int | None, color: bool) -> None:
@@ -18,6 +21,9 @@ def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail
     if rank is not None:
         only = _log_of_rank(layout, record.name, rank)
     out = sys.stdout.buffer
+    # One rank's log into a file or a pipe is the log, byte for byte; anything shown on a
+    # terminal, or mixed with other ranks' lines, has its escape sequences neutralized.
+    raw = only is not None and not sys.stdout.isatty()
     if tail is not None:
         labels = log_labels(folder)
         files = log_files(folder)
@@ -30,13 +36,20 @@ def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail
                 continue
             if only is None:
                 prefix = f"[{labels.get(path.name, (path.stem, 0))[0]}] ".encode()
-                data = b"".join(prefix + line for line in data.splitlines(keepends=True))
-            out.write(data)
+                data = b"".join(prefix + line for line in lines_of(data))
+            out.write(data if raw else neutral(data))
         out.flush()
         if not follow:
             return
     follow_logs(
-        folder, out, is_finished(layout, record.name), only=only, color=color, follow=follow, prefix=only is None
+        folder,
+        out,
+        is_finished(layout, record.name),
+        only=only,
+        color=color,
+        follow=follow,
+        prefix=only is None,
+        raw=raw,
     )
 
 
@@ -45,13 +58,17 @@ def _log_of_rank(layout: Layout, name: str, rank: int) -> str:
 
     ranks = {}
     try:
-        plan = json.loads(layout.job(name).plan_json.read_text(encoding="utf-8"))
+        plan = json.loads(read_text(layout.job(name).plan_json))
         for node in plan["nodes"]:
             for proc in node["processes"]:
                 if proc.get("rank") is not None:
                     ranks[proc["rank"]] = proc["log_name"]
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        pass  # no plan, or one the job's processes overwrote (they can write its folder)
+        # No plan, or one the job's processes overwrote (they can write its folder): rank N's
+        # log by the name distrun gives it, if there is one.
+        fallback = process_log_name(rank)
+        if rank >= 0 and fallback in {path.name for path in log_files(layout.job(name))}:
+            return fallback
     if rank not in ranks:
         known = ", ".join(str(r) for r in sorted(ranks)) or "none"
         raise DistrunError(f"job {name} has no rank {rank}", f"its ranks: {known}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from distrun.job_status import JobStatus
 from distrun.store.index import JobRecord
+from distrun.terminal_text import neutral_text
 
 RULE = "=" * 60
 
@@ -16,8 +17,9 @@ def stream_header(record: JobRecord, process_count: int, node_count: int) -> str
 
 def execution_summary(record: JobRecord) -> str:
     lines = ["", "Execution Summary", RULE, f"RunId: {record.name}", f"Status: {record.status}"]
-    if record.started_at and record.ended_at:
-        lines.append(f"Duration: {record.ended_at - record.started_at:.2f} s")
+    duration = job_duration(record)
+    if duration is not None:
+        lines.append(f"Duration: {duration:.2f} s")
     if record.status != JobStatus.COMPLETED and record.reason:
         lines.append(f"Reason: {record.reason}")
     cause = record.root_cause
@@ -34,10 +36,25 @@ def execution_summary(record: JobRecord) -> str:
         if cause.get("traceback"):
             lines.append("Traceback:")
             lines.extend("  " + line for line in cause["traceback"].splitlines())
+        elif cause.get("log_tail"):
+            lines.append("Last lines of its log:")
+            lines.extend("  " + line for line in cause["log_tail"].splitlines())
         lines.append(f"Log: {cause.get('log')}")
     else:
         lines.append(f"Logs: {record.folder}/user_logs")
-    return "\n".join(lines)
+    # The reason and the traceback are a job's own text: shown, never obeyed, by the terminal.
+    return neutral_text("\n".join(lines))
+
+
+def job_duration(record: JobRecord) -> float | None:
+    """Seconds from start to end; never shorter than the time at which a process ended (the
+    record's start is noted once the processes are up, their times count from their launch)."""
+    if not (record.started_at and record.ended_at):
+        return None
+    ended = [p.get("after_ms") or 0.0 for p in record.processes or []]
+    if record.root_cause:
+        ended.append(record.root_cause.get("after_ms") or 0.0)
+    return max(record.ended_at - record.started_at, max(ended, default=0.0) / 1000)
 
 
 def environment_note(environment: object) -> str | None:
@@ -47,9 +64,41 @@ def environment_note(environment: object) -> str | None:
 
     shown = environment if isinstance(environment, str) else "(inline environment)"
     return (
-        f"distrun: local compute runs in this Python environment ({sys.executable}); "
+        f"local compute runs in this Python environment ({sys.executable}); "
         f"environment {shown} is kept for image-based backends"
     )
+
+
+# Keys of the schema that distrun accepts and records but that nothing here acts on.
+_UNUSED_KEYS = (
+    ("services", ("services",)),
+    ("identity", ("identity",)),
+    ("queue_settings", ("queue_settings",)),
+    ("resources.instance_type", ("resources", "instance_type")),
+    ("resources.shm_size", ("resources", "shm_size")),
+    ("resources.docker_args", ("resources", "docker_args")),
+)
+
+
+def unused_keys_note(spec: object, compute: str) -> str | None:
+    """One line naming every key the job sets that has no meaning on `compute` (as the SDK
+    notes ignored arguments once), or None."""
+    given = []
+    for shown, path in _UNUSED_KEYS:
+        value: object = spec
+        for part in path:
+            value = getattr(value, part, None)
+        if value is not None:
+            given.append(shown)
+    if not given:
+        return None
+    return f"{', '.join(given)}: no meaning on {compute} compute; recorded with the job, not used"
+
+
+def local_notes(spec: object) -> list[str]:
+    """What `run` and `plan` say once about a job on local compute."""
+    notes = [environment_note(getattr(spec, "environment", None)), unused_keys_note(spec, "local")]
+    return [note for note in notes if note]
 
 
 def _runs_in_own_environment(environment: object) -> bool:

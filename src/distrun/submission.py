@@ -32,7 +32,7 @@ from distrun.spec.command_template import render_value
 from distrun.spec.loader import LoadedJob, local_path
 from distrun.store.index import CANCELED, FAILED, QUEUED, STARTING, JobIndex, JobRecord, process_start_time
 from distrun.store.layout import JobFolder, Layout
-from distrun.store.snapshot import snapshot_code
+from distrun.store.snapshot import refuse_special_file, snapshot_code
 
 _ADJECTIVES = (
     "amber",
@@ -85,7 +85,9 @@ def generate_name() -> str:
 
 
 def choose_target(loaded: LoadedJob, layout: Layout, compute: str | None) -> ComputeTarget:
-    return resolve_target(compute or loaded.spec.compute, layout.config_path)
+    # The seed form's `infrastructure: k8s` is checked against the job's own target, not --compute's.
+    infrastructure = None if compute else loaded.spec.properties.get("compute_infrastructure")
+    return resolve_target(compute or loaded.spec.compute, layout.config_path, infrastructure)
 
 
 def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str | None = None) -> PreparedJob:
@@ -116,6 +118,8 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         index.insert(record)
         try:
             bindings = _fill_folder(loaded, spec, folder)
+            bindings = _with_tracking(bindings, folder, layout, target, job_name, record.experiment_name or job_name)
+            _write_text(folder.bindings_json, json.dumps(bindings.__dict__, indent=2))
             if not index.update(job_name, status=STARTING):
                 raise JobCanceledError(f"job {job_name} was canceled while it was being prepared")
         except KeyboardInterrupt:
@@ -170,12 +174,23 @@ def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> 
     if spec.code is not None:
         code = local_path(loaded, spec.code)
         assert code is not None  # the loader checked it
-        snapshot_code(code, folder.code)
+        # DISTRUN_HOME (so this job's own folder) may be inside the code folder: never copied.
+        snapshot_code(code, folder.code, skip=(folder.root.parent.parent,))
     else:
         folder.code.mkdir(mode=DIR_MODE)
-    bindings = bind(loaded, spec, folder, materialize=True)
-    _write_text(folder.bindings_json, json.dumps(bindings.__dict__, indent=2))
-    return bindings
+    return bind(loaded, spec, folder, materialize=True)
+
+
+def _with_tracking(
+    bindings: Bindings, folder: JobFolder, layout: Layout, target: ComputeTarget, name: str, experiment: str
+) -> Bindings:
+    """The job's MLflow run, created before any process starts; its variables go to every process."""
+    from distrun.metrics.tracking import start_run
+
+    run = start_run(folder, layout.home, name, experiment, target.settings.get("tracking_uri"))
+    if run is None:
+        return bindings
+    return Bindings(**{**bindings.__dict__, "environment": {**bindings.environment, **run.environment()}})
 
 
 def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool) -> Bindings:
@@ -252,6 +267,7 @@ def _copy_input(source: Path, target: Path) -> None:
 
 
 def _copy_file(source: Path | str, target: Path | str) -> None:
+    refuse_special_file(Path(source), "input")
     shutil.copy2(source, target, follow_symlinks=False)
     if not os.path.islink(target):
         os.chmod(target, copied_mode(os.stat(target).st_mode))

@@ -71,7 +71,7 @@ def main(stop: Path, summary: Path) -> None:
             for rec in listed:
                 errors.extend(check_record(rec))
             for rec in listed[:3]:
-                shown = json.loads(call("job", "show", rec["name"]))
+                shown = json.loads(call("job", "show", rec["name"], "-o", "json"))
                 calls += 1
                 errors.extend(check_record(shown))
                 if shown["status"] in ("Queued", "Starting"):

@@ -110,13 +110,45 @@ def wait_running(home: Path, name: str | None = None, timeout: float = 60) -> st
 
 
 def show(home: Path, name: str) -> dict[str, Any]:
-    shown = run_bytes(home, "job", "show", name)
+    shown = run_bytes(home, "job", "show", name, "-o", "json")
     assert shown.returncode == 0, shown.stderr
     return json.loads(shown.stdout)
 
 
 def by_rank(rec: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {p["rank"]: p for p in rec["processes"]}
+
+
+MEMORY_CAP = 1 << 30  # a command reading /dev/zero whole passes this long before the machine's memory
+
+
+def _capped() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def run_capped(
+    home: Path, *args: str, timeout: float = 120, cwd: Path | None = None, text: bool = True
+) -> subprocess.CompletedProcess[Any]:
+    """The CLI with a memory cap and a time limit: a hang or a runaway read fails the test, not the machine."""
+    return subprocess.run(
+        [sys.executable, "-m", "distrun", *args],
+        capture_output=True,
+        text=text,
+        timeout=timeout,
+        env=cli_env(home),
+        cwd=cwd,
+        preexec_fn=_capped,
+    )
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], *expected: str) -> None:
+    """distrun's own error (exit 2), no traceback, each `expected` text in it."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr[-2000:]
+    for text in expected:
+        assert text in done.stderr, done.stderr
 
 
 def wait_gone(pid: int, timeout: float = 30) -> None:

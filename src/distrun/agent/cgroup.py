@@ -134,11 +134,28 @@ def kill_members(path: Path, wait: float = 2.0) -> None:
 
 
 def remove_launch_cgroup(launch_id: str) -> None:
-    """For the watchdog: kill and remove the cgroup of a launch whose agent died."""
+    """For the watchdog, or a reader: kill and remove the cgroup of a launch whose agent died.
+
+    The watchdog runs in the agent's cgroup and computes the same path; a reader may run in
+    another one, so it looks for the launch's folder name anywhere in the hierarchy.
+    """
     path = cgroup_path(launch_id)
+    if path is None or not path.is_dir():
+        path = _find_launch_cgroup(launch_id)
     if path is not None and path.is_dir():
         kill_members(path)
         _remove(path)
+
+
+def _find_launch_cgroup(launch_id: str) -> Path | None:
+    mount = _cgroup2_mount()
+    if mount is None:
+        return None
+    wanted = f"{_PREFIX}{hashlib.sha256(launch_id.encode()).hexdigest()[:20]}"
+    for folder, dirs, _ in os.walk(mount):
+        if wanted in dirs:
+            return Path(folder) / wanted
+    return None
 
 
 def _remove(path: Path) -> None:

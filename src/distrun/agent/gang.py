@@ -46,6 +46,11 @@ from distrun.spec.models import DEFAULT_GRACE_PERIOD
 READ_SIZE = 1 << 18
 # After every process exited, how long pipes held open by leftovers may take to close.
 DRAIN_SECONDS = 2.0
+# The longest single wait: epoll takes at most INT_MAX milliseconds (24.8 days), and a deadline
+# beyond that is simply reached in several waits.
+MAX_WAIT = 3600.0
+# While the live stream holds output its reader has not taken yet, how often to offer it more.
+BACKLOG_POLL = 0.05
 
 
 @dataclass
@@ -57,6 +62,9 @@ class _Running:
     pidfd: int
     pipe_open: bool = True
     signalled_at: float | None = None  # when distrun sent it a stop signal
+    # Whether it was still alive when signalled: one that had already exited on its own (its
+    # exit not yet read, e.g. two ranks failing in the same instant) was not stopped by distrun.
+    signalled_alive: bool = False
     demux: MpiOutput | None = None  # splits an MPI launcher's output into per-rank logs
 
 
@@ -154,6 +162,9 @@ class Gang:
             self._loop()
             self._sweep_leftovers()
             self._drain()
+            # Before the logs are closed: the root cause's traceback is read through the
+            # descriptor distrun wrote, not by a name the job may have pointed elsewhere.
+            result = self._result()
         except BaseException:
             # Whatever went wrong in distrun itself, the job's processes do not outlive it.
             self._kill_remaining()
@@ -165,7 +176,7 @@ class Gang:
                 self.cgroup.close()
             restore()
             self.selector.close()
-        return self._result()
+        return result
 
     def _start_all(self) -> None:
         if self.stop is not None:
@@ -178,6 +189,19 @@ class Gang:
         base = dict(os.environ if self.options.base_env is None else self.options.base_env)
         if not self._prepare_nodes(base):
             return
+        # Every log is opened before any process starts: a process cannot plant a link or a
+        # pipe under the name of a log that is yet to be opened.
+        log_fds: dict[str, int] = {}
+        for node in self.nodes:
+            for spec in node.processes:
+                log_path = self.log_dir / spec.log_name
+                try:
+                    log_fds[spec.name] = open_append(log_path)
+                except OSError as exc:
+                    for fd in log_fds.values():
+                        os.close(fd)
+                    self._begin_stop(_Stop(FAILED, f"could not create {log_path}: {_why(exc)}"))
+                    return
         for node in self.nodes:
             for spec in node.processes:
                 log_path = self.log_dir / spec.log_name
@@ -191,17 +215,14 @@ class Gang:
                     log=str(log_path),
                     label=spec.label,
                 )
-                try:
-                    log_fd = open_append(log_path)
-                except OSError as exc:
-                    self._begin_stop(_Stop(FAILED, f"could not create {log_path}: {_why(exc)}"))
-                    return
+                log_fd = log_fds.pop(spec.name)
                 try:
                     proc = process_tree.spawn(
                         spec, base, self.options.launch_id, self.cgroup, self.plan.environment(spec)
                     )
                 except (OSError, ValueError) as exc:  # ValueError: a NUL byte in its command or env
-                    os.close(log_fd)
+                    for fd in (log_fd, *log_fds.values()):
+                        os.close(fd)
                     self._begin_stop(_Stop(FAILED, f"could not start {spec.name}: {_why(exc)}"))
                     return
                 outcome.pid = proc.pid
@@ -240,6 +261,10 @@ class Gang:
             for moment in (deadline if self.stop is None else None, self.kill_at, peers_check):
                 if moment is not None:
                     wait = max(0.0, moment - now) if wait is None else min(wait, max(0.0, moment - now))
+            if wait is None or wait > MAX_WAIT:
+                wait = MAX_WAIT  # a timeout of weeks (or 1e300 s) is waited for in steps
+            if self.stream.backlog:
+                wait = min(wait, BACKLOG_POLL)  # a slow reader may have made room
             for key, _ in self.selector.select(wait):
                 kind, item = key.data
                 if kind == "out":
@@ -249,6 +274,7 @@ class Gang:
                 else:
                     self._drain_wakeup(key.fd)
             self._handle_signals()
+            self.stream.pump()
             now = time.monotonic()
             if deadline is not None and self.stop is None and now >= deadline:
                 self._begin_stop(_Stop(FAILED, f"timeout after {self.options.timeout:g} s"))
@@ -293,7 +319,7 @@ class Gang:
             outcome.signal = signal_name(-code)
         else:
             outcome.exit_code = code
-        if item.signalled_at is not None:
+        if item.signalled_at is not None and item.signalled_alive:
             outcome.stopped_by_distrun = True
         if outcome.failed and self.stop is None:
             self._begin_stop(_Stop(FAILED, "", item))
@@ -320,8 +346,7 @@ class Gang:
         now = time.monotonic()
         for item in self.running:
             if item.spec.auxiliary and item.outcome.running and item.signalled_at is None:
-                item.signalled_at = now
-                process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+                _stop_group(item, now)
         if any(r.signalled_at == now for r in self.running):
             self.kill_at = now + self.options.grace_period
 
@@ -333,8 +358,7 @@ class Gang:
         now = time.monotonic()
         for item in self.running:
             if item.outcome.running and item.signalled_at is None:
-                item.signalled_at = now
-                process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+                _stop_group(item, now)
         self.kill_at = now + self.options.grace_period
 
     def _kill_remaining(self) -> None:
@@ -445,11 +469,21 @@ class Gang:
                 self._begin_stop(_Stop(PREEMPTED, f"preempted ({signal_name(signum)} from outside)"))
             elif self.stop is None:
                 how = "canceled" if signum != signal.SIGHUP else "canceled: the terminal closed"
-                self.stream.message(f"distrun: {signal_name(signum)} received, stopping the job")
+                self.stream.message(self._stopping_message(signum))
                 self._begin_stop(_Stop(CANCELED, how if signum == signal.SIGHUP else f"{how} ({signal_name(signum)})"))
             else:
                 # A second interrupt: the user does not want to wait for the grace period.
                 self._kill_remaining()
+
+    def _stopping_message(self, signum: int) -> str:
+        """What a user who pressed Ctrl-C waits for, and how not to wait (ranks may ignore SIGTERM)."""
+        grace = self.options.grace_period
+        text = f"distrun: {signal_name(signum)} received, stopping the job: SIGTERM sent to every process"
+        if grace > 0:
+            text += f"; those still running in {grace:g} s are killed"
+            if signum == signal.SIGINT:
+                text += " (press Ctrl-C again to kill them now)"
+        return text
 
     # ------------------------------------------------------------ result
 
@@ -464,9 +498,24 @@ class Gang:
             root = mpi_root_cause(stop.root.outcome, stop.root.demux, [node.host for node in self.plan.nodes])
             reason = root["reason"]
         elif stop.root is not None:
-            root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log))
+            root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log, stop.root.log_fd))
             reason = root["reason"]
         return GangResult(stop.status, reason, root, outcomes)
+
+
+def _stop_group(item: _Running, now: float) -> None:
+    """SIGTERM a process's group, noting whether the process itself was still running."""
+    item.signalled_at = now
+    item.signalled_alive = not _has_exited(item.proc.pid)
+    process_tree.signal_group(item.proc.pid, signal.SIGTERM)
+
+
+def _has_exited(pid: int) -> bool:
+    """True when the child has exited and waits to be reaped (its exit left unread)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _why(exc: Exception) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
+from distrun.terminal_text import neutral
+
 # A line longer than this is passed on in pieces (the log file keeps it whole): memory is
 # bounded whatever a process writes.
 MAX_PENDING = 1 << 20
@@ -18,9 +20,12 @@ _RESET = b"\x1b[0m"
 
 
 class LineStream:
-    def __init__(self, out: BinaryIO | None, color: bool = False) -> None:
+    def __init__(self, out: BinaryIO | None, color: bool = False, raw: bool = False) -> None:
         self._out = out
         self._color = color
+        # Shown on a terminal: escape sequences but colours neutralized (terminal_text).
+        # `raw`: the exact bytes, for one log written to a file or a pipe.
+        self._raw = raw
         self._prefix: dict[str, bytes] = {}
         self._pending: dict[str, bytes] = {}
 
@@ -70,12 +75,24 @@ class LineStream:
             self._pending[key] = b""
             self._write(self._prefix[key] + rest.replace(b"\n", b"\n" + self._prefix[key]) + b"\n")
 
+    @property
+    def backlog(self) -> int:
+        """Bytes written but not yet taken by the reader (a non-blocking output's backlog)."""
+        return getattr(self._out, "backlog", 0) if self._out is not None else 0
+
+    def pump(self) -> None:
+        """Hand the reader what it will take now (see agent.terminal_output)."""
+        if self.backlog:
+            self._out.pump()  # type: ignore[union-attr]
+
     def message(self, text: str) -> None:
         self._write(text.encode() + b"\n")
 
     def _write(self, data: bytes) -> None:
         if self._out is None:
             return
+        if not self._raw:
+            data = neutral(data)
         try:
             self._out.write(data)
             self._out.flush()

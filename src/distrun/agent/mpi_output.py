@@ -21,7 +21,7 @@ from typing import Any
 
 from distrun.agent.line_stream import LineStream
 from distrun.agent.outcome import ProcessOutcome, root_cause_of, signal_name
-from distrun.agent.traceback_finder import last_traceback
+from distrun.agent.traceback_finder import last_traceback, tail_bytes
 from distrun.file_modes import open_append
 from distrun.plan import deepspeed
 from distrun.plan.common import SHELL, process_log_name
@@ -72,7 +72,12 @@ def launcher_program(spec: ProcessSpec) -> str | None:
 def missing_launcher(spec: ProcessSpec, env: Mapping[str, str]) -> str | None:
     """Why the launcher cannot start on this node (not on PATH, with how to fix it), or None."""
     program = launcher_program(spec)
-    if program is None or shutil.which(program, path=env.get("PATH", os.defpath)):
+    return None if program is None else missing_program(program, env.get("PATH", os.defpath))
+
+
+def missing_program(program: str, path: str) -> str | None:
+    """Why an MPI launcher `program` cannot start with this PATH (and how to install it), or None."""
+    if shutil.which(program, path=path):
         return None
     hint = _INSTALL_HINTS.get(os.path.basename(program), _OPEN_MPI_HINT)
     return f"{program} was not found on PATH, so the MPI job cannot start: {hint}"
@@ -235,13 +240,7 @@ def _signal_name(number: int) -> str:
 
 
 def _tail(path: str | Path) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - _TAIL_BYTES))
-            return handle.read()
-    except OSError:
-        return b""
+    return tail_bytes(str(path), _TAIL_BYTES)
 
 
 def mpi_root_cause(launcher: ProcessOutcome, output: MpiOutput, hosts: list[str]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from distrun.agent.traceback_finder import log_tail
 from distrun.job_status import JobStatus
 
 COMPLETED = JobStatus.COMPLETED
@@ -95,5 +96,8 @@ def root_cause_of(outcome: ProcessOutcome, traceback: str) -> dict[str, Any]:
         "after_ms": outcome.after_ms,
         "reason": f"{who(outcome)} on node {outcome.node_rank} {outcome.describe_exit()}",
         "traceback": traceback,
+        # Without a traceback, what the process said last is the cause a user needs to see
+        # (`python: can't open file 'trian.py'`, an argparse usage error, `sudo: command not found`).
+        "log_tail": "" if traceback else log_tail(outcome.log),
         "log": outcome.log,
     }

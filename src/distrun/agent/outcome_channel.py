@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from distrun.agent.node_facts import NodeOutcome
+from distrun.safe_files import read_text
 from distrun.store.layout import NodeChannelPaths
 
 # The marker an agent sets when its node's main (non-auxiliary) processes all completed.
@@ -70,7 +71,8 @@ class FolderOutcomeChannel:
         found: dict[int, NodeOutcome] = {}
         for node_rank in range(self.node_count) if node_ranks is None else node_ranks:
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                data = json.loads(self.paths.outcome(node_rank).read_text(encoding="utf-8"))
+                # In the job folder, which the ranks can write: never through a link or a pipe.
+                data = json.loads(read_text(self.paths.outcome(node_rank)))
                 found[node_rank] = NodeOutcome.from_dict(data)
         return found
 

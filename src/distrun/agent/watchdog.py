@@ -1,9 +1,11 @@
 """A watchdog that outlives the agent: if the agent dies without saying goodbye (SIGKILL,
 OOM kill, crash), it kills every process of the launch and records the job as lost.
 
-It is a forked child holding the read end of a pipe whose write end only the agent holds.
-When the agent exits for any reason the kernel closes that end; the watchdog reads EOF.
-A clean end writes `done` first and the watchdog leaves quietly.
+It is forked twice, so that it is not the agent's child: a rank that walks its ancestry (its
+parent, its parent's children) to kill whatever guards the job does not find it there. It holds
+the read end of a pipe whose write end only the agent holds. When the agent exits for any
+reason the kernel closes that end; the watchdog reads EOF. A clean end writes `done` first and
+the watchdog leaves quietly.
 """
 
 from __future__ import annotations
@@ -28,14 +30,26 @@ class Watchdog:
     def start(cls, launch_id: str, on_lost: Callable[[], None]) -> Watchdog:
         """Fork the watchdog. Call before starting any thread (fork copies only this one)."""
         read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the watchdog
+        pid_r, pid_w = os.pipe()
+        middle = os.fork()
+        if middle == 0:  # only forks the watchdog and exits, so the watchdog is nobody's child here
             try:
                 os.close(write_fd)
-                _watch(read_fd, launch_id, on_lost)
+                os.close(pid_r)
+                os.setsid()
+                pid = os.fork()
+                if pid == 0:
+                    os.close(pid_w)
+                    _watch(read_fd, launch_id, on_lost)
+                else:
+                    os.write(pid_w, str(pid).encode())
             finally:
                 os._exit(0)
         os.close(read_fd)
+        os.close(pid_w)
+        os.waitpid(middle, 0)
+        with os.fdopen(pid_r, "rb") as handle:
+            pid = int(handle.read() or b"0")
         os.set_inheritable(write_fd, False)
         return cls(pid, write_fd)
 
@@ -49,15 +63,29 @@ class Watchdog:
             pass
         os.close(self._write_fd)
         self._write_fd = None
-        try:
-            os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass
+        _wait_gone(self.pid, WAIT_SECONDS)
+
+
+WAIT_SECONDS = 5.0
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    """Wait for a process that is not our child (pidfd: no pid reuse race)."""
+    import select
+
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
 
 
 def _watch(read_fd: int, launch_id: str, on_lost: Callable[[], None]) -> None:
-    # Its own session: a Ctrl-C or hang-up meant for the agent must not reach the watchdog.
-    os.setsid()
+    # Its own session (set by the parent fork): a Ctrl-C or hang-up meant for the agent must
+    # not reach the watchdog.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -79,6 +107,16 @@ def _watch(read_fd: int, launch_id: str, on_lost: Callable[[], None]) -> None:
     # The agent is gone. Its direct children already got SIGKILL (PDEATHSIG); this catches
     # everything they started, also daemonized grandchildren: the whole cgroup where there is
     # one, then every process carrying the launch marker.
+    sweep_launch(launch_id)
+    on_lost()
+
+
+def sweep_launch(launch_id: str) -> None:
+    """Kill every process of a launch whose agent is gone: its cgroup, then the marked ones.
+
+    Also run by the first reader that finds the agent gone (`store.index`), in case the
+    watchdog itself was killed.
+    """
     remove_launch_cgroup(launch_id)
     for _ in range(50):
         pids = marked_pids(launch_id)
@@ -86,4 +124,3 @@ def _watch(read_fd: int, launch_id: str, on_lost: Callable[[], None]) -> None:
             break
         kill_pids(pids, signal.SIGKILL)
         time.sleep(0.02)
-    on_lost()

@@ -19,6 +19,7 @@ from distrun.agent.node_facts import NodeOutcome
 from distrun.errors import DistrunError
 from distrun.follow import follow_logs
 from distrun.job_status import JobStatus
+from distrun.metrics.tracking import finish_run
 from distrun.report import execution_summary, stream_header
 from distrun.store.index import JobIndex, JobRecord
 
@@ -82,8 +83,11 @@ def refreshed(backend: Backend, record: JobRecord, layout: Layout) -> JobRecord:
         return record
     fields = record_changes(record, seen, time.time())
     if fields:
-        JobIndex(layout.db_path).update(record.name, **fields)
+        changed = JobIndex(layout.db_path).update(record.name, **fields)
         record = dataclasses.replace(record, **fields)
+        if changed and record.terminal:
+            # The reader that saw the end (`distrun run`, `job list`, the UI...) closes the job's MLflow run.
+            finish_run(layout.job(record.name), record.status)
     return record
 
 

@@ -29,6 +29,7 @@ from distrun.agent.attempt_logs import keep_attempt_logs, moved_root_cause
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
+from distrun.agent.terminal_output import NonBlockingOutput
 from distrun.agent.watchdog import Watchdog
 from distrun.backends.base import Backend, Observation, RenderedJob
 from distrun.backends.local_gpus import probe_gpus
@@ -37,9 +38,10 @@ from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.file_modes import open_append, write_file
 from distrun.job_status import JobStatus
+from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
-from distrun.report import environment_note, execution_summary, stream_header
+from distrun.report import execution_summary, local_notes, stream_header
 from distrun.restarts import Attempt, Decision, RestartPolicy, backoff_seconds, decide
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord, process_start_time
@@ -277,15 +279,15 @@ def launcher_argv(name: str) -> list[str]:
     return [sys.executable, "-m", LAUNCHER_MODULE, name]
 
 
-def start_detached(prepared: PreparedJob, layout: Layout) -> int:
-    """Supervise the job from a new background process; returns its pid."""
+def start_detached(prepared: PreparedJob, layout: Layout, argv: list[str] | None = None) -> int:
+    """Supervise the job from a new background process (`argv`: another backend's launcher); returns its pid."""
     log = os.fdopen(open_append(prepared.folder.launcher_log), "ab")
     env = dict(os.environ, DISTRUN_HOME=str(layout.home))
     # A SIGTERM right after `job create` reaches the launcher while Python starts: held until
     # `execute` can act on it, instead of killing it before it records anything.
     with stop_signals_blocked():
         proc = subprocess.Popen(
-            launcher_argv(prepared.name),
+            argv or launcher_argv(prepared.name),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -340,24 +342,26 @@ class LocalBackend(Backend):
             )
 
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
-        """The GPUs a job asks for are here (before anything is recorded); the rest of this machine is there."""
+        """A job this machine cannot start (an MPI job without mpirun, GPUs it does not have) leaves nothing behind."""
+        from distrun.backends.local_preflight import preflight
         from distrun.plan.gpus import processes_per_node, slice_gpus
 
+        preflight(spec)
         hosts = (LOCAL_ADDRESS,) * spec.node_count
         placement = Placement(hosts=hosts, master_port=0, job_dir="", run_id="", simulated=True, gpus=probe_gpus())
         slice_gpus(spec, placement, processes_per_node(spec, spec.node_count))
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
         """The plan with ports free now; the supervisor picks (and leases) the ports again when the job starts."""
-        note = environment_note(job.spec.environment)
+        said = local_notes(job.spec)
         notes = ["local compute: nodes are simulated on this machine (127.0.0.1); ports are chosen when the job starts"]
         return RenderedJob(
             job=job,
             plan=plan_local(job),
             request=LocalLaunch(tuple(launcher_argv(job.name))),
             kind=self.kind,
-            notes=tuple(notes + ([note] if note else [])),
-            warnings=(note.removeprefix("distrun: "),) if note else (),
+            notes=tuple(notes + said),
+            warnings=tuple(said),
         )
 
     def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
@@ -371,13 +375,16 @@ class LocalBackend(Backend):
 
         def header(plan: LaunchPlan) -> None:
             record = JobIndex(layout.db_path).get(prepared.name)
-            note = environment_note(prepared.spec.environment)
-            lines = [f"distrun: {text}" for text in ([note] if note else []) + list(plan.notes)]
+            lines = [f"distrun: {text}" for text in local_notes(prepared.spec) + list(plan.notes)]
             lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
             _say(out, "\n".join(lines))
 
-        record = execute(prepared, layout, stream=out, color=color, on_plan=header)
+        live = NonBlockingOutput.wrap(out)  # a reader that stops reading never stalls supervision
+        record = execute(prepared, layout, stream=live, color=color, on_plan=header)  # type: ignore[arg-type]
+        if isinstance(live, NonBlockingOutput):
+            live.finish()  # the record is written: now the reader may take its time
         _say(out, execution_summary(record))
+        finish_run(prepared.folder, record.status)  # after the summary: the user does not wait on MLflow
         return record
 
     def observe(self, record: JobRecord, layout: Layout) -> Observation | None:

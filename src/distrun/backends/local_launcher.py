@@ -7,6 +7,7 @@ import sys
 from distrun.backends.local import execute
 from distrun.errors import DistrunError
 from distrun.job_status import JobStatus
+from distrun.metrics.tracking import finish_run
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from distrun.submission import load_prepared
@@ -17,6 +18,7 @@ def main(name: str) -> int:
     try:
         prepared = load_prepared(layout, name)
         record = execute(prepared, layout, stream=None)
+        finish_run(prepared.folder, record.status)
     except DistrunError as exc:
         JobIndex(layout.db_path).update(name, status=JobStatus.FAILED, reason=exc.message)
         print(f"distrun: {exc.render()}", file=sys.stderr)

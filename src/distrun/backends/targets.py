@@ -60,18 +60,33 @@ def read_targets(config_path: Path) -> dict[str, ComputeTarget]:
     return targets
 
 
-def resolve_target(reference: str | None, config_path: Path) -> ComputeTarget:
+# The seed draft's `compute: {infrastructure: k8s, target: NAME}` (or `type:`): which target type it means.
+INFRASTRUCTURE_TYPES = {"k8s": "kubernetes", "kubernetes": "kubernetes", "slurm": "slurm", "ray": "ray"}
+
+
+def resolve_target(reference: str | None, config_path: Path, infrastructure: str | None = None) -> ComputeTarget:
+    """The target a job names; `infrastructure` (the seed form's) must agree with its type."""
     name = target_name(reference)
     if name == LOCAL:
         return ComputeTarget(LOCAL, LOCAL)
     targets = read_targets(config_path)
+    wanted = INFRASTRUCTURE_TYPES.get(str(infrastructure).lower()) if infrastructure else None
     if name not in targets:
         known = ", ".join(["local", *sorted(targets)])
+        how = f"distrun compute create --name {name} --type {wanted}" if wanted else "distrun compute create"
+        if wanted == "kubernetes":
+            how += " --set context=CONTEXT --set namespace=NAMESPACE"
         raise DistrunError(
             f"unknown compute target {name!r}; known targets: {known}",
-            f"define it in {config_path} under `compute:` or with `distrun compute create`",
+            f"define it in {config_path} under `compute:` or with `{how}`",
         )
-    return targets[name]
+    target = targets[name]
+    if wanted and target.type != wanted:
+        raise DistrunError(
+            f"the job's compute says infrastructure {infrastructure} but target {name!r} is of type {target.type}",
+            f"point the job at a {wanted} target, or use --compute NAME",
+        )
+    return target
 
 
 def add_target(config_path: Path, name: str, kind: str, settings: dict[str, Any]) -> ComputeTarget:

@@ -25,6 +25,10 @@ def _planner(kind: str) -> Planner:
         from distrun.plan.mpi import plan_mpi
 
         return plan_mpi
+    if kind == "ray":
+        from distrun.plan.ray import plan_ray
+
+        return plan_ray
     raise DistrunError(
         f"distribution type {kind!r} validates but distrun cannot launch it yet",
         "use type: pytorch, or run the framework's own launcher under type: pytorch with process_count_per_instance: 1",
@@ -37,6 +41,10 @@ def task_port_count(job: JobSpec) -> int:
         from distrun.plan.tensorflow import task_count
 
         return task_count(job)  # one address:port per TF task, in cluster order
+    if job.distribution_type == "ray":
+        from distrun.plan.ray import port_count
+
+        return port_count(job)  # the Ray cluster's ports (plan.ray.ray_ports)
     return 0
 
 

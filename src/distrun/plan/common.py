@@ -25,7 +25,7 @@ def code_dir(placement: Placement) -> str:
 def job_env(job: JobSpec, placement: Placement, bindings: Bindings) -> dict[str, str]:
     """Variables every process of the job sees, whatever its framework."""
     env = dict(job.environment_variables)
-    env.update(bindings.environment)  # the job's own Python environment first on PATH
+    env.update(bindings.environment)  # the job's own Python environment first on PATH; its MLflow run
     env.update(
         {
             "PYTHONUNBUFFERED": "1",

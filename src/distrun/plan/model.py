@@ -37,7 +37,9 @@ class Bindings:
     inputs: dict[str, str] = field(default_factory=dict)  # literal text or absolute path
     outputs: dict[str, str] = field(default_factory=dict)  # absolute folder or file path
     input_paths: dict[str, str] = field(default_factory=dict)  # data inputs only
-    environment: dict[str, str] = field(default_factory=dict)  # PATH, VIRTUAL_ENV of the job's built environment
+    # Variables every process gets from distrun's services: the job's built Python environment
+    # (PATH, VIRTUAL_ENV) and its MLflow run (MLFLOW_RUN_ID, ...).
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -458,6 +458,25 @@ class Run:
         self.experiment = experiment
         self.id = run_id
 
+    @classmethod
+    def get_context(cls, allow_offline: bool = True, **kwargs: Any) -> Run:
+        """The run of the job this process belongs to; outside a job, an offline run that prints."""
+        import os
+
+        return cls(None, os.environ.get("DISTRUN_JOB_NAME") or "OfflineRun")
+
+    def log(self, name: str, value: Any, description: str = "", step: int | None = None) -> None:
+        """A metric value into the job's MLflow run (steps 0, 1, 2... when not given)."""
+        from distrun.metrics.rank_logging import log_value
+
+        log_value(name, value, step)
+
+    def log_list(self, name: str, value: list[Any], description: str = "") -> None:
+        """A list of values of one metric, steps 0..n-1."""
+        from distrun.metrics.rank_logging import log_values
+
+        log_values(name, list(value))
+
     @property
     def _layout(self) -> Layout:
         return Layout()

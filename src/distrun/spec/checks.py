@@ -7,6 +7,7 @@ the code folder and input paths exist (relative paths start at the job file's fo
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -102,7 +103,29 @@ def _env_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
     # Parameter-server variables are checked with the other TensorFlow rules (checks_tensorflow).
     variables = spec.environment_variables
     path = ("environment_variables",)
-    return [*_reserved(variables, path, position), *env_name_problems(variables, path, position)]
+    return [
+        *_reserved(variables, path, position),
+        *env_name_problems(variables, path, position),
+        *_master_port_problems(variables, path, position),
+    ]
+
+
+def _master_port_problems(variables: Mapping[str, str], path: tuple[str, ...], position: PositionOf) -> list[Problem]:
+    """A pinned MASTER_PORT is a port every rank connects to: a number the kernel can bind."""
+    value = variables.get("MASTER_PORT")
+    if value is None:
+        return []
+    text = str(value).strip()
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= 65535:
+        return []
+    return [
+        Problem(
+            f"MASTER_PORT must be a TCP port number from 1 to 65535, not {str(value)[:40]!r}",
+            ".".join((*path, "MASTER_PORT")),
+            position(*path, "MASTER_PORT"),
+            "pin a free port, e.g. MASTER_PORT: 29500, or leave it out and distrun picks a free one",
+        )
+    ]
 
 
 def env_name_problems(variables: Mapping[str, str], path: tuple[str, ...], position: PositionOf) -> list[Problem]:
@@ -152,7 +175,15 @@ def _unpassable_problems(spec: models.JobSpec, position: PositionOf) -> list[Pro
 
 
 def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
-    refs, unknown = references(spec.command)
+    return reference_problems(spec.command, spec.inputs, spec.outputs, position)
+
+
+def reference_problems(
+    command: str, inputs: Mapping[str, object], outputs: Mapping[str, object], position: PositionOf
+) -> list[Problem]:
+    """`${{inputs.x}}` / `${{outputs.x}}` in the command that name nothing. Works on the raw
+    document too, so that these are reported together with schema errors."""
+    refs, unknown = references(command)
     where = position("command")
     problems = []
     for expr in unknown:
@@ -166,7 +197,7 @@ def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Prob
         )
     seen: set[tuple[str, str]] = set()
     for ref in refs:
-        table: Mapping[str, object] = spec.inputs if ref.kind == "inputs" else spec.outputs
+        table: Mapping[str, object] = inputs if ref.kind == "inputs" else outputs
         if ref.name in table or ref.optional or (ref.kind, ref.name) in seen:
             continue
         seen.add((ref.kind, ref.name))
@@ -183,6 +214,10 @@ def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Prob
             )
         )
     return problems
+
+
+# Input modes whose data distrun copies into the job folder (submission.COPY_MODES).
+COPIED_MODES = ("download", "eval_download")
 
 
 def local_path(base_dir: Path, text: str) -> Path | None:
@@ -222,9 +257,25 @@ def _kind_of(path: Path) -> str:
     return "missing"
 
 
+def _special_kind(path: Path) -> str | None:
+    """'a named pipe', 'a socket', 'a character device'...: what no copy can be made of."""
+    import stat
+
+    from distrun.safe_files import kind_of
+
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else kind_of(mode)
+
+
 def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
     problems = []
-    if spec.code is not None:
+    windows = windows_path_problem(spec.code, "code", position) if spec.code is not None else None
+    if windows is not None:
+        problems.append(windows)
+    elif spec.code is not None:
         code = local_path(base_dir, spec.code)
         kind = _kind_of(code) if code is not None else "remote"
         if kind == "remote":
@@ -270,8 +321,18 @@ def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -
             )
             continue
         kind = _kind_of(path)
+        special = _special_kind(path) if kind == "file" and value.mode in COPIED_MODES else None
         absent = "does not exist" if kind == "missing" else "cannot be read"
-        if kind in ("missing", "unreadable") and value.path.startswith("azureml:"):
+        if special is not None:
+            problems.append(
+                Problem(
+                    f"input {name}: {path} is {special}, not data: a download input is copied into the job",
+                    key,
+                    where,
+                    "point `path` at a file or folder of data, or read it in place with mode: ro_mount",
+                )
+            )
+        elif kind in ("missing", "unreadable") and value.path.startswith("azureml:"):
             problems.append(
                 Problem(
                     f"input {name}: {value.path} is {path}, which {absent}",
@@ -309,3 +370,22 @@ def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -
                 )
             )
     return problems
+
+
+# `C:\Users\me\src`, `.\src`, `src\train`: a path written on Windows. On this machine the
+# backslashes are part of one file name, so the folder "does not exist" for a reason users miss.
+_WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\|\.{1,2}\\)|^[^/:]*\\")
+
+
+def windows_path_problem(text: str, key: str, position: PositionOf) -> Problem | None:
+    """A problem when `text` looks like a Windows path; None otherwise."""
+    if not isinstance(text, str) or not _WINDOWS_PATH.search(text):
+        return None
+    relative = not re.match(r"^(?:[A-Za-z]:|\\\\)", text)
+    suggestion = text.replace("\\", "/") if relative else "./" + text.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return Problem(
+        f"{text} looks like a Windows path: on this machine a backslash is part of a file name",
+        key,
+        position(*key.split(".")),
+        f"write a path with forward slashes, relative to the job file, e.g. `{key.rsplit('.', 1)[-1]}: {suggestion}`",
+    )

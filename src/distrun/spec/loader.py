@@ -15,9 +15,11 @@ from typing import Any
 from distrun.errors import Position, Problem, ValidationError
 from distrun.spec import checks, models
 from distrun.spec.checks import REMOTE_SCHEMES
+from distrun.spec.job_kind import not_a_command_job
 from distrun.spec.model_errors import translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import apply_overrides
+from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import SourceMap
 from distrun.spec.yaml_source import read_yaml_file
 
@@ -72,17 +74,21 @@ def load_job_data(
                 )
             ]
         )
+    other_kind = not_a_command_job(data, smap)
+    if other_kind is not None:
+        raise ValidationError([other_kind])
     data = normalize(data, smap)
     try:
         spec = models.JobSpec.model_validate(data)
     except Exception as exc:  # pydantic.ValidationError; imported lazily
         if type(exc).__name__ != "ValidationError":
             raise
-        raise ValidationError(translate(exc, data, smap)) from None
+        # What can be checked without a valid schema is reported in the same round.
+        raise ValidationError(in_file_order([*translate(exc, data, smap), *raw_problems(data, smap)])) from None
     loaded = LoadedJob(spec, base_dir, source, smap)
     problems = semantic_problems(loaded)
     if problems:
-        raise ValidationError(problems)
+        raise ValidationError(in_file_order(problems))
     return loaded
 
 

@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 
 NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 JOB_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$"
+MAX_IO_NAME = 255
 
 # Error types raised by the validators below, and how to fix each (the loader's hint).
 CUSTOM_ERRORS = {
@@ -356,11 +357,13 @@ class JobSpec(StrictModel):
     def _names(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
         kind = "input" if info.field_name == "inputs" else "output"
         for key in value:
-            if not re.fullmatch(NAME_PATTERN, key):
+            # A name becomes a folder (named-outputs/<name>, inputs/<name>): no longer than the
+            # filesystem allows a name to be, or the job would only fail when it is prepared.
+            if not re.fullmatch(NAME_PATTERN, key) or len(key) > MAX_IO_NAME:
                 raise PydanticCustomError(
                     "io_name",
                     "{kind} name '{name}' is not allowed: names hold letters, digits and '_', "
-                    "and do not start with a digit",
+                    "and do not start with a digit, at most 255 characters",
                     {"kind": kind, "name": key},
                 )
         return value

@@ -20,6 +20,9 @@ from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 
 MAX_DEPTH = 64  # nesting levels; real jobs use fewer than ten
 MAX_VALUES = 100_000  # scalars, mappings and lists after expanding aliases
+# A job file is a few KB; the largest real ones (inline conda environments) stay far below.
+# Refused before parsing: a YAML parser takes minutes and gigabytes on millions of keys.
+MAX_FILE_BYTES = 1 << 20
 
 
 def _yaml(allow_duplicate_keys: bool = False):  # type: ignore[no-untyped-def]
@@ -290,11 +293,59 @@ def _reader_problem(text: str, source: str, exc: Exception) -> Problem:
     return Problem(f"YAML error: {exc}", "", where, "fix the YAML at this position")
 
 
+class _NotAJobFile(Exception):
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _read_job_file(path: Path) -> bytes:
+    """The job file's bytes: a regular file (a link to one is fine) of bounded size and content.
+
+    A named pipe would block the open until some writer came, a device (/dev/zero) would be
+    read forever: the open does not block, and the descriptor is checked before any read.
+    """
+    import os
+    import stat
+
+    from distrun.safe_files import kind_of
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise _NotAJobFile(
+                f"job file {path} is {kind_of(info.st_mode)}, not a regular file",
+                "give the path of the job's YAML file",
+            )
+        data = os.read(fd, MAX_FILE_BYTES + 1) if info.st_size <= MAX_FILE_BYTES else b""
+        if info.st_size > MAX_FILE_BYTES or len(data) > MAX_FILE_BYTES:
+            raise _NotAJobFile(
+                f"job file is larger than {MAX_FILE_BYTES} bytes ({max(info.st_size, len(data))} bytes)",
+                "a job file does not need that much data: keep data in files the job reads (inputs), "
+                "not in the job file",
+            )
+    finally:
+        os.close(fd)
+    # Each value needs a line or a comma of its own: a cheap upper bound on the count, taken
+    # before the parser builds millions of nodes.
+    if data.count(b"\n") + data.count(b",") > MAX_VALUES:
+        raise _NotAJobFile(
+            f"job file holds more than {MAX_VALUES} values (lines and comma-separated items)",
+            "a job file does not need that much data: keep data in files the job reads (inputs), not in the job file",
+        )
+    return data
+
+
 def read_yaml_file(path: Path) -> tuple[Any, SourceMap]:
     """Read a job file; a missing or unreadable file is a clear `ValidationError`."""
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_job_file(path).decode("utf-8")
+    except _NotAJobFile as exc:
+        raise ValidationError([Problem(str(exc), "", Position(source), exc.hint)]) from None
     except FileNotFoundError:
         raise ValidationError(
             [Problem(f"job file {path} does not exist", "", Position(source), "check the path of the job file")]

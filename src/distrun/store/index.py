@@ -26,6 +26,7 @@ from typing import Any
 from distrun.errors import DistrunError, JobNotFoundError
 from distrun.file_modes import make_dirs
 from distrun.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.store.index_repair import DamagedRecordError, checked_row, file_identity, recover_rows
 
 QUEUED = JobStatus.QUEUED
 STARTING = JobStatus.STARTING
@@ -128,6 +129,7 @@ class JobIndex:
         # writes its record ~8 times, and opening and checking the index each time cost ~15 ms.
         self._conn: sqlite3.Connection | None = None
         self._owner: tuple[int, int] | None = None
+        self._identity: tuple[int, int] | None = None  # the index file the connection has open
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -154,6 +156,15 @@ class JobIndex:
         owner = (os.getpid(), threading.get_ident())
         if self._conn is None or self._owner != owner:
             self._conn, self._owner = self._open(), owner
+            self._identity = file_identity(self.db_path)
+        elif file_identity(self.db_path) != self._identity:
+            # jobs.db was removed or replaced under us (a running job's supervisor keeps its
+            # connection for the job's whole life): its rows, still readable through the old
+            # connection, are put back into the new file, so no record is lost.
+            old, self._conn = self._conn, self._open()
+            recover_rows(old, self._conn)
+            old.close()
+            self._identity = file_identity(self.db_path)
         try:
             yield self._conn
         except sqlite3.Error as exc:
@@ -228,12 +239,23 @@ class JobIndex:
             row = conn.execute("SELECT * FROM jobs WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise JobNotFoundError(f"no job named {name!r}", "`distrun job list` shows the jobs there are")
-        return self._checked(_from_row(dict(row)))
+        return self._checked(self._record(dict(row)))
 
     def list(self, limit: int = 50) -> list[JobRecord]:
         with self._connect() as conn:
             rows = conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
-        return [self._checked(_from_row(dict(row))) for row in rows]
+        records = []
+        for row in rows:
+            try:
+                records.append(self._checked(self._record(dict(row))))
+            except DamagedRecordError as exc:  # the other jobs still list; this one is named
+                import sys
+
+                print(f"distrun: warning: {exc.message}", file=sys.stderr)
+        return records
+
+    def _record(self, row: dict[str, Any]) -> JobRecord:
+        return _from_row(checked_row(row, self.db_path))
 
     def names(self) -> list[str]:
         with self._connect() as conn:
@@ -255,6 +277,12 @@ class JobIndex:
         # Let the launcher's own last write win if it is racing with us.
         time.sleep(0.05)
         self.mark_launcher_lost(record.name)
+        if record.compute == "local":
+            # Its watchdog may have been killed too (by a job that hunted it down): whatever
+            # the job left running goes now, before anyone is told the job has ended.
+            from distrun.agent.watchdog import sweep_launch
+
+            sweep_launch(f"{record.name}-{record.launcher_pid}")
         return self.get(record.name)
 
 

@@ -19,8 +19,10 @@ from typing import Any
 
 from distrun.errors import DistrunError
 from distrun.file_modes import DIR_MODE, copied_mode, make_dirs
+from distrun.safe_files import kind_of
 
 IGNORE_FILES = (".amlignore", ".gitignore")
+INDEX_FILE_PREFIX = "jobs.db"  # jobs.db, jobs.db-wal, jobs.db-shm in DISTRUN_HOME
 ALWAYS_SKIPPED = (".git", "__pycache__")
 
 
@@ -34,12 +36,18 @@ def _ignore_spec(source: Path) -> Any:
     return None
 
 
-def snapshot_code(source: Path, target: Path) -> int:
-    """Copy `source` to `target`; returns the number of files copied."""
+def snapshot_code(source: Path, target: Path, skip: tuple[Path, ...] = ()) -> int:
+    """Copy `source` to `target`; returns the number of files copied.
+
+    `target` and the folders in `skip` (DISTRUN_HOME) are left out when they lie inside
+    `source`: a code folder holding the job folder would otherwise copy the copy being made.
+    """
     source = source.resolve()
     spec = _ignore_spec(source)
     copied = 0
     make_dirs(target)
+    skipped_dirs = {target.resolve(), *(path.resolve() for path in skip)}
+    homes = {path.resolve() for path in skip}
     for folder, dirs, files in os.walk(source):
         here = Path(folder)
         rel_dir = here.relative_to(source)
@@ -47,6 +55,8 @@ def snapshot_code(source: Path, target: Path) -> int:
         for name in sorted(dirs):
             rel = (rel_dir / name).as_posix()
             if name in ALWAYS_SKIPPED or (spec is not None and spec.match_file(rel + "/")):
+                continue
+            if here / name in skipped_dirs or (here in homes and name == "jobs"):
                 continue
             if (here / name).is_symlink():
                 _link(here / name, source, target / rel_dir / name)
@@ -58,6 +68,8 @@ def snapshot_code(source: Path, target: Path) -> int:
             rel = (rel_dir / name).as_posix()
             if spec is not None and spec.match_file(rel):
                 continue
+            if here in homes and name.startswith(INDEX_FILE_PREFIX):
+                continue  # the code folder is DISTRUN_HOME itself: its index is not code
             src = here / name
             if src.is_symlink():
                 _link(src, source, target / rel_dir / name)
@@ -68,30 +80,38 @@ def snapshot_code(source: Path, target: Path) -> int:
 
 
 def _copy_file(src: Path, dest: Path) -> None:
-    kind = _special_kind(os.lstat(src).st_mode)
-    if kind:
-        raise DistrunError(
-            f"code folder: {src} is {kind}, not a regular file, and cannot be copied into the job",
-            "remove it from the code folder, or add it to .amlignore",
-        )
+    refuse_special_file(src, "code folder")
     shutil.copy2(src, dest, follow_symlinks=False)
     os.chmod(dest, copied_mode(os.stat(dest).st_mode))
 
 
+def refuse_special_file(src: Path, what: str) -> None:
+    """A named pipe would block a copy forever, a device would fill the disk: refused."""
+    kind = _special_kind(os.lstat(src).st_mode)
+    if kind:
+        hint = (
+            "remove it from the code folder, or add it to .amlignore"
+            if what == "code folder"
+            else ("remove it from the input folder: distrun copies only files, folders and links")
+        )
+        raise DistrunError(f"{what}: {src} is {kind}, not a regular file, and cannot be copied into the job", hint)
+
+
 def _special_kind(mode: int) -> str | None:
-    for test, kind in (
-        (stat.S_ISFIFO, "a named pipe"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return kind
-    return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode) else kind_of(mode)
 
 
 def _link(link: Path, root: Path, dest: Path) -> None:
-    pointed = (link.parent / os.readlink(link)).resolve()
+    try:
+        pointed = (link.parent / os.readlink(link)).resolve(strict=True)
+    except (RuntimeError, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):  # a dangling link: kept as it is, pointing nowhere
+            pointed = (link.parent / os.readlink(link)).resolve()
+        else:
+            raise DistrunError(
+                f"code folder: {link} is a symbolic link loop (it leads back to itself)",
+                "remove the link, or add it to .amlignore",
+            ) from None
     if pointed != root and root not in pointed.parents:
         raise DistrunError(
             f"code folder: {link} is a symbolic link to {pointed}, outside the code folder {root}",

@@ -6,7 +6,6 @@ slurm --set K=V`); every mistake is reported in distrun's words with the known k
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import shlex
@@ -47,6 +46,7 @@ class SlurmTarget(BaseModel):
     setup: list[str] = Field(default_factory=list, description="shell lines run before the node agents start")
     python: str | None = Field(None, description="Python on the nodes that has distrun (default: this one)")
     slurm_conf: str | None = Field(None, description="slurm.conf of the cluster (SLURM_CONF); default: Slurm's own")
+    tracking_uri: str | None = Field(None, description="MLflow tracking URI for jobs' metrics (default: DISTRUN_HOME)")
 
     @field_validator("gpus_per_node", mode="before")
     @classmethod
@@ -88,25 +88,9 @@ class SlurmTarget(BaseModel):
     @classmethod
     def from_settings(cls, name: str, settings: Mapping[str, Any]) -> SlurmTarget:
         """Validate a target's settings; every mistake becomes one `DistrunError` that says how to fix it."""
-        from pydantic import ValidationError as PydanticError
+        from distrun.backends.settings import validated_settings
 
-        known = sorted(cls.model_fields)
-        try:
-            return cls.model_validate({"name": name, **settings})
-        except PydanticError as exc:
-            lines = []
-            for err in exc.errors():
-                key = ".".join(str(p) for p in err["loc"]) or "settings"
-                if err["type"] == "extra_forbidden":
-                    close = difflib.get_close_matches(str(err["loc"][0]), known, n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    lines.append(f"unknown setting {key!r}{hint}")
-                else:
-                    lines.append(f"{key}: {err['msg'].removeprefix('Value error, ')}")
-            raise DistrunError(
-                f"compute target {name!r} (slurm): " + "; ".join(lines),
-                "settings of a slurm target: " + ", ".join(k for k in known if k not in ("name", "type")),
-            ) from None
+        return validated_settings(cls, "slurm", name, settings)
 
     def client_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
@@ -158,6 +142,9 @@ def node_resources(job: JobSpec, target: SlurmTarget) -> NodeResources:
     return NodeResources(cpus=merged.cpus_per_node, memory=merged.memory_per_node, gpus=merged.gpus_per_node)
 
 
+SLURM_MAX_MINUTES = 100 * 365 * 24 * 60
+
+
 def slurm_time_limit(job: JobSpec, target: SlurmTarget) -> str | None:
     """sbatch --time: limits.timeout plus the grace period and a margin, in whole minutes.
 
@@ -167,7 +154,8 @@ def slurm_time_limit(job: JobSpec, target: SlurmTarget) -> str | None:
     if job.limits.timeout is None:
         return target.time_limit
     seconds = job.limits.timeout + job.limits.grace_seconds + SLURM_TIME_MARGIN_S
-    return str(max(1, math.ceil(seconds / 60)))
+    # Slurm keeps minutes in 32 bits: a timeout of 1e300 s is asked for as 100 years.
+    return str(min(max(1, math.ceil(seconds / 60)), SLURM_MAX_MINUTES))
 
 
 def pinned_master_port(job: JobSpec) -> int | None:

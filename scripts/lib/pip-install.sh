@@ -1,0 +1,11 @@
+# Sourced by the scripts/deps steps: pip_install PACKAGE... installs into the Python
+# environment the tests run in. Under scripts/test.sh that is its fresh virtual environment,
+# filled with uv from its cache; run on its own, a step installs with the pip of the python3
+# first on PATH, as before.
+pip_install() {
+    if [ -n "${DISTRUN_UV:-}" ] && [ -n "${VIRTUAL_ENV:-}" ]; then
+        "$DISTRUN_UV" pip install -q --python "$VIRTUAL_ENV/bin/python" "$@"
+    else
+        python3 -m pip install -q --disable-pip-version-check "$@"
+    fi
+}

@@ -1,0 +1,445 @@
+"""The Kubernetes backend: a job becomes a JobSet (or Indexed Jobs and a headless Service).
+
+distrun does not replace Kubernetes' controllers: it renders the objects purely from the plan
+(`render`: `distrun plan --compute <kubernetes target> --output yaml` prints them), creates
+them with the official `kubernetes` client, and reads pods, their logs and their agents'
+outcomes back. In every pod, distrun's node agent (`pod_agent`) runs that pod's processes
+with the same gang supervisor as local compute. Nothing needs a shared filesystem: the job's
+files travel in a ConfigMap, the outcomes in the pods' termination messages and logs.
+
+Modules: `target` (settings), `pods` (roles, pod names, placement: pure), `manifests` (the
+objects: pure), `bundle` (the job's files as one ConfigMap), `render` (all of it for one job),
+`client` (the API), `state` (pods -> distrun's status: pure), `collect` (logs and outcomes
+into the job folder), `pod_agent` (runs in each pod). This module is the backend
+(`KubernetesBackend`, the contract of `distrun.backends.base`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from distrun.agent.node_facts import NodeOutcome
+from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.kubernetes.client import KubernetesApiError, KubernetesClient
+from distrun.backends.kubernetes.collect import (
+    K8sPaths,
+    collect_pod_log,
+    collecting,
+    keep_outcome,
+    label_files,
+    read_outcomes,
+)
+from distrun.backends.kubernetes.manifests import JOB_LABEL
+from distrun.backends.kubernetes.pods import PodLayout, PodRole
+from distrun.backends.kubernetes.render import KubernetesRequest, render_request
+from distrun.backends.kubernetes.state import JobState, job_state, pod_view, termination_outcome
+from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.backends.targets import ComputeTarget, resolve_target
+from distrun.errors import DistrunError
+from distrun.job_status import JobStatus
+from distrun.spec.loader import LoadedJob, local_path
+from distrun.spec.models import JobSpec
+from distrun.store.index import JobIndex, JobRecord
+from distrun.store.layout import JobFolder, Layout
+from distrun.submission import PreparedJob, bind
+
+STOP_WAIT_S = 120.0
+
+
+def kubernetes_target(target: ComputeTarget) -> KubernetesTarget:
+    return KubernetesTarget.from_settings(target.name, target.settings)
+
+
+def validate_settings(name: str, settings: Mapping[str, Any]) -> None:
+    """`distrun compute create --type kubernetes`: refuse settings a job could not use."""
+    KubernetesTarget.from_settings(name, settings)
+
+
+def use_jobset(target: KubernetesTarget, client: KubernetesClient | None) -> bool:
+    if target.jobset != "auto":
+        return target.jobset == "always"
+    return client.has_jobset() if client is not None else True
+
+
+def preflight(target: ComputeTarget, job: JobSpec) -> None:
+    """Before anything is recorded: the job has an image, and the cluster answers in the namespace."""
+    from distrun.backends.kubernetes.pods import build_layout
+
+    settings = kubernetes_target(target)
+    named = named_image(job, Layout().config_path)
+    build_layout(job, settings, job.name or "job", jobset=True, named_image=named)  # image, per-role resources
+    client = KubernetesClient(settings)
+    client.check()
+    if settings.jobset == "always" and not client.has_jobset():
+        raise DistrunError(
+            f"compute target {target.name!r} asks for JobSet (jobset: always) but the cluster has no JobSet CRD",
+            "install JobSet (https://jobset.sigs.k8s.io), or set jobset: auto to use Indexed Jobs",
+        )
+
+
+def render_job(
+    spec: JobSpec,
+    settings: KubernetesTarget,
+    name: str,
+    bindings: Any,
+    job_dir: Path,
+    code_dir: Path | None,
+    jobset: bool,
+    named: str | None = None,
+) -> KubernetesRequest:
+    return render_request(
+        spec,
+        settings,
+        job_name=name,
+        bindings=bindings,
+        local_job_dir=str(job_dir),
+        code_dir=code_dir,
+        jobset=jobset,
+        named_image=named,
+    )
+
+
+def named_image(job: JobSpec, config_path: Path) -> str | None:
+    """The image config.yaml's `environments:` gives the job's environment name, if any."""
+    from distrun.environments.named import find_named
+
+    if not isinstance(job.environment, str):
+        return None
+    found = find_named(job.environment, config_path)
+    image = found.body.get("image") if found is not None else None
+    return str(image) if image else None
+
+
+def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str:
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+
+    shown = objects
+    if abbreviate:
+        shown = []
+        for obj in objects:
+            if obj.get("binaryData"):
+                sizes = {
+                    k: f"<{len(v)} base64 characters: the job's files, code snapshot included>"
+                    for k, v in obj["binaryData"].items()
+                }
+                obj = {**obj, "binaryData": sizes}
+            shown.append(obj)
+    yaml = YAML()
+    yaml.default_flow_style = False
+    buffer = StringIO()
+    yaml.dump_all(json.loads(json.dumps(shown)), buffer)
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------- submit
+
+
+def _layout_dict(layout: PodLayout) -> dict[str, Any]:
+    return dataclasses.asdict(layout)
+
+
+def _layout_from(data: Mapping[str, Any]) -> PodLayout:
+    roles = tuple(PodRole(**role) for role in data["roles"])
+    return PodLayout(data["object_name"], bool(data["jobset"]), roles)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    tmp.replace(path)
+
+
+def submit(client: KubernetesClient, request: KubernetesRequest) -> None:
+    """Create every object in order; on a refusal, remove what was created (nothing half-submitted)."""
+    created: list[dict[str, Any]] = []
+    try:
+        for obj in request.objects:
+            client.create(obj)
+            created.append(obj)
+    except DistrunError:
+        for obj in reversed(created):
+            try:
+                client.delete(obj["kind"], obj["metadata"]["name"])
+            except DistrunError:
+                pass
+        raise
+
+
+# ---------------------------------------------------------------- observe
+
+
+def _engine_failure(client: KubernetesClient, layout: PodLayout) -> str:
+    """The message of a Failed condition on the JobSet or one of the Jobs, if any."""
+    if layout.jobset:
+        tops = [client.get("JobSet", layout.object_name) or {}]
+    else:
+        tops = client.list("Job", {JOB_LABEL: layout.object_name})
+    for top in tops:
+        for cond in (top.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Failed" and cond.get("status") == "True":
+                return (
+                    f"{top.get('kind', 'Job')} {top['metadata']['name']}: {cond.get('message') or cond.get('reason')}"
+                )
+    return ""
+
+
+def observe(client: KubernetesClient, folder: JobFolder, layout: PodLayout) -> JobState:
+    """Pods, their logs and outcomes -> distrun's state; the logs land in the job folder on the way.
+
+    An outcome read once (a pod's final log record, else its termination message) is kept in
+    the job folder: pods are removed when their job ends, their reports must not go with them.
+    """
+    paths = K8sPaths(folder.root)
+    pods = client.list("Pod", {JOB_LABEL: layout.object_name})
+    labels = label_files(folder)
+    views = [pod_view(p) for p in pods]
+    with collecting(paths):
+        for view in views:
+            serves_ssh = any(r.serves_ssh and r.name == view.role for r in layout.roles)
+            if serves_ssh or (view.phase == "Pending" and not view.deleting):
+                continue
+            collect_pod_log(folder, paths, view.name, client.pod_log(view.name), labels)
+            from_status = termination_outcome(view)
+            if from_status is not None and not (paths.outcomes / f"{view.name}.json").exists():
+                keep_outcome(paths, view.name, from_status)
+        outcomes = read_outcomes(paths)
+    return job_state(
+        layout,
+        views,
+        outcomes,
+        planned=planned_processes(folder),
+        engine_failed=_engine_failure(client, layout),
+        canceled=paths.cancel.exists(),
+    )
+
+
+def planned_processes(folder: JobFolder) -> list[dict[str, Any]]:
+    try:
+        plan = json.loads(folder.plan_json.read_text(encoding="utf-8"))
+        return [p for node in plan["nodes"] for p in node["processes"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def stop_rest(client: KubernetesClient, layout: PodLayout, state: JobState) -> None:
+    """End what still runs: after a failure or a cancel the whole job; after success the auxiliaries."""
+    if state.status == "Completed":
+        for pod in client.list("Pod", {JOB_LABEL: layout.object_name}):
+            view = pod_view(pod)
+            if view.phase in ("Pending", "Running") and not view.deleting:
+                client.delete("Pod", view.name)
+        return
+    delete_job_objects(client, layout, keep_files=True)
+
+
+def delete_job_objects(client: KubernetesClient, layout: PodLayout, keep_files: bool = False) -> None:
+    if layout.jobset:
+        client.delete("JobSet", layout.object_name)
+    else:
+        for role in layout.roles:
+            client.delete("Job", f"{layout.object_name}-{role.name}")
+    if not keep_files:
+        cleanup(client, layout)
+
+
+def cleanup(client: KubernetesClient, layout: PodLayout) -> None:
+    """The ConfigMap and Service outlive nothing: removed once the job is over."""
+    client.delete("ConfigMap", f"{layout.object_name}-files")
+    if not layout.jobset:
+        client.delete("Service", layout.object_name)
+
+
+def _stopping_for(paths: K8sPaths) -> float:
+    """Seconds since distrun first began stopping the job's remaining pods."""
+    try:
+        since = float(paths.stopping.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        since = time.time()
+        paths.folder.mkdir(parents=True, exist_ok=True)
+        paths.stopping.write_text(f"{since}\n", encoding="utf-8")
+    return time.time() - since
+
+
+def load_layout(folder: JobFolder) -> PodLayout:
+    return _layout_from(json.loads(K8sPaths(folder.root).layout.read_text(encoding="utf-8")))
+
+
+# ---------------------------------------------------------------- the backend contract
+
+
+@dataclass(frozen=True)
+class KubernetesObjects:
+    """Kubernetes' request: the objects, exactly as `schedule` creates them, in that order."""
+
+    request: KubernetesRequest
+
+    def display(self) -> dict[str, Any]:
+        return {
+            "script_name": "Kubernetes objects, created in this order (--output yaml prints them whole)",
+            "script": objects_yaml(self.request.objects, abbreviate=True),
+            "objects": self.request.objects,
+        }
+
+
+def preview(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str | None = None) -> RenderedJob:
+    """`distrun plan` for a loaded job, its code snapshot included in the ConfigMap as submit makes it."""
+    from distrun.store.snapshot import snapshot_code
+
+    spec = loaded.spec
+    job_name = name or spec.name or "generated-name"
+    folder = layout.job(job_name)
+    bindings = bind(loaded, spec, folder, materialize=False)
+    with tempfile.TemporaryDirectory(prefix="distrun-plan-") as tmp:
+        code = None
+        if spec.code is not None and not kubernetes_target(target).code_in_image:
+            source = local_path(loaded, spec.code)
+            assert source is not None  # the loader checked it
+            code = Path(tmp) / "code"
+            snapshot_code(source, code)
+        return BACKEND.render(PreparedJob(job_name, spec, folder, target, bindings), layout, code_dir=code)
+
+
+def _node_outcomes(state: JobState, outcomes: Mapping[str, dict[str, Any]]) -> tuple[NodeOutcome, ...]:
+    out = [NodeOutcome.from_dict({"node_rank": -1, **o}) for o in outcomes.values()]
+    known = {p.get("name") for o in out for p in o.processes}
+    stopped = [p for p in state.processes if p.get("name") not in known]
+    if stopped:  # helpers whose pods were removed before their last report came back
+        now = time.time()
+        out.append(
+            NodeOutcome(-1, "", JobStatus.CANCELED, "stopped when the training completed", now, now, processes=stopped)
+        )
+    return tuple(out)
+
+
+class KubernetesBackend(Backend):
+    """Jobs as a JobSet (or Indexed Jobs and a headless Service); one distrun node agent per pod."""
+
+    kind: ClassVar[str] = "kubernetes"
+    engine: ClassVar[str] = "Kubernetes"
+    cancel_command: ClassVar[str] = "deleting its objects"
+    cancel_wait_s: ClassVar[float] = 60.0
+
+    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
+        KubernetesTarget.from_settings(target_name, settings)
+
+    def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
+        preflight(target, spec)
+
+    def render(self, job: PreparedJob, layout: Layout, code_dir: Path | None = None) -> RenderedJob:
+        """The objects and the plan. With `jobset: auto` the cluster is asked whether JobSet is installed
+        (the one question render asks an engine: the objects depend on it); unreachable, JobSet is assumed."""
+        settings = kubernetes_target(job.target)
+        notes: list[str] = []
+        try:
+            jobset = use_jobset(settings, KubernetesClient(settings) if settings.jobset == "auto" else None)
+        except DistrunError as exc:
+            jobset = True
+            notes.append(f"the cluster could not be asked whether JobSet is installed ({exc.message}): JobSet assumed")
+        code = code_dir if code_dir is not None else (job.folder.code if job.folder.code.is_dir() else None)
+        if code is None and job.spec.code is not None and not settings.code_in_image:
+            notes.append("the code snapshot is added to the ConfigMap when the job is submitted")
+        named = named_image(job.spec, layout.config_path)
+        request = render_job(job.spec, settings, job.name, job.bindings, job.folder.root, code, jobset, named)
+        return RenderedJob(
+            job=job,
+            plan=request.plan,
+            request=KubernetesObjects(request),
+            kind=self.kind,
+            notes=(*notes, *request.notes),
+        )
+
+    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
+        """Create the job's objects and return the record (Queued); Kubernetes runs the job from here on."""
+        job = rendered.job
+        assert isinstance(rendered.request, KubernetesObjects)
+        request = rendered.request.request
+        index = JobIndex(layout.db_path)
+        paths = K8sPaths(job.folder.root)
+        try:
+            client = KubernetesClient(kubernetes_target(job.target))
+            job.folder.plan_json.write_text(json.dumps(request.plan.to_dict(), indent=2), encoding="utf-8")
+            _write_json(paths.layout, _layout_dict(request.layout))
+            _write_json(paths.objects, request.objects)
+            submit(client, request)
+        except (DistrunError, OSError) as exc:
+            message = exc.message if isinstance(exc, DistrunError) else f"could not write the job's files: {exc}"
+            index.update(job.name, status=JobStatus.FAILED, reason=f"not submitted: {message}", ended_at=time.time())
+            if isinstance(exc, DistrunError):
+                raise
+            raise DistrunError(f"not submitted: {message}") from None
+        namespace = kubernetes_target(job.target).namespace
+        index.update(job.name, status=JobStatus.QUEUED, backend_id=f"{namespace}/{request.layout.object_name}")
+        return index.get(job.name)
+
+    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+        """Pods, logs and outcomes -> the job's state. Also ends what must end, since no controller
+        does it for Indexed Jobs: the whole gang after a failure or a cancel, parameter servers
+        after success (Finalizing until their pods are gone, at most STOP_WAIT_S)."""
+        if not record.backend_id:
+            return None
+        folder = layout.job(record.name)
+        settings = kubernetes_target(resolve_target(record.compute, layout.config_path))
+        client = KubernetesClient(settings)
+        pod_layout = load_layout(folder)
+        state = observe(client, folder, pod_layout)
+        status, terminal = JobStatus.of(state.status), state.terminal
+        if state.stop_the_rest:
+            stop_rest(client, pod_layout, state)
+            if _stopping_for(K8sPaths(folder.root)) > STOP_WAIT_S:
+                terminal = True
+            else:
+                status = JobStatus.FINALIZING
+        if terminal:
+            cleanup(client, pod_layout)
+        outcomes = read_outcomes(K8sPaths(folder.root))
+        return Observation(
+            status=status,
+            reason=state.reason,
+            root_cause=state.root_cause,
+            outcomes=_node_outcomes(state, outcomes),
+        )
+
+    def cancel(self, record: JobRecord, layout: Layout) -> None:
+        """Delete the JobSet (or Jobs) with foreground propagation, after noting the request."""
+        if not record.backend_id:
+            JobIndex(layout.db_path).update(
+                record.name, status=JobStatus.CANCELED, reason="canceled before it was submitted", ended_at=time.time()
+            )
+            return
+        request_cancel(record, layout)
+
+    def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
+        """Bring the pods' logs into user_logs/ (only what is new); a cluster that does not answer changes nothing."""
+        if not record.backend_id:
+            return
+        folder = layout.job(record.name)
+        try:
+            settings = kubernetes_target(resolve_target(record.compute, layout.config_path))
+            observe(KubernetesClient(settings), folder, load_layout(folder))
+        except (DistrunError, OSError):
+            pass
+
+
+def request_cancel(record: JobRecord, layout: Layout) -> None:
+    folder = layout.job(record.name)
+    paths = K8sPaths(folder.root)
+    paths.folder.mkdir(parents=True, exist_ok=True)
+    if not paths.cancel.exists():
+        paths.cancel.write_text(f"{time.time()}\n", encoding="utf-8")
+    settings = kubernetes_target(resolve_target(record.compute, layout.config_path))
+    delete_job_objects(KubernetesClient(settings), load_layout(folder), keep_files=True)
+
+
+BACKEND = KubernetesBackend()
+
+__all__ = ["BACKEND", "KubernetesApiError", "KubernetesBackend", "preview"]

@@ -1,0 +1,121 @@
+"""Pod logs and outcomes, brought into the job folder on this machine.
+
+Each agent pod's log holds its processes' lines with their `[label] ` prefixes (the live
+stream of the agent inside) and, last, the agent's outcome record. The lines are split back
+into `user_logs/<the process's log file>` by label, so `job logs/stream/download` read a
+Kubernetes job's logs as they read a local one's; the whole pod log is kept in
+`system_logs/pod_<name>.txt`. Collecting is incremental (byte offsets in
+`k8s/log_offsets.json`) and serialized by a lock, so two shells never write a line twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from distrun.backends.kubernetes.manifests import OUTCOME_MARK
+from distrun.store.layout import JobFolder
+
+
+class K8sPaths:
+    def __init__(self, job_dir: Path) -> None:
+        self.folder = job_dir / "k8s"
+        self.objects = self.folder / "objects.json"
+        self.layout = self.folder / "layout.json"
+        self.cancel = self.folder / "cancel"
+        self.stopping = self.folder / "stopping"
+        self.offsets = self.folder / "log_offsets.json"
+        self.lock = self.folder / "collect.lock"
+        self.outcomes = self.folder / "outcomes"
+
+
+@contextlib.contextmanager
+def collecting(paths: K8sPaths) -> Iterator[None]:
+    paths.folder.mkdir(parents=True, exist_ok=True)
+    with open(paths.lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def label_files(folder: JobFolder) -> dict[str, str]:
+    """stream label -> log file name, from the job's plan."""
+    from distrun.follow import log_labels
+
+    return {label: name for name, (label, _node) in log_labels(folder).items()}
+
+
+def split_log(new: bytes, labels: Mapping[str, str]) -> tuple[dict[str, bytes], list[dict[str, Any]]]:
+    """Whole lines of a pod log -> bytes per log file, and the outcome records found."""
+    files: dict[str, list[bytes]] = {}
+    outcomes = []
+    mark = OUTCOME_MARK.encode()
+    for line in new.splitlines(keepends=True):
+        if line.startswith(mark):
+            with contextlib.suppress(ValueError):
+                outcomes.append(json.loads(line[len(mark) :]))
+            continue
+        if line.startswith(b"[") and b"] " in line:
+            label, _, rest = line[1:].partition(b"] ")
+            name = labels.get(label.decode("utf-8", "replace"))
+            if name is not None:
+                files.setdefault(name, []).append(rest)
+    return {name: b"".join(parts) for name, parts in files.items()}, outcomes
+
+
+def _append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "ab") as handle:
+        handle.write(data)
+
+
+def collect_pod_log(folder: JobFolder, paths: K8sPaths, pod: str, log: bytes, labels: Mapping[str, str]) -> None:
+    """Append what is new in `log` (whole lines) to the job's files; call under `collecting`."""
+    try:
+        offsets = json.loads(paths.offsets.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        offsets = {}
+    start = int(offsets.get(pod, 0))
+    if len(log) < start:
+        start = 0  # a pod of the same name was created again
+    end = log.rfind(b"\n") + 1
+    if end <= start:
+        return
+    new = log[start:end]
+    _append(folder.system_logs / f"pod_{pod}.txt", new)
+    per_file, outcomes = split_log(new, labels)
+    for name, data in per_file.items():
+        if "/" not in name and name.endswith(".txt"):
+            _append(folder.user_logs / name, data)
+    for outcome in outcomes:
+        keep_outcome(paths, pod, outcome)
+    offsets[pod] = end
+    tmp = paths.offsets.with_suffix(".tmp")
+    tmp.write_text(json.dumps(offsets), encoding="utf-8")
+    tmp.replace(paths.offsets)
+
+
+def keep_outcome(paths: K8sPaths, pod: str, outcome: dict[str, Any]) -> None:
+    """A pod's outcome, kept in the job folder (a later, fuller report of the same pod replaces it)."""
+    if "/" in pod or pod.startswith("."):
+        return
+    paths.outcomes.mkdir(parents=True, exist_ok=True)
+    tmp = paths.outcomes / f".{pod}.tmp"
+    tmp.write_text(json.dumps(outcome), encoding="utf-8")
+    tmp.replace(paths.outcomes / f"{pod}.json")
+
+
+def read_outcomes(paths: K8sPaths) -> dict[str, dict[str, Any]]:
+    out = {}
+    if paths.outcomes.is_dir():
+        for file in paths.outcomes.glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                out[file.stem] = json.loads(file.read_text(encoding="utf-8"))
+    return out

@@ -1,0 +1,256 @@
+"""The objects a job becomes on Kubernetes: pure functions from the pod layout to plain dicts.
+
+With the JobSet CRD: one ConfigMap (the job's files) and one JobSet with a replicatedJob per
+role. Without it: the ConfigMap, a headless Service (stable `<pod>.<service>` names) and one
+Indexed Job per role. `distrun plan --compute <kubernetes target> --output yaml` prints these
+very objects; `submit` creates them as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distrun.backends.kubernetes.pods import PodLayout, PodRole, pod_job_dir
+from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.spec.models import JobSpec
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+CONTAINER = "distrun"
+AGENT_MODULE = "distrun.backends.kubernetes.pod_agent"
+BUNDLE_KEY = "bundle.tgz"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "distrun"}
+JOB_LABEL = "distrun.io/job"
+ROLE_LABEL = "distrun.io/role"
+JOB_NAME_ANNOTATION = "distrun.io/job-name"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Where a pod's distrun node agent reports its outcome (compact JSON; Kubernetes keeps 4 KiB).
+TERMINATION_LOG = "termination-log"
+# The agent's final log record: this prefix, then its outcome as JSON, on one line.
+OUTCOME_MARK = "distrun-outcome: "
+AGENT_REPORT_S = 10
+
+
+def labels(layout: PodLayout, role: str | None = None) -> dict[str, str]:
+    out = {**MANAGED_BY, JOB_LABEL: layout.object_name}
+    if role:
+        out[ROLE_LABEL] = role
+    return out
+
+
+def metadata(name: str, layout: PodLayout, target: KubernetesTarget, job_name: str, **extra: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": target.namespace,
+        "labels": {**labels(layout), **extra},
+        "annotations": {JOB_NAME_ANNOTATION: job_name},
+    }
+    return meta
+
+
+def files_name(layout: PodLayout) -> str:
+    return f"{layout.object_name}-files"
+
+
+def config_map(layout: PodLayout, target: KubernetesTarget, job_name: str, bundle_b64: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(files_name(layout), layout, target, job_name),
+        "immutable": True,
+        "binaryData": {BUNDLE_KEY: bundle_b64},
+    }
+
+
+def headless_service(layout: PodLayout, target: KubernetesTarget, job_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(layout.object_name, layout, target, job_name),
+        "spec": {
+            "clusterIP": "None",
+            "selector": labels(layout),
+            # Ranks look each other up before they are "ready": names must resolve at once.
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def _container(role: PodRole, job: JobSpec, target: KubernetesTarget, job_name: str) -> dict[str, Any]:
+    work = target.work_dir.rstrip("/")
+    job_dir = pod_job_dir(target, job_name)
+    env = [
+        {"name": "DISTRUN_K8S_ROLE", "value": role.name},
+        {"name": "DISTRUN_K8S_FIRST_NODE", "value": str(role.first_node)},
+        {"name": "DISTRUN_K8S_WORK_DIR", "value": work},
+        {"name": "DISTRUN_K8S_JOB_DIR", "value": job_dir},
+        {"name": "DISTRUN_K8S_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "DISTRUN_K8S_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    if target.code_in_image:
+        env.append({"name": "DISTRUN_K8S_CODE_IN_IMAGE", "value": target.code_in_image})
+    # The job's own variables (and the role's) are on the container too, for the image's own
+    # start-up; each process still gets exactly its plan environment from the agent.
+    for key, value in {**job.environment_variables, **role.env}.items():
+        env.append({"name": key, "value": value})
+    if role.serves_ssh:
+        command = ["/usr/sbin/sshd", "-De"]
+    else:
+        command = [target.python, "-m", AGENT_MODULE]
+    mounts = [
+        {"name": "job", "mountPath": job_dir},
+        {"name": "files", "mountPath": f"{work}/files", "readOnly": True},
+    ]
+    if job.resources.shm_size:
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": role.image,
+        "command": command,
+        "env": env,
+        "volumeMounts": mounts,
+        "terminationMessagePath": f"{work}/{TERMINATION_LOG}",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    resources: dict[str, Any] = {}
+    if role.limits:
+        resources["limits"] = dict(role.limits)
+    if role.requests:
+        resources["requests"] = dict(role.requests)
+    if resources:
+        container["resources"] = resources
+    return container
+
+
+def _shm_size(text: str) -> str:
+    """Azure ML's `shm_size` (2g, 512m) as a Kubernetes quantity (2Gi, 512Mi)."""
+    unit = text[-1].lower()
+    return text[:-1] + {"g": "Gi", "m": "Mi", "k": "Ki"}[unit] if unit in "gmk" else text.rstrip("bB")
+
+
+def pod_template(
+    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, subdomain: str | None, job_name: str
+) -> dict[str, Any]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "job", "emptyDir": {}},
+        {"name": "files", "configMap": {"name": files_name(layout)}},
+    ]
+    if job.resources.shm_size:
+        volumes.append(
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(job.resources.shm_size)}}
+        )
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        # Time for the agent to stop its processes (SIGTERM, the job's grace period, SIGKILL)
+        # and report, after Kubernetes asks the pod to end.
+        "terminationGracePeriodSeconds": int(job.limits.grace_seconds) + AGENT_REPORT_S,
+        # Service links would add variables that a local run does not have.
+        "enableServiceLinks": False,
+        "containers": [_container(role, job, target, job_name)],
+        "volumes": volumes,
+    }
+    if subdomain:
+        spec["subdomain"] = subdomain
+    if target.service_account:
+        spec["serviceAccountName"] = target.service_account
+    if target.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in target.image_pull_secrets]
+    if target.node_selector:
+        spec["nodeSelector"] = dict(target.node_selector)
+    if target.tolerations:
+        spec["tolerations"] = [dict(t) for t in target.tolerations]
+    if target.priority_class:
+        spec["priorityClassName"] = target.priority_class
+    return {"metadata": {"labels": labels(layout, role.name)}, "spec": spec}
+
+
+def _job_spec(
+    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, subdomain: str | None, job_name: str
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": role.count,
+        "parallelism": role.count,
+        # No retries: a failed rank fails the gang, as on every other compute.
+        "backoffLimit": 0,
+        "template": pod_template(role, layout, job, target, subdomain, job_name),
+    }
+    if job.limits.timeout is not None:
+        # The node agents enforce limits.timeout; this is only a backstop behind them.
+        spec["activeDeadlineSeconds"] = int(job.limits.timeout + job.limits.grace_seconds + 60)
+    return spec
+
+
+def _queue_labels(target: KubernetesTarget) -> dict[str, str]:
+    return {QUEUE_LABEL: target.queue} if target.queue else {}
+
+
+def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str) -> dict[str, Any]:
+    replicated = []
+    for role in layout.roles:
+        replicated.append(
+            {
+                "name": role.name,
+                "replicas": 1,
+                "template": {
+                    "metadata": {"labels": labels(layout, role.name)},
+                    "spec": _job_spec(role, layout, job, target, None, job_name),
+                },
+            }
+        )
+    return {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": metadata(layout.object_name, layout, target, job_name, **_queue_labels(target)),
+        "spec": {
+            "network": {"enableDNSHostnames": True, "subdomain": layout.object_name, "publishNotReadyAddresses": True},
+            # Parameter servers (and MPI's ssh workers) never end on their own: the job is done
+            # when the roles that train are, and JobSet then stops the rest.
+            "successPolicy": {
+                "operator": "All",
+                "targetReplicatedJobs": [r.name for r in layout.roles if r.decides_success],
+            },
+            # Gang: any failed Job fails the whole set; distrun jobs have no restart policy.
+            "failurePolicy": {"maxRestarts": 0},
+            "replicatedJobs": replicated,
+        },
+    }
+
+
+def indexed_jobs(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str) -> list[dict[str, Any]]:
+    out = []
+    for role in layout.roles:
+        spec = _job_spec(role, layout, job, target, layout.object_name, job_name)
+        spec["podFailurePolicy"] = {
+            "rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}}
+            ]
+        }
+        out.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": metadata(
+                    f"{layout.object_name}-{role.name}",
+                    layout,
+                    target,
+                    job_name,
+                    **{ROLE_LABEL: role.name},
+                    **_queue_labels(target),
+                ),
+                "spec": spec,
+            }
+        )
+    return out
+
+
+def render_objects(
+    layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str, bundle_b64: str
+) -> list[dict[str, Any]]:
+    """Every object of the job, in the order they are created (files first: pods mount them)."""
+    objects = [config_map(layout, target, job_name, bundle_b64)]
+    if layout.jobset:
+        objects.append(jobset(layout, job, target, job_name))
+    else:
+        objects.append(headless_service(layout, target, job_name))
+        objects += indexed_jobs(layout, job, target, job_name)
+    return objects

@@ -1,0 +1,176 @@
+"""`python -m distrun.backends.kubernetes.pod_agent`: the entry point of distrun's node agent in a pod.
+
+Each pod of a job runs this (the image must have distrun). It unpacks the job's files from the
+ConfigMap mounted at `<work_dir>/files` into the pod's job folder, learns the node's
+`NodeFacts` from the pod (node rank = the role's first node, DISTRUN_K8S_FIRST_NODE, plus
+JOB_COMPLETION_INDEX, which Kubernetes sets in each pod of an Indexed Job; hosts and ports from
+the job's placement) and hands them to the engine-free node agent (`distrun.agent.node.
+run_node`): per-rank logs in `<work_dir>/<job>/user_logs` inside the pod, prefixed lines on
+stdout, which is the pod's log. It reports the node's outcome on a `PodOutcomeChannel`, where
+the client reads it without a shared filesystem:
+
+- the termination message (`<work_dir>/termination-log`, compact, Kubernetes keeps 4 KiB);
+- a final log record, one line `distrun-outcome: {json}` with every process.
+
+Exit status: 0 completed, 1 failed, 143 stopped (Kubernetes sends SIGTERM when it ends a pod).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distrun.backends.kubernetes.manifests import OUTCOME_MARK
+
+if TYPE_CHECKING:
+    from distrun.agent.node_facts import NodeFacts, NodeOutcome
+    from distrun.plan.model import Placement
+
+TERMINATION_LIMIT = 4000  # Kubernetes truncates termination messages at 4096 bytes
+EXIT_FAILED = 1
+ENV_PREFIX = "DISTRUN_K8S_"
+
+
+class PodOutcomeChannel:
+    """A pod's `OutcomeChannel`: its termination message and a final log record.
+
+    No pod reads another's: `outcomes` is empty, and "main work done" markers are not shared,
+    so parameter servers (and workers under a chief) serve until Kubernetes deletes their pod,
+    which JobSet's successPolicy (or the distrun client, with Indexed Jobs) does once the
+    training pods have completed.
+    """
+
+    def __init__(self, work_dir: Path, pod: str, node: str) -> None:
+        self.work_dir = work_dir
+        self.pod = pod
+        self.node = node
+
+    def publish(self, outcome: NodeOutcome) -> None:
+        data = outcome.to_dict()
+        data["pod"], data["node"] = self.pod, self.node
+        for proc in data.get("processes") or []:
+            proc["pod"], proc["host"] = self.pod, self.node
+        root = data.get("root_cause")
+        if root and root.get("node_rank") in (None, outcome.node_rank):
+            root["pod"], root["host"] = self.pod, self.node
+        try:
+            (self.work_dir / "termination-log").write_text(compact(data), encoding="utf-8")
+        except OSError as exc:  # the log record below still carries it
+            print(f"distrun pod agent: could not write the termination message: {exc}", file=sys.stderr, flush=True)
+        sys.stdout.write(OUTCOME_MARK + json.dumps(data, default=str) + "\n")
+        sys.stdout.flush()
+
+    def outcomes(self, node_ranks: Iterable[int] | None = None) -> dict[int, NodeOutcome]:
+        return {}
+
+    def set_marker(self, marker: str, node_rank: int) -> None:
+        pass
+
+    def marked(self, marker: str) -> set[int]:
+        return set()
+
+
+def compact(outcome: Mapping[str, Any], limit: int = TERMINATION_LIMIT) -> str:
+    """The outcome without its process list, the traceback shortened until it fits `limit` bytes."""
+    small = {k: v for k, v in outcome.items() if k != "processes"}
+    root = dict(small.get("root_cause") or {})
+    small["root_cause"] = root or None
+    text = json.dumps(small, default=str)
+    while len(text.encode()) > limit and root.get("traceback"):
+        tb = str(root["traceback"])
+        root["traceback"] = "..." + tb[len(tb) // 2 :] if len(tb) > 64 else ""
+        text = json.dumps(small, default=str)
+    if len(text.encode()) > limit:
+        small["reason"] = str(small.get("reason", ""))[:500]
+        small["root_cause"] = None
+        text = json.dumps(small, default=str)
+    return text
+
+
+def node_rank_from(env: Mapping[str, str]) -> int:
+    from distrun.errors import DistrunError
+
+    index, first = env.get("JOB_COMPLETION_INDEX", ""), env.get("DISTRUN_K8S_FIRST_NODE", "")
+    if not index.isdigit() or not first.isdigit():
+        raise DistrunError(
+            "not inside a distrun pod: JOB_COMPLETION_INDEX or DISTRUN_K8S_FIRST_NODE is not set",
+            "the Kubernetes backend starts this agent in the pods of an Indexed Job; it is not run by hand",
+        )
+    return int(first) + int(index)
+
+
+def pod_facts(env: Mapping[str, str], where: Placement, node_rank: int, job_dir: Path) -> NodeFacts:
+    """This pod's facts: the plan's hosts are the pods' stable DNS names, their first label the hostnames."""
+    from distrun.agent.node_facts import NodeFacts
+
+    return NodeFacts(
+        node_rank=node_rank,
+        node_names=tuple(host.split(".", 1)[0] for host in where.hosts),
+        addresses=where.hosts,
+        master_port=where.master_port,
+        task_ports=where.task_ports,
+        job_dir=job_dir,
+        base_env={k: v for k, v in env.items() if not k.startswith(ENV_PREFIX)},
+        engine="Kubernetes",
+        engine_job_id=env.get(f"{ENV_PREFIX}POD_NAME", ""),
+    )
+
+
+def unpack_job(work: Path, job_dir: Path, env: Mapping[str, str]) -> None:
+    """The job's files from the ConfigMap into the pod's job folder, as prepare_job lays them out."""
+    from distrun.backends.kubernetes import bundle
+    from distrun.backends.kubernetes.manifests import BUNDLE_KEY
+
+    bundle.unpack((work / "files" / BUNDLE_KEY).read_bytes(), job_dir)
+    code_in_image = env.get(f"{ENV_PREFIX}CODE_IN_IMAGE")
+    if code_in_image and not (job_dir / "code").exists():
+        (job_dir / "code").symlink_to(code_in_image)
+    for sub in ("code", "user_logs", "system_logs", "named-outputs"):
+        (job_dir / sub).mkdir(exist_ok=True)
+
+
+def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
+    from distrun.agent.node import exit_code, note_stop_requests, read_job, run_node
+    from distrun.backends.kubernetes.render import PLACEMENT_FILE, placement_from
+
+    stop_requested = note_stop_requests()
+    work = Path(env.get(f"{ENV_PREFIX}WORK_DIR", "/distrun"))
+    job_dir = Path(env.get(f"{ENV_PREFIX}JOB_DIR") or work / "job")
+    node_rank = node_rank_from(env)
+    unpack_job(work, job_dir, env)
+    job = read_job(job_dir)
+    for name in job.spec.outputs:
+        (job_dir / "named-outputs" / name).mkdir(parents=True, exist_ok=True)
+    where = placement_from(json.loads((job_dir / PLACEMENT_FILE).read_text(encoding="utf-8")))
+    facts = pod_facts(env, where, node_rank, job_dir)
+    outcome = run_node(facts, channel, job, stop_requested=stop_requested)
+    return exit_code(outcome)
+
+
+def main() -> int:
+    from distrun.agent.node import setup_failure_outcome
+    from distrun.errors import DistrunError
+
+    env = dict(os.environ)
+    pod = env.get(f"{ENV_PREFIX}POD_NAME", "")
+    channel = PodOutcomeChannel(
+        Path(env.get(f"{ENV_PREFIX}WORK_DIR", "/distrun")), pod, env.get(f"{ENV_PREFIX}NODE_NAME", "")
+    )
+    try:
+        return run_pod(env, channel)
+    except Exception as exc:  # whatever stops the agent, the client must read why
+        message = exc.render() if isinstance(exc, DistrunError) else f"{type(exc).__name__}: {exc}"
+        print(f"distrun pod agent: error: {message}", file=sys.stderr, flush=True)
+        index = env.get("JOB_COMPLETION_INDEX", "")
+        first = env.get(f"{ENV_PREFIX}FIRST_NODE", "")
+        rank = int(first) + int(index) if index.isdigit() and first.isdigit() else -1
+        channel.publish(setup_failure_outcome(rank, pod, pod, message))
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""A job rendered for Kubernetes: the objects to create and the plan every pod will run. Pure.
+
+The pods rebuild the very same plan from `job.json`, `bindings.json` and `placement.json`
+in the job's ConfigMap, so what `distrun plan` shows is what runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distrun.backends.kubernetes import bundle as job_bundle
+from distrun.backends.kubernetes.manifests import render_objects
+from distrun.backends.kubernetes.pods import PodLayout, build_layout, placement
+from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.plan import build_plan
+from distrun.plan.model import Bindings, LaunchPlan, Placement
+from distrun.spec.models import JobSpec
+
+JOB_FILE = "job.json"
+BINDINGS_FILE = "bindings.json"
+PLACEMENT_FILE = "placement.json"
+
+
+@dataclass(frozen=True)
+class KubernetesRequest:
+    """What is submitted: the objects, with the layout and plan they were made from."""
+
+    layout: PodLayout
+    objects: list[dict[str, Any]]
+    plan: LaunchPlan
+    notes: tuple[str, ...]
+
+
+def pod_bindings(bindings: Bindings, local_job_dir: str, pod_dir: str) -> Bindings:
+    """Paths inside the local job folder, as the pods see them (their own job folder)."""
+
+    def moved(path: str) -> str:
+        if path == local_job_dir or path.startswith(local_job_dir.rstrip("/") + "/"):
+            return pod_dir + path[len(local_job_dir.rstrip("/")) :]
+        return path
+
+    return Bindings(
+        inputs={k: moved(v) for k, v in bindings.inputs.items()},
+        outputs={k: moved(v) for k, v in bindings.outputs.items()},
+        input_paths={k: moved(v) for k, v in bindings.input_paths.items()},
+    )
+
+
+def placement_dict(where: Placement) -> dict[str, Any]:
+    return {
+        "hosts": list(where.hosts),
+        "master_port": where.master_port,
+        "task_ports": list(where.task_ports),
+        "job_dir": where.job_dir,
+        "run_id": where.run_id,
+    }
+
+
+def placement_from(data: dict[str, Any]) -> Placement:
+    return Placement(
+        hosts=tuple(data["hosts"]),
+        master_port=int(data["master_port"]),
+        task_ports=tuple(int(p) for p in data["task_ports"]),
+        job_dir=str(data["job_dir"]),
+        run_id=str(data["run_id"]),
+    )
+
+
+def job_files(spec: JobSpec, bindings: Bindings, where: Placement) -> dict[str, bytes]:
+    dumped = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {
+        JOB_FILE: json.dumps(dumped, indent=1, sort_keys=True).encode(),
+        BINDINGS_FILE: json.dumps(bindings.__dict__, indent=1, sort_keys=True).encode(),
+        PLACEMENT_FILE: json.dumps(placement_dict(where), indent=1, sort_keys=True).encode(),
+    }
+
+
+def _notes(spec: JobSpec, target: KubernetesTarget, layout: PodLayout, local: Bindings, job_dir: str) -> list[str]:
+    kind = "one JobSet" if layout.jobset else "a headless Service and one Indexed Job per role"
+    notes = [
+        f"Kubernetes namespace {target.namespace}: {kind} ({', '.join(f'{r.name} x{r.count}' for r in layout.roles)}); "
+        "each pod's distrun node agent runs its node's processes; MASTER_ADDR is node 0's pod DNS name"
+    ]
+    outside = sorted(name for name, path in local.input_paths.items() if not path.startswith(job_dir.rstrip("/") + "/"))
+    if outside:
+        notes.append(
+            f"data input(s) {', '.join(outside)} are paths on this machine: the pods see them only if the image or "
+            "a volume has them at the same path (mode: download copies them into the job instead)"
+        )
+    if spec.outputs:
+        notes.append("named outputs are written inside the pods; the logs come back, output files do not")
+    return notes
+
+
+def render_request(
+    spec: JobSpec,
+    target: KubernetesTarget,
+    *,
+    job_name: str,
+    bindings: Bindings,
+    local_job_dir: str,
+    code_dir: Path | None,
+    jobset: bool,
+    named_image: str | None = None,
+) -> KubernetesRequest:
+    """The objects and the plan for `spec`; `code_dir` is the code snapshot (None: in the image)."""
+    layout = build_layout(spec, target, job_name, jobset, named_image)
+    where = placement(spec, target, layout, job_name)
+    bound = pod_bindings(bindings, local_job_dir, where.job_dir)
+    plan = build_plan(spec, where, bound)
+    trees: dict[str, Path] = {}
+    if code_dir is not None and not target.code_in_image:
+        trees[job_bundle.CODE] = code_dir
+        inputs = Path(local_job_dir) / job_bundle.INPUTS
+        if inputs.is_dir():
+            trees[job_bundle.INPUTS] = inputs
+    payload = job_bundle.encoded(job_bundle.build_bundle(job_files(spec, bound, where), trees))
+    objects = render_objects(layout, spec, target, job_name, payload)
+    return KubernetesRequest(layout, objects, plan, tuple(_notes(spec, target, layout, bindings, local_job_dir)))

@@ -1,0 +1,206 @@
+"""Pods and the objects above them -> distrun's status, root cause and processes. Pure.
+
+Inputs are plain dicts as the API returns them. Outcomes come from each pod's distrun node
+agent (its final log record, else its termination message); a pod that failed without one
+(killed for memory, its image never ran) is reported from its container status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from distrun.backends.kubernetes.manifests import CONTAINER, ROLE_LABEL
+from distrun.backends.kubernetes.pods import PodLayout
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# Waiting reasons that will not clear by themselves: the job fails with them.
+FATAL_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError"})
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    role: str
+    index: int
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    node_name: str
+    exit_code: int | None = None
+    terminated_reason: str = ""  # OOMKilled, Error, ...
+    message: str = ""  # termination message
+    waiting_reason: str = ""
+    unschedulable: str = ""  # the scheduler's message while it cannot place the pod
+    deleting: bool = False
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    index = str((meta.get("annotations") or {}).get(COMPLETION_INDEX, "0"))
+    unschedulable = ""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            unschedulable = f"{cond.get('reason') or 'Unschedulable'}: {cond.get('message') or ''}".rstrip(": ")
+    exit_code, reason, message, waiting = None, "", "", ""
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") != CONTAINER:
+            continue
+        state = cs.get("state") or {}
+        if state.get("terminated"):
+            term = state["terminated"]
+            exit_code = term.get("exitCode")
+            reason, message = term.get("reason") or "", term.get("message") or ""
+        elif state.get("waiting"):
+            waiting = state["waiting"].get("reason") or ""
+    return PodView(
+        name=meta.get("name", ""),
+        role=labels.get(ROLE_LABEL, ""),
+        index=int(index) if index.isdigit() else 0,
+        phase=status.get("phase") or "Pending",
+        node_name=spec.get("nodeName") or "",
+        exit_code=exit_code,
+        terminated_reason=reason,
+        message=message,
+        waiting_reason=waiting,
+        unschedulable=unschedulable,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def termination_outcome(view: PodView) -> dict[str, Any] | None:
+    try:
+        data = json.loads(view.message)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and "status" in data else None
+
+
+@dataclass(frozen=True)
+class JobState:
+    status: str  # Queued | Running | Completed | Failed | Canceled
+    reason: str = ""
+    root_cause: dict[str, Any] | None = None
+    terminal: bool = False
+    stop_the_rest: bool = False  # the client must end what still runs (gang, or auxiliaries after success)
+    processes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _pod_failure(view: PodView) -> dict[str, Any]:
+    if view.terminated_reason == "OOMKilled":
+        why = "killed for exceeding its memory limit (OOMKilled)"
+    elif view.waiting_reason:
+        why = f"could not start its container ({view.waiting_reason})"
+    else:
+        why = f"exited with code {view.exit_code}" + (f" ({view.terminated_reason})" if view.terminated_reason else "")
+    return {
+        "name": view.name,
+        "role": view.role,
+        "pod": view.name,
+        "host": view.node_name,
+        "reason": f"pod {view.name} {why}",
+    }
+
+
+def _first_failure(failures: list[tuple[float, dict[str, Any]]]) -> dict[str, Any]:
+    return min(failures, key=lambda item: item[0])[1]
+
+
+def job_state(
+    layout: PodLayout,
+    pods: Sequence[PodView],
+    outcomes: Mapping[str, dict[str, Any]],  # pod name -> its agent's outcome (kept after the pod is gone)
+    *,
+    planned: Sequence[Mapping[str, Any]] = (),  # the plan's processes
+    engine_failed: str = "",  # a JobSet/Job Failed condition's message
+    canceled: bool = False,
+) -> JobState:
+    deciding = {r.name: r.count for r in layout.roles if r.decides_success}
+    live = [v for v in pods if v.phase in ("Pending", "Running")]
+    processes = merged_processes(list(outcomes.values()))
+    if canceled:
+        return JobState(
+            "Canceled", "canceled by the user", terminal=not live, stop_the_rest=bool(live), processes=processes
+        )
+
+    failures: list[tuple[float, dict[str, Any]]] = []
+    for pod, out in outcomes.items():
+        if out.get("status") == "Failed":
+            root = out.get("root_cause") or {"reason": out.get("reason", "")}
+            failures.append(
+                (
+                    float(out.get("failed_at") or 0),
+                    {**root, "pod": pod, "host": out.get("node") or root.get("host") or out.get("node_name", "")},
+                )
+            )
+    for view in pods:
+        if view.name in outcomes:
+            continue
+        if view.phase == "Failed" or (view.phase == "Pending" and view.waiting_reason in FATAL_WAITING):
+            failures.append((float("inf"), _pod_failure(view)))
+    if failures:
+        root = _first_failure(failures)
+        return JobState(
+            "Failed",
+            root.get("reason", "a pod failed"),
+            root,
+            terminal=not live,
+            stop_the_rest=bool(live),
+            processes=processes,
+        )
+    if engine_failed:
+        return JobState("Failed", engine_failed, None, terminal=not live, stop_the_rest=bool(live), processes=processes)
+
+    succeeded: dict[str, int] = {}
+    for view in pods:
+        if view.phase == "Succeeded":
+            succeeded[view.role] = succeeded.get(view.role, 0) + 1
+    if deciding and all(succeeded.get(role, 0) >= count for role, count in deciding.items()):
+        return JobState(
+            "Completed",
+            "",
+            None,
+            terminal=not live,
+            stop_the_rest=bool(live),
+            processes=stopped_helpers(processes, planned, deciding),
+        )
+
+    waiting = [v for v in pods if v.phase == "Pending" and v.unschedulable]
+    if waiting:
+        return JobState(
+            "Queued", f"pod {waiting[0].name} cannot be scheduled: {waiting[0].unschedulable}", processes=processes
+        )
+    if any(v.phase == "Running" for v in pods):
+        return JobState("Running", processes=processes)
+    expected = sum(r.count for r in layout.roles)
+    return JobState("Queued", f"waiting for pods ({len(pods)} of {expected} created)", processes=processes)
+
+
+def stopped_helpers(
+    processes: list[dict[str, Any]], planned: Sequence[Mapping[str, Any]], deciding: Mapping[str, int]
+) -> list[dict[str, Any]]:
+    """After success: helper processes (parameter servers) were stopped on purpose, never failures.
+
+    A helper whose pod was removed before its last report came back is listed from the plan.
+    """
+    out = []
+    for proc in processes:
+        if proc.get("role") not in deciding and proc.get("exit_code") != 0:
+            proc = {**proc, "stopped_by_distrun": True}
+        out.append(proc)
+    known = {p.get("name") for p in out}
+    for proc in planned:
+        if proc.get("name") not in known and proc.get("role") not in deciding:
+            keys = ("name", "role", "index", "rank", "node_rank", "label")
+            out.append(
+                {**{k: proc.get(k) for k in keys}, "stopped_by_distrun": True, "exit_code": None, "signal": "SIGTERM"}
+            )
+    return sorted(out, key=lambda p: (p.get("node_rank", 0), p.get("rank") if p.get("rank") is not None else -1))
+
+
+def merged_processes(outcomes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    procs = [dict(p) for o in outcomes for p in (o.get("processes") or [])]
+    return sorted(procs, key=lambda p: (p.get("node_rank", 0), p.get("rank") if p.get("rank") is not None else -1))

@@ -1,0 +1,24 @@
+"""`python -m distrun.backends.ray.launcher NAME`: drive a prepared Ray job from a background process.
+
+`distrun job create --compute <ray target>` starts it; it is the job's launcher in the record,
+so `job cancel` signals it and a lost one is shown as such, as for a local job.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from distrun.backends.ray import execute
+from distrun.job_status import JobStatus
+from distrun.store.layout import Layout
+from distrun.submission import load_prepared
+
+
+def main(name: str) -> int:
+    layout = Layout()
+    record = execute(load_prepared(layout, name), layout, stream=None)  # records its own failures
+    return 0 if record.status == JobStatus.COMPLETED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,113 @@
+"""`python -m distrun.backends.ray.node_agent WORKDIR`: one node of a job on Ray, run by distrun's agent.
+
+The Ray actor of node k (`distrun.backends.ray.actor`) fills WORKDIR on its Ray node and starts
+this process: `request.json` (the job, its bindings, every node's address, the ports chosen on
+node 0) and `<job name>/` (the code snapshot and downloaded inputs, shipped from the machine
+that runs `distrun`: no shared filesystem is assumed). It turns the request into `NodeFacts`
+and runs distrun's engine-free node agent (`distrun.agent.node.run_node`), which publishes the
+node's `NodeOutcome` on a node-local outcome channel (`channel/`); the actor hands it back, and
+relays the other nodes' "main work done" markers into the same folder. Per-rank logs go to
+`<job name>/user_logs/`, the prefixed stream to stdout; the actor streams both back.
+
+The layers that leave no process behind are the local agent's: every rank in its own process
+group with PDEATHSIG, a launch marker in its environment, a cgroup where writable, and a
+watchdog that kills whatever carries the marker if this process dies (the actor starts this
+process with PDEATHSIG=SIGTERM, so a killed actor or a lost driver stops the ranks too).
+Ray itself does not kill a rank's descendants.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+REQUEST = "request.json"
+CHANNEL = "channel"  # the node's outcome channel: node_NN.json, main_done_NN markers (relayed by the actor)
+
+
+def job_folder(workdir: Path, job_name: str) -> Path:
+    """This node's copy of the job folder (named after the job, as the plan's run id is)."""
+    return workdir / job_name
+
+
+def outcome_path(workdir: Path, node_rank: int) -> Path:
+    from distrun.store.layout import NodeChannelPaths
+
+    return NodeChannelPaths(workdir / CHANNEL).outcome(node_rank)
+
+
+def marker_path(workdir: Path, node_rank: int) -> Path:
+    from distrun.agent.outcome_channel import MAIN_WORK_DONE
+    from distrun.store.layout import NodeChannelPaths
+
+    return NodeChannelPaths(workdir / CHANNEL).marker(MAIN_WORK_DONE, node_rank)
+
+
+def rebased(bindings: Mapping[str, Mapping[str, str]], old_root: str, new_root: str) -> dict[str, dict[str, str]]:
+    """Bindings whose paths point into the driver's job folder, pointed into this node's copy."""
+    old = old_root.rstrip("/")
+
+    def move(value: str) -> str:
+        if value == old or value.startswith(old + "/"):
+            return new_root.rstrip("/") + value[len(old) :]
+        return value
+
+    return {group: {k: move(v) for k, v in values.items()} for group, values in bindings.items()}
+
+
+def rank_base_env(env: Mapping[str, str]) -> dict[str, str]:
+    """What the ranks inherit: the Ray node's environment without Ray's own per-worker variables.
+
+    A Ray worker's RAY_* variables describe that worker (its job id, raylet, address); a rank,
+    or a Ray cluster a `type: ray` job starts, must not take them as its own.
+    """
+    return {k: v for k, v in env.items() if not k.startswith("RAY_")}
+
+
+def node_facts(request: Mapping[str, Any], workdir: Path, env: Mapping[str, str]) -> Any:
+    from distrun.agent.node_facts import NodeFacts
+
+    return NodeFacts(
+        node_rank=int(request["node_rank"]),
+        node_names=tuple(request["names"]),
+        addresses=tuple(request["hosts"]),
+        master_port=int(request["master_port"]),
+        task_ports=tuple(int(p) for p in request["task_ports"]),
+        job_dir=job_folder(workdir, request["job_name"]),
+        base_env=rank_base_env(env),
+        engine="Ray",
+        engine_job_id=str(request["engine_job_id"]),
+    )
+
+
+def run(workdir: Path) -> int:
+    from distrun.agent.node import exit_code, note_stop_requests, read_job, run_node
+    from distrun.agent.outcome_channel import FolderOutcomeChannel
+    from distrun.agent.watchdog import Watchdog
+    from distrun.file_modes import write_file
+    from distrun.store.layout import NodeChannelPaths
+
+    stop_requested = note_stop_requests()
+    request = json.loads((workdir / REQUEST).read_text(encoding="utf-8"))
+    facts = node_facts(request, workdir, os.environ)
+    # The node's copy of the job folder: job.json as shipped, bindings pointed into the copy.
+    write_file(facts.job_dir / "job.json", json.dumps(request["spec"]).encode("utf-8"))
+    bindings = rebased(request["bindings"], request["driver_job_dir"], str(facts.job_dir))
+    write_file(facts.job_dir / "bindings.json", json.dumps(bindings).encode("utf-8"))
+    channel = FolderOutcomeChannel(NodeChannelPaths(workdir / CHANNEL), facts.node_count)
+    # The launch id run_node gives the ranks: the watchdog kills what carries it if this process dies.
+    launch_id = f"{facts.job_dir.name}-{facts.engine.lower()}{facts.engine_job_id}-node{facts.node_rank}"
+    watchdog = Watchdog.start(launch_id, lambda: None)  # before any thread: it forks
+    try:
+        outcome = run_node(facts, channel, read_job(facts.job_dir), stop_requested=stop_requested)
+    finally:
+        watchdog.release()
+    return exit_code(outcome)
+
+
+if __name__ == "__main__":
+    sys.exit(run(Path(sys.argv[1])))

@@ -1,0 +1,78 @@
+"""Reading a job's metrics back: every point of every metric, and the last value of each.
+
+distrun's own store is SQLite, read here directly (read-only, one query) so that `job show`,
+`distrun metrics` and the web UI do not import mlflow (about a second) to read a few rows;
+the `metrics` table (key, value, timestamp, step, run_uuid) has kept its shape across MLflow
+releases. Any other tracking URI (an MLflow server) is read through mlflow's client.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from distrun.metrics.sqlite_store import sqlite_file
+from distrun.metrics.tracking import TrackedRun, mlflow_available
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    step: int
+    timestamp: float  # seconds since the epoch
+    value: float
+
+
+History = dict[str, list[MetricPoint]]
+
+
+def metric_history(run: TrackedRun) -> History:
+    """name -> points in step order (several ranks may log the same step); {} if unreadable."""
+    path = sqlite_file(run.tracking_uri)
+    if path is not None:
+        if not path.is_file():
+            return {}  # (mlflow's client would create an empty store there)
+        try:
+            return _from_sqlite(path, run.run_id)
+        except sqlite3.Error:
+            pass  # not created yet, or not MLflow's layout: ask mlflow, if it is here
+    if not mlflow_available():
+        return {}
+    try:
+        return _from_client(run)
+    except Exception:
+        return {}
+
+
+def last_values(history: History) -> dict[str, float]:
+    """The latest value of each metric (highest step, then latest time), as Azure ML's job page shows."""
+    return {name: max(points, key=lambda p: (p.step, p.timestamp)).value for name, points in history.items() if points}
+
+
+def _from_sqlite(path: Path, run_id: str) -> History:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = conn.execute(
+            "SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = ? ORDER BY key, step, timestamp",
+            (run_id,),
+        ).fetchall()
+    finally:
+        conn.close()
+    history: History = {}
+    for key, step, timestamp, value in rows:
+        history.setdefault(key, []).append(MetricPoint(int(step or 0), float(timestamp) / 1000, float(value)))
+    return history
+
+
+def _from_client(run: TrackedRun) -> History:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=run.tracking_uri)
+    history: History = {}
+    for key in sorted(client.get_run(run.run_id).data.metrics):
+        points = [
+            MetricPoint(int(m.step), m.timestamp / 1000, float(m.value))
+            for m in client.get_metric_history(run.run_id, key)
+        ]
+        history[key] = sorted(points, key=lambda p: (p.step, p.timestamp))
+    return history

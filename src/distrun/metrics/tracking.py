@@ -1,0 +1,173 @@
+"""One MLflow run per job, set up before any process starts and closed after the gang ends.
+
+As on Azure ML: the experiment is the job's `experiment_name`, the run is named after the job,
+and every process gets MLFLOW_TRACKING_URI, MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_ID and
+MLFLOW_EXPERIMENT_NAME, so `mlflow.log_metric(...)` in any rank lands in the job's run with no
+setup. The store is SQLite under DISTRUN_HOME unless the compute target (`tracking_uri`) or the
+user's own MLFLOW_TRACKING_URI names another.
+
+Only the supervising distrun sets the run's final status (see sqlite_store for how a rank that
+exits early is kept from closing it). mlflow is optional: without it this module does nothing.
+distrun's own store is written directly (sqlite_store), so `distrun run` imports mlflow only
+for the very first job of a DISTRUN_HOME (mlflow creates its tables) or for another store.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sqlite3
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from distrun.file_modes import make_dirs, write_file
+from distrun.metrics import sqlite_store
+from distrun.store.layout import JobFolder
+
+TRACKING_FILE = "tracking.json"  # in the job folder: where the job's run is
+DISABLE_VARIABLE = "DISTRUN_MLFLOW"  # DISTRUN_MLFLOW=0 turns the run off
+# distrun's job statuses -> MLflow's run statuses.
+_RUN_STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED"}
+
+
+@dataclass(frozen=True)
+class TrackedRun:
+    tracking_uri: str
+    experiment_id: str
+    experiment_name: str
+    run_id: str
+
+    def environment(self) -> dict[str, str]:
+        """What every process of the job gets, as on Azure ML."""
+        return {
+            "MLFLOW_TRACKING_URI": self.tracking_uri,
+            "MLFLOW_RUN_ID": self.run_id,
+            "MLFLOW_EXPERIMENT_ID": self.experiment_id,
+            "MLFLOW_EXPERIMENT_NAME": self.experiment_name,
+        }
+
+
+def mlflow_available() -> bool:
+    """Whether mlflow can be imported, found without importing it (that costs seconds)."""
+    if os.environ.get(DISABLE_VARIABLE, "").lower() in ("0", "false", "no", "off"):
+        return False
+    return importlib.util.find_spec("mlflow") is not None
+
+
+def default_tracking_uri(home: Path) -> str:
+    return f"sqlite:///{home / 'mlflow.db'}"
+
+
+def start_run(
+    folder: JobFolder, home: Path, job_name: str, experiment_name: str, tracking_uri: str | None = None
+) -> TrackedRun | None:
+    """Create (or reuse) the experiment and create the job's run; None when mlflow is absent.
+
+    A tracking store that cannot be reached must not stop the job: distrun says why on stderr
+    and the job runs untracked, as it would without mlflow.
+    """
+    if not mlflow_available():
+        return None
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
+    tags = {"distrun.job_name": job_name, "distrun.job_folder": str(folder.root)}
+    artifacts = home / "mlartifacts"  # not ./mlruns of whatever folder distrun was started in
+    try:
+        run = _fast_create(uri, experiment_name, job_name, tags, artifacts)
+        if run is None:
+            run = _client_create(uri, experiment_name, job_name, tags, artifacts if uri.startswith("sqlite:") else None)
+    except Exception as exc:  # mlflow raises many kinds (SQLAlchemy, HTTP, its own)
+        print(f"distrun: metrics are off for {job_name}: MLflow run not created at {uri}: {exc}", file=sys.stderr)
+        return None
+    write_file(folder.root / TRACKING_FILE, json.dumps(asdict(run), indent=2).encode("utf-8"))
+    return run
+
+
+def _fast_create(uri: str, experiment: str, job_name: str, tags: dict[str, str], artifacts: Path) -> TrackedRun | None:
+    path = sqlite_store.sqlite_file(uri)
+    if path is None or not sqlite_store.has_mlflow_schema(path):
+        return None
+    try:
+        experiment_id, run_id = sqlite_store.create_run(path, experiment, job_name, tags, artifacts)
+    except sqlite3.Error:
+        return None  # a layout this code does not know: mlflow's client knows it
+    return TrackedRun(uri, experiment_id, experiment, run_id)
+
+
+def _client_create(
+    uri: str, experiment: str, job_name: str, tags: dict[str, str], artifacts: Path | None
+) -> TrackedRun:
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is not None:
+        experiment_id = found.experiment_id
+    else:
+        try:
+            experiment_id = client.create_experiment(experiment, artifact_location=artifacts and artifacts.as_uri())
+        except MlflowException:  # another job created it at the same moment
+            experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    run = client.create_run(experiment_id, tags={"mlflow.runName": job_name, **tags}, run_name=job_name)
+    path = sqlite_store.sqlite_file(uri)
+    if path is not None:
+        sqlite_store.hold_runs_open(path)
+        sqlite_store.open_run(path, run.info.run_id)
+    return TrackedRun(uri, str(experiment_id), experiment, run.info.run_id)
+
+
+def read_tracked_run(folder: JobFolder) -> TrackedRun | None:
+    """The job's run as recorded when it started; None for an untracked job."""
+    try:
+        data = json.loads((folder.root / TRACKING_FILE).read_text(encoding="utf-8"))
+        return TrackedRun(**{k: str(data[k]) for k in ("tracking_uri", "experiment_id", "experiment_name", "run_id")})
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def finish_run(folder: JobFolder, status: str) -> None:
+    """After the gang: log ./outputs as artifacts, then set the run's final status.
+
+    Called once by the supervising distrun with the job's final status; a failure here is
+    reported and leaves the job's own record as it is.
+    """
+    run = read_tracked_run(folder)
+    if run is None:
+        return
+    final = _RUN_STATUS.get(status, "FAILED")
+    outputs = output_files(folder.code / "outputs")
+    try:
+        path = sqlite_store.sqlite_file(run.tracking_uri)
+        target = sqlite_store.artifact_folder(path, run.run_id) if path is not None else None
+        if path is not None and (target is not None or not outputs):
+            for source, relative in outputs:
+                make_dirs(target / "outputs" / relative)  # type: ignore[operator]
+                shutil.copyfile(source, target / "outputs" / relative / source.name)  # type: ignore[operator]
+            sqlite_store.close_run(path, run.run_id, final)
+            return
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=run.tracking_uri)
+        for source, relative in outputs:
+            client.log_artifact(run.run_id, str(source), artifact_path=str(Path("outputs") / relative))
+        client.set_terminated(run.run_id, status=final)
+    except Exception as exc:
+        print(f"distrun: MLflow run {run.run_id} not closed: {exc}", file=sys.stderr)
+
+
+def output_files(root: Path) -> list[tuple[Path, Path]]:
+    """Regular files under `root` with their folder relative to it; links are never followed
+    (a job's own processes write there, and a link could point anywhere)."""
+    if root.is_symlink() or not root.is_dir():
+        return []
+    found = []
+    for current, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(current, d)))
+        for name in sorted(files):
+            path = Path(current) / name
+            if path.is_file() and not path.is_symlink():
+                found.append((path, path.parent.relative_to(root)))
+    return found

@@ -1,0 +1,207 @@
+"""`type: ray` (Azure ML's experimental distribution): a Ray cluster over the job's nodes, the command once.
+
+Azure ML does not document what it runs; distrun does this, on every compute:
+
+- node 0 runs a Ray head (`ray start --head --block`), every other node a Ray worker node
+  (`ray start --address <node 0>:<port> --block`, after the head's port answers); each is an
+  auxiliary process of the gang: it serves until the command is done, then distrun stops it
+  (SIGTERM, grace, SIGKILL, and the launch-marker sweep for every Ray process it started), and
+  one that dies first fails the job;
+- node 0 also runs the driver: it waits until all the job's nodes have joined, then runs the
+  command once with `RAY_ADDRESS` set; when it ends the job ends;
+- with `address` set, no Ray process is started: the command runs once on node 0 with
+  `RAY_ADDRESS=<address>` (an existing cluster).
+
+Ports: `port` (the head's GCS port) and `dashboard_port` when given, else ports free on node 0;
+also free ones for the Ray client server and, per node, the dashboard agent, so that several
+simulated nodes on one machine never collide. `head_node_additional_args` and
+`worker_node_additional_args` are appended to the `ray start` commands as written.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
+from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
+from distrun.spec.models import JobSpec, RayDistribution
+
+# How long the driver waits for every node to join before the job fails.
+JOIN_TIMEOUT_S = 300
+RAY_LOG = "std_log_node_{:02d}_ray.txt"
+# Ray gives a starting node 60 s to register, and its raylet 30 s to see its agents' ports; a
+# busy machine can need more (yours win if set).
+RAY_NODE_DEFAULTS = {"RAY_raylet_start_wait_time_s": "120", "RAY_agent_register_timeout_ms": "300000"}
+DRIVER_LOG = "std_log_process_00.txt"
+
+# Written on every node (job-relative): waits until the cluster at RAY_ADDRESS has N live nodes.
+# Workers run it with N = 1 before joining (the head's port answers before its node is
+# registered, and a worker that comes too early fails); the driver with N = all nodes.
+WAIT_SCRIPT_PATH = "ray/wait_for_nodes.py"
+WAIT_SCRIPT = """\
+import os, sys, time
+import ray
+address, want, timeout = os.environ["RAY_ADDRESS"], int(sys.argv[1]), float(sys.argv[2])
+give_up = time.monotonic() + timeout
+alive, problem = 0, ""
+while time.monotonic() < give_up:
+    try:
+        if not ray.is_initialized():
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        alive = sum(1 for node in ray.nodes() if node.get("Alive"))
+        if alive >= want:
+            print(f"distrun: Ray cluster at {address}: {alive} nodes up", flush=True)
+            sys.exit(0)
+    except Exception as exc:
+        problem = f" (last error: {exc})"
+    time.sleep(0.5)
+sys.exit(f"distrun: only {alive} of {want} Ray nodes up at {address} within {timeout:g} s{problem}")
+"""
+
+
+def ray_distribution(job: JobSpec) -> RayDistribution:
+    dist = job.distribution
+    return dist if isinstance(dist, RayDistribution) else RayDistribution()
+
+
+def port_count(job: JobSpec) -> int:
+    """Ports the backend finds free on node 0 for a Ray cluster (see `ray_ports`)."""
+    dist = ray_distribution(job)
+    if dist.address:
+        return 0
+    return (
+        (0 if dist.port else 1)
+        + 1
+        + (1 if dist.include_dashboard and not dist.dashboard_port else 0)
+        + NODE_PORTS * job.node_count
+    )
+
+
+# Each node's agents get fixed ports: two simulated nodes on one machine must not share Ray's
+# defaults, and a raylet gives up when dynamically chosen agent ports are slow to appear.
+NODE_PORT_OPTIONS = (
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--metrics-export-port",
+    "--runtime-env-agent-port",
+)
+NODE_PORTS = len(NODE_PORT_OPTIONS)
+
+
+def node_ports(ports: list[int]) -> list[str]:
+    return [f"{option}={port}" for option, port in zip(NODE_PORT_OPTIONS, ports, strict=True)]
+
+
+def ray_ports(job: JobSpec, free: tuple[int, ...]) -> dict[str, object]:
+    """The cluster's ports: GCS, client server, dashboard, one dashboard agent per node (from `free`, in that order)."""
+    dist = ray_distribution(job)
+    pool = list(free)
+    gcs = dist.port or pool.pop(0)
+    client = pool.pop(0)
+    dashboard = (dist.dashboard_port or pool.pop(0)) if dist.include_dashboard else None
+    agents = [node_ports([pool.pop(0) for _ in range(NODE_PORTS)]) for _ in range(job.node_count)]
+    return {"gcs": gcs, "client": client, "dashboard": dashboard, "agents": agents}
+
+
+def head_argv(address: str, ports: dict[str, object], dist: RayDistribution) -> str:
+    args = [
+        "ray",
+        "start",
+        "--head",
+        "--block",
+        f"--node-ip-address={address}",
+        f"--port={ports['gcs']}",
+        f"--ray-client-server-port={ports['client']}",
+        *ports["agents"][0],  # type: ignore[index]
+    ]
+    if ports["dashboard"]:
+        args += ["--include-dashboard=true", "--dashboard-host=0.0.0.0", f"--dashboard-port={ports['dashboard']}"]
+    else:
+        args.append("--include-dashboard=false")
+    return shlex.join(args) + (f" {dist.head_node_additional_args}" if dist.head_node_additional_args else "")
+
+
+def wait_for(nodes: int, job_dir: str) -> str:
+    return shlex.join(["python", f"{job_dir.rstrip('/')}/{WAIT_SCRIPT_PATH}", str(nodes), str(JOIN_TIMEOUT_S)])
+
+
+def worker_argv(head: str, address: str, agent_ports: list[str], dist: RayDistribution, job_dir: str) -> str:
+    args = [
+        "ray",
+        "start",
+        "--block",
+        f"--address={head}",
+        f"--node-ip-address={address}",
+        *agent_ports,
+    ]
+    extra = f" {dist.worker_node_additional_args}" if dist.worker_node_additional_args else ""
+    return f"{wait_for(1, job_dir)} || exit 1\nexec {shlex.join(args)}{extra}"
+
+
+def driver_command(command: str, nodes: int, job_dir: str) -> str:
+    return f"{wait_for(nodes, job_dir)} || exit 1\n{command}"
+
+
+def plan_ray(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
+    dist = ray_distribution(job)
+    command = rendered_command(job, bindings)
+    cwd = code_dir(placement)
+    base = job_env(job, placement, bindings)
+    node_count = len(placement.hosts)
+    if dist.address:
+        head = dist.address
+        ports: dict[str, object] = {}
+    else:
+        ports = ray_ports(job, placement.task_ports)
+        head = f"{placement.master_addr}:{ports['gcs']}"
+    base["RAY_ADDRESS"] = head
+
+    def process(name: str, role: str, node: int, argv: tuple[str, ...], log: str, auxiliary: bool) -> ProcessSpec:
+        env = dict(base, NODE_RANK=str(node), AZUREML_CR_NODE_RANK=str(node), AZUREML_PROCESS_NAME=name)
+        label = "driver" if role == "driver" else f"{node}/ray"
+        return ProcessSpec(
+            name=name,
+            role=role,
+            index=node if role != "driver" else 0,
+            node_rank=node,
+            local_rank=0,
+            rank=0 if role == "driver" else None,
+            argv=argv,
+            env=env,
+            env_defaults={} if role == "driver" else dict(RAY_NODE_DEFAULTS),
+            cwd=cwd,
+            log_name=log,
+            label=label,
+            auxiliary=auxiliary,
+        )
+
+    nodes = []
+    for node, host in enumerate(placement.hosts):
+        procs = []
+        if not dist.address:
+            if node == 0:
+                start = head_argv(host, ports, dist)
+            else:
+                start = worker_argv(head, host, ports["agents"][node], dist, placement.job_dir)  # type: ignore[index]
+            procs.append(process(f"ray_node_{node}", "ray", node, shell_argv(start), RAY_LOG.format(node), True))
+        if node == 0:
+            run = command if dist.address else driver_command(command, node_count, placement.job_dir)
+            procs.insert(0, process("driver", "driver", 0, shell_argv(run), DRIVER_LOG, False))
+        files = {WAIT_SCRIPT_PATH: WAIT_SCRIPT} if procs and not dist.address else {}
+        nodes.append(NodePlan(node_rank=node, host=host, processes=tuple(procs), files=files))
+    notes = [f"type: ray: the command runs once on node 0 with RAY_ADDRESS={head}"]
+    if not dist.address:
+        notes.append(
+            f"distrun starts a Ray head on node 0 and a Ray worker node on each other node, waits until all "
+            f"{node_count} joined, and stops them when the command ends"
+        )
+    return LaunchPlan(
+        job_name=placement.run_id,
+        distribution="ray",
+        command=command,
+        world_size=1,
+        master_addr=placement.master_addr,
+        master_port=placement.master_port,
+        nodes=tuple(nodes),
+        notes=tuple(notes),
+    )

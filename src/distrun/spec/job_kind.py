@@ -1,0 +1,51 @@
+"""Recognize Azure ML documents that are not command jobs (components, pipelines, sweeps).
+
+Their keys (`version`, `jobs`, `trial`) would otherwise surface as "unknown key" errors,
+which send the user hunting for a typo instead of telling them what the file is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distrun.errors import Problem
+from distrun.spec.source_map import SourceMap
+
+# `$schema` file names (and `type:` values) of Azure ML documents distrun does not run.
+_KINDS = (
+    ("commandcomponent", "a command component"),
+    ("pipelinecomponent", "a pipeline component"),
+    ("parallelcomponent", "a parallel component"),
+    ("sparkcomponent", "a spark component"),
+    ("pipelinejob", "a pipeline job"),
+    ("sweepjob", "a sweep job"),
+    ("sparkjob", "a spark job"),
+    ("automl", "an AutoML job"),
+    ("parallel", "a parallel job"),
+)
+_TYPES = {"pipeline": "a pipeline job", "sweep": "a sweep job", "spark": "a spark job", "parallel": "a parallel job"}
+_HINTS = {
+    "component": "distrun runs command jobs: put the component's `command`, `code`, `environment`, `inputs` "
+    "and `outputs` in a job file, without `version`",
+    "pipeline": "distrun runs command jobs: run each step of the pipeline as its own job file",
+    "sweep": "distrun runs command jobs: run the `trial` as a job file, once per setting you want to try",
+}
+_OTHER_HINT = "distrun runs command jobs (`type: command`, or no `type`)"
+
+
+def not_a_command_job(data: dict[str, Any], smap: SourceMap) -> Problem | None:
+    """A problem naming what the document is, when it is not a command job; else None."""
+    schema = str(data.get("$schema") or "").lower().replace("_", "").replace("-", "")
+    kind = next((what for mark, what in _KINDS if mark in schema.rsplit("/", 1)[-1]), None)
+    key = "$schema"
+    if kind is None and isinstance(data.get("type"), str) and data["type"].lower() in _TYPES:
+        kind, key = _TYPES[data["type"].lower()], "type"
+    if kind is None and isinstance(data.get("jobs"), dict):
+        kind, key = "a pipeline job", "jobs"
+    if kind is None and "version" in data and "command" in data:
+        # Command jobs have no version; command components always do.
+        kind, key = "a command component", "version"
+    if kind is None:
+        return None
+    hint = next((text for word, text in _HINTS.items() if word in kind), _OTHER_HINT)
+    return Problem(f"this file is {kind}, not a command job", key, smap.find((key,)), hint)

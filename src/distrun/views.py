@@ -1,0 +1,231 @@
+"""What `job list`, `job show`, `compute list/create` and `run -d` print for people.
+
+Plain data in (records as the store keeps them), text out; JSON and YAML stay available with
+`-o` for scripts. Tables are rich tables whose name column is never cut: names are what users
+paste into `show`, `logs` and `cancel`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from distrun.report import job_duration
+from distrun.store.index import JobRecord
+
+WIDTH = 80  # what the tables fit in when the terminal's width is not known
+
+
+def _console(out: io.StringIO, fit: bool) -> Any:
+    from rich.console import Console
+
+    width = os.environ.get("COLUMNS")
+    fit_width = int(width) if width and width.isdigit() else WIDTH
+    return Console(file=out, width=fit_width if fit else 1 << 12, no_color=True, highlight=False)
+
+
+def _table(columns: Iterable[str], rows: Iterable[Iterable[str]], *, keep: Iterable[str] = (), fit: bool = True) -> str:
+    """A borderless table. With `fit`, it fits the terminal (80 columns when unknown): the `keep`
+    columns are never wrapped or cut, the others are cut with … when there is no room."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
+    kept = set(keep)
+    columns, rows = list(columns), [list(row) for row in rows]
+    for number, column in enumerate(columns):
+        if column in kept:
+            widest = max([len(column), *(len(row[number]) for row in rows)])
+            table.add_column(column, no_wrap=True, overflow="ignore", min_width=widest)
+        else:
+            table.add_column(column, no_wrap=True, overflow="ellipsis")
+    for row in rows:
+        table.add_row(*row)
+    out = io.StringIO()
+    _console(out, fit).print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _when(stamp: float | None, now: float) -> str:
+    """`14:05` today, `Nov 21` before: short enough for the list to fit 80 columns."""
+    if not stamp:
+        return ""
+    today = time.localtime(now)[:3] == time.localtime(stamp)[:3]
+    return time.strftime("%H:%M" if today else "%b %d", time.localtime(stamp))
+
+
+def _running_for(record: JobRecord, now: float) -> float | None:
+    if record.terminal:
+        return job_duration(record)
+    return now - record.started_at if record.started_at else None
+
+
+# ---------------------------------------------------------------- job list
+
+
+def job_list_text(records: list[JobRecord], now: float | None = None) -> str:
+    if not records:
+        return "No jobs yet: start one with `distrun run job.yml`."
+    now = time.time() if now is None else now
+    rows = [
+        (r.name, r.status, r.compute, _when(r.created_at, now), format_seconds(_running_for(r, now))) for r in records
+    ]
+    return _table(("NAME", "STATUS", "COMPUTE", "CREATED", "DURATION"), rows, keep=("NAME", "STATUS"))
+
+
+# ---------------------------------------------------------------- job show
+
+
+def process_state(proc: Mapping[str, Any]) -> str:
+    if proc.get("stopped_by_distrun"):
+        return "stopped"
+    if proc.get("exit_code") is None and proc.get("signal") is None:
+        return "running"
+    if proc.get("exit_code") == 0:
+        return "completed"
+    return "failed"
+
+
+def _exit(proc: Mapping[str, Any]) -> str:
+    if proc.get("signal"):
+        return str(proc["signal"])
+    return "" if proc.get("exit_code") is None else str(proc["exit_code"])
+
+
+def _local_ranks(processes: list[Mapping[str, Any]]) -> list[int]:
+    """Each process's index among its node's processes (its LOCAL_RANK for rank processes)."""
+    seen: dict[int, int] = {}
+    ranks = []
+    for proc in processes:
+        node = int(proc.get("node_rank") or 0)
+        ranks.append(seen.get(node, 0))
+        seen[node] = ranks[-1] + 1
+    return ranks
+
+
+def process_table(record: JobRecord) -> str:
+    processes = list(record.processes or [])
+    folder = Path(record.folder)
+    rows = []
+    for proc, local in zip(processes, _local_ranks(processes), strict=True):
+        log = str(proc.get("log") or "")
+        if log.startswith(str(folder) + os.sep):
+            log = log[len(str(folder)) + 1 :]
+        after = proc.get("after_ms")
+        rows.append(
+            (
+                str(proc.get("name", "")),
+                str(proc.get("node_rank", "")),
+                str(local),
+                process_state(proc),
+                _exit(proc),
+                format_seconds(after / 1000 if after is not None else None),
+                log,
+            )
+        )
+    columns = ("PROCESS", "NODE", "LOCAL RANK", "STATE", "EXIT", "ENDED AFTER", "LOG")
+    return _table(columns, rows, fit=False)
+
+
+def _outputs(record: JobRecord) -> list[str]:
+    named = Path(record.folder) / "named-outputs"
+    try:
+        return sorted(f"  {entry.name}: {entry}" for entry in named.iterdir())
+    except OSError:
+        return []
+
+
+def job_show_text(record: JobRecord) -> str:
+    lines = [f"Name:     {record.name}", f"Status:   {record.status}"]
+    if record.display_name and record.display_name != record.name:
+        lines.append(f"Display:  {record.display_name}")
+    lines.append(f"Compute:  {record.compute}" + (f" ({record.distribution})" if record.distribution else ""))
+    lines.append(f"Created:  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.created_at))}")
+    duration = _running_for(record, time.time())
+    if duration is not None:
+        lines.append(f"Duration: {duration:.2f} s" + ("" if record.terminal else " (running)"))
+    if record.reason and record.status != "Completed":
+        lines.append(f"Reason:   {record.reason}")
+    cause = record.root_cause or {}
+    if cause.get("after_ms") is not None:
+        lines.append(
+            f"Failed first: {cause.get('name')} on node {cause.get('node_rank')} ({cause.get('host')}) "
+            f"after {cause['after_ms'] / 1000:.2f} s"
+        )
+    if cause.get("traceback"):
+        lines.append("Traceback:")
+        lines += ["  " + line for line in cause["traceback"].splitlines()]
+    elif cause.get("log_tail"):
+        lines.append("Last lines of its log:")
+        lines += ["  " + line for line in cause["log_tail"].splitlines()]
+    if record.processes:
+        lines += ["", process_table(record)]
+    outputs = _outputs(record)
+    if outputs:
+        lines += ["", "Outputs:", *outputs]
+    lines += ["", f"Logs: {record.folder}/user_logs"]
+    return "\n".join(lines)
+
+
+def as_yaml(data: Any) -> str:
+    """YAML for people and scripts: multi-line text (tracebacks) as `|` blocks."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.scalarstring import LiteralScalarString
+
+    def blocks(value: Any) -> Any:
+        if isinstance(value, str) and "\n" in value:
+            return LiteralScalarString(value)
+        if isinstance(value, dict):
+            return {str(k): blocks(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [blocks(v) for v in value]
+        return value
+
+    yaml = YAML()
+    yaml.default_flow_style = False
+    out = io.StringIO()
+    yaml.dump(blocks(data), out)
+    return out.getvalue().rstrip("\n")
+
+
+# ---------------------------------------------------------------- started in the background
+
+
+def created_text(record: JobRecord) -> str:
+    name = record.name
+    return "\n".join(
+        [
+            f"Created job {name} on {record.compute} ({record.status})",
+            f"  follow it:     distrun job stream {name}",
+            f"  its logs:      distrun logs {name}",
+            f"  its record:    distrun job show {name}",
+            f"  cancel it:     distrun job cancel {name}",
+        ]
+    )
+
+
+# ---------------------------------------------------------------- compute targets
+
+
+def compute_table(targets: list[Mapping[str, Any]]) -> str:
+    rows = []
+    for target in targets:
+        settings = ", ".join(f"{k}={v}" for k, v in target.items() if k not in ("name", "type"))
+        rows.append((str(target["name"]), str(target["type"]), settings))
+    return _table(("NAME", "TYPE", "SETTINGS"), rows, keep=("NAME",))

@@ -1,0 +1,253 @@
+"""Kubernetes jobs end to end, against an in-memory API emulator and a test kubelet.
+
+No Kubernetes API server can run here: `tests/clusters/k8s_emulator.py` is a mock of one (kmock's
+KubernetesEmulator, with test-side Job/JobSet controllers and a kubelet that runs each pod's
+command as a local process). distrun itself is real: the CLI submits with the official
+`kubernetes` client, each pod runs distrun's pod agent, which runs real torch/gloo ranks and
+real TensorFlow tasks, and the client reads status, logs and outcomes back through the API.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters.k8s_emulator import EmulatedCluster
+from conftest import SRC
+
+pytestmark = pytest.mark.slow
+WAIT_S = 240
+
+
+def free_port_base(count: int = 16) -> int:
+    """A base port with `count` free ports after it (pods of one test share this machine's ports)."""
+    for base in range(31000, 60000, 97):
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as sock:
+                    sock.bind(("", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free port range")
+
+
+@pytest.fixture(params=[True, False], ids=["jobset", "indexed-jobs"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmulatedCluster]:
+    emulated = EmulatedCluster(tmp_path / "cluster", jobset_crd=request.param).start()
+    emulated.kubelet.base_env["PYTHONPATH"] = str(SRC)  # "the image has distrun installed"
+    try:
+        yield emulated
+    finally:
+        left = emulated.stop()
+        assert not left, f"pods still running at the end: {left}"
+        assert not emulated.errors, emulated.errors[:3]
+
+
+@pytest.fixture
+def k8s(cluster: EmulatedCluster, run_cli: Callable[..., subprocess.CompletedProcess[str]]) -> EmulatedCluster:
+    settings = cluster.settings(python=sys.executable, port_base=free_port_base(), image="reg/distrun:test")
+    args = ["compute", "create", "--name", "k8s", "--type", "kubernetes"]
+    for key, value in settings.items():
+        args += ["--set", f"{key}={value}"]
+    made = run_cli(*args)
+    assert made.returncode == 0, made.stderr
+    return cluster
+
+
+def write_job(folder: Path, script: str, job: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "src").mkdir(exist_ok=True)
+    (folder / "src" / "main.py").write_text(textwrap.dedent(script))
+    path = folder / "job.yml"
+    path.write_text(textwrap.dedent(job))
+    return path
+
+
+DDP = """
+    import os, torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    total = torch.tensor([float(rank)])
+    dist.all_reduce(total)
+    node, master = os.environ["NODE_RANK"], os.environ["MASTER_ADDR"]
+    print(f"rank {rank}/{world} node {node} master {master} sum {total.item():g}", flush=True)
+    if rank == int(os.environ.get("FAIL_RANK", "-1")):
+        raise ValueError(f"bad batch on rank {rank}")
+    if os.environ.get("FAIL_RANK"):
+        import time; time.sleep(600)
+    dist.destroy_process_group()
+"""
+
+DDP_JOB = """
+    command: python main.py
+    code: ./src
+    environment: {image: reg/distrun:test}
+    resources: {instance_count: 2}
+    distribution: {type: pytorch, process_count_per_instance: 2}
+    limits: {grace_period: 3}
+"""
+
+
+def show(run_cli: Callable[..., subprocess.CompletedProcess[str]], name: str) -> dict:
+    shown = run_cli("job", "show", name, "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+def wait_for(run_cli: Callable[..., subprocess.CompletedProcess[str]], name: str, done: Callable[[dict], bool]) -> dict:
+    give_up = time.monotonic() + WAIT_S
+    record = show(run_cli, name)
+    while not done(record):
+        assert time.monotonic() < give_up, f"gave up waiting; last record: {record}"
+        time.sleep(1)
+        record = show(run_cli, name)
+    return record
+
+
+def test_ddp_2x2_over_gloo_runs_in_four_processes_on_two_pods(k8s: EmulatedCluster, run_cli, tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", DDP, DDP_JOB)
+    done = run_cli("run", str(job), "--compute", "k8s", "--name", "ddp-k8s", timeout=WAIT_S + 60)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    name = "ddp-k8s"
+    host0 = f"{name}-worker-0-0.{name}" if k8s.jobset_crd else f"{name}-worker-0.{name}"
+    for rank in range(4):
+        assert f"[{rank // 2}/{rank}] rank {rank}/4 node {rank // 2} master {host0} sum 6" in done.stdout
+    record = show(run_cli, name)
+    assert record["status"] == "Completed"
+    assert sorted(p["name"] for p in record["processes"]) == [f"rank_{r}" for r in range(4)]
+    logs = Path(record["folder"]) / "user_logs"
+    for rank in range(4):
+        text = (logs / f"std_log_process_{rank:02d}.txt").read_text()
+        # The pod's stream prefix is taken off again: the file holds the rank's own bytes.
+        assert f"rank {rank}/4 node {rank // 2}" in text and f"[{rank // 2}/{rank}] " not in text
+    # Both pods ran distrun's pod agent and were created by the objects distrun submitted.
+    kinds = {r.url.path.split("/")[-1] for r in k8s.emulator.requests() if str(r.method).upper().endswith("POST")}
+    assert ("jobsets" in kinds) == k8s.jobset_crd and ("services" in kinds) != k8s.jobset_crd
+
+
+def test_a_failing_rank_fails_the_gang_with_its_pod_node_and_traceback(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", DDP, DDP_JOB + "    environment_variables: {FAIL_RANK: '2'}\n")
+    started = time.monotonic()
+    done = run_cli("run", str(job), "--compute", "k8s", "--name", "fail-k8s", timeout=WAIT_S + 60)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert time.monotonic() - started < WAIT_S  # the others (sleeping 600 s) were stopped
+    record = show(run_cli, "fail-k8s")
+    assert record["status"] == "Failed"
+    root = record["root_cause"]
+    assert root["name"] == "rank_2" and root["node_rank"] == 1
+    assert root["pod"].startswith("fail-k8s-worker-") and root["host"] == "test-node-0"
+    assert "ValueError: bad batch on rank 2" in root["traceback"]
+    assert "rank_2" in done.stdout and "ValueError: bad batch on rank 2" in done.stdout
+    # The gang is stopped: no pod of the job is left running.
+    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    assert not live, [p["metadata"]["name"] for p in live]
+
+
+SLEEPER_JOB = """
+    command: python main.py
+    code: ./src
+    environment: {image: reg/distrun:test}
+    resources: {instance_count: 2}
+    distribution: {type: pytorch}
+    limits: {grace_period: 2}
+"""
+
+
+def test_cancel_deletes_the_job_with_foreground_propagation(k8s: EmulatedCluster, run_cli, tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", "import time\nprint('started', flush=True)\ntime.sleep(600)\n", SLEEPER_JOB)
+    made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "cancel-k8s")
+    assert made.returncode == 0, made.stderr
+    wait_for(run_cli, "cancel-k8s", lambda r: r["status"] == "Running")
+    canceled = run_cli("job", "cancel", "cancel-k8s", timeout=WAIT_S)
+    assert canceled.returncode == 0, canceled.stderr
+    record = wait_for(run_cli, "cancel-k8s", lambda r: r["status"] == "Canceled")
+    assert record["reason"] == "canceled by the user"
+    deletes = [r for r in k8s.emulator.requests() if str(r.method).upper().endswith("DELETE")]
+    top = "jobsets" if k8s.jobset_crd else "jobs"
+    assert any(
+        f"/{top}/cancel-k8s" in r.url.path and (r.data or {}).get("propagationPolicy") == "Foreground" for r in deletes
+    )
+    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    assert not live
+
+
+def test_an_unschedulable_job_is_queued_with_the_schedulers_reason(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(
+        tmp_path / "job",
+        "print('never')\n",
+        SLEEPER_JOB + "    properties: {worker_resource_limits: {gpu: 8}}\n",
+    )
+    made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "gpu-k8s")
+    assert made.returncode == 0, made.stderr
+    record = wait_for(run_cli, "gpu-k8s", lambda r: "Insufficient" in (r.get("reason") or ""))
+    assert record["status"] == "Queued"
+    assert "cannot be scheduled" in record["reason"] and "Insufficient nvidia.com/gpu" in record["reason"]
+    canceled = run_cli("job", "cancel", "gpu-k8s", timeout=WAIT_S)
+    assert canceled.returncode == 0 and "Canceled" in canceled.stdout, canceled.stdout + canceled.stderr
+
+
+TF_PS = """
+    import json, os, sys
+    import tensorflow as tf
+    config = json.loads(os.environ["TF_CONFIG"])
+    task = config["task"]
+    cluster = tf.train.ClusterSpec(config["cluster"])
+    if task["type"] == "ps":
+        print(f"ps {task['index']} serving", flush=True)
+        tf.distribute.Server(cluster, job_name="ps", task_index=task["index"], protocol="grpc").join()
+    else:
+        import socket, time
+        print(f"worker {task['index']} sees {sorted(config['cluster'])}", flush=True)
+        host, port = config["cluster"]["ps"][0].rsplit(":", 1)
+        deadline = time.time() + 180
+        while True:  # the parameter server's gRPC port, by its pod's stable name
+            try:
+                socket.create_connection((host, int(port)), 2).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        print(f"worker {task['index']} reached ps 0 at {host}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("cluster", [False], ids=["indexed-jobs"], indirect=True)
+def test_tensorflow_parameter_server_is_stopped_when_the_workers_are_done(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(
+        tmp_path / "job",
+        TF_PS,
+        """
+        command: python main.py
+        code: ./src
+        environment: {image: reg/distrun:test}
+        distribution: {type: tensorflow, worker_count: 2, parameter_server_count: 1}
+        limits: {grace_period: 3}
+        """,
+    )
+    done = run_cli("run", str(job), "--compute", "k8s", "--name", "tf-k8s", timeout=WAIT_S + 60)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "[worker 0] worker 0 sees ['ps', 'worker']" in done.stdout
+    assert "[worker 1] worker 1 reached ps 0 at tf-k8s-ps-0.tf-k8s" in done.stdout
+    record = show(run_cli, "tf-k8s")
+    assert record["status"] == "Completed"
+    procs = {p["name"]: p for p in record["processes"]}
+    assert procs["worker_0"]["exit_code"] == 0 and procs["worker_1"]["exit_code"] == 0
+    assert procs["ps_0"]["stopped_by_distrun"] is True
+    logs = Path(record["folder"]) / "user_logs"
+    assert "ps 0 serving" in (logs / "std_log_node_02_ps.txt").read_text()

@@ -1,0 +1,137 @@
+"""The pure parts of Ray support: target settings, the placement request and its error, `type: ray`'s plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distrun.backends.ray.driver import merged_end
+from distrun.backends.ray.node_agent import rank_base_env, rebased
+from distrun.backends.ray.placement import RayNodeFree, placement_request, unplaceable_hint, unplaceable_message
+from distrun.backends.ray.target import RayTarget
+from distrun.errors import DistrunError
+from distrun.plan import build_plan, task_port_count
+from distrun.plan.model import Bindings, Placement
+from distrun.spec.loader import load_job_data
+from distrun.spec.models import JobSpec
+
+
+def job(**extra: object) -> JobSpec:
+    data: dict[str, object] = {
+        "command": "python train.py",
+        "resources": {"instance_count": 3},
+        "distribution": {"type": "pytorch", "process_count_per_instance": 2},
+    }
+    data.update(extra)
+    return load_job_data(data, Path(".")).spec
+
+
+@pytest.mark.parametrize("address", ["10.0.0.5:6379", "auto", "ray://head:10001"])
+def test_target_addresses(address: str) -> None:
+    assert RayTarget.from_settings("rc", {"address": address}).address == address
+
+
+def test_target_mistakes_are_reported_with_the_known_settings() -> None:
+    with pytest.raises(DistrunError) as caught:
+        RayTarget.from_settings("rc", {"address": "10.0.0.5", "placement_timout": 5})
+    assert "not a Ray address" in caught.value.message
+    assert "unknown setting 'placement_timout' (did you mean 'placement_timeout'?)" in caught.value.message
+    with pytest.raises(DistrunError, match="'address' is missing"):
+        RayTarget.from_settings("rc", {})
+
+
+def test_one_strict_spread_bundle_per_node_job_resources_win() -> None:
+    target = RayTarget.from_settings("rc", {"address": "auto", "cpus_per_node": 2, "gpus_per_node": 1})
+    request = placement_request(job(), target, "calm_otter_1")
+    assert request.to_dict() == {
+        "name": "distrun-calm_otter_1",
+        "strategy": "STRICT_SPREAD",
+        "bundles": [{"CPU": 2, "GPU": 1}] * 3,
+        "timeout_s": 60.0,
+    }
+    props = job(resources={"instance_count": 2, "properties": {"cpus_per_node": 4}})
+    assert placement_request(props, target, "x").bundles == ({"CPU": 4.0, "GPU": 1}, {"CPU": 4.0, "GPU": 1})
+    with pytest.raises(DistrunError, match="cpus_per_node"):
+        placement_request(job(resources={"instance_count": 2, "properties": {"cpus_per_node": "lots"}}), target, "x")
+
+
+def test_unplaceable_error_says_what_was_asked_and_what_each_node_has_free() -> None:
+    request = placement_request(job(), RayTarget.from_settings("rc", {"address": "auto"}), "j")
+    nodes = [
+        RayNodeFree("10.0.0.5", "a" * 40, {"CPU": 2.0, "node0": 1.0}, {"CPU": 0.5}),
+        RayNodeFree("10.0.0.6", "b" * 40, {"CPU": 2.0}, {"CPU": 2.0}),
+        RayNodeFree("10.0.0.7", "c" * 40, {"CPU": 2.0}, {}, alive=False),
+    ]
+    text = unplaceable_message(request, nodes)
+    assert text.splitlines() == [
+        "Ray could not place the job within 60 s: it asks for 3 nodes (STRICT_SPREAD), each 1 CPU, one bundle per "
+        "node on different Ray nodes; the cluster has 2 live nodes, 1 with room for a bundle now",
+        "  node 10.0.0.5 (aaaaaaaa): free 0.5 CPU of 2 CPU",
+        "  node 10.0.0.6 (bbbbbbbb): free 2 CPU of 2 CPU",
+    ]
+    assert "at most 2" in unplaceable_hint(request, nodes)
+
+
+def test_type_ray_plan_head_on_node_0_workers_elsewhere_the_command_once() -> None:
+    spec = job(distribution={"type": "ray", "head_node_additional_args": "--num-cpus 4"})
+    count = task_port_count(spec)
+    assert count == 1 + 1 + 4 * 3  # GCS, client server, four agent ports per node
+    placement = Placement(
+        hosts=("10.0.0.1", "10.0.0.2", "10.0.0.3"),
+        master_port=29500,
+        job_dir="/jobs/j",
+        run_id="j",
+        task_ports=tuple(range(40000, 40000 + count)),
+    )
+    plan = build_plan(spec, placement, Bindings())
+    procs = {p.name: p for p in plan.processes()}
+    assert sorted(procs) == ["driver", "ray_node_0", "ray_node_1", "ray_node_2"]
+    assert [p.name for p in plan.nodes[0].processes] == ["driver", "ray_node_0"]
+    head = procs["ray_node_0"].argv[2]
+    assert "ray start --head --block --node-ip-address=10.0.0.1 --port=40000" in head and head.endswith("--num-cpus 4")
+    assert "--address=10.0.0.1:40000 --node-ip-address=10.0.0.3" in procs["ray_node_2"].argv[2]
+    assert procs["driver"].env["RAY_ADDRESS"] == "10.0.0.1:40000"
+    assert procs["driver"].argv[2].endswith("|| exit 1\npython train.py")
+    assert not procs["driver"].auxiliary and all(procs[f"ray_node_{n}"].auxiliary for n in range(3))
+    # Every port distinct: simulated nodes on one machine never collide.
+    ports = [arg.split("=")[1] for p in procs.values() for arg in p.argv[2].split() if "-port=" in arg]
+    assert len(ports) == len(set(ports)) == count
+
+
+def test_type_ray_with_an_address_starts_nothing() -> None:
+    spec = job(distribution={"type": "ray", "address": "10.9.9.9:6379"})
+    assert task_port_count(spec) == 0
+    plan = build_plan(spec, Placement(hosts=("h0", "h1", "h2"), master_port=1, job_dir="/j", run_id="j"), Bindings())
+    assert [p.name for p in plan.processes()] == ["driver"]
+    assert next(plan.processes()).env["RAY_ADDRESS"] == "10.9.9.9:6379"
+
+
+def test_node_copy_of_bindings_and_rank_environment() -> None:
+    moved = rebased(
+        {"outputs": {"model": "/home/u/jobs/j/named-outputs/model"}, "inputs": {"x": "3"}}, "/home/u/jobs/j", "/tmp/n/j"
+    )
+    assert moved == {"outputs": {"model": "/tmp/n/j/named-outputs/model"}, "inputs": {"x": "3"}}
+    assert rank_base_env({"RAY_JOB_ID": "01", "PATH": "/bin"}) == {"PATH": "/bin"}
+
+
+def test_first_failure_across_nodes_is_the_root_cause() -> None:
+    victim = {
+        "status": "Canceled",
+        "reason": "canceled (SIGTERM)",
+        "processes": [{"name": "rank_0", "node_rank": 0, "rank": 0, "log": "/n0/std_log_process_00.txt"}],
+    }
+    cause = {
+        "status": "Failed",
+        "reason": "rank 3 on node 1 exited with code 1",
+        "failed_at": 10.0,
+        "root_cause": {"name": "rank_3", "log": "/n1/user_logs/std_log_process_03.txt"},
+        "processes": [],
+    }
+    later = {"status": "Failed", "reason": "later", "failed_at": 11.0, "processes": []}
+    end = merged_end([victim, later, cause], None, "/home/u/jobs/j/user_logs")
+    assert end["status"] == "Failed" and end["reason"] == "rank 3 on node 1 exited with code 1"
+    assert end["root_cause"]["log"] == "/home/u/jobs/j/user_logs/std_log_process_03.txt"
+    assert end["processes"][0]["log"] == "/home/u/jobs/j/user_logs/std_log_process_00.txt"
+    assert merged_end([victim], 15, "/u")["status"] == "Canceled"
+    assert merged_end([{"status": "Completed", "processes": []}] * 2, None, "/u")["status"] == "Completed"
