@@ -112,6 +112,7 @@ def test_a_rank_failing_on_the_first_attempt_only_completes_on_the_second(run_cl
     done = run_cli("run", str(job), "--name", "once")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "distrun: attempt 0 failed: restart 1 of 2: attempt 1 starts in 1 s" in done.stdout
+    assert "Attempts: 2\n  attempt 0: Failed, rank 1 on node 0 exited with code 3\n" in done.stdout
     rec = record(distrun_home, "once")
     assert rec["status"] == "Completed"
     attempts = rec["attempts"]

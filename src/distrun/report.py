@@ -22,6 +22,9 @@ def execution_summary(record: JobRecord) -> str:
         lines.append(f"Duration: {duration:.2f} s")
     if record.status != JobStatus.COMPLETED and record.reason:
         lines.append(f"Reason: {record.reason}")
+    if record.attempts and len(record.attempts) > 1:  # a job that restarted (distrun.restarts)
+        lines.append(f"Attempts: {len(record.attempts)}")
+        lines.extend(f"  attempt {a.get('attempt')}: {a.get('status')}, {a.get('reason')}" for a in record.attempts)
     cause = record.root_cause
     if cause:
         after = cause.get("after_ms")
