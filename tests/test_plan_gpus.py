@@ -194,12 +194,8 @@ def test_network_settings_reach_every_rank_through_distruns_mpirun() -> None:
 
 
 @pytest.mark.parametrize("command", ["mpirun -np 4 python train.py", "deepspeed --master_port 1 train.py"])
-def test_network_settings_reach_every_rank_of_the_commands_own_launcher(command: str) -> None:
-    spec = job(
-        "mpi", 2, 2, command=command, environment_variables={**NETWORK_ENV, "OMPI_MCA_mca_base_env_list": "MINE"}
-    )
-    launcher = plan(spec, simulated=False).nodes[0].processes[0]
-    assert {k: launcher.env[k] for k in NETWORK_ENV} == NETWORK_ENV
-    # Open MPI's mca_base_env_list passes them on from a mpirun distrun did not write; the job's own list is kept.
-    names = launcher.env["OMPI_MCA_mca_base_env_list"].split(";")
-    assert names[0] == "MINE" and set(NETWORK_ENV) <= set(names)
+def test_network_settings_reach_the_commands_own_launcher(command: str) -> None:
+    launcher = plan(job("mpi", 2, 2, command=command, environment_variables=NETWORK_ENV)).nodes[0].processes[0]
+    assert {k: launcher.env[k] for k in NETWORK_ENV} == NETWORK_ENV  # its ranks inherit them
+    # Open MPI refuses `-x` beside mca_base_env_list: distrun must not set it for a mpirun it did not write.
+    assert "OMPI_MCA_mca_base_env_list" not in launcher.env

@@ -42,9 +42,6 @@ LAUNCHER_PROGRAMS = ("mpirun", "mpiexec", "orterun", "horovodrun", *deepspeed.LA
 _RUN_AS_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # `--tag-output` for an mpirun distrun does not write itself.
 _TAG_OUTPUT_ENV = {"OMPI_MCA_orte_tag_output": "1"}
-# A user's own mpirun gets no `-x` from distrun: Open MPI's `mca_base_env_list` (names separated
-# by ';') makes it pass the same variables to ranks on other hosts (NCCL_*, UCX_*, ...).
-ENV_LIST_VARIABLE = "OMPI_MCA_mca_base_env_list"
 # distrun's defaults, each dropped when mpirun_args already says otherwise.
 _DEFAULT_FLAGS = ((("--bind-to", "-bind-to"), ("--bind-to", "none")), (("--map-by", "-map-by"), ("--map-by", "slot")))
 # Command words after which the next word is still in command position.
@@ -172,7 +169,7 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
     if own_launcher:
         argv = shell_argv(command)
         label = own_launcher
-        launcher_env = {**env, **_RUN_AS_ROOT_ENV, **_TAG_OUTPUT_ENV, **_env_list(exported, env)}
+        launcher_env = {**env, **_RUN_AS_ROOT_ENV, **_TAG_OUTPUT_ENV}
         notes.append(
             f"the command starts {own_launcher} itself: distrun runs it once on node 0 with "
             f"AZUREML_MPI_HOSTFILE ({world} slots) and does not wrap it"
@@ -225,13 +222,6 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
         nodes=tuple(nodes),
         notes=tuple(notes),
     )
-
-
-def _env_list(exported: list[str], env: dict[str, str]) -> dict[str, str]:
-    """`mca_base_env_list` naming every exported variable, after any list the job set itself."""
-    names = [name for name in (env.get(ENV_LIST_VARIABLE) or "").split(";") if name]
-    names += [name for name in exported if name not in names]
-    return {ENV_LIST_VARIABLE: ";".join(names)}
 
 
 def _own_launcher_gpu_note(program: str, devices: tuple[str, ...]) -> str:
