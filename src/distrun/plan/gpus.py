@@ -121,7 +121,7 @@ def _asked(asked: int, devices: tuple[str, ...], source: str, nodes: int, per_no
     if nodes * asked > len(devices):
         raise DistrunError(
             f"resources.properties.{ASK_KEY}: {nodes} nodes x {asked} GPUs = {nodes * asked} GPUs, "
-            f"but {source} has {len(devices)} ({','.join(devices) or 'none found'})",
+            f"but {source} has {len(devices)} ({'GPUs ' + ','.join(devices) if devices else 'none found'})",
             "lower resources.instance_count or gpus_per_node; distrun finds GPUs through CUDA_VISIBLE_DEVICES, "
             "else `nvidia-smi -L`",
         )
