@@ -21,8 +21,13 @@ from distrun.ui.guard import host_allowed
 from distrun.ui.log_events import decode_cursor, encode_cursor
 
 TOKEN = "test-token-123"
+# Rank 2 fails only once every rank has printed both lines (a marker per rank in outputs, waited
+# for up to 60 s): otherwise a slow start of another rank loses its lines to the gang stop.
 FAILING = "r = int(os.environ['RANK']); print('line one', r, flush=True); print('line two', r, flush=True); " + (
     "os.makedirs('outputs/sub', exist_ok=True); open('outputs/sub/result.txt', 'w').write('42'); "
+    "open('outputs/printed_' + str(r), 'w').close(); "
+    "r == 2 and [t for t in range(1200) if len([n for n in os.listdir('outputs') if n[:8] == 'printed_']) < 4 "
+    "and not time.sleep(0.05)]; "
     "r == 2 and sys.exit('bad batch on rank 2'); time.sleep(0.2)"
 )
 
@@ -154,6 +159,27 @@ def test_chart_has_every_point() -> None:
     svg = line_chart("loss", [MetricPoint(step, 0.0, 1 / (step + 1)) for step in range(5)])
     assert svg.count('class="point"') == 5
     assert 'data-step="4" data-value="0.2"' in svg
+
+
+def test_duration_of_an_ended_job_is_never_shorter_than_its_first_failure() -> None:
+    from distrun.store.index import JobRecord
+    from distrun.ui.job_view import duration
+
+    # The record's start is noted once the processes are up; their times count from launch, so a
+    # failure can come "after 3 s" of a job whose record says it ran 1 s.
+    record = JobRecord(
+        name="j",
+        status="Failed",
+        compute="local",
+        folder="/nonexistent",
+        created_at=100.0,
+        started_at=101.0,
+        ended_at=102.0,
+        root_cause={"name": "rank_1", "after_ms": 3000.0},
+    )
+    assert duration(record) == "3.0 s"
+    running = JobRecord(name="r", status="Running", compute="local", folder="/x", created_at=100.0, started_at=101.0)
+    assert duration(running, now=111.5) == "10.5 s"
 
 
 def test_ui_without_the_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from distrun.report import job_duration
 from distrun.store.index import JobRecord
 from distrun.store.layout import JobFolder
 
@@ -51,10 +52,15 @@ def duration(record: JobRecord, now: float | None = None) -> str:
     start = record.started_at
     if start is None:
         return ""
-    end = record.ended_at or (None if record.terminal else (now or time.time()))
-    if end is None:
-        return ""
-    seconds = max(0.0, end - start)
+    if record.terminal:
+        # The same figure as `job show` and the execution summary: never shorter than the time
+        # at which a process ended ("failed first after N s" on the same page).
+        ended = job_duration(record)
+        if ended is None:
+            return ""
+        seconds = ended
+    else:
+        seconds = max(0.0, (now or time.time()) - start)
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, secs = divmod(int(seconds), 60)
