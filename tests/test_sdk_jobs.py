@@ -316,5 +316,5 @@ def test_examples_run_as_they_are(script, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Status: Completed" in result.stdout
     assert "[0/0] epoch 1/1 loss" in result.stdout
-    if script.startswith("v2"):
-        assert list(cwd.iterdir()) == []  # downloads go to a temporary folder, not the user's folder
+    assert list(cwd.iterdir()) == []  # downloads go to a temporary folder, not the user's folder
+    assert "model:" in result.stdout

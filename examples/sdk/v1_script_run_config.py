@@ -11,6 +11,7 @@
 # Run it as a script (`python examples/sdk/v1_script_run_config.py`) or cell by cell.
 
 # %%
+import tempfile
 from pathlib import Path
 
 from distrun.v1 import Environment, Experiment, PyTorchConfiguration, ScriptRunConfig, Workspace
@@ -39,7 +40,10 @@ print("status:", details["status"])
 
 # %%
 print(run.get_file_names())
-run.download_file("outputs/model.pt", output_file_path=f"downloads/{run.id}/model.pt")
+# A fresh folder, so running the example leaves nothing in the folder it was started from.
+model_file = Path(tempfile.mkdtemp(prefix=f"{run.id}-")) / "model.pt"
+run.download_file("outputs/model.pt", output_file_path=str(model_file))
+print("model:", model_file, model_file.stat().st_size, "bytes")
 
 # %% [markdown]
 # ## Per-node launch
