@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from distrun.agent.node_facts import NodeOutcome
-from distrun.backends.slurm.backend import filesystem_type
+from distrun.backends.slurm.backend import _notes, filesystem_type
 from distrun.backends.slurm.client import SlurmJobInfo, parse_scontrol_line
 from distrun.backends.slurm.node_agent import TASK_LEVEL_SLURM_VARS, rank_env
 from distrun.backends.slurm.script import render_batch_script
@@ -119,6 +119,18 @@ def test_time_limit_is_a_backstop_behind_the_agents_timeout() -> None:
     # A timeout of 30 days is an ordinary training job; one beyond any wait is asked for as 100 years.
     assert slurm_time_limit(job(limits={"timeout": 30 * 86400, "grace_period": 0}), target) == "43201"
     assert slurm_time_limit(job(limits={"timeout": 1e300, "grace_period": 1e300}), target) == str(100 * 365 * 1440)
+
+
+def test_keys_with_no_meaning_on_slurm_are_noted_once(tmp_path: Path) -> None:
+    target = SlurmTarget.from_settings("hpc", {})
+    noted = _notes(
+        job(resources={"instance_count": 2, "shm_size": "8g", "docker_args": "--ipc=host"}), target, tmp_path
+    )
+    unused = [note for note in noted if "no meaning on Slurm compute" in note]
+    assert unused == [
+        "resources.shm_size, resources.docker_args: no meaning on Slurm compute; recorded with the job, not used"
+    ]
+    assert not any("no meaning" in note for note in _notes(job(), target, tmp_path))
 
 
 def test_job_dir_with_spaces_is_quoted() -> None:

@@ -33,6 +33,7 @@ from distrun.errors import DistrunError
 from distrun.job_status import JobStatus
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
+from distrun.report import unused_keys_note
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import JobFolder, Layout
@@ -147,6 +148,9 @@ def _notes(job: JobSpec, target: SlurmTarget, home: Path) -> list[str]:
     shared = shared_filesystem_note(home)
     if shared:
         notes.append(shared)
+    unused = unused_keys_note(job, "Slurm")
+    if unused:
+        notes.append(unused)
     if job.limits.timeout is not None:
         notes.append(
             f"limits.timeout {job.limits.timeout:g} s is enforced by the node agents; Slurm's --time "
