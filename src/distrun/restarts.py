@@ -45,7 +45,7 @@ class RestartPolicy:
 
     @classmethod
     def of(cls, limits: JobLimits) -> RestartPolicy:
-        return cls(limits.max_restarts or 0, limits.max_preemptions, frozenset(limits.no_restart_exit_codes))
+        return cls(limits.max_restarts or 0, limits.max_preemptions, frozenset(limits.no_restart_exit_codes or ()))
 
     @property
     def on(self) -> bool:

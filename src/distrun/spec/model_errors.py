@@ -202,6 +202,14 @@ def _type_names(errs: list[dict[str, Any]]) -> list[str]:
     return sorted({names.get(e["type"].removesuffix("_type"), e["type"].removesuffix("_type")) for e in errs})
 
 
+def _closest(word: str, allowed: list[str]) -> str | None:
+    """The allowed key most like `word` (by its own similarity, not difflib's ordering, which
+    put 'max_preemptions' before 'max_restarts' for 'max_retries'), if any is close."""
+    scored = [(difflib.SequenceMatcher(None, word, key).ratio(), key) for key in allowed]
+    best = max(scored, default=(0.0, ""))
+    return best[1] if best[0] >= 0.6 else None
+
+
 def translate(exc: Any, data: Any, smap: SourceMap) -> list[Problem]:
     """One `Problem` per document key pydantic found wrong (a key's several union errors are one)."""
     by_path: dict[KeyPath, list[dict[str, Any]]] = {}
@@ -213,9 +221,9 @@ def translate(exc: Any, data: Any, smap: SourceMap) -> list[Problem]:
         where = smap.find(path)
         if any(e["type"] == "extra_forbidden" for e in errs):
             allowed = fields_at(path[:-1], data)
-            close = difflib.get_close_matches(str(path[-1]), allowed, n=1, cutoff=0.6)
+            close = _closest(str(path[-1]), allowed)
             if close:
-                hint = f"did you mean {close[0]!r}?"
+                hint = f"did you mean {close!r}?"
             elif allowed:
                 hint = f"remove it; allowed keys here: {', '.join(allowed)}"
             else:

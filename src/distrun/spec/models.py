@@ -266,8 +266,8 @@ class JobLimits(StrictModel):
         ge=0,
         description="distrun extension: restarts after a preemption (default: unlimited when max_restarts is set)",
     )
-    no_restart_exit_codes: list[int] = Field(
-        default_factory=list, description="distrun extension: a rank exiting with one of these codes is not restarted"
+    no_restart_exit_codes: list[int] | None = Field(
+        None, description="distrun extension: a rank exiting with one of these codes is not restarted"
     )
 
     @property
