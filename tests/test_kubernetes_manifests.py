@@ -334,3 +334,19 @@ def test_an_environment_name_mapped_to_an_image_in_config_runs_that_image(tmp_pa
     rendered = preview(loaded, Layout(home), ComputeTarget("c", "kubernetes", {"jobset": "always"})).show()
     (role,) = pod_specs(rendered).values()
     assert role["template"]["spec"]["containers"][0]["image"] == "registry.example/acpt:2"
+
+
+def test_plan_with_jobset_auto_asks_no_cluster_and_says_which_form_it_shows(tmp_path: Path) -> None:
+    """Render contacts no engine: a kubeconfig naming a server nobody answers on changes nothing."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: x, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: x, context: {cluster: x, user: x}}]\nusers: [{name: x, user: {}}]\n"
+    )
+    loaded = load_job_file(str(REPO / "examples" / "pytorch-ddp" / "job.yml"), ())
+    target = ComputeTarget("c", "kubernetes", {"kubeconfig": str(kubeconfig), "image": "reg/distrun:1"})
+    rendered = preview(loaded, Layout(tmp_path / "home"), target).show()
+    assert [o["kind"] for o in rendered["objects"]] == ["ConfigMap", "JobSet"]
+    assert any("jobset: auto" in n and "Indexed Jobs" in n for n in rendered["notes"])
+    assert not any("could not be asked" in n for n in rendered["notes"])

@@ -336,15 +336,17 @@ class KubernetesBackend(Backend):
         preflight(target, spec)
 
     def render(self, job: PreparedJob, layout: Layout, code_dir: Path | None = None) -> RenderedJob:
-        """The objects and the plan. With `jobset: auto` the cluster is asked whether JobSet is installed
-        (the one question render asks an engine: the objects depend on it); unreachable, JobSet is assumed."""
+        """The objects and the plan; no cluster is asked (`distrun plan` works offline). With
+        `jobset: auto` the JobSet form is rendered; schedule asks the cluster and renders the
+        Indexed Jobs form instead when the JobSet CRD is not installed."""
         settings = kubernetes_target(job.target)
         notes: list[str] = []
-        try:
-            jobset = use_jobset(settings, KubernetesClient(settings) if settings.jobset == "auto" else None)
-        except DistrunError as exc:
-            jobset = True
-            notes.append(f"the cluster could not be asked whether JobSet is installed ({exc.message}): JobSet assumed")
+        jobset = use_jobset(settings, None)
+        if settings.jobset == "auto":
+            notes.append(
+                "jobset: auto - shown as one JobSet; when submitted, a cluster without the JobSet CRD gets "
+                "a headless Service and Indexed Jobs instead (set jobset: always or never to fix the form)"
+            )
         code = code_dir if code_dir is not None else (job.folder.code if job.folder.code.is_dir() else None)
         if code is None and job.spec.code is not None and not settings.code_in_image:
             notes.append("the code snapshot is added to the ConfigMap when the job is submitted")
@@ -367,6 +369,7 @@ class KubernetesBackend(Backend):
         paths = K8sPaths(job.folder.root)
         try:
             client = KubernetesClient(kubernetes_target(job.target))
+            request = _for_cluster(rendered, request, client, layout)
             job.folder.plan_json.write_text(json.dumps(request.plan.to_dict(), indent=2), encoding="utf-8")
             _write_json(paths.layout, _layout_dict(request.layout))
             _write_json(paths.objects, request.objects)
@@ -428,6 +431,21 @@ class KubernetesBackend(Backend):
             observe(KubernetesClient(settings), folder, load_layout(folder))
         except (DistrunError, OSError):
             pass
+
+
+def _for_cluster(
+    rendered: RenderedJob, request: KubernetesRequest, client: KubernetesClient, layout: Layout
+) -> KubernetesRequest:
+    """With `jobset: auto`, the form the cluster can run: render assumed JobSet without asking;
+    here the cluster is asked, and the job is rendered again as Indexed Jobs when it has no JobSet CRD."""
+    job = rendered.job
+    settings = kubernetes_target(job.target)
+    jobset = use_jobset(settings, client if settings.jobset == "auto" else None)
+    if jobset == request.layout.jobset:
+        return request
+    code = job.folder.code if job.folder.code.is_dir() else None
+    named = named_image(job.spec, layout.config_path)
+    return render_job(job.spec, settings, job.name, job.bindings, job.folder.root, code, jobset, named)
 
 
 def request_cancel(record: JobRecord, layout: Layout) -> None:
