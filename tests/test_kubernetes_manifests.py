@@ -350,3 +350,22 @@ def test_plan_with_jobset_auto_asks_no_cluster_and_says_which_form_it_shows(tmp_
     assert [o["kind"] for o in rendered["objects"]] == ["ConfigMap", "JobSet"]
     assert any("jobset: auto" in n and "Indexed Jobs" in n for n in rendered["notes"])
     assert not any("could not be asked" in n for n in rendered["notes"])
+
+
+def test_the_text_plan_lists_the_files_in_the_configmap_and_yaml_keeps_every_byte(tmp_path: Path) -> None:
+    import base64
+
+    from distrun.backends.kubernetes import objects_yaml
+    from distrun.backends.kubernetes.bundle import unpack
+
+    rendered = render(REPO / "examples" / "pytorch-ddp" / "job.yml", tmp_path)
+    configmap = rendered["objects"][0]
+    (data,) = configmap["binaryData"].values()
+    unpack(base64.b64decode(data), tmp_path / "unpacked")
+    shipped = sorted(str(p.relative_to(tmp_path / "unpacked")) for p in (tmp_path / "unpacked").rglob("*") if p.is_file())
+    assert any(name.startswith("code/") for name in shipped)
+    text = rendered["script"]
+    assert data not in text
+    for name in shipped:
+        assert name in text
+    assert data in objects_yaml(rendered["objects"])

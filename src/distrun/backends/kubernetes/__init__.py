@@ -16,6 +16,7 @@ into the job folder), `pod_agent` (runs in each pod). This module is the backend
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import tempfile
@@ -117,6 +118,18 @@ def named_image(job: JobSpec, config_path: Path) -> str | None:
     return str(image) if image else None
 
 
+def _bundle_summary(data: str) -> dict[str, Any]:
+    """The ConfigMap's bundle as sizes and a file list: the text plan stays readable (the data is
+    up to 1 MiB of base64), and `--output yaml` or `json` still prints every byte that is submitted."""
+    from distrun.backends.kubernetes.bundle import listing
+
+    raw = base64.b64decode(data)
+    return {
+        "summary": f"{len(data)} base64 characters: a gzipped tar of {len(raw)} bytes (--output yaml prints it)",
+        "files": listing(raw),
+    }
+
+
 def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str:
     from io import StringIO
 
@@ -127,11 +140,7 @@ def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str
         shown = []
         for obj in objects:
             if obj.get("binaryData"):
-                sizes = {
-                    k: f"<{len(v)} base64 characters: the job's files, code snapshot included>"
-                    for k, v in obj["binaryData"].items()
-                }
-                obj = {**obj, "binaryData": sizes}
+                obj = {**obj, "binaryData": {k: _bundle_summary(v) for k, v in obj["binaryData"].items()}}
             shown.append(obj)
     yaml = YAML()
     yaml.default_flow_style = False
