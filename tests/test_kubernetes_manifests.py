@@ -361,8 +361,9 @@ def test_the_text_plan_lists_the_files_in_the_configmap_and_yaml_keeps_every_byt
     rendered = render(REPO / "examples" / "pytorch-ddp" / "job.yml", tmp_path)
     configmap = rendered["objects"][0]
     (data,) = configmap["binaryData"].values()
-    unpack(base64.b64decode(data), tmp_path / "unpacked")
-    shipped = sorted(str(p.relative_to(tmp_path / "unpacked")) for p in (tmp_path / "unpacked").rglob("*") if p.is_file())
+    unpacked = tmp_path / "unpacked"
+    unpack(base64.b64decode(data), unpacked)
+    shipped = sorted(str(p.relative_to(unpacked)) for p in unpacked.rglob("*") if p.is_file())
     assert any(name.startswith("code/") for name in shipped)
     text = rendered["script"]
     assert data not in text
