@@ -42,6 +42,7 @@ from distrun.backends.kubernetes.pods import PodLayout, PodRole
 from distrun.backends.kubernetes.render import KubernetesRequest, render_request
 from distrun.backends.kubernetes.state import JobState, job_state, pod_view, termination_outcome
 from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
 from distrun.job_status import JobStatus
@@ -376,19 +377,13 @@ class KubernetesBackend(Backend):
         request = rendered.request.request
         index = JobIndex(layout.db_path)
         paths = K8sPaths(job.folder.root)
-        try:
+        with recorded_as_not_submitted(index, job.name, "the job's files"):
             client = KubernetesClient(kubernetes_target(job.target))
             request = _for_cluster(rendered, request, client, layout)
             job.folder.plan_json.write_text(json.dumps(request.plan.to_dict(), indent=2), encoding="utf-8")
             _write_json(paths.layout, _layout_dict(request.layout))
             _write_json(paths.objects, request.objects)
             submit(client, request)
-        except (DistrunError, OSError) as exc:
-            message = exc.message if isinstance(exc, DistrunError) else f"could not write the job's files: {exc}"
-            index.update(job.name, status=JobStatus.FAILED, reason=f"not submitted: {message}", ended_at=time.time())
-            if isinstance(exc, DistrunError):
-                raise
-            raise DistrunError(f"not submitted: {message}") from None
         namespace = kubernetes_target(job.target).namespace
         index.update(job.name, status=JobStatus.QUEUED, backend_id=f"{namespace}/{request.layout.object_name}")
         return index.get(job.name)
