@@ -370,3 +370,15 @@ def test_the_text_plan_lists_the_files_in_the_configmap_and_yaml_keeps_every_byt
     for name in shipped:
         assert name in text
     assert data in objects_yaml(rendered["objects"])
+
+
+def test_distrun_plan_shows_the_configmap_with_the_code_it_submits(tmp_path: Path) -> None:
+    from distrun.jobs import plan_job
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("compute:\n  k:\n    type: kubernetes\n    image: reg/distrun:1\n")
+    loaded = load_job_file(str(REPO / "examples" / "pytorch-ddp" / "job.yml"), ())
+    shown = plan_job(loaded, Layout(home), "k").show()
+    assert any(line.strip().startswith("- code/") for line in shown["script"].splitlines())
+    assert not any("added to the ConfigMap when the job is submitted" in n for n in shown["notes"])
