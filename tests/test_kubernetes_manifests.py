@@ -334,3 +334,51 @@ def test_an_environment_name_mapped_to_an_image_in_config_runs_that_image(tmp_pa
     rendered = preview(loaded, Layout(home), ComputeTarget("c", "kubernetes", {"jobset": "always"})).show()
     (role,) = pod_specs(rendered).values()
     assert role["template"]["spec"]["containers"][0]["image"] == "registry.example/acpt:2"
+
+
+def test_plan_with_jobset_auto_asks_no_cluster_and_says_which_form_it_shows(tmp_path: Path) -> None:
+    """Render contacts no engine: a kubeconfig naming a server nobody answers on changes nothing."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: x, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: x, context: {cluster: x, user: x}}]\nusers: [{name: x, user: {}}]\n"
+    )
+    loaded = load_job_file(str(REPO / "examples" / "pytorch-ddp" / "job.yml"), ())
+    target = ComputeTarget("c", "kubernetes", {"kubeconfig": str(kubeconfig), "image": "reg/distrun:1"})
+    rendered = preview(loaded, Layout(tmp_path / "home"), target).show()
+    assert [o["kind"] for o in rendered["objects"]] == ["ConfigMap", "JobSet"]
+    assert any("jobset: auto" in n and "Indexed Jobs" in n for n in rendered["notes"])
+    assert not any("could not be asked" in n for n in rendered["notes"])
+
+
+def test_the_text_plan_lists_the_files_in_the_configmap_and_yaml_keeps_every_byte(tmp_path: Path) -> None:
+    import base64
+
+    from distrun.backends.kubernetes import objects_yaml
+    from distrun.backends.kubernetes.bundle import unpack
+
+    rendered = render(REPO / "examples" / "pytorch-ddp" / "job.yml", tmp_path)
+    configmap = rendered["objects"][0]
+    (data,) = configmap["binaryData"].values()
+    unpacked = tmp_path / "unpacked"
+    unpack(base64.b64decode(data), unpacked)
+    shipped = sorted(str(p.relative_to(unpacked)) for p in unpacked.rglob("*") if p.is_file())
+    assert any(name.startswith("code/") for name in shipped)
+    text = rendered["script"]
+    assert data not in text
+    for name in shipped:
+        assert name in text
+    assert data in objects_yaml(rendered["objects"])
+
+
+def test_distrun_plan_shows_the_configmap_with_the_code_it_submits(tmp_path: Path) -> None:
+    from distrun.jobs import plan_job
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("compute:\n  k:\n    type: kubernetes\n    image: reg/distrun:1\n")
+    loaded = load_job_file(str(REPO / "examples" / "pytorch-ddp" / "job.yml"), ())
+    shown = plan_job(loaded, Layout(home), "k").show()
+    assert any(line.strip().startswith("- code/") for line in shown["script"].splitlines())
+    assert not any("added to the ConfigMap when the job is submitted" in n for n in shown["notes"])

@@ -74,6 +74,10 @@ def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> R
     spec = loaded.spec
     _check_restarts(backend, target, spec)
     name = spec.name or PREVIEW_NAME
+    if backend.kind == "kubernetes":  # its objects carry the code snapshot: the plan shows it as submit sends it
+        from distrun.backends.kubernetes import preview
+
+        return preview(loaded, layout, target, name)
     folder = layout.job(name)
     bindings = bind(loaded, spec, folder, materialize=False)
     return backend.render(PreparedJob(name, spec, folder, target, bindings), layout)

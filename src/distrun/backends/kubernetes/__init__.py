@@ -16,6 +16,7 @@ into the job folder), `pod_agent` (runs in each pod). This module is the backend
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import tempfile
@@ -41,6 +42,7 @@ from distrun.backends.kubernetes.pods import PodLayout, PodRole
 from distrun.backends.kubernetes.render import KubernetesRequest, render_request
 from distrun.backends.kubernetes.state import JobState, job_state, pod_view, termination_outcome
 from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
 from distrun.job_status import JobStatus
@@ -117,6 +119,18 @@ def named_image(job: JobSpec, config_path: Path) -> str | None:
     return str(image) if image else None
 
 
+def _bundle_summary(data: str) -> dict[str, Any]:
+    """The ConfigMap's bundle as sizes and a file list: the text plan stays readable (the data is
+    up to 1 MiB of base64), and `--output yaml` or `json` still prints every byte that is submitted."""
+    from distrun.backends.kubernetes.bundle import listing
+
+    raw = base64.b64decode(data)
+    return {
+        "summary": f"{len(data)} base64 characters: a gzipped tar of {len(raw)} bytes (--output yaml prints it)",
+        "files": listing(raw),
+    }
+
+
 def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str:
     from io import StringIO
 
@@ -127,11 +141,7 @@ def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str
         shown = []
         for obj in objects:
             if obj.get("binaryData"):
-                sizes = {
-                    k: f"<{len(v)} base64 characters: the job's files, code snapshot included>"
-                    for k, v in obj["binaryData"].items()
-                }
-                obj = {**obj, "binaryData": sizes}
+                obj = {**obj, "binaryData": {k: _bundle_summary(v) for k, v in obj["binaryData"].items()}}
             shown.append(obj)
     yaml = YAML()
     yaml.default_flow_style = False
@@ -336,15 +346,17 @@ class KubernetesBackend(Backend):
         preflight(target, spec)
 
     def render(self, job: PreparedJob, layout: Layout, code_dir: Path | None = None) -> RenderedJob:
-        """The objects and the plan. With `jobset: auto` the cluster is asked whether JobSet is installed
-        (the one question render asks an engine: the objects depend on it); unreachable, JobSet is assumed."""
+        """The objects and the plan; no cluster is asked (`distrun plan` works offline). With
+        `jobset: auto` the JobSet form is rendered; schedule asks the cluster and renders the
+        Indexed Jobs form instead when the JobSet CRD is not installed."""
         settings = kubernetes_target(job.target)
         notes: list[str] = []
-        try:
-            jobset = use_jobset(settings, KubernetesClient(settings) if settings.jobset == "auto" else None)
-        except DistrunError as exc:
-            jobset = True
-            notes.append(f"the cluster could not be asked whether JobSet is installed ({exc.message}): JobSet assumed")
+        jobset = use_jobset(settings, None)
+        if settings.jobset == "auto":
+            notes.append(
+                "jobset: auto - shown as one JobSet; when submitted, a cluster without the JobSet CRD gets "
+                "a headless Service and Indexed Jobs instead (set jobset: always or never to fix the form)"
+            )
         code = code_dir if code_dir is not None else (job.folder.code if job.folder.code.is_dir() else None)
         if code is None and job.spec.code is not None and not settings.code_in_image:
             notes.append("the code snapshot is added to the ConfigMap when the job is submitted")
@@ -365,18 +377,13 @@ class KubernetesBackend(Backend):
         request = rendered.request.request
         index = JobIndex(layout.db_path)
         paths = K8sPaths(job.folder.root)
-        try:
+        with recorded_as_not_submitted(index, job.name, "the job's files"):
             client = KubernetesClient(kubernetes_target(job.target))
+            request = _for_cluster(rendered, request, client, layout)
             job.folder.plan_json.write_text(json.dumps(request.plan.to_dict(), indent=2), encoding="utf-8")
             _write_json(paths.layout, _layout_dict(request.layout))
             _write_json(paths.objects, request.objects)
             submit(client, request)
-        except (DistrunError, OSError) as exc:
-            message = exc.message if isinstance(exc, DistrunError) else f"could not write the job's files: {exc}"
-            index.update(job.name, status=JobStatus.FAILED, reason=f"not submitted: {message}", ended_at=time.time())
-            if isinstance(exc, DistrunError):
-                raise
-            raise DistrunError(f"not submitted: {message}") from None
         namespace = kubernetes_target(job.target).namespace
         index.update(job.name, status=JobStatus.QUEUED, backend_id=f"{namespace}/{request.layout.object_name}")
         return index.get(job.name)
@@ -428,6 +435,21 @@ class KubernetesBackend(Backend):
             observe(KubernetesClient(settings), folder, load_layout(folder))
         except (DistrunError, OSError):
             pass
+
+
+def _for_cluster(
+    rendered: RenderedJob, request: KubernetesRequest, client: KubernetesClient, layout: Layout
+) -> KubernetesRequest:
+    """With `jobset: auto`, the form the cluster can run: render assumed JobSet without asking;
+    here the cluster is asked, and the job is rendered again as Indexed Jobs when it has no JobSet CRD."""
+    job = rendered.job
+    settings = kubernetes_target(job.target)
+    jobset = use_jobset(settings, client if settings.jobset == "auto" else None)
+    if jobset == request.layout.jobset:
+        return request
+    code = job.folder.code if job.folder.code.is_dir() else None
+    named = named_image(job.spec, layout.config_path)
+    return render_job(job.spec, settings, job.name, job.bindings, job.folder.root, code, jobset, named)
 
 
 def request_cancel(record: JobRecord, layout: Layout) -> None:

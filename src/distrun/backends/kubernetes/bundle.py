@@ -67,6 +67,16 @@ def encoded(bundle: bytes) -> str:
     return base64.b64encode(bundle).decode("ascii")
 
 
+def listing(bundle: bytes, most: int = 40) -> list[str]:
+    """What a bundle holds, for `distrun plan`: each file with its size (the first `most`)."""
+    with tarfile.open(fileobj=io.BytesIO(bundle), mode="r:gz") as tar:
+        members = [m for m in tar.getmembers() if m.isfile()]
+    shown = [f"{m.name} ({m.size} bytes)" for m in members[:most]]
+    if len(members) > most:
+        shown.append(f"... and {len(members) - most} more files")
+    return shown
+
+
 def unpack(bundle: bytes, dest: Path) -> None:
     """In the pod: the bundle into the job folder; names that would leave it are refused."""
     with tarfile.open(fileobj=io.BytesIO(bundle), mode="r:gz") as tar:

@@ -28,8 +28,8 @@ from distrun.backends.slurm.node_agent import outcome_channel
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import JobState, job_state, read_canceled_at
 from distrun.backends.slurm.target import SlurmTarget, pinned_master_port, slurm_time_limit
+from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.backends.targets import ComputeTarget, resolve_target
-from distrun.errors import DistrunError
 from distrun.job_status import JobStatus
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
@@ -233,18 +233,12 @@ class SlurmBackend(Backend):
         request = rendered.request
         assert isinstance(request, SlurmBatchJob)
         index = JobIndex(layout.db_path)
-        try:
+        with recorded_as_not_submitted(index, job.name, "the job's Slurm files"):
             cluster = SlurmCluster(slurm_target(job.target))
             # The plan as far as it is known here; node 0 replaces it with the real hosts and ports.
             job.folder.plan_json.write_text(json.dumps(rendered.plan.to_dict(), indent=2), encoding="utf-8")
             cluster.preflight(job.spec)
             job_id = cluster.submit(request.script, job.folder.root)
-        except (DistrunError, OSError) as exc:
-            message = exc.message if isinstance(exc, DistrunError) else f"could not write the job's Slurm files: {exc}"
-            index.update(job.name, status=JobStatus.FAILED, reason=f"not submitted: {message}", ended_at=time.time())
-            if isinstance(exc, DistrunError):
-                raise
-            raise DistrunError(f"not submitted: {message}") from None
         index.update(job.name, status=JobStatus.QUEUED, backend_id=job_id)
         return index.get(job.name)
 
