@@ -67,20 +67,13 @@ def _record_backend(layout: Layout, record: JobRecord) -> Backend:
 
 def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> RenderedJob:
     """What the job would be on its compute target, computed without touching the store or the engine."""
-    from distrun.submission import PreparedJob, bind, choose_target
+    from distrun.submission import choose_target
 
     target = choose_target(loaded, layout, compute)
     backend = backend_of(target)
     spec = loaded.spec
     _check_restarts(backend, target, spec)
-    name = spec.name or PREVIEW_NAME
-    if backend.kind == "kubernetes":  # its objects carry the code snapshot: the plan shows it as submit sends it
-        from distrun.backends.kubernetes import preview
-
-        return preview(loaded, layout, target, name)
-    folder = layout.job(name)
-    bindings = bind(loaded, spec, folder, materialize=False)
-    return backend.render(PreparedJob(name, spec, folder, target, bindings), layout)
+    return backend.plan(loaded, layout, target, spec.name or PREVIEW_NAME)
 
 
 def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str | None) -> tuple[Backend, RenderedJob]:

@@ -39,6 +39,7 @@ from distrun.spec.models import DEFAULT_GRACE_PERIOD
 if TYPE_CHECKING:
     from distrun.backends.targets import ComputeTarget
     from distrun.plan.model import LaunchPlan
+    from distrun.spec.loader import LoadedJob
     from distrun.spec.models import JobSpec
     from distrun.store.index import JobRecord
     from distrun.store.layout import Layout
@@ -195,6 +196,20 @@ class Backend(ABC):
         it with a job that has no record and whose folder does not exist). Deterministic for the
         same job, target and layout, except values the notes call placeholders.
         """
+
+    def plan(self, loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str) -> RenderedJob:
+        """`distrun plan`: the job rendered as submit would render it, with no record, folder or engine.
+
+        The default binds the inputs without fetching them and calls `render`. A backend whose
+        request carries more than the job's files (Kubernetes: the code snapshot in its ConfigMap)
+        overrides it so that the plan shows every byte submit would send.
+        """
+        from distrun.submission import PreparedJob, bind
+
+        spec = loaded.spec
+        folder = layout.job(name)
+        bindings = bind(loaded, spec, folder, materialize=False)
+        return self.render(PreparedJob(name, spec, folder, target, bindings), layout)
 
     @abstractmethod
     def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:

@@ -342,6 +342,9 @@ class KubernetesBackend(Backend):
     def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
         KubernetesTarget.from_settings(target_name, settings)
 
+    def plan(self, loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str) -> RenderedJob:
+        return preview(loaded, layout, target, name)
+
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
         preflight(target, spec)
 
