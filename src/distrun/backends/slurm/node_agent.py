@@ -22,11 +22,12 @@ import argparse
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from distrun.agent.node import NodeJob
     from distrun.agent.node_facts import NodeFacts
     from distrun.agent.outcome_channel import FolderOutcomeChannel
 
@@ -100,6 +101,8 @@ def slurm_facts(env: Mapping[str, str], job_dir: Path, pinned_port: int | None, 
         base_env=rank_env(env),
         engine=ENGINE,
         engine_job_id=env["SLURM_JOB_ID"],
+        # The batch script's attempt counter (a job with restarts); 0 for a job that runs once.
+        restart_count=int(count) if (count := env.get("DISTRUN_RESTART_COUNT", "")).isdigit() else 0,
     )
 
 
@@ -132,8 +135,26 @@ def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
         # MPI: the hostfile names Slurm's nodes, and mpirun may start daemons on them with srun.
         adapt_plan=lambda plan: slurm_mpi.for_slurm(plan, facts.node_names),
         stop_requested=stop_requested,
+        preempted_by=preemption_test(job),
     )
     return agent.exit_code(outcome)
+
+
+def preemption_test(job: NodeJob) -> Callable[[int], bool] | None:
+    """A job with restarts: a SIGTERM without `distrun job cancel`'s note (slurm/cancel) preempts it.
+
+    Slurm preemption signals every step; the batch script forwards a SIGTERM it got (`--signal=B:`,
+    `scancel --signal=TERM --batch`) to the steps. A cancel writes slurm/cancel before scancel.
+    """
+    import signal
+
+    from distrun.backends.slurm.layout import SlurmPaths
+    from distrun.restarts import RestartPolicy
+
+    if not RestartPolicy.of(job.spec.limits).on:
+        return None
+    cancel = SlurmPaths(job.folder.root).cancel
+    return lambda signum: signum == signal.SIGTERM and not cancel.exists()
 
 
 def report_setup_failure(job_dir: Path, env: Mapping[str, str], message: str) -> None:

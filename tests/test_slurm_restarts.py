@@ -1,0 +1,156 @@
+"""Restarts and preemption on Slurm: the batch script's attempt loop, on the real 2-node test cluster.
+
+The same jobs as tests/test_restarts.py (local compute): a rank that fails on attempt 0 only, a
+no-restart exit code, a SIGTERM from outside (`scancel --signal=TERM --batch`, what Slurm's
+`--signal=B:TERM@...` warning before preemption delivers). The pure parts come first.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from clusters.slurm_cluster import SlurmCluster
+from conftest import processes_of_job, record, wait_for
+from distrun.agent.node_facts import NodeOutcome
+from distrun.backends.slurm.attempts import attempt_state, restart_aware_status
+from distrun.backends.slurm.script import render_batch_script
+from distrun.backends.slurm.target import SlurmTarget
+from distrun.job_status import JobStatus
+from distrun.spec.models import JobSpec
+from test_restarts import CHECKPOINTS, FAIL_ONCE, RANKS, with_limits
+from test_slurm_jobs import hpc  # noqa: F401 (the compute target fixture)
+
+# ---------------------------------------------------------------- pure: script and states
+
+
+def _script(limits: dict) -> str:
+    spec = JobSpec.model_validate({"command": "python train.py", "limits": limits})
+    target = SlurmTarget.from_settings("hpc", {"partition": "debug"})
+    return render_batch_script(spec, target, job_name="j", job_dir="/shared/jobs/j", python="python3")
+
+
+def test_a_job_with_restarts_is_requeueable_and_loops_over_attempts() -> None:
+    script = _script({"max_restarts": 2, "grace_period": 60})
+    for line in ("#SBATCH --requeue", "#SBATCH --open-mode=append", "#SBATCH --signal=B:TERM@90"):
+        assert line in script.splitlines()
+    assert "trap preempted TERM" in script
+    assert 'export DISTRUN_RESTART_COUNT="$NEXT" TORCHELASTIC_RESTART_COUNT="$NEXT"' in script
+    assert 'requeue) scontrol requeue "$SLURM_JOB_ID"; exit 0 ;;' in script
+    assert "exec srun" not in script
+
+
+def test_a_job_without_restarts_keeps_the_plain_script() -> None:
+    script = _script({})
+    assert "--requeue" not in script and "trap" not in script
+    assert "\nexec srun --nodes=1" in script
+
+
+def _outcome(node: int, status: JobStatus, failed_at: float | None = None) -> NodeOutcome:
+    root = {"name": f"rank_{node}", "exit_code": 3} if status == JobStatus.FAILED else None
+    return NodeOutcome(
+        node, f"n{node + 1}", status, f"node {node} {status}", 1.0, 2.0, root_cause=root, failed_at=failed_at
+    )
+
+
+def test_an_attempt_ends_failed_before_canceled_before_preempted() -> None:
+    failed = [_outcome(0, JobStatus.FAILED, 5.0), _outcome(1, JobStatus.PREEMPTED)]
+    assert attempt_state(failed, 2, canceled=True, preempted="preempted (x)")[0] == JobStatus.FAILED
+    stopped = [_outcome(0, JobStatus.CANCELED), _outcome(1, JobStatus.CANCELED)]
+    assert attempt_state(stopped, 2, canceled=True, preempted="preempted (x)")[0] == JobStatus.CANCELED
+    assert attempt_state(stopped, 2, canceled=False, preempted="preempted (x)")[:2] == (
+        JobStatus.PREEMPTED,
+        "preempted (x)",
+    )
+    done = [_outcome(0, JobStatus.COMPLETED), _outcome(1, JobStatus.COMPLETED)]
+    assert attempt_state(done, 2, canceled=False, preempted=None)[0] == JobStatus.COMPLETED
+    status, reason, _ = attempt_state(done[:1], 2, canceled=False, preempted=None)
+    assert status == JobStatus.FAILED and "node(s) 1 wrote no outcome" in reason
+
+
+def test_between_attempts_the_job_stays_running_until_slurm_ended_it() -> None:
+    failed = (JobStatus.FAILED, "rank 1 failed", {"name": "rank_1"})
+    assert restart_aware_status(JobStatus.RUNNING, failed, [])[0] == JobStatus.RUNNING
+    first = {"attempt": 0, "status": "Failed", "reason": "rank 1 failed; failed: restart 1 of 2", "restarted": True}
+    queued = restart_aware_status(JobStatus.QUEUED, (JobStatus.QUEUED, "", None), [first])
+    assert queued == (JobStatus.QUEUED, "attempt 1 after: rank 1 failed; failed: restart 1 of 2", None)
+    last = {"attempt": 1, "status": "Preempted", "reason": "preempted; limits.max_preemptions is 0"}
+    ended = restart_aware_status(JobStatus.COMPLETED, (JobStatus.COMPLETED, "", None), [first, last])
+    assert ended == (JobStatus.PREEMPTED, "preempted; limits.max_preemptions is 0", None)
+
+
+# ---------------------------------------------------------------- real jobs on the cluster
+
+
+def job_folder(home: Path, name: str) -> Path:
+    return home / "jobs" / name
+
+
+def test_a_rank_failing_on_the_first_attempt_only_completes_on_the_second(run_cli, write_job, hpc, distrun_home):  # noqa: F811
+    job = write_job(with_limits(FAIL_ONCE, "max_restarts: 2"))
+    done = run_cli("run", str(job), "--compute", hpc, "--name", "once", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = record(distrun_home, "once")
+    assert rec["status"] == "Completed", rec
+    attempts = rec["attempts"]
+    assert [(a["attempt"], a["status"], a["restarted"]) for a in attempts] == [
+        (0, "Failed", True),
+        (1, "Completed", False),
+    ]
+    assert attempts[0]["root_cause"]["name"] == "rank_1" and attempts[0]["root_cause"]["exit_code"] == 3
+    assert attempts[0]["reason"] == "rank 1 on node 0 exited with code 3"
+    logs = job_folder(distrun_home, "once") / "user_logs"
+    assert attempts[0]["logs"] == "user_logs/attempt_0" and attempts[1]["logs"] == "user_logs"
+    assert attempts[0]["root_cause"]["log"] == str(logs / "attempt_0" / "std_log_process_01.txt")
+    # Both attempts' logs are kept, each rank saw its attempt number, and the outputs carried over.
+    assert (logs / "attempt_0" / "std_log_process_01.txt").read_text() == "rank 1 attempt 0 0\n"
+    assert (logs / "std_log_process_01.txt").read_text() == "rank 1 attempt 1 1\n"
+    assert (logs / "std_log_process_02.txt").read_text() == "rank 2 attempt 1 1\n"
+    # Attempt 0's node outcomes are kept beside the channel; the record's processes are attempt 1's.
+    kept = job_folder(distrun_home, "once") / "slurm" / "attempt_0"
+    assert json.loads((kept / "node_00.json").read_text())["status"] == "Failed"
+    assert [p["exit_code"] for p in rec["processes"]] == [0, 0, 0, 0]
+
+
+def test_a_no_restart_exit_code_fails_at_once(run_cli, write_job, hpc, distrun_home):  # noqa: F811
+    job = write_job(with_limits(FAIL_ONCE, "max_restarts: 2", "no_restart_exit_codes: [3]"))
+    done = run_cli("run", str(job), "--compute", hpc, "--name", "final", timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    rec = record(distrun_home, "final")
+    assert rec["status"] == "Failed"
+    assert rec["reason"].endswith("exited with code 3; not restarted: exit code 3 is in limits.no_restart_exit_codes")
+    assert [a["status"] for a in rec["attempts"]] == ["Failed"]
+    assert not (job_folder(distrun_home, "final") / "user_logs" / "attempt_0").exists()
+
+
+def test_sigterm_from_outside_preempts_requeues_and_restarts_the_job(
+    run_cli,
+    write_job,
+    hpc,  # noqa: F811
+    slurm_cluster: SlurmCluster,
+    distrun_home,
+):
+    job = write_job(with_limits(CHECKPOINTS, "max_restarts: 1", grace=20))
+    created = run_cli("run", "-d", str(job), "--compute", hpc, "--name", "spot", "-o", "json")
+    assert created.returncode == 0, created.stdout + created.stderr
+    logs = job_folder(distrun_home, "spot") / "user_logs"
+
+    def all_up() -> bool:
+        files = [logs / f"std_log_process_0{rank}.txt" for rank in RANKS]
+        return all(f.is_file() and "attempt 0" in f.read_text() for f in files)
+
+    wait_for(all_up, timeout=120)
+    job_id = record(distrun_home, "spot")["backend_id"]
+    # What Slurm's --signal=B:TERM@... delivers before a preemption: SIGTERM to the batch script only.
+    slurm_cluster.run(["scancel", "--signal=TERM", "--batch", job_id])
+    wait_for(lambda: record(distrun_home, "spot")["status"] in ("Completed", "Failed", "Preempted"), timeout=240)
+    rec = record(distrun_home, "spot")
+    assert rec["status"] == "Completed", rec
+    attempts = rec["attempts"]
+    assert [(a["status"], a["restarted"]) for a in attempts] == [("Preempted", True), ("Completed", False)]
+    assert attempts[0]["reason"].startswith("preempted (SIGTERM from outside at ")
+    for rank in RANKS:
+        # Every rank had the grace period to save its checkpoint, and attempt 1 resumed from it.
+        assert (logs / "attempt_0" / f"std_log_process_0{rank}.txt").read_text().endswith("saved\n")
+        assert (logs / f"std_log_process_0{rank}.txt").read_text() == f"rank {rank} attempt 1 resumed True\n"
+    wait_for(lambda: processes_of_job("spot") == [], timeout=30)
