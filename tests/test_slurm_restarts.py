@@ -46,6 +46,17 @@ def test_a_job_without_restarts_keeps_the_plain_script() -> None:
     assert "\nexec srun --nodes=1" in script
 
 
+def test_plan_shows_the_requeue_and_signal_lines(run_cli, write_job):
+    # Render is pure: no cluster is asked (the target points nowhere).
+    created = run_cli("compute", "create", "--name", "far", "--type", "slurm", "--set", "partition=debug")
+    assert created.returncode == 0, created.stderr
+    shown = run_cli("plan", str(write_job(with_limits(FAIL_ONCE, "max_restarts: 2"))), "--compute", "far")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    for line in ("#SBATCH --requeue", "#SBATCH --signal=B:TERM@33", "trap preempted TERM"):
+        assert line in shown.stdout
+    assert "restarts: the batch script runs the attempts" in shown.stdout
+
+
 def _outcome(node: int, status: JobStatus, failed_at: float | None = None) -> NodeOutcome:
     root = {"name": f"rank_{node}", "exit_code": 3} if status == JobStatus.FAILED else None
     return NodeOutcome(
@@ -77,6 +88,9 @@ def test_between_attempts_the_job_stays_running_until_slurm_ended_it() -> None:
     last = {"attempt": 1, "status": "Preempted", "reason": "preempted; limits.max_preemptions is 0"}
     ended = restart_aware_status(JobStatus.COMPLETED, (JobStatus.COMPLETED, "", None), [first, last])
     assert ended == (JobStatus.PREEMPTED, "preempted; limits.max_preemptions is 0", None)
+    # The script died between attempts (killed, or scontrol requeue refused): said, not "Completed".
+    lost = restart_aware_status(JobStatus.COMPLETED, (JobStatus.FAILED, "node(s) 0, 1 wrote no outcome", None), [first])
+    assert lost[0] == JobStatus.FAILED and lost[1].startswith("Slurm ended the job before attempt 1 ran")
 
 
 # ---------------------------------------------------------------- real jobs on the cluster
@@ -123,6 +137,26 @@ def test_a_no_restart_exit_code_fails_at_once(run_cli, write_job, hpc, distrun_h
     assert not (job_folder(distrun_home, "final") / "user_logs" / "attempt_0").exists()
 
 
+def _start(run_cli, write_job, home: Path, name: str, *limits: str) -> str:
+    """Start the checkpointing job with `limits` in the background; returns once every rank is up."""
+    job = write_job(with_limits(CHECKPOINTS, *limits, grace=20))
+    created = run_cli("run", "-d", str(job), "--compute", "hpc", "--name", name, "-o", "json")
+    assert created.returncode == 0, created.stdout + created.stderr
+    logs = job_folder(home, name) / "user_logs"
+
+    def all_up() -> bool:
+        files = [logs / f"std_log_process_0{rank}.txt" for rank in RANKS]
+        return all(f.is_file() and "attempt 0" in f.read_text() for f in files)
+
+    wait_for(all_up, timeout=120)
+    return record(home, name)["backend_id"]
+
+
+def _ended(home: Path, name: str) -> dict:
+    wait_for(lambda: record(home, name)["status"] in ("Completed", "Failed", "Preempted", "Canceled"), timeout=240)
+    return record(home, name)
+
+
 def test_sigterm_from_outside_preempts_requeues_and_restarts_the_job(
     run_cli,
     write_job,
@@ -130,21 +164,11 @@ def test_sigterm_from_outside_preempts_requeues_and_restarts_the_job(
     slurm_cluster: SlurmCluster,
     distrun_home,
 ):
-    job = write_job(with_limits(CHECKPOINTS, "max_restarts: 1", grace=20))
-    created = run_cli("run", "-d", str(job), "--compute", hpc, "--name", "spot", "-o", "json")
-    assert created.returncode == 0, created.stdout + created.stderr
-    logs = job_folder(distrun_home, "spot") / "user_logs"
-
-    def all_up() -> bool:
-        files = [logs / f"std_log_process_0{rank}.txt" for rank in RANKS]
-        return all(f.is_file() and "attempt 0" in f.read_text() for f in files)
-
-    wait_for(all_up, timeout=120)
-    job_id = record(distrun_home, "spot")["backend_id"]
+    job_id = _start(run_cli, write_job, distrun_home, "spot", "max_restarts: 1")
     # What Slurm's --signal=B:TERM@... delivers before a preemption: SIGTERM to the batch script only.
     slurm_cluster.run(["scancel", "--signal=TERM", "--batch", job_id])
-    wait_for(lambda: record(distrun_home, "spot")["status"] in ("Completed", "Failed", "Preempted"), timeout=240)
-    rec = record(distrun_home, "spot")
+    rec = _ended(distrun_home, "spot")
+    logs = job_folder(distrun_home, "spot") / "user_logs"
     assert rec["status"] == "Completed", rec
     attempts = rec["attempts"]
     assert [(a["status"], a["restarted"]) for a in attempts] == [("Preempted", True), ("Completed", False)]
@@ -154,3 +178,30 @@ def test_sigterm_from_outside_preempts_requeues_and_restarts_the_job(
         assert (logs / "attempt_0" / f"std_log_process_0{rank}.txt").read_text().endswith("saved\n")
         assert (logs / f"std_log_process_0{rank}.txt").read_text() == f"rank {rank} attempt 1 resumed True\n"
     wait_for(lambda: processes_of_job("spot") == [], timeout=30)
+
+
+def test_preemptions_beyond_max_preemptions_end_the_job_preempted(
+    run_cli,
+    write_job,
+    hpc,  # noqa: F811
+    slurm_cluster: SlurmCluster,
+    distrun_home,
+):
+    job_id = _start(run_cli, write_job, distrun_home, "evicted", "max_restarts: 3", "max_preemptions: 0")
+    slurm_cluster.run(["scancel", "--signal=TERM", "--batch", job_id])
+    rec = _ended(distrun_home, "evicted")
+    assert rec["status"] == "Preempted", rec
+    assert rec["reason"].endswith("; preempted 1 time(s); limits.max_preemptions is 0")
+    assert [a["status"] for a in rec["attempts"]] == ["Preempted"]
+    wait_for(lambda: processes_of_job("evicted") == [], timeout=30)
+
+
+def test_job_cancel_still_cancels_a_job_with_restarts(run_cli, write_job, hpc, distrun_home):  # noqa: F811
+    _start(run_cli, write_job, distrun_home, "stop_it", "max_restarts: 3")
+    assert run_cli("job", "cancel", "stop_it").returncode == 0
+    rec = _ended(distrun_home, "stop_it")
+    assert rec["status"] == "Canceled", rec
+    # Recorded as an attempt when the batch script outlived the cancel long enough to write it down.
+    assert [a["status"] for a in rec["attempts"] or []] in ([], ["Canceled"])
+    assert not (job_folder(distrun_home, "stop_it") / "user_logs" / "attempt_0").exists()
+    wait_for(lambda: processes_of_job("stop_it") == [], timeout=30)

@@ -199,6 +199,10 @@ def restart_aware_status(
     if slurm_done:
         if last is not None and not last.get("restarted"):
             return JobStatus(last["status"]), str(last.get("reason", "")), last.get("root_cause")
+        if last is not None and root is None and status == JobStatus.FAILED:
+            # The next attempt never reported: the script ended (or was killed) between attempts.
+            why = f"Slurm ended the job before attempt {len(attempts)} ran: see slurm/output.txt in the job folder"
+            return JobStatus.FAILED, why, None
         return status, reason, root
     if status == JobStatus.CANCEL_REQUESTED:
         return observed

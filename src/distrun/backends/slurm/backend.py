@@ -153,6 +153,11 @@ def _notes(job: JobSpec, target: SlurmTarget, home: Path) -> list[str]:
     unused = unused_keys_note(job, "Slurm")
     if unused:
         notes.append(unused)
+    if RestartPolicy.of(job.limits).on:
+        notes.append(
+            "restarts: the batch script runs the attempts (srun again after a failure, scontrol requeue after a "
+            "preemption); DISTRUN_RESTART_COUNT below is attempt 0's (docs/restarts.md)"
+        )
     if job.limits.timeout is not None:
         notes.append(
             f"limits.timeout {job.limits.timeout:g} s is enforced by the node agents; Slurm's --time "
