@@ -126,6 +126,26 @@ def test_a_rank_failing_on_the_first_attempt_only_completes_on_the_second(run_cl
     assert [p["exit_code"] for p in rec["processes"]] == [0, 0, 0, 0]
 
 
+# Attempt 0: rank 1 fails after a moment while the others wait; attempt 1: every rank completes.
+FAIL_WHILE_OTHERS_RUN = """python -c "import os, sys, time;
+      first = os.environ['DISTRUN_RESTART_COUNT'] == '0';
+      print('rank', os.environ['RANK'], 'up', flush=True);
+      first and time.sleep(2 if os.environ['RANK'] == '1' else 300);
+      sys.exit(3 if first else 0)\""""
+
+
+def test_the_other_node_stopped_by_a_failure_is_not_preempted(run_cli, write_job, hpc, distrun_home):  # noqa: F811
+    # srun ends node 1's agent with SIGTERM after node 0's rank failed: a failure, not a preemption.
+    job = write_job(with_limits(FAIL_WHILE_OTHERS_RUN, "max_restarts: 1"))
+    done = run_cli("run", str(job), "--compute", hpc, "--name", "peer", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = record(distrun_home, "peer")
+    assert [a["status"] for a in rec["attempts"]] == ["Failed", "Completed"]
+    kept = job_folder(distrun_home, "peer") / "slurm" / "attempt_0"
+    assert json.loads((kept / "node_00.json").read_text())["status"] == "Failed"
+    assert json.loads((kept / "node_01.json").read_text())["status"] == "Canceled"
+
+
 def test_a_no_restart_exit_code_fails_at_once(run_cli, write_job, hpc, distrun_home):  # noqa: F811
     job = write_job(with_limits(FAIL_ONCE, "max_restarts: 2", "no_restart_exit_codes: [3]"))
     done = run_cli("run", str(job), "--compute", hpc, "--name", "final", timeout=300)

@@ -128,33 +128,42 @@ def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
         return agent.EXIT_NO_JOB
     pinned = job.spec.environment_variables.get("MASTER_PORT")
     facts = slurm_facts(env, job_dir, int(pinned) if pinned and pinned.isdigit() else None, task_port_count(job.spec))
+    channel = outcome_channel(job_dir, facts.node_count)
     outcome = agent.run_node(
         facts,
-        outcome_channel(job_dir, facts.node_count),
+        channel,
         job,
         # MPI: the hostfile names Slurm's nodes, and mpirun may start daemons on them with srun.
         adapt_plan=lambda plan: slurm_mpi.for_slurm(plan, facts.node_names),
         stop_requested=stop_requested,
-        preempted_by=preemption_test(job),
+        preempted_by=preemption_test(job, channel),
     )
     return agent.exit_code(outcome)
 
 
-def preemption_test(job: NodeJob) -> Callable[[int], bool] | None:
-    """A job with restarts: a SIGTERM without `distrun job cancel`'s note (slurm/cancel) preempts it.
+def preemption_test(job: NodeJob, channel: FolderOutcomeChannel) -> Callable[[int], bool] | None:
+    """A job with restarts: a SIGTERM is a preemption unless it comes with a cancel or a failure.
 
     Slurm preemption signals every step; the batch script forwards a SIGTERM it got (`--signal=B:`,
-    `scancel --signal=TERM --batch`) to the steps. A cancel writes slurm/cancel before scancel.
+    `scancel --signal=TERM --batch`) to the steps. `distrun job cancel` writes slurm/cancel before
+    scancel; a node whose rank failed publishes its outcome before srun ends the other nodes.
     """
     import signal
 
     from distrun.backends.slurm.layout import SlurmPaths
+    from distrun.job_status import JobStatus
     from distrun.restarts import RestartPolicy
 
     if not RestartPolicy.of(job.spec.limits).on:
         return None
     cancel = SlurmPaths(job.folder.root).cancel
-    return lambda signum: signum == signal.SIGTERM and not cancel.exists()
+
+    def preempts(signum: int) -> bool:
+        if signum != signal.SIGTERM or cancel.exists():
+            return False
+        return all(o.status != JobStatus.FAILED for o in channel.outcomes().values())
+
+    return preempts
 
 
 def report_setup_failure(job_dir: Path, env: Mapping[str, str], message: str) -> None:
