@@ -104,6 +104,7 @@ def test_a_rank_failing_on_the_first_attempt_only_completes_on_the_second(run_cl
     job = write_job(with_limits(FAIL_ONCE, "max_restarts: 2"))
     done = run_cli("run", str(job), "--compute", hpc, "--name", "once", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "Attempts: 2\n  attempt 0: Failed, rank 1 on node 0 exited with code 3\n" in done.stdout
     rec = record(distrun_home, "once")
     assert rec["status"] == "Completed", rec
     attempts = rec["attempts"]
