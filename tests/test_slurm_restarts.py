@@ -226,3 +226,22 @@ def test_job_cancel_still_cancels_a_job_with_restarts(run_cli, write_job, hpc, d
     assert [a["status"] for a in rec["attempts"] or []] in ([], ["Canceled"])
     assert not (job_folder(distrun_home, "stop_it") / "user_logs" / "attempt_0").exists()
     wait_for(lambda: processes_of_job("stop_it") == [], timeout=30)
+
+
+def test_a_requeue_by_slurm_itself_is_recorded_preempted_and_restarted(
+    run_cli,
+    write_job,
+    hpc,  # noqa: F811
+    slurm_cluster: SlurmCluster,
+    distrun_home,
+):
+    # What Slurm does on its own (PreemptMode=REQUEUE, an administrator): stop the job and queue it again.
+    job_id = _start(run_cli, write_job, distrun_home, "bumped", "max_restarts: 1")
+    slurm_cluster.run(["scontrol", "requeue", job_id])
+    rec = _ended(distrun_home, "bumped")
+    assert rec["status"] == "Completed", rec
+    assert [(a["status"], a["restarted"]) for a in rec["attempts"]] == [("Preempted", True), ("Completed", False)]
+    logs = job_folder(distrun_home, "bumped") / "user_logs"
+    assert (logs / "attempt_0" / "std_log_process_00.txt").read_text().startswith("rank 0 attempt 0 resumed False\n")
+    assert (logs / "std_log_process_00.txt").read_text().startswith("rank 0 attempt 1 resumed")
+    wait_for(lambda: processes_of_job("bumped") == [], timeout=30)
