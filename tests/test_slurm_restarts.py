@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from clusters.slurm_cluster import SlurmCluster
 from conftest import processes_of_job, record, wait_for
 from distrun.agent.node_facts import NodeOutcome
@@ -178,6 +180,7 @@ def _ended(home: Path, name: str) -> dict:
     return record(home, name)
 
 
+@pytest.mark.slow  # Slurm holds a requeued job about 2 minutes before it starts again
 def test_sigterm_from_outside_preempts_requeues_and_restarts_the_job(
     run_cli,
     write_job,
@@ -228,6 +231,7 @@ def test_job_cancel_still_cancels_a_job_with_restarts(run_cli, write_job, hpc, d
     wait_for(lambda: processes_of_job("stop_it") == [], timeout=30)
 
 
+@pytest.mark.slow  # Slurm holds a requeued job about 2 minutes before it starts again
 def test_a_requeue_by_slurm_itself_is_recorded_preempted_and_restarted(
     run_cli,
     write_job,
