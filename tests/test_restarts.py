@@ -227,12 +227,13 @@ def test_an_older_index_gains_the_attempts_column(tmp_path: Path) -> None:
 
 
 def test_a_backend_that_cannot_restart_refuses_the_job_before_recording_it(run_cli, write_job, distrun_home):
-    created = run_cli("compute", "create", "--name", "hpc", "--type", "slurm", "--set", "partition=debug")
+    # Ray does not restart jobs yet (Slurm and local compute do: tests/test_slurm_restarts.py).
+    created = run_cli("compute", "create", "--name", "rc", "--type", "ray", "--set", "address=127.0.0.1:1")
     assert created.returncode == 0, created.stderr
     job = write_job(with_limits(FAIL_ONCE, "max_restarts: 2"))
     for verb in (["plan"], ["run"]):
-        refused = run_cli(*verb, str(job), "--compute", "hpc")
+        refused = run_cli(*verb, str(job), "--compute", "rc")
         assert refused.returncode == 2, refused.stdout + refused.stderr
-        assert "compute target 'hpc' (Slurm) does not restart jobs yet" in refused.stderr
+        assert "compute target 'rc' (Ray) does not restart jobs yet" in refused.stderr
         assert "Traceback" not in refused.stderr
     assert not (distrun_home / "jobs.db").exists() or not JobIndex(distrun_home / "jobs.db").names()

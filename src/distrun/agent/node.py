@@ -94,6 +94,7 @@ def node_plan(job: NodeJob, facts: NodeFacts, adapt_plan: Callable[[LaunchPlan],
         task_ports=facts.task_ports,
         job_dir=str(facts.job_dir),
         run_id=facts.job_dir.name,
+        restart_count=facts.restart_count,
     )
     plan = build_plan(job.spec, placement, job.bindings)
     return adapt_plan(plan) if adapt_plan is not None else plan
@@ -215,12 +216,14 @@ def run_node(
     adapt_plan: Callable[[LaunchPlan], LaunchPlan] | None = None,
     stop_requested: list[int] | None = None,
     out: BinaryIO | None = None,
+    preempted_by: Callable[[int], bool] | None = None,
 ) -> NodeOutcome:
     """Run this node's part of the job and publish its outcome on `channel`; returns the outcome.
 
     `stop_requested` holds stop signals noted so far (`note_stop_requests`); one noted before the
     processes start means none starts. Node 0 writes the plan, with the real hosts and ports,
     into the job folder. Lines of this node's processes go to their log files and to `out`.
+    `preempted_by` tells a stop signal that preempts the job from one that cancels it (`run_gang`).
     """
     from distrun.agent.gang import run_gang
     from distrun.file_modes import write_file
@@ -260,6 +263,7 @@ def run_node(
             launch_id=f"{facts.job_dir.name}-{facts.engine.lower()}{facts.engine_job_id}-node{facts.node_rank}",
             # Parameter servers on this node wait until every node's training tasks are done.
             peers=ChannelPeers(channel, facts.node_rank, len(plan.nodes)),
+            preempted_by=preempted_by,
         )
         outcome = node_outcome(result, facts, started_at, time.time())
     channel.publish(outcome)

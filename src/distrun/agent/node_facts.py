@@ -45,6 +45,7 @@ class NodeFacts:
     base_env: Mapping[str, str] = field(default_factory=dict)
     engine: str = "cluster"
     engine_job_id: str = ""
+    restart_count: int = 0  # which attempt of the job this is (a job with restarts)
 
     def __post_init__(self) -> None:
         if len(self.node_names) != len(self.addresses):
@@ -86,6 +87,7 @@ class NodeFacts:
             base_env=dict(data.get("base_env", {})),
             engine=str(data.get("engine", "cluster")),
             engine_job_id=str(data.get("engine_job_id", "")),
+            restart_count=int(data.get("restart_count", 0)),
         )
 
 

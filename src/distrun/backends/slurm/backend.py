@@ -22,11 +22,12 @@ from typing import Any, ClassVar
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.base import Backend, Observation, RenderedJob
 from distrun.backends.slurm import mpi as slurm_mpi
+from distrun.backends.slurm.attempts import read_attempts, restart_aware_status
 from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo, SlurmSubmitError
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.node_agent import outcome_channel
 from distrun.backends.slurm.script import render_batch_script
-from distrun.backends.slurm.state import JobState, job_state, read_canceled_at
+from distrun.backends.slurm.state import JobState, distrun_status, job_state, read_canceled_at
 from distrun.backends.slurm.target import SlurmTarget, pinned_master_port, slurm_time_limit
 from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.backends.targets import ComputeTarget, resolve_target
@@ -34,7 +35,8 @@ from distrun.job_status import JobStatus
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.report import unused_keys_note
-from distrun.spec.models import JobSpec
+from distrun.restarts import RestartPolicy
+from distrun.spec.models import JobLimits, JobSpec
 from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import JobFolder, Layout
 from distrun.submission import PreparedJob
@@ -151,6 +153,11 @@ def _notes(job: JobSpec, target: SlurmTarget, home: Path) -> list[str]:
     unused = unused_keys_note(job, "Slurm")
     if unused:
         notes.append(unused)
+    if RestartPolicy.of(job.limits).on:
+        notes.append(
+            "restarts: the batch script runs the attempts (srun again after a failure, scontrol requeue after a "
+            "preemption); DISTRUN_RESTART_COUNT below is attempt 0's (docs/restarts.md)"
+        )
     if job.limits.timeout is not None:
         notes.append(
             f"limits.timeout {job.limits.timeout:g} s is enforced by the node agents; Slurm's --time "
@@ -194,9 +201,10 @@ def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
     return kind
 
 
-def _node_count(job_dir: Path) -> int:
+def _limits(job_dir: Path) -> dict[str, Any]:
+    """What `observe` needs of the job: its node count and its limits (restarts), from job.json."""
     data = json.loads(JobFolder(job_dir).job_json.read_text(encoding="utf-8"))
-    return int(data.get("resources", {}).get("instance_count", 1))
+    return {"instance_count": data.get("resources", {}).get("instance_count", 1), "limits": data.get("limits") or {}}
 
 
 # ---------------------------------------------------------------- the contract
@@ -209,6 +217,7 @@ class SlurmBackend(Backend):
     engine: ClassVar[str] = "Slurm"
     cancel_command: ClassVar[str] = "scancel"
     cancel_wait_s: ClassVar[float] = 60.0
+    restarts: ClassVar[bool] = True
 
     def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
         SlurmTarget.from_settings(target_name, settings)
@@ -248,14 +257,22 @@ class SlurmBackend(Backend):
         target = resolve_target(record.compute, layout.config_path)
         cluster = SlurmCluster(slurm_target(target))
         job_dir = Path(record.folder)
-        seen = cluster.observe(job_dir, record.backend_id, _node_count(job_dir), time.time())
+        limits = _limits(job_dir)
+        seen = cluster.observe(job_dir, record.backend_id, int(limits["instance_count"]), time.time())
         state = seen.state
+        status, reason, root = state.status, state.reason, state.root_cause
+        attempts = None
+        if RestartPolicy.of(JobLimits.model_validate(limits["limits"])).on:
+            attempts = read_attempts(SlurmPaths(job_dir))
+            slurm_status = distrun_status(seen.info.state)
+            status, reason, root = restart_aware_status(slurm_status, (status, reason, root), attempts)
         return Observation(
-            status=state.status,
-            reason=state.reason,
-            root_cause=state.root_cause,
+            status=status,
+            reason=reason,
+            root_cause=root,
             outcomes=tuple(seen.outcomes),
             started_at=seen.info.start_time,
+            attempts=attempts or None,
         )
 
     def cancel(self, record: JobRecord, layout: Layout) -> None:

@@ -22,11 +22,12 @@ import argparse
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from distrun.agent.node import NodeJob
     from distrun.agent.node_facts import NodeFacts
     from distrun.agent.outcome_channel import FolderOutcomeChannel
 
@@ -100,6 +101,8 @@ def slurm_facts(env: Mapping[str, str], job_dir: Path, pinned_port: int | None, 
         base_env=rank_env(env),
         engine=ENGINE,
         engine_job_id=env["SLURM_JOB_ID"],
+        # The batch script's attempt counter (a job with restarts); 0 for a job that runs once.
+        restart_count=int(count) if (count := env.get("DISTRUN_RESTART_COUNT", "")).isdigit() else 0,
     )
 
 
@@ -125,15 +128,42 @@ def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
         return agent.EXIT_NO_JOB
     pinned = job.spec.environment_variables.get("MASTER_PORT")
     facts = slurm_facts(env, job_dir, int(pinned) if pinned and pinned.isdigit() else None, task_port_count(job.spec))
+    channel = outcome_channel(job_dir, facts.node_count)
     outcome = agent.run_node(
         facts,
-        outcome_channel(job_dir, facts.node_count),
+        channel,
         job,
         # MPI: the hostfile names Slurm's nodes, and mpirun may start daemons on them with srun.
         adapt_plan=lambda plan: slurm_mpi.for_slurm(plan, facts.node_names),
         stop_requested=stop_requested,
+        preempted_by=preemption_test(job, channel),
     )
     return agent.exit_code(outcome)
+
+
+def preemption_test(job: NodeJob, channel: FolderOutcomeChannel) -> Callable[[int], bool] | None:
+    """A job with restarts: a SIGTERM is a preemption unless it comes with a cancel or a failure.
+
+    Slurm preemption signals every step; the batch script forwards a SIGTERM it got (`--signal=B:`,
+    `scancel --signal=TERM --batch`) to the steps. `distrun job cancel` writes slurm/cancel before
+    scancel; a node whose rank failed publishes its outcome before srun ends the other nodes.
+    """
+    import signal
+
+    from distrun.backends.slurm.layout import SlurmPaths
+    from distrun.job_status import JobStatus
+    from distrun.restarts import RestartPolicy
+
+    if not RestartPolicy.of(job.spec.limits).on:
+        return None
+    cancel = SlurmPaths(job.folder.root).cancel
+
+    def preempts(signum: int) -> bool:
+        if signum != signal.SIGTERM or cancel.exists():
+            return False
+        return all(o.status != JobStatus.FAILED for o in channel.outcomes().values())
+
+    return preempts
 
 
 def report_setup_failure(job_dir: Path, env: Mapping[str, str], message: str) -> None:

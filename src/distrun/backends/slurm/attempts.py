@@ -1,0 +1,234 @@
+"""Restarts of a Slurm job: the batch script's bookkeeping between attempts, and how `observe` reads it.
+
+With restarts on (`distrun.restarts`), the batch script runs attempts in a loop, asking this
+module before and after each:
+
+    python -m distrun.backends.slurm.attempts --job-dir DIR begin
+        prints the attempt number k (DISTRUN_RESTART_COUNT) for the attempt about to start, or
+        `stop <code>` when a requeue by Slurm itself was one preemption too many
+    python -m distrun.backends.slurm.attempts --job-dir DIR end
+        records the attempt that just ended (slurm/attempts.json) and prints what comes next:
+        `restart <pause s>`  a failure: srun again in this allocation after the pause
+        `requeue`            a preemption: the allocation is going away; `scontrol requeue`
+        `stop <code>`        the job is over (0: Completed)
+
+A failure restarts in the same allocation (no wait in the queue, the nodes are known good
+enough); a preemption gives the nodes back and waits in the queue again, as Slurm's own
+`--requeue` does. The attempt that ended keeps its node outcomes in slurm/attempt_<k>/ and its
+logs in user_logs/attempt_<k>/, so the next one starts with a clean channel and user_logs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from distrun.agent.attempt_logs import keep_attempt_logs, moved_root_cause
+from distrun.agent.node_facts import NodeOutcome
+from distrun.backends.cluster import first_failure
+from distrun.backends.slurm.layout import SlurmPaths
+from distrun.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.restarts import Attempt, RestartPolicy, backoff_seconds, decide
+
+# Node outcomes and peer markers of the outcome channel (slurm/node_NN.json, slurm/main_done_NN).
+CHANNEL_FILE = re.compile(r"^(node_\d+\.json|[a-z_]+_\d\d)$")
+
+
+def read_attempts(paths: SlurmPaths) -> list[dict[str, Any]]:
+    """The attempts recorded so far, oldest first ([] before the first one ended)."""
+    try:
+        data = json.loads(paths.attempts.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return data if isinstance(data, list) else []
+
+
+def _write_attempts(paths: SlurmPaths, attempts: Sequence[dict[str, Any]]) -> None:
+    partial = paths.attempts.with_suffix(".tmp")
+    partial.write_text(json.dumps(list(attempts), indent=2), encoding="utf-8")
+    os.replace(partial, paths.attempts)  # a reader never sees half a file
+
+
+def attempt_state(
+    outcomes: Sequence[NodeOutcome], node_count: int, *, canceled: bool, preempted: str | None
+) -> tuple[JobStatus, str, dict[str, Any] | None]:
+    """How an attempt ended, from its node outcomes and the markers in slurm/. Pure.
+
+    A rank's failure wins over everything (the job's own fault); then a cancel by the user; then
+    a preemption (the batch script noted a SIGTERM from outside, or an agent saw one).
+    """
+    cause = first_failure(outcomes)
+    if cause is not None:
+        root = dict(cause.root_cause) if cause.root_cause else None
+        return JobStatus.FAILED, cause.reason or "a process failed", root
+    if canceled:
+        return JobStatus.CANCELED, "canceled by the user", None
+    if preempted is not None or any(o.status == JobStatus.PREEMPTED for o in outcomes):
+        return JobStatus.PREEMPTED, preempted or "preempted (SIGTERM from outside)", None
+    reported = {o.node_rank for o in outcomes}
+    if len(reported) >= node_count and all(o.status == JobStatus.COMPLETED for o in outcomes):
+        return JobStatus.COMPLETED, "", None
+    missing = sorted(set(range(node_count)) - reported)
+    if missing:
+        said = ", ".join(map(str, missing))
+        return JobStatus.FAILED, f"node(s) {said} wrote no outcome: see slurm/output.txt in the job folder", None
+    return JobStatus.FAILED, "the nodes reported no failure but did not all complete", None
+
+
+class AttemptBook:
+    """One job's attempts on Slurm, kept in its job folder (every node and the submitter see it)."""
+
+    def __init__(self, job_dir: Path) -> None:
+        from distrun.agent.node import read_job
+
+        self.job_dir = job_dir
+        self.paths = SlurmPaths(job_dir)
+        self.job = read_job(job_dir)
+        self.policy = RestartPolicy.of(self.job.spec.limits)
+        self.node_count = self.job.spec.node_count
+
+    def begin(self, slurm_restarts: int) -> str:
+        """The number of the attempt about to start; first records one that Slurm ended itself."""
+        attempts = read_attempts(self.paths)
+        outcomes = self._outcomes()
+        if outcomes or self._user_logs_written():
+            # The last attempt never reached `end`: Slurm stopped the batch script (its own
+            # preemption, a node failure) and requeued the job.
+            said = f"requeued by Slurm (SLURM_RESTART_COUNT={slurm_restarts})"
+            status, reason, root = attempt_state(outcomes, self.node_count, canceled=False, preempted=said)
+            if status == JobStatus.FAILED and root is None:
+                status, reason = JobStatus.PREEMPTED, said
+            ended = self._end(attempts, outcomes, status, reason, root)
+            if ended.startswith("stop"):
+                return ended
+        self.paths.preempted.unlink(missing_ok=True)
+        return str(len(read_attempts(self.paths)))
+
+    def end(self) -> str:
+        attempts = read_attempts(self.paths)
+        outcomes = self._outcomes()
+        preempted = self._preempted()
+        canceled = self.paths.cancel.exists()
+        status, reason, root = attempt_state(outcomes, self.node_count, canceled=canceled, preempted=preempted)
+        return self._end(attempts, outcomes, status, reason, root)
+
+    def _end(
+        self,
+        attempts: list[dict[str, Any]],
+        outcomes: Sequence[NodeOutcome],
+        status: JobStatus,
+        reason: str,
+        root: dict[str, Any] | None,
+    ) -> str:
+        count = len(attempts)
+        started = min((o.started_at for o in outcomes), default=None)
+        ended = max((o.ended_at for o in outcomes), default=None) or time.time()
+        attempt = Attempt(count, status, reason, root, started, ended)
+        history = [_as_attempt(a) for a in attempts] + [attempt]
+        decision = decide(self.policy, history)
+        if status == JobStatus.CANCELED or not decision.restart:
+            if decision.reason:
+                attempt.reason = f"{reason}; {decision.reason}" if reason else decision.reason
+            _write_attempts(self.paths, [*attempts, attempt.to_dict()])
+            return f"stop {0 if status == JobStatus.COMPLETED else 1}"
+        self._keep(attempt)
+        _write_attempts(self.paths, [*attempts, attempt.to_dict()])
+        if status == JobStatus.PREEMPTED:
+            return "requeue"
+        return f"restart {backoff_seconds(count + 1):g}"
+
+    def _keep(self, attempt: Attempt) -> None:
+        """The ended attempt's logs and node outcomes move aside; the next one starts clean."""
+        attempt.restarted = True
+        user_logs = self.job.folder.user_logs
+        if user_logs.is_dir():
+            target = keep_attempt_logs(user_logs, attempt.attempt)
+            attempt.logs = str(target.relative_to(user_logs.parent))
+            attempt.root_cause = moved_root_cause(attempt.root_cause, user_logs, target)
+        kept = self.paths.attempt_folder(attempt.attempt)
+        kept.mkdir(parents=True, exist_ok=True)
+        for entry in self.paths.folder.iterdir():
+            if entry.is_file() and CHANNEL_FILE.match(entry.name):
+                os.replace(entry, kept / entry.name)
+        self.paths.preempted.unlink(missing_ok=True)
+
+    def _outcomes(self) -> list[NodeOutcome]:
+        from distrun.backends.slurm.node_agent import outcome_channel
+
+        return list(outcome_channel(self.job_dir, self.node_count).outcomes().values())
+
+    def _preempted(self) -> str | None:
+        try:
+            said = self.paths.preempted.read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        return f"preempted ({said or 'SIGTERM from outside'})"
+
+    def _user_logs_written(self) -> bool:
+        user_logs = self.job.folder.user_logs
+        return user_logs.is_dir() and any(e.is_file() for e in user_logs.iterdir())
+
+
+def _as_attempt(data: Mapping[str, Any]) -> Attempt:
+    return Attempt(
+        attempt=int(data.get("attempt", 0)),
+        status=JobStatus(data.get("status", JobStatus.FAILED)),
+        reason=str(data.get("reason", "")),
+        root_cause=data.get("root_cause"),
+    )
+
+
+def restart_aware_status(
+    slurm_status: JobStatus, observed: tuple[JobStatus, str, dict[str, Any] | None], attempts: Sequence[dict[str, Any]]
+) -> tuple[JobStatus, str, dict[str, Any] | None]:
+    """A job with restarts: terminal only once Slurm ended it; then as its last attempt says. Pure.
+
+    Between attempts the nodes' outcomes may all be in while the batch script decides: that is
+    not the job's end. A requeued job is Queued again ("attempt k waits for nodes").
+    """
+    status, reason, root = observed
+    last = attempts[-1] if attempts else None
+    slurm_done = slurm_status in TERMINAL_STATUSES or slurm_status == JobStatus.UNKNOWN
+    if slurm_done:
+        if last is not None and not last.get("restarted"):
+            return JobStatus(last["status"]), str(last.get("reason", "")), last.get("root_cause")
+        if last is not None and root is None and status == JobStatus.FAILED:
+            # The next attempt never reported: the script ended (or was killed) between attempts.
+            why = f"Slurm ended the job before attempt {len(attempts)} ran: see slurm/output.txt in the job folder"
+            return JobStatus.FAILED, why, None
+        return status, reason, root
+    if status == JobStatus.CANCEL_REQUESTED:
+        return observed
+    if status in TERMINAL_STATUSES or status == JobStatus.FINALIZING:
+        status, reason, root = JobStatus.RUNNING, "an attempt ended; the batch script decides what follows", None
+    if last is not None and last.get("restarted"):
+        what = f"attempt {len(attempts)} after: {last.get('reason', '')}"
+        reason = f"{reason}; {what}" if reason else what
+    return status, reason, root
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m distrun.backends.slurm.attempts", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--job-dir", type=Path, required=True, help="the job folder")
+    parser.add_argument("step", choices=("begin", "end"))
+    args = parser.parse_args(argv)
+    book = AttemptBook(args.job_dir.absolute())
+    if args.step == "begin":
+        restarts = os.environ.get("SLURM_RESTART_COUNT", "0")
+        print(book.begin(int(restarts) if restarts.isdigit() else 0))
+    else:
+        print(book.end())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
