@@ -251,3 +251,73 @@ def test_tensorflow_parameter_server_is_stopped_when_the_workers_are_done(
     assert procs["ps_0"]["stopped_by_distrun"] is True
     logs = Path(record["folder"]) / "user_logs"
     assert "ps 0 serving" in (logs / "std_log_node_02_ps.txt").read_text()
+
+
+RESTARTING = """
+    import os, sys, time
+    attempt, rank = os.environ["DISTRUN_RESTART_COUNT"], os.environ["RANK"]
+    print(f"rank {rank} attempt {attempt} torchelastic {os.environ['TORCHELASTIC_RESTART_COUNT']}", flush=True)
+    if attempt == "0" and rank == "1":
+        if os.environ.get("FINAL_CODE"):
+            sys.exit(int(os.environ["FINAL_CODE"]))
+        raise RuntimeError("lost a GPU on attempt 0")
+    if attempt == "0" or os.environ.get("FINAL_CODE"):
+        time.sleep(600)  # stopped when the gang fails
+"""
+
+RESTART_JOB = SLEEPER_JOB.replace("{grace_period: 2}", "{grace_period: 2, max_restarts: 2, no_restart_exit_codes: [3]}")
+
+
+@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+def test_a_rank_that_fails_on_attempt_0_is_restarted_by_jobset_and_completes(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB)
+    done = run_cli("run", str(job), "--compute", "k8s", "--name", "restart-k8s", timeout=2 * WAIT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for rank in range(2):  # the second attempt's lines are streamed too
+        assert f"rank {rank} attempt 1 torchelastic 1" in done.stdout, done.stdout
+    record = show(run_cli, "restart-k8s")
+    assert record["status"] == "Completed"
+    first, second = record["attempts"]
+    assert first["attempt"] == 0 and first["status"] == "Failed" and first["restarted"] is True
+    assert first["root_cause"]["name"] == "rank_1" and "lost a GPU on attempt 0" in first["root_cause"]["traceback"]
+    assert first["logs"] == "user_logs/attempt_0"
+    assert second["attempt"] == 1 and second["status"] == "Completed"
+    assert sorted(p["name"] for p in record["processes"]) == ["rank_0", "rank_1"]
+    assert all(p["exit_code"] == 0 for p in record["processes"])  # the last attempt's processes
+    logs = Path(record["folder"]) / "user_logs"
+    old = (logs / "attempt_0" / "std_log_process_01.txt").read_text()
+    assert "rank 1 attempt 0 torchelastic 0" in old and "RuntimeError: lost a GPU on attempt 0" in old
+    assert "rank 0 attempt 0" in (logs / "attempt_0" / "std_log_process_00.txt").read_text()
+    new = (logs / "std_log_process_01.txt").read_text()
+    assert "rank 1 attempt 1 torchelastic 1" in new and "attempt 0" not in new
+    # JobSet counted one restart; the summary lists both attempts.
+    patches = [r for r in k8s.emulator.requests() if str(r.method).upper().endswith("PATCH")]
+    assert any(
+        "/jobsets/restart-k8s" in r.url.path and (r.data or {}).get("status", {}).get("restarts") == 1 for r in patches
+    )
+    assert "Attempts: 2\n  attempt 0: Failed, rank 1 on node 1 exited with code 1" in done.stdout
+
+
+@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+def test_a_no_restart_exit_code_fails_the_jobset_at_once(k8s: EmulatedCluster, run_cli, tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB + "    environment_variables: {FINAL_CODE: '3'}\n")
+    made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "final-k8s")
+    assert made.returncode == 0, made.stderr
+    # Nothing reads the job meanwhile, so this is the cluster's own doing: the pod failure policy
+    # failed the Job (reason PodFailurePolicy) and the JobSet's rule failed the set, no restart.
+    give_up = time.monotonic() + WAIT_S
+    while not ((k8s.api.get("jobsets", "final-k8s") or {}).get("status") or {}).get("conditions"):
+        assert time.monotonic() < give_up, k8s.api.get("jobsets", "final-k8s")
+        time.sleep(0.5)
+    status = k8s.api.get("jobsets", "final-k8s")["status"]
+    assert [c["reason"] for c in status["conditions"]] == ["FailurePolicyRuleAction"] and not status.get("restarts")
+    record = wait_for(run_cli, "final-k8s", lambda r: r["status"] in ("Failed", "Completed", "Canceled"))
+    assert record["status"] == "Failed"
+    assert "exit code 3 is in limits.no_restart_exit_codes" in record["reason"]
+    assert record["root_cause"]["name"] == "rank_1" and record["root_cause"]["exit_code"] == 3
+    (only,) = record["attempts"]
+    assert only["attempt"] == 0 and only["restarted"] is False
+    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    assert not live, [p["metadata"]["name"] for p in live]

@@ -119,6 +119,7 @@ class Observation:
     outcomes    the node outcomes read so far (their processes become the record's `processes`)
     started_at  when the engine started the job (epoch s), if it says; None when unknown
     ended_at    when the job ended (epoch s), for a terminal status; None to let the caller decide
+    attempts    with restarts: every attempt so far (`Attempt.to_dict`), the record's `attempts`; None: unchanged
     """
 
     status: JobStatus
@@ -127,6 +128,7 @@ class Observation:
     outcomes: Sequence[NodeOutcome] = field(default_factory=tuple)
     started_at: float | None = None
     ended_at: float | None = None
+    attempts: list[dict[str, Any]] | None = None
 
     @property
     def terminal(self) -> bool:

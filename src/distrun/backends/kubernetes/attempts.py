@@ -1,0 +1,99 @@
+"""Restarts on Kubernetes: the JobSet controller restarts the job, distrun follows its attempts. Pure.
+
+With limits.max_restarts, the JobSet's `failurePolicy.maxRestarts` lets JobSet restart the whole
+set after a failed Job: it deletes every Job, counts the restart in `status.restarts`, and
+creates the Jobs again, their pods labelled `jobset.sigs.k8s.io/restart-attempt` with that
+count. distrun groups pods and their agents' outcomes by that label: the current attempt (the
+highest) decides the job's state, each earlier one becomes an entry of the record's `attempts`
+with its root cause. distrun keeps the same rules as on every compute (`distrun.restarts.decide`):
+when it finds that an attempt should not have been restarted (its root cause's exit code is in
+limits.no_restart_exit_codes, but a peer's Job failed first and JobSet restarted the set), it
+stops the job itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from distrun.agent.attempt_logs import ATTEMPT_PREFIX
+from distrun.backends.kubernetes.pods import PodLayout
+from distrun.backends.kubernetes.state import JobState, PodView, job_state
+from distrun.job_status import JobStatus
+from distrun.restarts import Attempt, RestartPolicy, decide
+
+ATTEMPT_KEY = "attempt"  # stamped on each kept outcome: the attempt of the pod that reported it
+
+
+def current_attempt(jobset: Mapping[str, Any] | None, views: Sequence[PodView]) -> int:
+    """The JobSet's restart count, or a higher pod label (seen before the JobSet's status)."""
+    restarts = ((jobset or {}).get("status") or {}).get("restarts") or 0
+    return max([int(restarts), *(v.attempt for v in views)])
+
+
+def of_attempt(outcomes: Mapping[str, dict[str, Any]], attempt: int) -> dict[str, dict[str, Any]]:
+    return {pod: o for pod, o in outcomes.items() if int(o.get(ATTEMPT_KEY) or 0) == attempt}
+
+
+def attempt_logs(attempt: int) -> str:
+    return f"user_logs/{ATTEMPT_PREFIX}{attempt}"
+
+
+def _times(outcomes: Mapping[str, dict[str, Any]]) -> tuple[float | None, float | None]:
+    starts = [float(o["started_at"]) for o in outcomes.values() if o.get("started_at")]
+    ends = [float(o["ended_at"]) for o in outcomes.values() if o.get("ended_at")]
+    return (min(starts) if starts else None, max(ends) if ends else None)
+
+
+def ended_attempt(layout: PodLayout, attempt: int, outcomes: Mapping[str, dict[str, Any]]) -> Attempt:
+    """An attempt JobSet restarted: it failed; its root cause from its pods' outcomes."""
+    state = job_state(layout, [], outcomes)
+    root = state.root_cause if state.status == "Failed" else None
+    reason = state.reason if root else "a pod of this attempt failed (no report of it came back)"
+    started, ended = _times(outcomes)
+    return Attempt(attempt, JobStatus.FAILED, reason, root, started, ended, attempt_logs(attempt), restarted=True)
+
+
+def _no_restart_code(policy: RestartPolicy, attempt: Attempt) -> int | None:
+    code = (attempt.root_cause or {}).get("exit_code")
+    return code if code is not None and code in policy.no_restart_exit_codes else None
+
+
+def with_restarts(
+    state: JobState,
+    layout: PodLayout,
+    policy: RestartPolicy,
+    outcomes: Mapping[str, dict[str, Any]],  # every attempt's, stamped with ATTEMPT_KEY
+    current: int,
+    *,
+    jobset_active: bool,  # the JobSet exists and has not ended: it may still restart the job
+    live: bool,  # some pod of the job still runs
+) -> tuple[JobState, list[Attempt]]:
+    """The job's state and its attempts, given `state`, the current attempt's own state."""
+    ended = [ended_attempt(layout, k, of_attempt(outcomes, k)) for k in range(current)]
+    for attempt in ended:
+        code = _no_restart_code(policy, attempt)
+        if code is not None:  # JobSet restarted it (a peer's Job failed first): distrun ends it here
+            reason = f"{attempt.reason}; not restarted: exit code {code} is in limits.no_restart_exit_codes"
+            stop = live or jobset_active
+            final = JobState("Failed", reason, attempt.root_cause, terminal=not stop, stop_the_rest=stop)
+            return final, ended[: attempt.attempt] + [replace(attempt, restarted=False)]
+    started, ended_at = _times(of_attempt(outcomes, current))
+    this = Attempt(current, JobStatus.of(state.status), state.reason, state.root_cause, started, ended_at)
+    if state.status == "Failed" and not (state.reason == "canceled by the user"):
+        decision = decide(policy, [*ended, this])
+        if decision.restart and jobset_active:
+            reason = f"attempt {current} failed ({state.reason}); {decision.reason}: JobSet runs it again"
+            return JobState("Running", reason, processes=state.processes), ended
+        if decision.reason:
+            this.reason = f"{state.reason}; {decision.reason}"
+        # JobSet would restart it, distrun's rules say no (e.g. an exit code JobSet did not see): stop it.
+        stop = state.stop_the_rest or jobset_active
+        final = replace(state, reason=this.reason, terminal=not stop, stop_the_rest=stop)
+        return final, [*ended, this]
+    if state.terminal or state.status in ("Completed", "Canceled"):
+        return state, [*ended, this]
+    if current:
+        state = replace(state, reason=f"attempt {current}" + (f": {state.reason}" if state.reason else ""))
+    return state, ended
