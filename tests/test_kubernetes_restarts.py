@@ -186,3 +186,11 @@ def test_the_last_allowed_failure_or_a_no_restart_code_ends_the_job() -> None:
     state, attempts = follow(views, {"a": failed(0, 3)}, 1)
     assert state.status == "Failed" and state.stop_the_rest and "exit code 3" in state.reason
     assert [a.attempt for a in attempts] == [0] and attempts[0].restarted is False
+
+
+def test_an_attempt_whose_pod_was_deleted_from_outside_says_so() -> None:
+    stopped = {"a": {"status": "Canceled", "attempt": 0}}  # its agent ended its ranks on SIGTERM
+    state, attempts = follow([pod("b", "Running", 1)], stopped, 1)
+    assert state.status == "Running" and state.reason.startswith("attempt 1")
+    (first,) = attempts
+    assert first.root_cause is None and "stopped from outside (deleted, evicted or preempted)" in first.reason

@@ -50,7 +50,12 @@ def ended_attempt(layout: PodLayout, attempt: int, outcomes: Mapping[str, dict[s
     """An attempt JobSet restarted: it failed; its root cause from its pods' outcomes."""
     state = job_state(layout, [], outcomes)
     root = state.root_cause if state.status == "Failed" else None
-    reason = state.reason if root else "a pod of this attempt failed (no report of it came back)"
+    if root:
+        reason = state.reason
+    elif any(o.get("status") == "Canceled" for o in outcomes.values()):
+        reason = "a pod of this attempt was stopped from outside (deleted, evicted or preempted)"
+    else:
+        reason = "a pod of this attempt failed (no report of it came back)"
     started, ended = _times(outcomes)
     return Attempt(attempt, JobStatus.FAILED, reason, root, started, ended, attempt_logs(attempt), restarted=True)
 
@@ -81,7 +86,7 @@ def with_restarts(
             return final, ended[: attempt.attempt] + [replace(attempt, restarted=False)]
     started, ended_at = _times(of_attempt(outcomes, current))
     this = Attempt(current, JobStatus.of(state.status), state.reason, state.root_cause, started, ended_at)
-    if state.status == "Failed" and not (state.reason == "canceled by the user"):
+    if state.status == "Failed":
         decision = decide(policy, [*ended, this])
         if decision.restart and jobset_active:
             reason = f"attempt {current} failed ({state.reason}); {decision.reason}: JobSet runs it again"
