@@ -257,11 +257,12 @@ RESTARTING = """
     import os, sys, time
     attempt, rank = os.environ["DISTRUN_RESTART_COUNT"], os.environ["RANK"]
     print(f"rank {rank} attempt {attempt} torchelastic {os.environ['TORCHELASTIC_RESTART_COUNT']}", flush=True)
-    if attempt == "0" and rank == "1":
+    failing = attempt == "0" or os.environ.get("ALWAYS")
+    if failing and rank == "1":
         if os.environ.get("FINAL_CODE"):
             sys.exit(int(os.environ["FINAL_CODE"]))
-        raise RuntimeError("lost a GPU on attempt 0")
-    if attempt == "0" or os.environ.get("FINAL_CODE"):
+        raise RuntimeError(f"lost a GPU on attempt {attempt}")
+    if failing or os.environ.get("FINAL_CODE"):
         time.sleep(600)  # stopped when the gang fails
 """
 
@@ -319,5 +320,32 @@ def test_a_no_restart_exit_code_fails_the_jobset_at_once(k8s: EmulatedCluster, r
     assert record["root_cause"]["name"] == "rank_1" and record["root_cause"]["exit_code"] == 3
     (only,) = record["attempts"]
     assert only["attempt"] == 0 and only["restarted"] is False
+    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    assert not live, [p["metadata"]["name"] for p in live]
+
+
+@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+def test_a_job_that_fails_on_every_attempt_ends_failed_when_jobset_used_its_restarts(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB + "    environment_variables: {ALWAYS: '1'}\n")
+    done = run_cli(
+        "run", str(job), "--compute", "k8s", "--name", "always-k8s", "--max-restarts", "1", timeout=2 * WAIT_S
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    record = show(run_cli, "always-k8s")
+    assert record["status"] == "Failed"
+    assert "after 2 failed attempts (limits.max_restarts: 1)" in record["reason"]
+    assert "lost a GPU on attempt 1" in record["root_cause"]["traceback"]
+    assert [(a["attempt"], a["status"], a["restarted"]) for a in record["attempts"]] == [
+        (0, "Failed", True),
+        (1, "Failed", False),
+    ]
+    assert "lost a GPU on attempt 0" in record["attempts"][0]["root_cause"]["traceback"]
+    logs = Path(record["folder"]) / "user_logs"
+    assert "lost a GPU on attempt 0" in (logs / "attempt_0" / "std_log_process_01.txt").read_text()
+    assert "lost a GPU on attempt 1" in (logs / "std_log_process_01.txt").read_text()
+    status = k8s.api.get("jobsets", "always-k8s")
+    assert status is None or status["status"]["restarts"] == 1  # distrun may have deleted it already
     live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
     assert not live, [p["metadata"]["name"] for p in live]

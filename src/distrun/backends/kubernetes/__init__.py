@@ -238,12 +238,17 @@ class Seen:
     attempts: list[Attempt] | None = None
 
 
+def _shown_attempt(paths: K8sPaths) -> int:
+    """The attempt whose logs user_logs/ holds: the latest seen (the JobSet and its pods may be gone since)."""
+    try:
+        return int(paths.attempt.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+
+
 def _next_attempt_logs(folder: JobFolder, paths: K8sPaths, current: int) -> None:
     """JobSet restarted the job: the ended attempt's logs move to user_logs/attempt_<k>/ (under `collecting`)."""
-    try:
-        shown = int(paths.attempt.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        shown = 0
+    shown = _shown_attempt(paths)
     if current <= shown:
         return
     if folder.user_logs.is_dir():
@@ -267,7 +272,7 @@ def observe(
     views = [pod_view(p) for p in pods]
     restarts = policy is not None and policy.on and layout.jobset
     top = client.get("JobSet", layout.object_name) if restarts else None
-    current = current_attempt(top, views) if restarts else 0
+    current = max(current_attempt(top, views), _shown_attempt(paths)) if restarts else 0
     with collecting(paths):
         if restarts:
             _next_attempt_logs(folder, paths, current)
