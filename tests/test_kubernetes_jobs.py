@@ -349,3 +349,39 @@ def test_a_job_that_fails_on_every_attempt_ends_failed_when_jobset_used_its_rest
     assert status is None or status["status"]["restarts"] == 1  # distrun may have deleted it already
     live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
     assert not live, [p["metadata"]["name"] for p in live]
+
+
+PREEMPTED = """
+    import os, time
+    attempt, rank = os.environ["DISTRUN_RESTART_COUNT"], os.environ["RANK"]
+    print(f"rank {rank} attempt {attempt} started", flush=True)
+    if attempt == "0":
+        time.sleep(600)  # until its pod is evicted (or the gang stopped)
+"""
+
+
+@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+def test_an_evicted_pod_is_a_preemption_that_does_not_use_up_max_restarts(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", PREEMPTED, RESTART_JOB.replace("max_restarts: 2", "max_restarts: 1"))
+    made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "evict-k8s")
+    assert made.returncode == 0, made.stderr
+    logs = Path(show(run_cli, "evict-k8s")["folder"]) / "user_logs"
+    wait_for(run_cli, "evict-k8s", lambda r: (logs / "std_log_process_01.txt").exists() and r["status"] == "Running")
+    # What the eviction API does: the DisruptionTarget condition, then the pod's deletion.
+    (victim,) = [p for p in k8s.pods() if p["metadata"]["name"].startswith("evict-k8s-worker-0-1")]
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    k8s.api.patch("pods", victim["metadata"]["name"], {"status": {"conditions": [condition]}})
+    k8s.api.delete("pods", victim["metadata"]["name"])
+    record = wait_for(run_cli, "evict-k8s", lambda r: r["status"] in ("Completed", "Failed", "Canceled"))
+    assert record["status"] == "Completed", record
+    first, second = record["attempts"]
+    # From its pods' reports, or (when they went before distrun read them) from JobSet's counts.
+    assert first["status"] == "Preempted" and first["reason"].startswith("preempted: ") and first["restarted"], first
+    assert second["status"] == "Completed"
+    assert "rank 1 attempt 1 started" in (logs / "std_log_process_01.txt").read_text()
+    assert "rank 1 attempt 0 started" in (logs / "attempt_0" / "std_log_process_01.txt").read_text()
+    # JobSet restarted the set without counting it against maxRestarts (1 is still left).
+    status = k8s.api.get("jobsets", "evict-k8s")["status"]
+    assert status["restarts"] == 1 and not status.get("restartsCountTowardsMax")

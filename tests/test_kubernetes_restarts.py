@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.kubernetes import preview
-from distrun.backends.kubernetes.attempts import current_attempt, with_restarts
+from distrun.backends.kubernetes.attempts import current_attempt, preemption_restarts, with_restarts
 from distrun.backends.kubernetes.pod_agent import pod_exit_code, restart_attempt, with_restart_count
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
 from distrun.backends.kubernetes.state import PodView, job_state
@@ -37,17 +37,29 @@ def test_max_restarts_becomes_the_jobsets_failure_policy_and_validates(tmp_path:
     rendered = render(tmp_path, RESTARTS)
     (jobset,) = [o for o in rendered["objects"] if o["kind"] == "JobSet"]
     validate_object(jobset)  # the JobSet CRD's schema, defaults applied; its Jobs as core Jobs, strictly
+    preempted = {
+        "name": "preempted",
+        "action": "RestartJobSetAndIgnoreMaxRestarts",
+        "onJobFailureReasons": ["PodFailurePolicy"],
+        "onJobFailureMessagePatterns": ["has condition DisruptionTarget"],
+    }
+    final = {"name": "noRestartExitCodes", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
     assert jobset["spec"]["failurePolicy"] == {
         "maxRestarts": 2,
         "restartStrategy": "BlockingRecreate",
-        "rules": [{"name": "noRestartExitCodes", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
+        "rules": [preempted, final],  # first match wins: a disrupted pod is a preemption, whatever its exit code
     }
     for rj in jobset["spec"]["replicatedJobs"]:
         job = rj["template"]["spec"]
         assert job["backoffLimit"] == 0  # a failed pod fails its Job: JobSet restarts the whole set
         # Only the codes a container can exit with (0 never fails, 300 cannot be an exit status).
-        rule = {"action": "FailJob", "onExitCodes": {"containerName": "distrun", "operator": "In", "values": [3]}}
-        assert job["podFailurePolicy"] == {"rules": [rule]}
+        codes = {"containerName": "distrun", "operator": "In", "values": [3]}
+        assert job["podFailurePolicy"] == {
+            "rules": [
+                {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {"action": "FailJob", "onExitCodes": codes},
+            ]
+        }
         env = {e["name"]: e for e in job["template"]["spec"]["containers"][0]["env"]}
         field = env["DISTRUN_K8S_RESTART_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"]
         assert field == "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"
@@ -60,7 +72,7 @@ def test_without_restarts_the_jobset_fails_at_the_first_failed_job(tmp_path: Pat
     assert "DISTRUN_K8S_RESTART_ATTEMPT" not in {e["name"] for e in env}
     only_max = render(tmp_path / "b", ("limits.max_restarts=1",))["objects"][1]
     validate_object(only_max)
-    assert only_max["spec"]["failurePolicy"] == {"maxRestarts": 1, "restartStrategy": "BlockingRecreate"}
+    assert [r["name"] for r in only_max["spec"]["failurePolicy"]["rules"]] == ["preempted"]
 
 
 def test_restarts_on_indexed_jobs_or_max_preemptions_are_refused_with_what_to_do(tmp_path: Path) -> None:
@@ -188,9 +200,23 @@ def test_the_last_allowed_failure_or_a_no_restart_code_ends_the_job() -> None:
     assert [a.attempt for a in attempts] == [0] and attempts[0].restarted is False
 
 
-def test_an_attempt_whose_pod_was_deleted_from_outside_says_so() -> None:
+def test_an_attempt_whose_pod_was_stopped_from_outside_is_a_preemption() -> None:
     stopped = {"a": {"status": "Canceled", "attempt": 0}}  # its agent ended its ranks on SIGTERM
     state, attempts = follow([pod("b", "Running", 1)], stopped, 1)
     assert state.status == "Running" and state.reason.startswith("attempt 1")
     (first,) = attempts
-    assert first.root_cause is None and "stopped from outside (deleted, evicted or preempted)" in first.reason
+    assert first.root_cause is None and first.status == "Preempted"
+    assert "stopped from outside (evicted or deleted)" in first.reason
+
+
+def test_an_attempt_without_reports_is_preempted_when_jobset_counted_a_restart_for_a_disrupted_pod() -> None:
+    jobset = {"status": {"restarts": 2, "restartsCountTowardsMax": 1}}
+    assert preemption_restarts(jobset) == 1 and preemption_restarts(None) is None
+    views = [pod("c", "Running", 2)]
+    mine = job_state(LAYOUT, views, {})
+    # Attempt 0 failed (its report was read), attempt 1's pods went before anything was read.
+    state, attempts = with_restarts(
+        mine, LAYOUT, POLICY, {"a": failed(0, 1)}, 2, jobset_active=True, live=True, preemptions=1
+    )
+    assert [(a.attempt, str(a.status)) for a in attempts] == [(0, "Failed"), (1, "Preempted")]
+    assert "disrupted" in attempts[1].reason and state.status == "Running"

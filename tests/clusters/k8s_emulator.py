@@ -9,15 +9,18 @@ No Kubernetes API server can run on our machines, so this is a mock, and says so
 - `TestControllers`: the few controller behaviours the tests rely on, from the Kubernetes and
   JobSet documentation: an Indexed Job creates one pod per completion index (hostname
   `<job>-<index>`, JOB_COMPLETION_INDEX set), fails at the first failed pod (backoffLimit 0 /
-  podFailurePolicy FailJob, reason PodFailurePolicy when a rule matched, else
-  BackoffLimitExceeded) and then stops its other pods; a JobSet creates one Job per
-  replicatedJob and completes when the successPolicy's Jobs are complete, stopping the rest;
-  owned objects are garbage collected. A failed Job is handled as JobSet's failure policy
-  documents (https://jobset.sigs.k8s.io/docs/concepts/, "Failure Policy"): the first rule whose
-  onJobFailureReasons match decides (FailJobSet, RestartJobSet); without a match, RestartJobSet;
-  RestartJobSet fails the JobSet once status.restarts has reached maxRestarts, otherwise it
-  increments status.restarts, deletes every Job (foreground: their pods end first) and, as
-  restartStrategy BlockingRecreate does, creates them again only once every pod of the earlier
+  podFailurePolicy FailJob on exit codes or pod conditions, reason PodFailurePolicy and the
+  Job controller's message when a rule matched, else BackoffLimitExceeded) and then stops its
+  other pods; a JobSet creates one Job per replicatedJob and completes when the
+  successPolicy's Jobs are complete, stopping the rest; owned objects are garbage collected.
+  A failed Job is handled as JobSet's failure policy documents
+  (https://jobset.sigs.k8s.io/docs/concepts/, "Failure Policy"): the first rule whose
+  onJobFailureReasons and onJobFailureMessagePatterns match decides (FailJobSet,
+  RestartJobSet, RestartJobSetAndIgnoreMaxRestarts); without a match, RestartJobSet;
+  RestartJobSet fails the JobSet once status.restartsCountTowardsMax has reached maxRestarts,
+  otherwise it increments it and status.restarts (the ignoring action only status.restarts),
+  deletes every Job (foreground: their pods end first) and, as restartStrategy
+  BlockingRecreate does, creates them again only once every pod of the earlier
   attempt is gone, each Job and pod labelled `jobset.sigs.k8s.io/restart-attempt` with the new
   count.
 - `TestKubelet`: one node. Schedules a pod when its resource requests fit the node (else the
@@ -27,7 +30,9 @@ No Kubernetes API server can run on our machines, so this is a mock, and says so
   its termination-message file, its hostname, and an /etc/hosts that maps every Indexed Job
   pod's `<hostname>.<subdomain>` to 127.0.0.1 (what cluster DNS would answer). Reports phase,
   container state and termination message; deleting a pod sends SIGTERM, then SIGKILL after its
-  terminationGracePeriodSeconds.
+  terminationGracePeriodSeconds. A pod evicted by a test (DisruptionTarget condition, then
+  deleted) is reported Failed before it goes, so its Job fails as the real Job controller's
+  pod tracking makes it.
 
 Nothing here is part of distrun.
 """
@@ -201,17 +206,28 @@ def _owner_key(obj: dict[str, Any]) -> tuple[str, str]:
     return labels.get(JOB_NAME_LABEL) or obj["metadata"]["name"], labels.get(RESTART_LABEL, "0")
 
 
-def _pod_failure_rule(job: dict, pod: dict) -> bool:
-    """Whether a FailJob rule of the Job's podFailurePolicy matches the failed pod's exit code."""
+def _disrupted(pod: dict) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions)
+
+
+def _pod_failure_rule(job: dict, pod: dict) -> str:
+    """The Job controller's message when a FailJob rule of the Job's podFailurePolicy matches the
+    failed pod (its exit code, or a condition such as DisruptionTarget); "" when none does."""
+    name = f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
     code = (pod["status"].get("containerStatuses") or [{}])[0].get("state", {}).get("terminated", {}).get("exitCode")
-    for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules") or []:
-        on = rule.get("onExitCodes")
-        if rule.get("action") != "FailJob" or not on:
+    conditions = {c.get("type") for c in pod["status"].get("conditions") or [] if c.get("status") == "True"}
+    for index, rule in enumerate((job["spec"].get("podFailurePolicy") or {}).get("rules") or []):
+        if rule.get("action") != "FailJob":
             continue
-        inside = code in on.get("values", [])
-        if inside == (on.get("operator") == "In"):
-            return True
-    return False
+        on = rule.get("onExitCodes")
+        if on and (code in on.get("values", [])) == (on.get("operator") == "In"):
+            what = f"Container {on.get('containerName')} for pod {name} failed with exit code {code}"
+            return f"{what} matching FailJob rule at index {index}"
+        for wanted in rule.get("onPodConditions") or []:
+            if wanted.get("type") in conditions:
+                return f"Pod {name} has condition {wanted['type']} matching FailJob rule at index {index}"
+    return ""
 
 
 class TestControllers:
@@ -280,21 +296,28 @@ class TestControllers:
     def _job_failed(self, jobset: dict, job: dict, restarts: int) -> None:
         """JobSet's failure policy: the first matching rule's action, else RestartJobSet."""
         policy = jobset["spec"].get("failurePolicy") or {}
-        reason = next((c.get("reason", "") for c in job["status"]["conditions"] if c.get("type") == "Failed"), "")
+        failed = next(c for c in job["status"]["conditions"] if c.get("type") == "Failed")
+        reason, text = failed.get("reason", ""), failed.get("message", "")
         action = "RestartJobSet"
         for rule in policy.get("rules") or []:
-            if not rule.get("onJobFailureReasons") or reason in rule["onJobFailureReasons"]:
+            reasons, patterns = rule.get("onJobFailureReasons"), rule.get("onJobFailureMessagePatterns")
+            if (not reasons or reason in reasons) and (not patterns or any(re.search(p, text) for p in patterns)):
                 action = rule["action"]
                 break
         job_name = job["metadata"]["name"]
         if action == "FailJobSet":
             message = f"jobset failed because job {job_name} failed (failure policy rule, reason {reason})"
             self._finish(jobset, "Failed", "FailurePolicyRuleAction", message)
-        elif restarts >= int(policy.get("maxRestarts") or 0):
-            message = f"jobset reached its max restarts ({restarts}) when job {job_name} failed"
-            self._finish(jobset, "Failed", "ReachedMaxRestarts", message)
-        else:
-            self.api.patch("jobsets", jobset["metadata"]["name"], {"status": {"restarts": restarts + 1}})
+            return
+        counted = int((jobset.get("status") or {}).get("restartsCountTowardsMax") or 0)
+        status = {"restarts": restarts + 1}
+        if action == "RestartJobSet":
+            if counted >= int(policy.get("maxRestarts") or 0):
+                message = f"jobset reached its max restarts ({counted}) when job {job_name} failed"
+                self._finish(jobset, "Failed", "ReachedMaxRestarts", message)
+                return
+            status["restartsCountTowardsMax"] = counted + 1
+        self.api.patch("jobsets", jobset["metadata"]["name"], {"status": status})
 
     def _create_jobs(self, jobset: dict, restarts: int) -> None:
         name = jobset["metadata"]["name"]
@@ -348,12 +371,8 @@ class TestControllers:
             return
         for pod in pods:
             if (pod.get("status") or {}).get("phase") == "Failed":
-                status = (pod["status"].get("containerStatuses") or [{}])[0].get("state", {}).get("terminated", {})
-                if _pod_failure_rule(job, pod):
-                    message = (
-                        f"Container distrun for pod {pod['metadata']['name']} failed with exit code "
-                        f"{status.get('exitCode')} matching FailJob rule"
-                    )
+                message = _pod_failure_rule(job, pod)
+                if message:
                     self._finish(job, "Failed", "PodFailurePolicy", message)
                 else:  # backoffLimit 0: the first failed pod fails the Job
                     self._finish(job, "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
@@ -625,6 +644,10 @@ class TestKubelet:
             return
         if running is not None and running.proc is not None and not running.reported:
             self._report_exit(pod, running, running.proc.returncode)
+            if _disrupted(pod):
+                # Kept until the next sync, so the Job controller sees the evicted pod's failure (the
+                # real one's tracking finalizer makes sure it does).
+                return
         self.api.patch("pods", name, {"metadata": {"finalizers": []}})  # gone now
 
     def _kill(self, running: RunningPod) -> None:

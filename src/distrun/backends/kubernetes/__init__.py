@@ -17,6 +17,7 @@ into the job folder), `pod_agent` (runs in each pod). This module is the backend
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import tempfile
@@ -29,7 +30,7 @@ from typing import Any, ClassVar
 from distrun.agent.attempt_logs import attempt_folder, keep_attempt_logs
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.base import Backend, Observation, RenderedJob
-from distrun.backends.kubernetes.attempts import current_attempt, of_attempt, with_restarts
+from distrun.backends.kubernetes.attempts import current_attempt, of_attempt, preemption_restarts, with_restarts
 from distrun.backends.kubernetes.client import KubernetesApiError, KubernetesClient
 from distrun.backends.kubernetes.collect import (
     K8sPaths,
@@ -81,8 +82,10 @@ def check_restarts(target_name: str, job: JobSpec, jobset: bool) -> None:
     if limits.max_preemptions is not None:
         raise DistrunError(
             f"compute target {target_name!r} (Kubernetes) cannot honour limits.max_preemptions: JobSet restarts "
-            "the job after any failed Job and cannot tell a preempted (evicted) pod from a failed one",
-            "remove limits.max_preemptions; set limits.max_restarts high enough to cover preemptions too",
+            "a job for evicted or preempted pods without limit (or counts them against maxRestarts), never "
+            "up to a separate limit",
+            "remove limits.max_preemptions (preemptions are then unlimited, not counted against "
+            "limits.max_restarts), or raise limits.max_restarts",
         )
     if not jobset:
         raise DistrunError(
@@ -246,6 +249,19 @@ def _shown_attempt(paths: K8sPaths) -> int:
         return 0
 
 
+def _kept_preemptions(paths: K8sPaths, seen: int | None) -> int:
+    """The JobSet's count of restarts for disrupted pods, kept in the job folder for when it is gone."""
+    kept = paths.folder / "preemptions"
+    if seen is None:
+        try:
+            return int(kept.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return 0
+    with contextlib.suppress(OSError):
+        kept.write_text(f"{seen}\n", encoding="utf-8")
+    return seen
+
+
 def _next_attempt_logs(folder: JobFolder, paths: K8sPaths, current: int) -> None:
     """JobSet restarted the job: the ended attempt's logs move to user_logs/attempt_<k>/ (under `collecting`)."""
     shown = _shown_attempt(paths)
@@ -300,7 +316,10 @@ def observe(
         return Seen(state, mine)
     active = top is not None and not engine_failed and not _condition(top, "Completed")
     live = any(v.phase in ("Pending", "Running") for v in views)
-    state, attempts = with_restarts(state, layout, policy, outcomes, current, jobset_active=active, live=live)
+    preemptions = _kept_preemptions(paths, preemption_restarts(top))
+    state, attempts = with_restarts(
+        state, layout, policy, outcomes, current, jobset_active=active, live=live, preemptions=preemptions
+    )
     return Seen(state, mine, attempts)
 
 

@@ -26,6 +26,15 @@ from distrun.restarts import Attempt, RestartPolicy, decide
 ATTEMPT_KEY = "attempt"  # stamped on each kept outcome: the attempt of the pod that reported it
 
 
+def preemption_restarts(jobset: Mapping[str, Any] | None) -> int | None:
+    """How many of the JobSet's restarts were for disrupted pods (the `preempted` rule's action,
+    RestartJobSetAndIgnoreMaxRestarts, does not count towards maxRestarts); None without a JobSet."""
+    if jobset is None:
+        return None
+    status = jobset.get("status") or {}
+    return int(status.get("restarts") or 0) - int(status.get("restartsCountTowardsMax") or 0)
+
+
 def current_attempt(jobset: Mapping[str, Any] | None, views: Sequence[PodView]) -> int:
     """The JobSet's restart count, or a higher pod label (seen before the JobSet's status)."""
     restarts = ((jobset or {}).get("status") or {}).get("restarts") or 0
@@ -47,17 +56,31 @@ def _times(outcomes: Mapping[str, dict[str, Any]]) -> tuple[float | None, float 
 
 
 def ended_attempt(layout: PodLayout, attempt: int, outcomes: Mapping[str, dict[str, Any]]) -> Attempt:
-    """An attempt JobSet restarted: it failed; its root cause from its pods' outcomes."""
+    """An attempt JobSet restarted: Failed, with its root cause from its pods' outcomes; or
+    Preempted when no rank failed and a pod's agent was stopped from outside (its pod evicted,
+    preempted or deleted: Kubernetes sends SIGTERM, the agent stops its ranks and reports)."""
     state = job_state(layout, [], outcomes)
     root = state.root_cause if state.status == "Failed" else None
-    if root:
-        reason = state.reason
-    elif any(o.get("status") == "Canceled" for o in outcomes.values()):
-        reason = "a pod of this attempt was stopped from outside (deleted, evicted or preempted)"
-    else:
+    status, reason = JobStatus.FAILED, state.reason
+    if root is None and any(o.get("status") == "Canceled" for o in outcomes.values()):
+        status, reason = JobStatus.PREEMPTED, "preempted: a pod was stopped from outside (evicted or deleted)"
+    elif root is None:
         reason = "a pod of this attempt failed (no report of it came back)"
     started, ended = _times(outcomes)
-    return Attempt(attempt, JobStatus.FAILED, reason, root, started, ended, attempt_logs(attempt), restarted=True)
+    return Attempt(attempt, status, reason, root, started, ended, attempt_logs(attempt), restarted=True)
+
+
+def _preempted_without_report(ended: list[Attempt], preemptions: int) -> None:
+    """Attempts whose pods went before any report was read are Preempted as far as JobSet counted
+    restarts for disrupted pods that no report explains."""
+    left = preemptions - sum(1 for a in ended if a.status == JobStatus.PREEMPTED)
+    for attempt in ended:
+        if left <= 0:
+            return
+        if attempt.status == JobStatus.FAILED and attempt.root_cause is None:
+            attempt.status = JobStatus.PREEMPTED
+            attempt.reason = "preempted: JobSet restarted it for a disrupted (evicted or preempted) pod"
+            left -= 1
 
 
 def _no_restart_code(policy: RestartPolicy, attempt: Attempt) -> int | None:
@@ -74,9 +97,11 @@ def with_restarts(
     *,
     jobset_active: bool,  # the JobSet exists and has not ended: it may still restart the job
     live: bool,  # some pod of the job still runs
+    preemptions: int = 0,  # the JobSet's restarts for disrupted pods (`preemption_restarts`)
 ) -> tuple[JobState, list[Attempt]]:
     """The job's state and its attempts, given `state`, the current attempt's own state."""
     ended = [ended_attempt(layout, k, of_attempt(outcomes, k)) for k in range(current)]
+    _preempted_without_report(ended, preemptions)
     for attempt in ended:
         code = _no_restart_code(policy, attempt)
         if code is not None:  # JobSet restarted it (a peer's Job failed first): distrun ends it here

@@ -28,6 +28,8 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 # The reason a Job fails with when a podFailurePolicy FailJob rule matched.
 POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
+# The pod condition Kubernetes sets on a pod it evicts, preempts or deletes for a taint.
+DISRUPTION_TARGET = "DisruptionTarget"
 # Where a pod's distrun node agent reports its outcome (compact JSON; Kubernetes keeps 4 KiB).
 TERMINATION_LOG = "termination-log"
 # The agent's final log record: this prefix, then its outcome as JSON, on one line.
@@ -202,19 +204,44 @@ def no_restart_codes(job: JobSpec) -> list[int]:
 def failure_policy(job: JobSpec) -> dict[str, Any]:
     """JobSet's failurePolicy: any failed Job fails the set, or restarts it while limits.max_restarts allows.
 
-    A Job that failed through the no-restart podFailurePolicy rule (reason PodFailurePolicy)
-    fails the set at once, whatever restarts are left.
+    With restarts, two rules come first (the first that matches a failed Job decides): a Job
+    failed because its pod was disrupted (evicted, preempted: the podFailurePolicy rule on the
+    DisruptionTarget condition) restarts the set without counting against maxRestarts, as
+    preemptions are unlimited when max_restarts is set; a Job failed through the no-restart
+    exit-code rule fails the set at once. Any other failed Job restarts it (JobSet's default).
     """
     policy: dict[str, Any] = {"maxRestarts": RestartPolicy.of(job.limits).max_restarts}
-    if policy["maxRestarts"]:
-        # Every pod of an attempt has ended before the next attempt's pods start, as on every
-        # compute: no rank of the old attempt still holds the ports or answers on the pod names.
-        policy["restartStrategy"] = "BlockingRecreate"
-    if policy["maxRestarts"] and no_restart_codes(job):
-        policy["rules"] = [
+    if not policy["maxRestarts"]:
+        return policy
+    # Every pod of an attempt has ended before the next attempt's pods start, as on every
+    # compute: no rank of the old attempt still holds the ports or answers on the pod names.
+    policy["restartStrategy"] = "BlockingRecreate"
+    policy["rules"] = [
+        {
+            "name": "preempted",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": [POD_FAILURE_POLICY_REASON],
+            # The Job controller's message for a FailJob rule on a pod condition.
+            "onJobFailureMessagePatterns": [f"has condition {DISRUPTION_TARGET}"],
+        }
+    ]
+    if no_restart_codes(job):
+        policy["rules"].append(
             {"name": "noRestartExitCodes", "action": "FailJobSet", "onJobFailureReasons": [POD_FAILURE_POLICY_REASON]}
-        ]
+        )
     return policy
+
+
+def pod_failure_policy(job: JobSpec) -> dict[str, Any]:
+    """With restarts: a disrupted pod, or one exiting with a no-restart code, fails its Job through a
+    rule (reason PodFailurePolicy), which the JobSet's failure policy rules tell apart."""
+    rules: list[dict[str, Any]] = [
+        {"action": "FailJob", "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}]}
+    ]
+    if no_restart_codes(job):
+        codes = {"containerName": CONTAINER, "operator": "In", "values": no_restart_codes(job)}
+        rules.append({"action": "FailJob", "onExitCodes": codes})
+    return {"rules": rules}
 
 
 def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str) -> dict[str, Any]:
@@ -222,15 +249,8 @@ def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: 
     restarts = RestartPolicy.of(job.limits).max_restarts > 0
     for role in layout.roles:
         spec = _job_spec(role, layout, job, target, None, job_name)
-        if restarts and no_restart_codes(job):
-            spec["podFailurePolicy"] = {
-                "rules": [
-                    {
-                        "action": "FailJob",
-                        "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": no_restart_codes(job)},
-                    }
-                ]
-            }
+        if restarts:
+            spec["podFailurePolicy"] = pod_failure_policy(job)
         replicated.append(
             {
                 "name": role.name,
