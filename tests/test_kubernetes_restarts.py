@@ -220,3 +220,11 @@ def test_an_attempt_without_reports_is_preempted_when_jobset_counted_a_restart_f
     )
     assert [(a.attempt, str(a.status)) for a in attempts] == [(0, "Failed"), (1, "Preempted")]
     assert "disrupted" in attempts[1].reason and state.status == "Running"
+
+
+def test_distrun_leaves_the_count_to_jobset_while_the_jobset_still_runs() -> None:
+    # distrun counts 3 failures (of max_restarts 2), but JobSet, which may have restarted one of
+    # them for a disrupted pod, has not failed the set: distrun neither stops it nor ends the job.
+    outcomes = {"a": failed(0, 1), "b": failed(1, 1), "c": failed(2, 1)}
+    state, _ = follow([pod("c", "Failed", 2), pod("d", "Running", 2)], outcomes, 2, active=True)
+    assert state.status == "Running" and not state.stop_the_rest and "JobSet decides what follows" in state.reason

@@ -6,9 +6,9 @@ creates the Jobs again, their pods labelled `jobset.sigs.k8s.io/restart-attempt`
 count. distrun groups pods and their agents' outcomes by that label: the current attempt (the
 highest) decides the job's state, each earlier one becomes an entry of the record's `attempts`
 with its root cause. distrun keeps the same rules as on every compute (`distrun.restarts.decide`):
-when it finds that an attempt should not have been restarted (its root cause's exit code is in
-limits.no_restart_exit_codes, but a peer's Job failed first and JobSet restarted the set), it
-stops the job itself.
+when an attempt must not be restarted (its root cause's exit code is in
+limits.no_restart_exit_codes) but JobSet may restart it (a peer's Job failed first), it stops
+the job itself; otherwise JobSet decides what follows a failure, and distrun records it.
 """
 
 from __future__ import annotations
@@ -113,12 +113,16 @@ def with_restarts(
     this = Attempt(current, JobStatus.of(state.status), state.reason, state.root_cause, started, ended_at)
     if state.status == "Failed":
         decision = decide(policy, [*ended, this])
-        if decision.restart and jobset_active:
-            reason = f"attempt {current} failed ({state.reason}); {decision.reason}: JobSet runs it again"
+        if jobset_active and _no_restart_code(policy, this) is None:
+            # JobSet restarts it, or fails the set once its restarts are used (it counts them, a
+            # restart for a disrupted pod excepted): distrun follows.
+            then = f"{decision.reason}: JobSet runs it again" if decision.restart else "JobSet decides what follows"
+            reason = f"attempt {current} failed ({state.reason}); {then}"
             return JobState("Running", reason, processes=state.processes), ended
         if decision.reason:
             this.reason = f"{state.reason}; {decision.reason}"
-        # JobSet would restart it, distrun's rules say no (e.g. an exit code JobSet did not see): stop it.
+        # An exit code that must not be restarted while the JobSet may restart (a peer's Job
+        # failed first, or a code no container can exit with): distrun stops the job itself.
         stop = state.stop_the_rest or jobset_active
         final = replace(state, reason=this.reason, terminal=not stop, stop_the_rest=stop)
         return final, [*ended, this]
