@@ -251,3 +251,137 @@ def test_tensorflow_parameter_server_is_stopped_when_the_workers_are_done(
     assert procs["ps_0"]["stopped_by_distrun"] is True
     logs = Path(record["folder"]) / "user_logs"
     assert "ps 0 serving" in (logs / "std_log_node_02_ps.txt").read_text()
+
+
+RESTARTING = """
+    import os, sys, time
+    attempt, rank = os.environ["DISTRUN_RESTART_COUNT"], os.environ["RANK"]
+    print(f"rank {rank} attempt {attempt} torchelastic {os.environ['TORCHELASTIC_RESTART_COUNT']}", flush=True)
+    failing = attempt == "0" or os.environ.get("ALWAYS")
+    if failing and rank == "1":
+        if os.environ.get("FINAL_CODE"):
+            sys.exit(int(os.environ["FINAL_CODE"]))
+        raise RuntimeError(f"lost a GPU on attempt {attempt}")
+    if failing or os.environ.get("FINAL_CODE"):
+        time.sleep(600)  # stopped when the gang fails
+"""
+
+RESTART_JOB = SLEEPER_JOB.replace("{grace_period: 2}", "{grace_period: 2, max_restarts: 2, no_restart_exit_codes: [3]}")
+
+
+@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+def test_a_rank_that_fails_on_attempt_0_is_restarted_by_jobset_and_completes(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB)
+    done = run_cli("run", str(job), "--compute", "k8s", "--name", "restart-k8s", timeout=2 * WAIT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for rank in range(2):  # the second attempt's lines are streamed too
+        assert f"rank {rank} attempt 1 torchelastic 1" in done.stdout, done.stdout
+    record = show(run_cli, "restart-k8s")
+    assert record["status"] == "Completed"
+    first, second = record["attempts"]
+    assert first["attempt"] == 0 and first["status"] == "Failed" and first["restarted"] is True
+    assert first["root_cause"]["name"] == "rank_1" and "lost a GPU on attempt 0" in first["root_cause"]["traceback"]
+    assert first["logs"] == "user_logs/attempt_0"
+    assert second["attempt"] == 1 and second["status"] == "Completed"
+    assert sorted(p["name"] for p in record["processes"]) == ["rank_0", "rank_1"]
+    assert all(p["exit_code"] == 0 for p in record["processes"])  # the last attempt's processes
+    logs = Path(record["folder"]) / "user_logs"
+    old = (logs / "attempt_0" / "std_log_process_01.txt").read_text()
+    assert "rank 1 attempt 0 torchelastic 0" in old and "RuntimeError: lost a GPU on attempt 0" in old
+    assert "rank 0 attempt 0" in (logs / "attempt_0" / "std_log_process_00.txt").read_text()
+    new = (logs / "std_log_process_01.txt").read_text()
+    assert "rank 1 attempt 1 torchelastic 1" in new and "attempt 0" not in new
+    # JobSet counted one restart; the summary lists both attempts.
+    patches = [r for r in k8s.emulator.requests() if str(r.method).upper().endswith("PATCH")]
+    assert any(
+        "/jobsets/restart-k8s" in r.url.path and (r.data or {}).get("status", {}).get("restarts") == 1 for r in patches
+    )
+    assert "Attempts: 2\n  attempt 0: Failed, rank 1 on node 1 exited with code 1" in done.stdout
+
+
+@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+def test_a_no_restart_exit_code_fails_the_jobset_at_once(k8s: EmulatedCluster, run_cli, tmp_path: Path) -> None:
+    job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB + "    environment_variables: {FINAL_CODE: '3'}\n")
+    made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "final-k8s")
+    assert made.returncode == 0, made.stderr
+    # Nothing reads the job meanwhile, so this is the cluster's own doing: the pod failure policy
+    # failed the Job (reason PodFailurePolicy) and the JobSet's rule failed the set, no restart.
+    give_up = time.monotonic() + WAIT_S
+    while not ((k8s.api.get("jobsets", "final-k8s") or {}).get("status") or {}).get("conditions"):
+        assert time.monotonic() < give_up, k8s.api.get("jobsets", "final-k8s")
+        time.sleep(0.5)
+    status = k8s.api.get("jobsets", "final-k8s")["status"]
+    assert [c["reason"] for c in status["conditions"]] == ["FailurePolicyRuleAction"] and not status.get("restarts")
+    record = wait_for(run_cli, "final-k8s", lambda r: r["status"] in ("Failed", "Completed", "Canceled"))
+    assert record["status"] == "Failed"
+    assert "exit code 3 is in limits.no_restart_exit_codes" in record["reason"]
+    assert record["root_cause"]["name"] == "rank_1" and record["root_cause"]["exit_code"] == 3
+    (only,) = record["attempts"]
+    assert only["attempt"] == 0 and only["restarted"] is False
+    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    assert not live, [p["metadata"]["name"] for p in live]
+
+
+@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+def test_a_job_that_fails_on_every_attempt_ends_failed_when_jobset_used_its_restarts(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB + "    environment_variables: {ALWAYS: '1'}\n")
+    done = run_cli(
+        "run", str(job), "--compute", "k8s", "--name", "always-k8s", "--max-restarts", "1", timeout=2 * WAIT_S
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    record = show(run_cli, "always-k8s")
+    assert record["status"] == "Failed"
+    assert "after 2 failed attempts (limits.max_restarts: 1)" in record["reason"]
+    assert "lost a GPU on attempt 1" in record["root_cause"]["traceback"]
+    assert [(a["attempt"], a["status"], a["restarted"]) for a in record["attempts"]] == [
+        (0, "Failed", True),
+        (1, "Failed", False),
+    ]
+    assert "lost a GPU on attempt 0" in record["attempts"][0]["root_cause"]["traceback"]
+    logs = Path(record["folder"]) / "user_logs"
+    assert "lost a GPU on attempt 0" in (logs / "attempt_0" / "std_log_process_01.txt").read_text()
+    assert "lost a GPU on attempt 1" in (logs / "std_log_process_01.txt").read_text()
+    status = k8s.api.get("jobsets", "always-k8s")
+    assert status is None or status["status"]["restarts"] == 1  # distrun may have deleted it already
+    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    assert not live, [p["metadata"]["name"] for p in live]
+
+
+PREEMPTED = """
+    import os, time
+    attempt, rank = os.environ["DISTRUN_RESTART_COUNT"], os.environ["RANK"]
+    print(f"rank {rank} attempt {attempt} started", flush=True)
+    if attempt == "0":
+        time.sleep(600)  # until its pod is evicted (or the gang stopped)
+"""
+
+
+@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+def test_an_evicted_pod_is_a_preemption_that_does_not_use_up_max_restarts(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", PREEMPTED, RESTART_JOB.replace("max_restarts: 2", "max_restarts: 1"))
+    made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "evict-k8s")
+    assert made.returncode == 0, made.stderr
+    logs = Path(show(run_cli, "evict-k8s")["folder"]) / "user_logs"
+    wait_for(run_cli, "evict-k8s", lambda r: (logs / "std_log_process_01.txt").exists() and r["status"] == "Running")
+    # What the eviction API does: the DisruptionTarget condition, then the pod's deletion.
+    (victim,) = [p for p in k8s.pods() if p["metadata"]["name"].startswith("evict-k8s-worker-0-1")]
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    k8s.api.patch("pods", victim["metadata"]["name"], {"status": {"conditions": [condition]}})
+    k8s.api.delete("pods", victim["metadata"]["name"])
+    record = wait_for(run_cli, "evict-k8s", lambda r: r["status"] in ("Completed", "Failed", "Canceled"))
+    assert record["status"] == "Completed", record
+    first, second = record["attempts"]
+    # From its pods' reports, or (when they went before distrun read them) from JobSet's counts.
+    assert first["status"] == "Preempted" and first["reason"].startswith("preempted: ") and first["restarted"], first
+    assert second["status"] == "Completed"
+    assert "rank 1 attempt 1 started" in (logs / "std_log_process_01.txt").read_text()
+    assert "rank 1 attempt 0 started" in (logs / "attempt_0" / "std_log_process_01.txt").read_text()
+    # JobSet restarted the set without counting it against maxRestarts (1 is still left).
+    status = k8s.api.get("jobsets", "evict-k8s")["status"]
+    assert status["restarts"] == 1 and not status.get("restartsCountTowardsMax")

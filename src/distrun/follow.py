@@ -74,6 +74,7 @@ def follow_logs(
 ) -> None:
     stream = LineStream(out, color, raw)
     offsets: dict[str, int] = {}
+    files: dict[str, int] = {}  # name -> inode: a new file under a known name is read from its start
     while True:
         finished = is_finished()  # read before the files: nothing written after is missed
         labels = log_labels(folder)
@@ -84,12 +85,22 @@ def follow_logs(
                 label, node = labels.get(path.name, (path.stem, 0))
                 stream.add(path.name, label if prefix else None, node)
                 offsets[path.name] = 0
+            inode = _inode(path)
+            if files.setdefault(path.name, inode) != inode:  # a restarted job's next attempt (the last moved away)
+                files[path.name], offsets[path.name] = inode, 0
             offsets[path.name] = _read_new(path, offsets[path.name], lambda data, key=path.name: stream.feed(key, data))
         if finished or not follow:
             for key in offsets:
                 stream.finish(key)
             return
         time.sleep(POLL_SECONDS)
+
+
+def _inode(path: Path) -> int:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return 0
 
 
 def _read_new(path: Path, offset: int, sink: Callable[[bytes], None]) -> int:

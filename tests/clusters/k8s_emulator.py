@@ -9,9 +9,20 @@ No Kubernetes API server can run on our machines, so this is a mock, and says so
 - `TestControllers`: the few controller behaviours the tests rely on, from the Kubernetes and
   JobSet documentation: an Indexed Job creates one pod per completion index (hostname
   `<job>-<index>`, JOB_COMPLETION_INDEX set), fails at the first failed pod (backoffLimit 0 /
-  podFailurePolicy FailJob) and then stops its other pods; a JobSet creates one Job per
-  replicatedJob, fails when a Job fails (failurePolicy maxRestarts 0) and completes when the
+  podFailurePolicy FailJob on exit codes or pod conditions, reason PodFailurePolicy and the
+  Job controller's message when a rule matched, else BackoffLimitExceeded) and then stops its
+  other pods; a JobSet creates one Job per replicatedJob and completes when the
   successPolicy's Jobs are complete, stopping the rest; owned objects are garbage collected.
+  A failed Job is handled as JobSet's failure policy documents
+  (https://jobset.sigs.k8s.io/docs/concepts/, "Failure Policy"): the first rule whose
+  onJobFailureReasons and onJobFailureMessagePatterns match decides (FailJobSet,
+  RestartJobSet, RestartJobSetAndIgnoreMaxRestarts); without a match, RestartJobSet;
+  RestartJobSet fails the JobSet once status.restartsCountTowardsMax has reached maxRestarts,
+  otherwise it increments it and status.restarts (the ignoring action only status.restarts),
+  deletes every Job (foreground: their pods end first) and, as restartStrategy
+  BlockingRecreate does, creates them again only once every pod of the earlier
+  attempt is gone, each Job and pod labelled `jobset.sigs.k8s.io/restart-attempt` with the new
+  count.
 - `TestKubelet`: one node. Schedules a pod when its resource requests fit the node (else the
   pod stays Pending with PodScheduled=False/Unschedulable and the scheduler's message), fills
   its emptyDir and ConfigMap volumes, and runs its container's command as a local process in a
@@ -19,7 +30,9 @@ No Kubernetes API server can run on our machines, so this is a mock, and says so
   its termination-message file, its hostname, and an /etc/hosts that maps every Indexed Job
   pod's `<hostname>.<subdomain>` to 127.0.0.1 (what cluster DNS would answer). Reports phase,
   container state and termination message; deleting a pod sends SIGTERM, then SIGKILL after its
-  terminationGracePeriodSeconds.
+  terminationGracePeriodSeconds. A pod evicted by a test (DisruptionTarget condition, then
+  deleted) is reported Failed before it goes, so its Job fails as the real Job controller's
+  pod tracking makes it.
 
 Nothing here is part of distrun.
 """
@@ -48,6 +61,7 @@ FINALIZER = "test-kubelet.distrun.test/process"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 
 
 class KubernetesApiEmulator:
@@ -185,6 +199,37 @@ def _labels(obj: dict[str, Any]) -> dict[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
+def _owner_key(obj: dict[str, Any]) -> tuple[str, str]:
+    """A pod's Job, or a Job itself: (name, JobSet restart). A Job recreated under the same name
+    after a JobSet restart is another Job (Kubernetes tells them apart by uid)."""
+    labels = _labels(obj)
+    return labels.get(JOB_NAME_LABEL) or obj["metadata"]["name"], labels.get(RESTART_LABEL, "0")
+
+
+def _disrupted(pod: dict) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions)
+
+
+def _pod_failure_rule(job: dict, pod: dict) -> str:
+    """The Job controller's message when a FailJob rule of the Job's podFailurePolicy matches the
+    failed pod (its exit code, or a condition such as DisruptionTarget); "" when none does."""
+    name = f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+    code = (pod["status"].get("containerStatuses") or [{}])[0].get("state", {}).get("terminated", {}).get("exitCode")
+    conditions = {c.get("type") for c in pod["status"].get("conditions") or [] if c.get("status") == "True"}
+    for index, rule in enumerate((job["spec"].get("podFailurePolicy") or {}).get("rules") or []):
+        if rule.get("action") != "FailJob":
+            continue
+        on = rule.get("onExitCodes")
+        if on and (code in on.get("values", [])) == (on.get("operator") == "In"):
+            what = f"Container {on.get('containerName')} for pod {name} failed with exit code {code}"
+            return f"{what} matching FailJob rule at index {index}"
+        for wanted in rule.get("onPodConditions") or []:
+            if wanted.get("type") in conditions:
+                return f"Pod {name} has condition {wanted['type']} matching FailJob rule at index {index}"
+    return ""
+
+
 class TestControllers:
     """The Job, JobSet and garbage-collector behaviours the tests need (see the module docstring)."""
 
@@ -193,65 +238,53 @@ class TestControllers:
     def __init__(self, api: Api, jobset_crd: bool) -> None:
         self.api = api
         self.jobset_crd = jobset_crd
-        self.created_indexes: set[tuple[str, int]] = set()
+        self.created_indexes: set[tuple[str, str, int]] = set()
 
     def reconcile(self, jobsets: list[dict], jobs: list[dict], pods: list[dict]) -> None:
         jobset_names = {j["metadata"]["name"] for j in jobsets}
         for jobset in jobsets:
-            self._jobset(jobset, [j for j in jobs if _labels(j).get(JOBSET_LABEL) == jobset["metadata"]["name"]])
-        job_names = set()
+            name = jobset["metadata"]["name"]
+            self._jobset(
+                jobset,
+                [j for j in jobs if _labels(j).get(JOBSET_LABEL) == name],
+                [p for p in pods if _labels(p).get(JOBSET_LABEL) == name],
+            )
+        owners = set()
         for job in jobs:
             owner = _labels(job).get(JOBSET_LABEL)
             if owner and owner not in jobset_names:
                 self.api.delete("jobs", job["metadata"]["name"])  # its JobSet was deleted: garbage
                 continue
-            job_names.add(job["metadata"]["name"])
-            self._job(job, [p for p in pods if _labels(p).get(JOB_NAME_LABEL) == job["metadata"]["name"]])
+            owners.add(_owner_key(job))
+            self._job(job, [p for p in pods if _owner_key(p) == _owner_key(job)])
         for pod in pods:
             owner = _labels(pod).get(JOB_NAME_LABEL)
-            if owner and owner not in job_names and not pod["metadata"].get("deletionTimestamp"):
+            if owner and _owner_key(pod) not in owners and not pod["metadata"].get("deletionTimestamp"):
                 self.api.delete("pods", pod["metadata"]["name"])
 
     # ------------------------------------------------------------ JobSet
 
-    def _jobset(self, jobset: dict, children: list[dict]) -> None:
-        name = jobset["metadata"]["name"]
+    def _jobset(self, jobset: dict, children: list[dict], pods: list[dict]) -> None:
         spec = jobset["spec"]
         if _condition(jobset, "Completed") or _condition(jobset, "Failed"):
             for child in children:
                 if not (_condition(child, "Complete") or _condition(child, "Failed")):
                     self.api.delete("jobs", child["metadata"]["name"])
             return
+        restarts = int((jobset.get("status") or {}).get("restarts") or 0)
+        stale = [c for c in children if _labels(c).get(RESTART_LABEL, "0") != str(restarts)]
+        for child in stale:  # an earlier attempt's Jobs: deleted on a restart
+            self.api.delete("jobs", child["metadata"]["name"])
+        if stale:
+            return
         if not children:
-            subdomain = (spec.get("network") or {}).get("subdomain") or name
-            for rj in spec["replicatedJobs"]:
-                for replica in range(rj.get("replicas", 1)):
-                    template = copy.deepcopy(rj["template"])
-                    extra = {JOBSET_LABEL: name, "jobset.sigs.k8s.io/replicatedjob-name": rj["name"]}
-                    meta = template.get("metadata") or {}
-                    meta["labels"] = {**(meta.get("labels") or {}), **extra}
-                    pod_meta = template["spec"]["template"].setdefault("metadata", {})
-                    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **extra}
-                    template["spec"]["template"]["spec"]["subdomain"] = subdomain
-                    job = {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "metadata": {
-                            **meta,
-                            "name": f"{name}-{rj['name']}-{replica}",
-                            "namespace": self.api.namespace,
-                            "ownerReferences": [
-                                {"apiVersion": jobset["apiVersion"], "kind": "JobSet", "name": name, "uid": name}
-                            ],
-                        },
-                        "spec": template["spec"],
-                    }
-                    self.api.create("jobs", job)
+            if any(_labels(p).get(RESTART_LABEL, "0") != str(restarts) for p in pods):
+                return  # BlockingRecreate: the earlier attempt's pods are still ending
+            self._create_jobs(jobset, restarts)
             return
         failed = [c for c in children if _condition(c, "Failed")]
         if failed:
-            message = f"jobset failed because job {failed[0]['metadata']['name']} failed (failurePolicy maxRestarts 0)"
-            self._finish(jobset, "Failed", "FailedJobs", message)
+            self._job_failed(jobset, failed[0], restarts)
             return
         targets = (spec.get("successPolicy") or {}).get("targetReplicatedJobs") or [
             r["name"] for r in spec["replicatedJobs"]
@@ -259,6 +292,64 @@ class TestControllers:
         wanted = [c for c in children if _labels(c).get("jobset.sigs.k8s.io/replicatedjob-name") in targets]
         if wanted and all(_condition(c, "Complete") for c in wanted):
             self._finish(jobset, "Completed", "AllJobsCompleted", "jobset completed successfully")
+
+    def _job_failed(self, jobset: dict, job: dict, restarts: int) -> None:
+        """JobSet's failure policy: the first matching rule's action, else RestartJobSet."""
+        policy = jobset["spec"].get("failurePolicy") or {}
+        failed = next(c for c in job["status"]["conditions"] if c.get("type") == "Failed")
+        reason, text = failed.get("reason", ""), failed.get("message", "")
+        action = "RestartJobSet"
+        for rule in policy.get("rules") or []:
+            reasons, patterns = rule.get("onJobFailureReasons"), rule.get("onJobFailureMessagePatterns")
+            if (not reasons or reason in reasons) and (not patterns or any(re.search(p, text) for p in patterns)):
+                action = rule["action"]
+                break
+        job_name = job["metadata"]["name"]
+        if action == "FailJobSet":
+            message = f"jobset failed because job {job_name} failed (failure policy rule, reason {reason})"
+            self._finish(jobset, "Failed", "FailurePolicyRuleAction", message)
+            return
+        counted = int((jobset.get("status") or {}).get("restartsCountTowardsMax") or 0)
+        status = {"restarts": restarts + 1}
+        if action == "RestartJobSet":
+            if counted >= int(policy.get("maxRestarts") or 0):
+                message = f"jobset reached its max restarts ({counted}) when job {job_name} failed"
+                self._finish(jobset, "Failed", "ReachedMaxRestarts", message)
+                return
+            status["restartsCountTowardsMax"] = counted + 1
+        self.api.patch("jobsets", jobset["metadata"]["name"], {"status": status})
+
+    def _create_jobs(self, jobset: dict, restarts: int) -> None:
+        name = jobset["metadata"]["name"]
+        spec = jobset["spec"]
+        subdomain = (spec.get("network") or {}).get("subdomain") or name
+        for rj in spec["replicatedJobs"]:
+            for replica in range(rj.get("replicas", 1)):
+                template = copy.deepcopy(rj["template"])
+                extra = {
+                    JOBSET_LABEL: name,
+                    "jobset.sigs.k8s.io/replicatedjob-name": rj["name"],
+                    RESTART_LABEL: str(restarts),
+                }
+                meta = template.get("metadata") or {}
+                meta["labels"] = {**(meta.get("labels") or {}), **extra}
+                pod_meta = template["spec"]["template"].setdefault("metadata", {})
+                pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **extra}
+                template["spec"]["template"]["spec"]["subdomain"] = subdomain
+                job = {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {
+                        **meta,
+                        "name": f"{name}-{rj['name']}-{replica}",
+                        "namespace": self.api.namespace,
+                        "ownerReferences": [
+                            {"apiVersion": jobset["apiVersion"], "kind": "JobSet", "name": name, "uid": name}
+                        ],
+                    },
+                    "spec": template["spec"],
+                }
+                self.api.create("jobs", job)
 
     def _finish(self, obj: dict, kind: str, reason: str, message: str) -> None:
         condition = {"type": kind, "status": "True", "reason": reason, "message": message}
@@ -280,21 +371,20 @@ class TestControllers:
             return
         for pod in pods:
             if (pod.get("status") or {}).get("phase") == "Failed":
-                status = (pod["status"].get("containerStatuses") or [{}])[0].get("state", {}).get("terminated", {})
-                message = (
-                    f"Container distrun for pod {pod['metadata']['name']} failed with exit code "
-                    f"{status.get('exitCode')} matching FailJob rule"
-                )
-                self._finish(job, "Failed", "PodFailurePolicy", message)
+                message = _pod_failure_rule(job, pod)
+                if message:
+                    self._finish(job, "Failed", "PodFailurePolicy", message)
+                else:  # backoffLimit 0: the first failed pod fails the Job
+                    self._finish(job, "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
                 return
         succeeded = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Succeeded")
         if succeeded >= spec["completions"]:
             self._finish(job, "Complete", "CompletionsReached", "")
             return
         for index in range(spec["completions"]):
-            if (name, index) in self.created_indexes:
+            if (*_owner_key(job), index) in self.created_indexes:
                 continue  # one pod per index: backoffLimit 0, nothing is retried
-            self.created_indexes.add((name, index))
+            self.created_indexes.add((*_owner_key(job), index))
             template = copy.deepcopy(spec["template"])
             meta = template.get("metadata") or {}
             pod_spec = template["spec"]
@@ -455,6 +545,10 @@ class TestKubelet:
                 env[item["name"]] = name
             elif item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName":
                 env[item["name"]] = NODE_NAME
+            elif found := re.fullmatch(
+                r"metadata\.labels\['(.+)'\]", item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "")
+            ):
+                env[item["name"]] = _labels(pod).get(found.group(1), "")  # the downward API: "" when unset
         hostname = pod["spec"].get("hostname") or name
         script = "set -e\n"
         args: list[str] = []
@@ -550,6 +644,10 @@ class TestKubelet:
             return
         if running is not None and running.proc is not None and not running.reported:
             self._report_exit(pod, running, running.proc.returncode)
+            if _disrupted(pod):
+                # Kept until the next sync, so the Job controller sees the evicted pod's failure (the
+                # real one's tracking finalizer makes sure it does).
+                return
         self.api.patch("pods", name, {"metadata": {"finalizers": []}})  # gone now
 
     def _kill(self, running: RunningPod) -> None:

@@ -120,7 +120,7 @@ class Observation:
     outcomes    the node outcomes read so far (their processes become the record's `processes`)
     started_at  when the engine started the job (epoch s), if it says; None when unknown
     ended_at    when the job ended (epoch s), for a terminal status; None to let the caller decide
-    attempts    a job with restarts: every attempt that ended (`Attempt.to_dict`); None otherwise
+    attempts    with restarts: every attempt so far (`Attempt.to_dict`), the record's `attempts`; None: unchanged
     """
 
     status: JobStatus

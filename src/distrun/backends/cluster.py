@@ -57,11 +57,11 @@ def record_changes(record: JobRecord, seen: Observation, now: float) -> dict[str
         fields["status"] = seen.status
     if seen.reason != (record.reason or ""):
         fields["reason"] = seen.reason
-    if seen.attempts is not None and seen.attempts != record.attempts:
-        fields["attempts"] = seen.attempts
     live = seen.status in (JobStatus.RUNNING, JobStatus.FINALIZING)
     if record.started_at is None and (seen.started_at or live):
         fields["started_at"] = seen.started_at or now
+    if seen.attempts is not None and seen.attempts != (record.attempts or []):
+        fields["attempts"] = seen.attempts
     if seen.terminal:
         fields["root_cause"] = seen.root_cause
         fields["processes"] = merged_processes(seen.outcomes)

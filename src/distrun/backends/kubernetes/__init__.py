@@ -17,6 +17,7 @@ into the job folder), `pod_agent` (runs in each pod). This module is the backend
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import tempfile
@@ -26,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from distrun.agent.attempt_logs import attempt_folder, keep_attempt_logs
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.kubernetes.attempts import current_attempt, of_attempt, preemption_restarts, with_restarts
 from distrun.backends.kubernetes.client import KubernetesApiError, KubernetesClient
 from distrun.backends.kubernetes.collect import (
     K8sPaths,
@@ -46,8 +49,9 @@ from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
 from distrun.job_status import JobStatus
+from distrun.restarts import Attempt, RestartPolicy
 from distrun.spec.loader import LoadedJob, local_path
-from distrun.spec.models import JobSpec
+from distrun.spec.models import JobLimits, JobSpec
 from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import JobFolder, Layout
 from distrun.submission import PreparedJob, bind
@@ -70,11 +74,34 @@ def use_jobset(target: KubernetesTarget, client: KubernetesClient | None) -> boo
     return client.has_jobset() if client is not None else True
 
 
+def check_restarts(target_name: str, job: JobSpec, jobset: bool) -> None:
+    """Restarts are JobSet's: refuse what Kubernetes cannot honour, before anything is submitted."""
+    limits = job.limits
+    if not RestartPolicy.of(limits).on:
+        return
+    if limits.max_preemptions is not None:
+        raise DistrunError(
+            f"compute target {target_name!r} (Kubernetes) cannot honour limits.max_preemptions: JobSet restarts "
+            "a job for evicted or preempted pods without limit (or counts them against maxRestarts), never "
+            "up to a separate limit",
+            "remove limits.max_preemptions (preemptions are then unlimited, not counted against "
+            "limits.max_restarts), or raise limits.max_restarts",
+        )
+    if not jobset:
+        raise DistrunError(
+            f"compute target {target_name!r} runs jobs as Indexed Jobs (no JobSet CRD, or jobset: never), which "
+            "cannot restart a whole job: limits.max_restarts needs JobSet",
+            "install JobSet in the cluster (https://jobset.sigs.k8s.io) and set jobset: auto or always, "
+            "or remove limits.max_restarts (or --max-restarts) to run the job once",
+        )
+
+
 def preflight(target: ComputeTarget, job: JobSpec) -> None:
     """Before anything is recorded: the job has an image, and the cluster answers in the namespace."""
     from distrun.backends.kubernetes.pods import build_layout
 
     settings = kubernetes_target(target)
+    check_restarts(target.name, job, settings.jobset != "never")
     named = named_image(job, Layout().config_path)
     build_layout(job, settings, job.name or "job", jobset=True, named_image=named)  # image, per-role resources
     client = KubernetesClient(settings)
@@ -84,6 +111,7 @@ def preflight(target: ComputeTarget, job: JobSpec) -> None:
             f"compute target {target.name!r} asks for JobSet (jobset: always) but the cluster has no JobSet CRD",
             "install JobSet (https://jobset.sigs.k8s.io), or set jobset: auto to use Indexed Jobs",
         )
+    check_restarts(target.name, job, use_jobset(settings, client))
 
 
 def render_job(
@@ -203,34 +231,101 @@ def _engine_failure(client: KubernetesClient, layout: PodLayout) -> str:
     return ""
 
 
-def observe(client: KubernetesClient, folder: JobFolder, layout: PodLayout) -> JobState:
+@dataclass(frozen=True)
+class Seen:
+    """What one look at the cluster found: the job's state, the outcomes of its current attempt,
+    and (with restarts) every attempt so far."""
+
+    state: JobState
+    outcomes: dict[str, dict[str, Any]]
+    attempts: list[Attempt] | None = None
+
+
+def _shown_attempt(paths: K8sPaths) -> int:
+    """The attempt whose logs user_logs/ holds: the latest seen (the JobSet and its pods may be gone since)."""
+    try:
+        return int(paths.attempt.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+
+
+def _kept_preemptions(paths: K8sPaths, seen: int | None) -> int:
+    """The JobSet's count of restarts for disrupted pods, kept in the job folder for when it is gone."""
+    kept = paths.folder / "preemptions"
+    if seen is None:
+        try:
+            return int(kept.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return 0
+    with contextlib.suppress(OSError):
+        kept.write_text(f"{seen}\n", encoding="utf-8")
+    return seen
+
+
+def _next_attempt_logs(folder: JobFolder, paths: K8sPaths, current: int) -> None:
+    """JobSet restarted the job: the ended attempt's logs move to user_logs/attempt_<k>/ (under `collecting`)."""
+    shown = _shown_attempt(paths)
+    if current <= shown:
+        return
+    if folder.user_logs.is_dir():
+        keep_attempt_logs(folder.user_logs, shown)
+    paths.attempt.write_text(f"{current}\n", encoding="utf-8")
+
+
+def observe(
+    client: KubernetesClient, folder: JobFolder, layout: PodLayout, policy: RestartPolicy | None = None
+) -> Seen:
     """Pods, their logs and outcomes -> distrun's state; the logs land in the job folder on the way.
 
     An outcome read once (a pod's final log record, else its termination message) is kept in
     the job folder: pods are removed when their job ends, their reports must not go with them.
+    With restarts (`policy`, JobSet only), pods are told apart by their JobSet restart: the
+    latest attempt's logs are in user_logs/, earlier ones' in user_logs/attempt_<k>/.
     """
     paths = K8sPaths(folder.root)
     pods = client.list("Pod", {JOB_LABEL: layout.object_name})
     labels = label_files(folder)
     views = [pod_view(p) for p in pods]
+    restarts = policy is not None and policy.on and layout.jobset
+    top = client.get("JobSet", layout.object_name) if restarts else None
+    current = max(current_attempt(top, views), _shown_attempt(paths)) if restarts else 0
     with collecting(paths):
+        if restarts:
+            _next_attempt_logs(folder, paths, current)
         for view in views:
             serves_ssh = any(r.serves_ssh and r.name == view.role for r in layout.roles)
             if serves_ssh or (view.phase == "Pending" and not view.deleting):
                 continue
-            collect_pod_log(folder, paths, view.name, client.pod_log(view.name), labels)
+            logs = folder.user_logs if view.attempt >= current else attempt_folder(folder.user_logs, view.attempt)
+            collect_pod_log(folder, paths, view.name, client.pod_log(view.name), labels, logs, view.attempt)
             from_status = termination_outcome(view)
             if from_status is not None and not (paths.outcomes / f"{view.name}.json").exists():
-                keep_outcome(paths, view.name, from_status)
+                keep_outcome(paths, view.name, from_status, view.attempt)
         outcomes = read_outcomes(paths)
-    return job_state(
+    mine = of_attempt(outcomes, current)
+    engine_failed = _engine_failure(client, layout)
+    state = job_state(
         layout,
-        views,
-        outcomes,
+        [v for v in views if v.attempt == current],
+        mine,
         planned=planned_processes(folder),
-        engine_failed=_engine_failure(client, layout),
+        engine_failed=engine_failed,
         canceled=paths.cancel.exists(),
     )
+    if not restarts or policy is None:
+        return Seen(state, mine)
+    active = top is not None and not engine_failed and not _condition(top, "Completed")
+    live = any(v.phase in ("Pending", "Running") for v in views)
+    preemptions = _kept_preemptions(paths, preemption_restarts(top))
+    state, attempts = with_restarts(
+        state, layout, policy, outcomes, current, jobset_active=active, live=live, preemptions=preemptions
+    )
+    return Seen(state, mine, attempts)
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
 def planned_processes(folder: JobFolder) -> list[dict[str, Any]]:
@@ -278,6 +373,14 @@ def _stopping_for(paths: K8sPaths) -> float:
         paths.folder.mkdir(parents=True, exist_ok=True)
         paths.stopping.write_text(f"{since}\n", encoding="utf-8")
     return time.time() - since
+
+
+def _job_limits(folder: JobFolder) -> JobLimits:
+    """The job's limits from its job.json; the defaults (no restarts) when it cannot be read."""
+    try:
+        return JobSpec.model_validate(json.loads(folder.job_json.read_text(encoding="utf-8"))).limits
+    except (OSError, ValueError):
+        return JobLimits()
 
 
 def load_layout(folder: JobFolder) -> PodLayout:
@@ -338,6 +441,9 @@ class KubernetesBackend(Backend):
     engine: ClassVar[str] = "Kubernetes"
     cancel_command: ClassVar[str] = "deleting its objects"
     cancel_wait_s: ClassVar[float] = 60.0
+    # JobSet's failurePolicy restarts the whole job (limits.max_restarts); Indexed Jobs and
+    # limits.max_preemptions are refused with a reason (`check_restarts`).
+    restarts: ClassVar[bool] = True
 
     def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
         KubernetesTarget.from_settings(target_name, settings)
@@ -364,6 +470,7 @@ class KubernetesBackend(Backend):
         if code is None and job.spec.code is not None and not settings.code_in_image:
             notes.append("the code snapshot is added to the ConfigMap when the job is submitted")
         named = named_image(job.spec, layout.config_path)
+        check_restarts(job.target.name, job.spec, jobset)
         request = render_job(job.spec, settings, job.name, job.bindings, job.folder.root, code, jobset, named)
         return RenderedJob(
             job=job,
@@ -401,7 +508,9 @@ class KubernetesBackend(Backend):
         settings = kubernetes_target(resolve_target(record.compute, layout.config_path))
         client = KubernetesClient(settings)
         pod_layout = load_layout(folder)
-        state = observe(client, folder, pod_layout)
+        policy = RestartPolicy.of(_job_limits(folder))
+        seen = observe(client, folder, pod_layout, policy)
+        state = seen.state
         status, terminal = JobStatus.of(state.status), state.terminal
         if state.stop_the_rest:
             stop_rest(client, pod_layout, state)
@@ -411,12 +520,12 @@ class KubernetesBackend(Backend):
                 status = JobStatus.FINALIZING
         if terminal:
             cleanup(client, pod_layout)
-        outcomes = read_outcomes(K8sPaths(folder.root))
         return Observation(
             status=status,
             reason=state.reason,
             root_cause=state.root_cause,
-            outcomes=_node_outcomes(state, outcomes),
+            outcomes=_node_outcomes(state, seen.outcomes),
+            attempts=None if seen.attempts is None else [a.to_dict() for a in seen.attempts],
         )
 
     def cancel(self, record: JobRecord, layout: Layout) -> None:
@@ -435,7 +544,7 @@ class KubernetesBackend(Backend):
         folder = layout.job(record.name)
         try:
             settings = kubernetes_target(resolve_target(record.compute, layout.config_path))
-            observe(KubernetesClient(settings), folder, load_layout(folder))
+            observe(KubernetesClient(settings), folder, load_layout(folder), RestartPolicy.of(_job_limits(folder)))
         except (DistrunError, OSError):
             pass
 
@@ -450,6 +559,7 @@ def _for_cluster(
     jobset = use_jobset(settings, client if settings.jobset == "auto" else None)
     if jobset == request.layout.jobset:
         return request
+    check_restarts(job.target.name, job.spec, jobset)
     code = job.folder.code if job.folder.code.is_dir() else None
     named = named_image(job.spec, layout.config_path)
     return render_job(job.spec, settings, job.name, job.bindings, job.folder.root, code, jobset, named)

@@ -32,6 +32,7 @@ class K8sPaths:
         self.offsets = self.folder / "log_offsets.json"
         self.lock = self.folder / "collect.lock"
         self.outcomes = self.folder / "outcomes"
+        self.attempt = self.folder / "attempt"  # the attempt whose logs user_logs/ holds
 
 
 @contextlib.contextmanager
@@ -76,8 +77,20 @@ def _append(path: Path, data: bytes) -> None:
         handle.write(data)
 
 
-def collect_pod_log(folder: JobFolder, paths: K8sPaths, pod: str, log: bytes, labels: Mapping[str, str]) -> None:
-    """Append what is new in `log` (whole lines) to the job's files; call under `collecting`."""
+def collect_pod_log(
+    folder: JobFolder,
+    paths: K8sPaths,
+    pod: str,
+    log: bytes,
+    labels: Mapping[str, str],
+    user_logs: Path | None = None,
+    attempt: int = 0,
+) -> None:
+    """Append what is new in `log` (whole lines) to the job's files; call under `collecting`.
+
+    `user_logs`: where its processes' logs go (an earlier attempt's folder once the job restarted);
+    `attempt`: the JobSet restart of the pod, kept with its outcome."""
+    user_logs = user_logs if user_logs is not None else folder.user_logs
     try:
         offsets = json.loads(paths.offsets.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -93,19 +106,22 @@ def collect_pod_log(folder: JobFolder, paths: K8sPaths, pod: str, log: bytes, la
     per_file, outcomes = split_log(new, labels)
     for name, data in per_file.items():
         if "/" not in name and name.endswith(".txt"):
-            _append(folder.user_logs / name, data)
+            user_logs.mkdir(parents=True, exist_ok=True)
+            _append(user_logs / name, data)
     for outcome in outcomes:
-        keep_outcome(paths, pod, outcome)
+        keep_outcome(paths, pod, outcome, attempt)
     offsets[pod] = end
     tmp = paths.offsets.with_suffix(".tmp")
     tmp.write_text(json.dumps(offsets), encoding="utf-8")
     tmp.replace(paths.offsets)
 
 
-def keep_outcome(paths: K8sPaths, pod: str, outcome: dict[str, Any]) -> None:
-    """A pod's outcome, kept in the job folder (a later, fuller report of the same pod replaces it)."""
+def keep_outcome(paths: K8sPaths, pod: str, outcome: dict[str, Any], attempt: int = 0) -> None:
+    """A pod's outcome, kept in the job folder (a later, fuller report of the same pod replaces it),
+    with the attempt (JobSet restart) of the pod that reported it."""
     if "/" in pod or pod.startswith("."):
         return
+    outcome = {**outcome, "attempt": attempt}
     paths.outcomes.mkdir(parents=True, exist_ok=True)
     tmp = paths.outcomes / f".{pod}.tmp"
     tmp.write_text(json.dumps(outcome), encoding="utf-8")

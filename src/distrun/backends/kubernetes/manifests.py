@@ -12,6 +12,7 @@ from typing import Any
 
 from distrun.backends.kubernetes.pods import PodLayout, PodRole, pod_job_dir
 from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.restarts import RestartPolicy
 from distrun.spec.models import JobSpec
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -23,6 +24,12 @@ JOB_LABEL = "distrun.io/job"
 ROLE_LABEL = "distrun.io/role"
 JOB_NAME_ANNOTATION = "distrun.io/job-name"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# JobSet labels (and annotates) every Job and pod with the JobSet restart it belongs to.
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+# The reason a Job fails with when a podFailurePolicy FailJob rule matched.
+POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
+# The pod condition Kubernetes sets on a pod it evicts, preempts or deletes for a taint.
+DISRUPTION_TARGET = "DisruptionTarget"
 # Where a pod's distrun node agent reports its outcome (compact JSON; Kubernetes keeps 4 KiB).
 TERMINATION_LOG = "termination-log"
 # The agent's final log record: this prefix, then its outcome as JSON, on one line.
@@ -88,6 +95,10 @@ def _container(role: PodRole, job: JobSpec, target: KubernetesTarget, job_name: 
     ]
     if target.code_in_image:
         env.append({"name": "DISTRUN_K8S_CODE_IN_IMAGE", "value": target.code_in_image})
+    if RestartPolicy.of(job.limits).on:
+        # The attempt (JobSet's restart count) reaches the agent, which gives it to every rank.
+        field = f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"
+        env.append({"name": "DISTRUN_K8S_RESTART_ATTEMPT", "valueFrom": {"fieldRef": {"fieldPath": field}}})
     # The job's own variables (and the role's) are on the container too, for the image's own
     # start-up; each process still gets exactly its plan environment from the agent.
     for key, value in {**job.environment_variables, **role.env}.items():
@@ -184,17 +195,67 @@ def _queue_labels(target: KubernetesTarget) -> dict[str, str]:
     return {QUEUE_LABEL: target.queue} if target.queue else {}
 
 
+def no_restart_codes(job: JobSpec) -> list[int]:
+    """limits.no_restart_exit_codes a pod can exit with (1-255): the pod agent exits with the
+    failed rank's code when it is one of them, so a podFailurePolicy can match it."""
+    return sorted(c for c in RestartPolicy.of(job.limits).no_restart_exit_codes if 0 < c < 256)
+
+
+def failure_policy(job: JobSpec) -> dict[str, Any]:
+    """JobSet's failurePolicy: any failed Job fails the set, or restarts it while limits.max_restarts allows.
+
+    With restarts, two rules come first (the first that matches a failed Job decides): a Job
+    failed because its pod was disrupted (evicted, preempted: the podFailurePolicy rule on the
+    DisruptionTarget condition) restarts the set without counting against maxRestarts, as
+    preemptions are unlimited when max_restarts is set; a Job failed through the no-restart
+    exit-code rule fails the set at once. Any other failed Job restarts it (JobSet's default).
+    """
+    policy: dict[str, Any] = {"maxRestarts": RestartPolicy.of(job.limits).max_restarts}
+    if not policy["maxRestarts"]:
+        return policy
+    # Every pod of an attempt has ended before the next attempt's pods start, as on every
+    # compute: no rank of the old attempt still holds the ports or answers on the pod names.
+    policy["restartStrategy"] = "BlockingRecreate"
+    policy["rules"] = [
+        {
+            "name": "preempted",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": [POD_FAILURE_POLICY_REASON],
+            # The Job controller's message for a FailJob rule on a pod condition.
+            "onJobFailureMessagePatterns": [f"has condition {DISRUPTION_TARGET}"],
+        }
+    ]
+    if no_restart_codes(job):
+        policy["rules"].append(
+            {"name": "noRestartExitCodes", "action": "FailJobSet", "onJobFailureReasons": [POD_FAILURE_POLICY_REASON]}
+        )
+    return policy
+
+
+def pod_failure_policy(job: JobSpec) -> dict[str, Any]:
+    """With restarts: a disrupted pod, or one exiting with a no-restart code, fails its Job through a
+    rule (reason PodFailurePolicy), which the JobSet's failure policy rules tell apart."""
+    rules: list[dict[str, Any]] = [
+        {"action": "FailJob", "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}]}
+    ]
+    if no_restart_codes(job):
+        codes = {"containerName": CONTAINER, "operator": "In", "values": no_restart_codes(job)}
+        rules.append({"action": "FailJob", "onExitCodes": codes})
+    return {"rules": rules}
+
+
 def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str) -> dict[str, Any]:
     replicated = []
+    restarts = RestartPolicy.of(job.limits).max_restarts > 0
     for role in layout.roles:
+        spec = _job_spec(role, layout, job, target, None, job_name)
+        if restarts:
+            spec["podFailurePolicy"] = pod_failure_policy(job)
         replicated.append(
             {
                 "name": role.name,
                 "replicas": 1,
-                "template": {
-                    "metadata": {"labels": labels(layout, role.name)},
-                    "spec": _job_spec(role, layout, job, target, None, job_name),
-                },
+                "template": {"metadata": {"labels": labels(layout, role.name)}, "spec": spec},
             }
         )
     return {
@@ -209,8 +270,8 @@ def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: 
                 "operator": "All",
                 "targetReplicatedJobs": [r.name for r in layout.roles if r.decides_success],
             },
-            # Gang: any failed Job fails the whole set; distrun jobs have no restart policy.
-            "failurePolicy": {"maxRestarts": 0},
+            # Gang: any failed Job fails (or, with limits.max_restarts, restarts) the whole set.
+            "failurePolicy": failure_policy(job),
             "replicatedJobs": replicated,
         },
     }

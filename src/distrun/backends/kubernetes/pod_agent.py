@@ -12,7 +12,13 @@ the client reads it without a shared filesystem:
 - the termination message (`<work_dir>/termination-log`, compact, Kubernetes keeps 4 KiB);
 - a final log record, one line `distrun-outcome: {json}` with every process.
 
-Exit status: 0 completed, 1 failed, 143 stopped (Kubernetes sends SIGTERM when it ends a pod).
+Exit status: 0 completed, 1 failed, 143 stopped (Kubernetes sends SIGTERM when it ends a pod);
+a failed rank's own exit code when it is in limits.no_restart_exit_codes, so the Job's
+podFailurePolicy fails the JobSet at once instead of restarting it.
+
+With restarts (limits.max_restarts, JobSet only), DISTRUN_K8S_RESTART_ATTEMPT is the JobSet
+restart the pod belongs to (its `jobset.sigs.k8s.io/restart-attempt` label, through the downward
+API): every process sees it as DISTRUN_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from distrun.backends.kubernetes.manifests import OUTCOME_MARK
 
 if TYPE_CHECKING:
     from distrun.agent.node_facts import NodeFacts, NodeOutcome
-    from distrun.plan.model import Placement
+    from distrun.plan.model import LaunchPlan, Placement, ProcessSpec
+    from distrun.spec.models import JobSpec
 
 TERMINATION_LIMIT = 4000  # Kubernetes truncates termination messages at 4096 bytes
 EXIT_FAILED = 1
@@ -120,6 +127,45 @@ def pod_facts(env: Mapping[str, str], where: Placement, node_rank: int, job_dir:
     )
 
 
+def restart_attempt(env: Mapping[str, str]) -> int:
+    """The JobSet restart this pod belongs to; 0 without one (first attempt, or Indexed Jobs)."""
+    value = env.get(f"{ENV_PREFIX}RESTART_ATTEMPT", "")
+    return int(value) if value.isdigit() else 0
+
+
+def with_restart_count(plan: LaunchPlan, attempt: int) -> LaunchPlan:
+    """The plan with every process's restart variables set to `attempt` (the job files say 0)."""
+    import dataclasses
+
+    from distrun.restarts import restart_env
+
+    if attempt == 0:
+        return plan
+    extra = restart_env(attempt)
+    nodes = tuple(
+        dataclasses.replace(node, processes=tuple(_with_env(p, extra) for p in node.processes)) for node in plan.nodes
+    )
+    return dataclasses.replace(plan, nodes=nodes)
+
+
+def _with_env(proc: ProcessSpec, extra: Mapping[str, str]) -> ProcessSpec:
+    import dataclasses
+
+    return dataclasses.replace(proc, env={**proc.env, **extra})
+
+
+def pod_exit_code(outcome: NodeOutcome, spec: JobSpec) -> int:
+    """The agent's exit status; a failed rank's own code when it is one that must not be restarted."""
+    from distrun.agent.node import exit_code
+    from distrun.backends.kubernetes.manifests import no_restart_codes
+    from distrun.job_status import JobStatus
+
+    code = (outcome.root_cause or {}).get("exit_code")
+    if outcome.status == JobStatus.FAILED and code in no_restart_codes(spec):
+        return int(code)
+    return exit_code(outcome)
+
+
 def unpack_job(work: Path, job_dir: Path, env: Mapping[str, str]) -> None:
     """The job's files from the ConfigMap into the pod's job folder, as prepare_job lays them out."""
     from distrun.backends.kubernetes import bundle
@@ -134,7 +180,7 @@ def unpack_job(work: Path, job_dir: Path, env: Mapping[str, str]) -> None:
 
 
 def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
-    from distrun.agent.node import exit_code, note_stop_requests, read_job, run_node
+    from distrun.agent.node import note_stop_requests, read_job, run_node
     from distrun.backends.kubernetes.render import PLACEMENT_FILE, placement_from
 
     stop_requested = note_stop_requests()
@@ -147,8 +193,11 @@ def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
         (job_dir / "named-outputs" / name).mkdir(parents=True, exist_ok=True)
     where = placement_from(json.loads((job_dir / PLACEMENT_FILE).read_text(encoding="utf-8")))
     facts = pod_facts(env, where, node_rank, job_dir)
-    outcome = run_node(facts, channel, job, stop_requested=stop_requested)
-    return exit_code(outcome)
+    attempt = restart_attempt(env)
+    outcome = run_node(
+        facts, channel, job, adapt_plan=lambda plan: with_restart_count(plan, attempt), stop_requested=stop_requested
+    )
+    return pod_exit_code(outcome, job.spec)
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from distrun.backends.kubernetes.manifests import CONTAINER, ROLE_LABEL
+from distrun.backends.kubernetes.manifests import CONTAINER, RESTART_ATTEMPT_LABEL, ROLE_LABEL
 from distrun.backends.kubernetes.pods import PodLayout
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -33,6 +33,7 @@ class PodView:
     waiting_reason: str = ""
     unschedulable: str = ""  # the scheduler's message while it cannot place the pod
     deleting: bool = False
+    attempt: int = 0  # the JobSet restart it belongs to (0: the first run, or no JobSet)
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
@@ -68,6 +69,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         waiting_reason=waiting,
         unschedulable=unschedulable,
         deleting=bool(meta.get("deletionTimestamp")),
+        attempt=int(attempt) if (attempt := str(labels.get(RESTART_ATTEMPT_LABEL, "0"))).isdigit() else 0,
     )
 
 

@@ -1,0 +1,133 @@
+"""Restarts on Kubernetes: the JobSet controller restarts the job, distrun follows its attempts. Pure.
+
+With limits.max_restarts, the JobSet's `failurePolicy.maxRestarts` lets JobSet restart the whole
+set after a failed Job: it deletes every Job, counts the restart in `status.restarts`, and
+creates the Jobs again, their pods labelled `jobset.sigs.k8s.io/restart-attempt` with that
+count. distrun groups pods and their agents' outcomes by that label: the current attempt (the
+highest) decides the job's state, each earlier one becomes an entry of the record's `attempts`
+with its root cause. distrun keeps the same rules as on every compute (`distrun.restarts.decide`):
+when an attempt must not be restarted (its root cause's exit code is in
+limits.no_restart_exit_codes) but JobSet may restart it (a peer's Job failed first), it stops
+the job itself; otherwise JobSet decides what follows a failure, and distrun records it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from distrun.agent.attempt_logs import ATTEMPT_PREFIX
+from distrun.backends.kubernetes.pods import PodLayout
+from distrun.backends.kubernetes.state import JobState, PodView, job_state
+from distrun.job_status import JobStatus
+from distrun.restarts import Attempt, RestartPolicy, decide
+
+ATTEMPT_KEY = "attempt"  # stamped on each kept outcome: the attempt of the pod that reported it
+
+
+def preemption_restarts(jobset: Mapping[str, Any] | None) -> int | None:
+    """How many of the JobSet's restarts were for disrupted pods (the `preempted` rule's action,
+    RestartJobSetAndIgnoreMaxRestarts, does not count towards maxRestarts); None without a JobSet."""
+    if jobset is None:
+        return None
+    status = jobset.get("status") or {}
+    return int(status.get("restarts") or 0) - int(status.get("restartsCountTowardsMax") or 0)
+
+
+def current_attempt(jobset: Mapping[str, Any] | None, views: Sequence[PodView]) -> int:
+    """The JobSet's restart count, or a higher pod label (seen before the JobSet's status)."""
+    restarts = ((jobset or {}).get("status") or {}).get("restarts") or 0
+    return max([int(restarts), *(v.attempt for v in views)])
+
+
+def of_attempt(outcomes: Mapping[str, dict[str, Any]], attempt: int) -> dict[str, dict[str, Any]]:
+    return {pod: o for pod, o in outcomes.items() if int(o.get(ATTEMPT_KEY) or 0) == attempt}
+
+
+def attempt_logs(attempt: int) -> str:
+    return f"user_logs/{ATTEMPT_PREFIX}{attempt}"
+
+
+def _times(outcomes: Mapping[str, dict[str, Any]]) -> tuple[float | None, float | None]:
+    starts = [float(o["started_at"]) for o in outcomes.values() if o.get("started_at")]
+    ends = [float(o["ended_at"]) for o in outcomes.values() if o.get("ended_at")]
+    return (min(starts) if starts else None, max(ends) if ends else None)
+
+
+def ended_attempt(layout: PodLayout, attempt: int, outcomes: Mapping[str, dict[str, Any]]) -> Attempt:
+    """An attempt JobSet restarted: Failed, with its root cause from its pods' outcomes; or
+    Preempted when no rank failed and a pod's agent was stopped from outside (its pod evicted,
+    preempted or deleted: Kubernetes sends SIGTERM, the agent stops its ranks and reports)."""
+    state = job_state(layout, [], outcomes)
+    root = state.root_cause if state.status == "Failed" else None
+    status, reason = JobStatus.FAILED, state.reason
+    if root is None and any(o.get("status") == "Canceled" for o in outcomes.values()):
+        status, reason = JobStatus.PREEMPTED, "preempted: a pod was stopped from outside (evicted or deleted)"
+    elif root is None:
+        reason = "a pod of this attempt failed (no report of it came back)"
+    started, ended = _times(outcomes)
+    return Attempt(attempt, status, reason, root, started, ended, attempt_logs(attempt), restarted=True)
+
+
+def _preempted_without_report(ended: list[Attempt], preemptions: int) -> None:
+    """Attempts whose pods went before any report was read are Preempted as far as JobSet counted
+    restarts for disrupted pods that no report explains."""
+    left = preemptions - sum(1 for a in ended if a.status == JobStatus.PREEMPTED)
+    for attempt in ended:
+        if left <= 0:
+            return
+        if attempt.status == JobStatus.FAILED and attempt.root_cause is None:
+            attempt.status = JobStatus.PREEMPTED
+            attempt.reason = "preempted: JobSet restarted it for a disrupted (evicted or preempted) pod"
+            left -= 1
+
+
+def _no_restart_code(policy: RestartPolicy, attempt: Attempt) -> int | None:
+    code = (attempt.root_cause or {}).get("exit_code")
+    return code if code is not None and code in policy.no_restart_exit_codes else None
+
+
+def with_restarts(
+    state: JobState,
+    layout: PodLayout,
+    policy: RestartPolicy,
+    outcomes: Mapping[str, dict[str, Any]],  # every attempt's, stamped with ATTEMPT_KEY
+    current: int,
+    *,
+    jobset_active: bool,  # the JobSet exists and has not ended: it may still restart the job
+    live: bool,  # some pod of the job still runs
+    preemptions: int = 0,  # the JobSet's restarts for disrupted pods (`preemption_restarts`)
+) -> tuple[JobState, list[Attempt]]:
+    """The job's state and its attempts, given `state`, the current attempt's own state."""
+    ended = [ended_attempt(layout, k, of_attempt(outcomes, k)) for k in range(current)]
+    _preempted_without_report(ended, preemptions)
+    for attempt in ended:
+        code = _no_restart_code(policy, attempt)
+        if code is not None:  # JobSet restarted it (a peer's Job failed first): distrun ends it here
+            reason = f"{attempt.reason}; not restarted: exit code {code} is in limits.no_restart_exit_codes"
+            stop = live or jobset_active
+            final = JobState("Failed", reason, attempt.root_cause, terminal=not stop, stop_the_rest=stop)
+            return final, ended[: attempt.attempt] + [replace(attempt, restarted=False)]
+    started, ended_at = _times(of_attempt(outcomes, current))
+    this = Attempt(current, JobStatus.of(state.status), state.reason, state.root_cause, started, ended_at)
+    if state.status == "Failed":
+        decision = decide(policy, [*ended, this])
+        if jobset_active and _no_restart_code(policy, this) is None:
+            # JobSet restarts it, or fails the set once its restarts are used (it counts them, a
+            # restart for a disrupted pod excepted): distrun follows.
+            then = f"{decision.reason}: JobSet runs it again" if decision.restart else "JobSet decides what follows"
+            reason = f"attempt {current} failed ({state.reason}); {then}"
+            return JobState("Running", reason, processes=state.processes), ended
+        if decision.reason:
+            this.reason = f"{state.reason}; {decision.reason}"
+        # An exit code that must not be restarted while the JobSet may restart (a peer's Job
+        # failed first, or a code no container can exit with): distrun stops the job itself.
+        stop = state.stop_the_rest or jobset_active
+        final = replace(state, reason=this.reason, terminal=not stop, stop_the_rest=stop)
+        return final, [*ended, this]
+    if state.terminal or state.status in ("Completed", "Canceled"):
+        return state, [*ended, this]
+    if current:
+        state = replace(state, reason=f"attempt {current}" + (f": {state.reason}" if state.reason else ""))
+    return state, ended
