@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -202,6 +203,15 @@ class Gang:
                         os.close(fd)
                     self._begin_stop(_Stop(FAILED, f"could not create {log_path}: {_why(exc)}"))
                     return
+        with self._born_in_cgroup() as inside:
+            self._spawn_each(base, log_fds, None if inside else self.cgroup)
+
+    def _born_in_cgroup(self) -> AbstractContextManager[bool]:
+        """True: the agent is in the launch's cgroup while it spawns, so every rank is born in it."""
+        return self.cgroup.births() if self.cgroup is not None else nullcontext(False)
+
+    def _spawn_each(self, base: Mapping[str, str], log_fds: dict[str, int], cgroup: LaunchCgroup | None) -> None:
+        """Start every process (cgroup: the one each joins before exec; None: born in it, or none)."""
         for node in self.nodes:
             for spec in node.processes:
                 log_path = self.log_dir / spec.log_name
@@ -217,9 +227,7 @@ class Gang:
                 )
                 log_fd = log_fds.pop(spec.name)
                 try:
-                    proc = process_tree.spawn(
-                        spec, base, self.options.launch_id, self.cgroup, self.plan.environment(spec)
-                    )
+                    proc = process_tree.spawn(spec, base, self.options.launch_id, cgroup, self.plan.environment(spec))
                 except (OSError, ValueError) as exc:  # ValueError: a NUL byte in its command or env
                     for fd in (log_fd, *log_fds.values()):
                         os.close(fd)
