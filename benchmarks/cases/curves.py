@@ -56,6 +56,8 @@ LOG_RATE = "log throughput, writers at once (MB/s)"
 LOG_BAD = "lost+split+fused lines (files and stream)"
 PLAN_S = "plan + render 1024 x 8 (s)"
 PLAN_MB = "plan + render 1024 x 8, peak RSS (MB)"
+PLAN_CPU = "plan + render 1024 x 8, CPU (s)"  # beside the wall time: what a busy machine adds
+PLAN_OUT = "plan + render 1024 x 8, JSON shown by distrun plan (MB)"
 MAX_RUNNING_RATIO = 2.0  # the issue: within 2x of the bare loop at 128 and 512 ranks
 MAX_FANOUT_MS = 50.0  # at 512 ranks
 MIN_LOG_SHARE = 0.5  # of what the shell writes to files
@@ -180,7 +182,8 @@ def _plan_sample(bench: Bench, job: Path, home: Path, compute: str) -> dict[str,
     found = run_workload(bench, ["render_backend.py", str(job), compute], env, cwd=job.parent)
     if "skipped" in found or "failed" in found:
         return str(found.get("skipped") or found.get("failed"))
-    return {PLAN_S: float(found["plan+render s"]), PLAN_MB: float(found["peak RSS MB"])}  # type: ignore[arg-type]
+    keys = {PLAN_S: "plan+render s", PLAN_MB: "peak RSS MB", PLAN_CPU: "plan+render CPU s", PLAN_OUT: "rendered MB"}
+    return {metric: float(found[key]) for metric, key in keys.items()}  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- the case
@@ -214,11 +217,11 @@ def run(bench: Bench) -> CaseResult:
     sizes = bench.sizes
     reps = bench.reps(3)
     curves: dict[str, Curve] = {
-        name: Curve(name, "ranks", {}) for name in (LAUNCH, RUNNING, FANOUT, CPU, PSS, PSS_PER_RANK, FDS)
+        name: Curve(name, "ranks", {}) for name in (LAUNCH, RUNNING, FANOUT, FIRST_TERM, CPU, PSS, PSS_PER_RANK, FDS)
     }
     curves[LOG_RATE] = Curve(LOG_RATE, "writers", {})
-    curves[PLAN_S] = Curve(PLAN_S, "backend", {})
-    curves[PLAN_MB] = Curve(PLAN_MB, "backend", {})
+    for name in (PLAN_S, PLAN_CPU, PLAN_MB, PLAN_OUT):
+        curves[name] = Curve(name, "backend", {})
 
     def keep(curve: str, method: str, x: int | str, values: list[float]) -> None:
         curves[curve].points.setdefault(method, {})[str(x)] = values
@@ -245,18 +248,19 @@ def run(bench: Bench) -> CaseResult:
     job.write_text(json.dumps(data, indent=2))
     for compute in BACKENDS:
         bench.log(f"  B8 plan + render {nodes} x {PLAN_PER_NODE}, {compute}")
-        seconds, peaks = [], []
+        samples: dict[str, list[float]] = {}
         for _ in range(reps):
             found = _plan_sample(bench, job, home, compute)
             if isinstance(found, str):
                 result.notes.append(f"plan + render on {compute}: not measured: {found}")
                 break
-            seconds.append(found[PLAN_S])
-            peaks.append(found[PLAN_MB])
-            bench.log(f"    {compute}: {found[PLAN_S]:.3g} s, {found[PLAN_MB]:.0f} MB")
-        if seconds:
-            keep(PLAN_S, DISTRUN, compute, seconds)
-            keep(PLAN_MB, DISTRUN, compute, peaks)
+            for metric, value in found.items():
+                samples.setdefault(metric, []).append(value)
+            bench.log(
+                f"    {compute}: {found[PLAN_S]:.3g} s, {found[PLAN_MB]:.0f} MB, {found[PLAN_OUT]:.0f} MB of JSON"
+            )
+        for metric, values in samples.items():
+            keep(metric, DISTRUN, compute, values)
 
     _targets(result, curves, sizes.curve_ranks, nodes)
     result.notes += [
