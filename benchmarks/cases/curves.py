@@ -214,6 +214,7 @@ def _one_size(bench: Bench, ranks: int, reps: int) -> list[tuple[str, str, list[
 
 def run(bench: Bench) -> CaseResult:
     result = CaseResult("B8", TITLE)
+    facts = dict(machine.describe(bench.peers, REPO))  # with the load average as the case starts
     sizes = bench.sizes
     reps = bench.reps(3)
     curves: dict[str, Curve] = {
@@ -269,7 +270,7 @@ def run(bench: Bench) -> CaseResult:
         f"logs: {sizes.curve_log_bytes / 1e6:g} MB of numbered lines in all, shared by the writers",
         "the curves, with plots: the 'Growth curves' section below",
     ]
-    _write_raw(bench, curves, result)
+    _write_raw(bench, facts, curves, result)
     return result
 
 
@@ -338,14 +339,14 @@ def _targets(result: CaseResult, curves: dict[str, Curve], ranks: tuple[int, ...
         )
 
 
-def _write_raw(bench: Bench, curves: dict[str, Curve], result: CaseResult) -> None:
+def _write_raw(bench: Bench, facts: dict[str, str], curves: dict[str, Curve], result: CaseResult) -> None:
     if bench.raw_dir is None:
         return
     bench.raw_dir.mkdir(parents=True, exist_ok=True)
     raw = {
         "case": "B8",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": dict(machine.describe(bench.peers, REPO)),
+        "machine": facts,
         "load average at end": machine.load_average(),
         "curves": [curve.to_dict() for curve in curves.values()],
         "targets": [{"goal": t.goal, "measured": t.measured, "met": t.met} for t in result.targets],
