@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shutil
 import subprocess
 import sys
@@ -17,10 +18,10 @@ import time
 import traceback
 from pathlib import Path
 
-from benchmarks import machine
+from benchmarks import curves_report, machine
 from benchmarks.bench import PEER_NAMES, REPO, SRC, Bench, CaseError, Sizes
 from benchmarks.peers import find_peers
-from benchmarks.results import CaseResult, case_section, targets_summary
+from benchmarks.results import ANALYSIS_MARKER, CaseResult, case_section, targets_summary
 
 CASES = {
     "B1": "benchmarks.cases.launch",
@@ -30,11 +31,9 @@ CASES = {
     "B5": "benchmarks.cases.plan_scale",
     "B6": "benchmarks.cases.footprint",
     "B7": "benchmarks.cases.slurm",
+    "B8": "benchmarks.cases.curves",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-# Everything after this line in RESULTS.md is written by hand (analysis of missed targets)
-# and kept when the benchmark rewrites the file.
-ANALYSIS_MARKER = "<!-- Written by hand below this line; python -m benchmarks keeps it when it rewrites the file. -->"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -49,6 +48,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-setup", action="store_true", help="do not install peers (TorchX) that are missing")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="where to write the report")
+    parser.add_argument(
+        "--max-ranks", type=int, default=None, help="B8: cut the growth curves at this many ranks (default: 512)"
+    )
+    parser.add_argument(
+        "--raw",
+        type=Path,
+        default=Path(os.environ["DISTRUN_BENCH_RAW"]) if os.environ.get("DISTRUN_BENCH_RAW") else None,
+        help="B8: folder for its raw figures as JSON (default: $DISTRUN_BENCH_RAW, else curves/raw beside --results)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (logs of every sample)")
     return parser.parse_args(argv)
 
@@ -74,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(SRC / "distrun")], check=False)
     facts = machine.describe(peers, REPO)
     scratch = Path(tempfile.mkdtemp(prefix="distrun-bench-"))
-    bench = Bench(peers, Sizes.tiny() if args.tiny else Sizes(), scratch, args.reps, log, chosen)
+    sizes = (Sizes.tiny() if args.tiny else Sizes()).up_to(args.max_ranks)
+    raw_dir = args.raw or curves_report.plots_for(args.results) / "raw"
+    bench = Bench(peers, sizes, scratch, args.reps, log, chosen, raw_dir)
     log("distrun benchmarks: " + "; ".join(f"{k} {v}" for k, v in facts))
     for note in peers.notes:
         log(f"note: {note}")
@@ -105,8 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report)
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(report + kept_analysis(args.results))
+    old = args.results.read_text() if args.results.exists() else ""
+    args.results.write_text(report + curves_report.kept_block(old) + kept_analysis(args.results))
     log(f"written: {args.results}")
+    if "B8" in wanted and (raw_dir / curves_report.RAW_NAME).exists():
+        log(curves_report.publish(raw_dir, args.results, curves_report.plots_for(args.results)))
     return 0
 
 

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,11 @@ class Sizes:
     agent_sleep: float = 5.0
     footprint_ranks: int = 8
     footprint_window: float = 10.0
+    # B8's growth curves: rank counts of the sleeping gang, of the log writers, bytes in all.
+    curve_ranks: tuple[int, ...] = (8, 32, 128, 512)
+    curve_log_ranks: tuple[int, ...] = (4, 64)
+    curve_log_bytes: int = 200_000_000
+    curve_window: float = 5.0  # seconds the supervisor's idle CPU is measured over
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -55,6 +60,20 @@ class Sizes:
             agent_sleep=1.0,
             footprint_ranks=2,
             footprint_window=1.0,
+            curve_ranks=(2, 4),
+            curve_log_ranks=(2, 4),
+            curve_log_bytes=400_000,
+            curve_window=1.0,
+        )
+
+    def up_to(self, max_ranks: int | None) -> Sizes:
+        """The growth curves cut at `max_ranks` (a small machine cannot start 512 ranks usefully)."""
+        if max_ranks is None:
+            return self
+        return replace(
+            self,
+            curve_ranks=tuple(n for n in self.curve_ranks if n <= max_ranks) or (max_ranks,),
+            curve_log_ranks=tuple(n for n in self.curve_log_ranks if n <= max_ranks) or (max_ranks,),
         )
 
 
@@ -66,6 +85,7 @@ class Bench:
     reps_override: int | None = None
     log: Callable[[str], None] = print
     peer_names: frozenset[str] = PEER_NAMES
+    raw_dir: Path | None = None  # where cases that keep raw figures (B8) write them as JSON
     _counter: itertools.count[int] = field(default_factory=itertools.count)
 
     @property

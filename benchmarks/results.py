@@ -7,6 +7,9 @@ import statistics
 from dataclasses import dataclass, field
 
 DISTRUN = "distrun"
+# Everything after this line in RESULTS.md is written by hand (analysis of missed targets)
+# and kept when the benchmark rewrites the file.
+ANALYSIS_MARKER = "<!-- Written by hand below this line; python -m benchmarks keeps it when it rewrites the file. -->"
 
 
 @dataclass

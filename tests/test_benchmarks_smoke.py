@@ -146,3 +146,54 @@ def test_tiny_run_of_every_case_writes_the_report(tmp_path):
     # Every case was either measured or says why not.
     for section in text.split("\n## ")[2:]:
         assert "| distrun |" in section or "Skipped: " in section, section[:400]
+
+
+def test_curves_section_replaces_its_old_self_and_keeps_the_hand_written_part():
+    from benchmarks.curves_report import BEGIN, END, kept_block, replace_block
+    from benchmarks.results import ANALYSIS_MARKER
+
+    report = "# results\n\n## B1\n\ntable\n\n" + ANALYSIS_MARKER + "\nwhy B4 misses\n"
+    first = replace_block(report, f"{BEGIN}\nold curves\n{END}\n")
+    assert first.index("old curves") < first.index(ANALYSIS_MARKER) and first.endswith("why B4 misses\n")
+    second = replace_block(first, f"{BEGIN}\nnew curves\n{END}\n")
+    assert "old curves" not in second and second.count(BEGIN) == 1 and "new curves" in second
+    assert "why B4 misses" in second and "## B1" in second
+    assert kept_block(second).strip() == f"{BEGIN}\nnew curves\n{END}"
+
+
+@pytest.mark.slow
+def test_growth_curves_case_writes_raw_figures_the_report_and_plots(tmp_path):
+    """B8 at its smallest: every curve has samples at every size, the checker found every log line."""
+    report = tmp_path / "RESULTS.md"
+    raw = tmp_path / "raw"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--cases", "B8", "--tiny", "--reps", "1", "--no-setup"]
+        + ["--peers", "none", "--max-ranks", "4", "--results", str(report), "--raw", str(raw)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    figures = json.loads((raw / "b8.json").read_text())
+    curves = {curve["name"]: curve["points"] for curve in figures["curves"]}
+    launch = curves["launch: start to return, N x /bin/true (s)"]
+    assert set(launch) == {"distrun", "bare loop"} and set(launch["distrun"]) == {"2", "4"}
+    assert all(v > 0 for values in launch.values() for sample in values.values() for v in sample)
+    running = curves["start until all N ranks run (s)"]["distrun"]
+    assert all(0 < v < 120 for sample in running.values() for v in sample)
+    fanout = curves["failure fan-out: failing exit to SIGTERM at every other rank (ms)"]["distrun"]
+    assert set(fanout) == {"2", "4"} and all(0 < v < 60_000 for sample in fanout.values() for v in sample)
+    fds = curves["supervisor open file descriptors"]["distrun"]
+    assert all(v >= 3 for sample in fds.values() for v in sample)
+    assert set(curves["plan + render 1024 x 8 (s)"]["distrun"]) == {"local", "slurm", "ray", "kubernetes"}
+    assert set(curves["log throughput, writers at once (MB/s)"]) == {"distrun", "shell to files"}
+    met = {target["goal"]: target["met"] for target in figures["targets"]}
+    assert met["0 lost, split or fused log lines"] is True
+    text = report.read_text()
+    assert "## B8: growth curves" in text and "## Growth curves (B8)" in text
+    assert "| ranks | 2 | 4 |" in text and "| bare loop | " in text
+    plots = sorted((tmp_path / "curves").glob("b8-*.png"))  # matplotlib comes with the test extra (bench)
+    assert len(plots) == len(figures["curves"]) and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
+    for plot in plots:
+        assert f"(curves/{plot.name})" in text

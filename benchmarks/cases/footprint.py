@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.bench import Bench, CaseError
@@ -60,10 +61,30 @@ def _memory_mb(pid: int) -> tuple[float, float]:
     return rss, pss
 
 
-def _measure(bench: Bench, what: str, argv: list[str], env: dict[str, str], cwd: Path | None) -> dict[str, float]:
-    ranks = bench.sizes.footprint_ranks
+@dataclass
+class Idle:
+    """The supervisor of a command whose ranks all run and idle, seen from /proc over a window."""
+
+    cpu_percent: float  # user + system over the window, % of one core
+    memory_mb: list[tuple[float, float]]  # (RSS, PSS) of each supervisor process at the end
+    fds: int  # open file descriptors of the supervisor processes, in all
+    output: Path  # the command's stdout and stderr
+
+
+def _fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def watch_idle(
+    bench: Bench, what: str, argv: list[str], env: dict[str, str], cwd: Path | None, ranks: int, window: float
+) -> Idle:
+    """Start the command, wait until its `ranks` ranks run, measure its supervisor, then stop it (SIGTERM)."""
     marker = new_marker()
-    log = (bench.folder(what) / "output.txt").open("wb")
+    output = bench.folder(what) / "output.txt"
+    log = output.open("wb")
     proc = subprocess.Popen(
         argv,
         env={**env, SAMPLE_MARKER: marker},
@@ -74,36 +95,42 @@ def _measure(bench: Bench, what: str, argv: list[str], env: dict[str, str], cwd:
         start_new_session=True,
     )
     try:
-        give_up = time.monotonic() + 60
+        give_up = time.monotonic() + 60 + ranks * 0.5
         while len([p for p in marked_pids(marker) if _is_rank(p)]) < ranks:
             if proc.poll() is not None or time.monotonic() > give_up:
                 raise CaseError(f"{what}: the {ranks} ranks did not all start (exit {proc.poll()})")
-            time.sleep(0.05)
+            time.sleep(0.05 if ranks <= 32 else 0.2)  # every look reads all of /proc
         time.sleep(1.0)  # past the start-up
         supervisors = [p for p in marked_pids(marker) if not _is_rank(p)]
         before = {p: _cpu_seconds(p) for p in supervisors}
         started = time.monotonic()
-        time.sleep(bench.sizes.footprint_window)
-        window = time.monotonic() - started
+        time.sleep(window)
+        elapsed = time.monotonic() - started
         cpu = sum(_cpu_seconds(p) - before[p] for p in supervisors)
         memory = [_memory_mb(p) for p in supervisors]
+        fds = sum(_fds(p) for p in supervisors)
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
         try:
-            proc.wait(timeout=40)
+            proc.wait(timeout=40 + ranks * 0.1)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         kill_marked(marker)
         log.close()
+    return Idle(100 * cpu / elapsed, memory, fds, output)
+
+
+def _measure(bench: Bench, what: str, argv: list[str], env: dict[str, str], cwd: Path | None) -> dict[str, float]:
+    idle = watch_idle(bench, what, argv, env, cwd, bench.sizes.footprint_ranks, bench.sizes.footprint_window)
     return {
-        CPU: 100 * cpu / window,
-        RSS: sum(m[0] for m in memory),
-        PSS: sum(m[1] for m in memory),
-        PROCS: float(len(supervisors)),
+        CPU: idle.cpu_percent,
+        RSS: sum(m[0] for m in idle.memory_mb),
+        PSS: sum(m[1] for m in idle.memory_mb),
+        PROCS: float(len(idle.memory_mb)),
     }
 
 

@@ -31,54 +31,73 @@ MIN_RATE = 150.0  # the issue's target, MB/s
 RUN_ID = re.compile(rb"^RunId: (\S+)$", re.M)
 
 
-def _prepare(bench: Bench, ranks: int) -> tuple[Path, dict[int, tuple[bytes, int]]]:
+Expected = dict[int, tuple[bytes, int]]
+
+
+def prepare(bench: Bench, ranks: int, bytes_per_rank: int) -> tuple[Path, Expected]:
+    """Every rank's numbered lines, written before the clock starts; what each rank must deliver."""
     folder = bench.folder("b4-lines")
     expected = {}
     for rank in range(ranks):
-        data, count = lines_for(rank, bench.sizes.log_bytes_per_rank)
+        data, count = lines_for(rank, bytes_per_rank)
         (folder / f"lines_{rank}.bin").write_bytes(data)
         expected[rank] = (data, count)
     return folder, expected
 
 
+def sample_distrun(
+    bench: Bench, job: Path, env: dict[str, str], expected: Expected, total_mb: float, checks: list[str]
+) -> dict[str, float]:
+    """`distrun run` of the writers once; every per-rank file and the live stream checked line by line."""
+    run, output = bench.run("b4-distrun", [bench.distrun("run", str(job))], bench.distrun_env(env))
+    stream = output.read_bytes()
+    found = RUN_ID.search(stream)
+    if found is None:
+        raise RuntimeError("the stream has no RunId line")
+    logs = bench.scratch / "distrun-home" / "jobs" / found[1].decode() / "user_logs"
+    in_logs = LineCheck()
+    for rank, (data, count) in expected.items():
+        in_logs += check_rank((logs / f"std_log_process_{rank:02d}.txt").read_bytes(), rank, data, count)
+    labels = {f"[0/{rank}] ".encode(): rank for rank in expected}
+    in_stream, _ = check_stream(stream, labels, expected)
+    checks.append(f"files: {in_logs.summary()}; stream: {in_stream.summary()}")
+    return {
+        WALL: run.wall,
+        RATE: total_mb / run.wall,
+        OWN_CPU: run.own_cpu,
+        BAD_LOGS: float(in_logs.damaged),
+        BAD_STREAM: float(in_stream.damaged),
+    }
+
+
+def sample_shell(bench: Bench, env: dict[str, str], ranks: int, total_mb: float, target: str) -> dict[str, float]:
+    """The same writers started by a shell loop, to /dev/null (target "null") or to a file each."""
+    out = bench.folder("b4-files")
+    redirect = "/dev/null" if target == "null" else f'"{out}/rank_$r.txt"'
+    script = f'for r in $(seq 0 {ranks - 1}); do RANK=$r "$PY" "$WRITER" > {redirect} & done; wait'
+    run, _ = bench.run("b4-loop", [["bash", "-c", script]], bench.base_env(env))
+    return {WALL: run.wall, RATE: total_mb / run.wall}
+
+
+def writers_env(bench: Bench, lines_dir: Path) -> dict[str, str]:
+    return {"BENCH_LINES_DIR": str(lines_dir), "PY": bench.python, "WRITER": bench.workload("writer.py")}
+
+
 def run(bench: Bench) -> CaseResult:
     result = CaseResult("B4", TITLE)
     ranks = bench.sizes.log_ranks
-    lines_dir, expected = _prepare(bench, ranks)
+    lines_dir, expected = prepare(bench, ranks, bench.sizes.log_bytes_per_rank)
     total_mb = sum(len(data) for data, _ in expected.values()) / 1e6
-    py = bench.python
     writer = bench.workload("writer.py")
-    env = {"BENCH_LINES_DIR": str(lines_dir), "PY": py, "WRITER": writer}
-    job = bench.job_file(f"{py} {writer}", per_node=ranks)
+    env = writers_env(bench, lines_dir)
+    job = bench.job_file(f"{bench.python} {writer}", per_node=ranks)
     checks: dict[str, list[str]] = {}
 
     def distrun() -> dict[str, float]:
-        run, output = bench.run("b4-distrun", [bench.distrun("run", str(job))], bench.distrun_env(env))
-        stream = output.read_bytes()
-        found = RUN_ID.search(stream)
-        if found is None:
-            raise RuntimeError("the stream has no RunId line")
-        logs = bench.scratch / "distrun-home" / "jobs" / found[1].decode() / "user_logs"
-        in_logs = LineCheck()
-        for rank, (data, count) in expected.items():
-            in_logs += check_rank((logs / f"std_log_process_{rank:02d}.txt").read_bytes(), rank, data, count)
-        labels = {f"[0/{rank}] ".encode(): rank for rank in expected}
-        in_stream, _ = check_stream(stream, labels, expected)
-        checks.setdefault(DISTRUN, []).append(f"files: {in_logs.summary()}; stream: {in_stream.summary()}")
-        return {
-            WALL: run.wall,
-            RATE: total_mb / run.wall,
-            OWN_CPU: run.own_cpu,
-            BAD_LOGS: float(in_logs.damaged),
-            BAD_STREAM: float(in_stream.damaged),
-        }
+        return sample_distrun(bench, job, env, expected, total_mb, checks.setdefault(DISTRUN, []))
 
     def loop(target: str) -> dict[str, float]:
-        out = bench.folder("b4-files")
-        redirect = "/dev/null" if target == "null" else f'"{out}/rank_$r.txt"'
-        script = f'for r in $(seq 0 {ranks - 1}); do RANK=$r "$PY" "$WRITER" > {redirect} & done; wait'
-        run, _ = bench.run("b4-loop", [["bash", "-c", script]], bench.base_env(env))
-        return {WALL: run.wall, RATE: total_mb / run.wall}
+        return sample_shell(bench, env, ranks, total_mb, target)
 
     def torchrun() -> dict[str, float]:
         logs = bench.folder("b4-torchrun-logs")

@@ -42,10 +42,18 @@ def _limit_memory() -> None:
 
 
 def _plan_once(bench: Bench, job: str, nodes: int) -> dict[str, object]:
-    env = bench.distrun_env()
+    return run_workload(bench, ["plan_scale.py", job, str(nodes)], bench.distrun_env())
+
+
+def run_workload(bench: Bench, args: list[str], env: dict[str, str], cwd: Path | None = None) -> dict[str, object]:
+    """A workload that prints its figures as a last JSON line, in a fresh process under a memory cap.
+
+    Returns those figures, or {"failed": "exit N: <its last line of stderr>"}.
+    """
     proc = subprocess.run(
-        [bench.python, bench.workload("plan_scale.py"), job, str(nodes)],
+        [bench.python, bench.workload(args[0]), *args[1:]],
         env=env,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,

@@ -16,6 +16,8 @@ import hashlib
 import os
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _PREFIX = "distrun-"
@@ -81,6 +83,36 @@ class LaunchCgroup:
             return None
         return cls(path, procs_fd)
 
+    @contextmanager
+    def births(self) -> Iterator[bool]:
+        """While inside, the calling process is a member: every process it starts is born one.
+
+        Joining in each child between fork and exec runs Python in every child and costs the
+        fast (vfork) spawn: 128 ranks took 2 s to start that way against 0.4 s without.
+        Joining once around the spawns costs two writes, and a child cannot run anything before
+        it is a member. Yields whether this process joined; on the way out it goes back to the
+        cgroup it came from. Where it cannot (its own cgroup is not writable) it yields False,
+        and each child joins by itself (`join`).
+        """
+        home = _own_procs_fd()
+        if home < 0:
+            yield False
+            return
+        try:
+            os.write(self._procs_fd, b"0")
+        except OSError:
+            os.close(home)
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            try:
+                # Must succeed: stopping the launch kills every member of its cgroup.
+                os.write(home, b"0")
+            finally:
+                os.close(home)
+
     def join(self) -> None:
         """Move the calling process into the cgroup; runs in a child between fork and exec."""
         try:
@@ -101,6 +133,17 @@ class LaunchCgroup:
             self._procs_fd = -1
         kill_members(self.path)
         _remove(self.path)
+
+
+def _own_procs_fd() -> int:
+    """cgroup.procs of the cgroup this process runs in, open for writing; -1 where it cannot be."""
+    mount, own = _cgroup2_mount(), _own_cgroup()
+    if mount is None or own is None:
+        return -1
+    try:
+        return os.open(mount / own.lstrip("/") / "cgroup.procs", os.O_WRONLY)
+    except OSError:
+        return -1
 
 
 def member_pids(path: Path) -> list[int]:

@@ -10,6 +10,7 @@ backend runs one gang per node (`node_ranks=[k]`).
 from __future__ import annotations
 
 import os
+import resource
 import selectors
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -49,6 +51,9 @@ DRAIN_SECONDS = 2.0
 # The longest single wait: epoll takes at most INT_MAX milliseconds (24.8 days), and a deadline
 # beyond that is simply reached in several waits.
 MAX_WAIT = 3600.0
+# Descriptors the agent holds for each process (output pipe, log file, pidfd), and for itself.
+FDS_PER_PROCESS = 3
+FDS_SPARE = 256
 # While the live stream holds output its reader has not taken yet, how often to offer it more.
 BACKLOG_POLL = 0.05
 
@@ -150,6 +155,7 @@ class Gang:
     def run(self) -> GangResult:
         self.started = time.monotonic()
         process_tree.become_subreaper()
+        _room_for_descriptors(sum(len(node.processes) for node in self.nodes))
         restore = self._install_signal_handlers()
         self.cgroup = LaunchCgroup.create(self.options.launch_id)
         try:
@@ -202,6 +208,15 @@ class Gang:
                         os.close(fd)
                     self._begin_stop(_Stop(FAILED, f"could not create {log_path}: {_why(exc)}"))
                     return
+        with self._born_in_cgroup() as inside:
+            self._spawn_each(base, log_fds, None if inside else self.cgroup)
+
+    def _born_in_cgroup(self) -> AbstractContextManager[bool]:
+        """True: the agent is in the launch's cgroup while it spawns, so every rank is born in it."""
+        return self.cgroup.births() if self.cgroup is not None else nullcontext(False)
+
+    def _spawn_each(self, base: Mapping[str, str], log_fds: dict[str, int], cgroup: LaunchCgroup | None) -> None:
+        """Start every process (cgroup: the one each joins before exec; None: born in it, or none)."""
         for node in self.nodes:
             for spec in node.processes:
                 log_path = self.log_dir / spec.log_name
@@ -217,9 +232,7 @@ class Gang:
                 )
                 log_fd = log_fds.pop(spec.name)
                 try:
-                    proc = process_tree.spawn(
-                        spec, base, self.options.launch_id, self.cgroup, self.plan.environment(spec)
-                    )
+                    proc = process_tree.spawn(spec, base, self.options.launch_id, cgroup, self.plan.environment(spec))
                 except (OSError, ValueError) as exc:  # ValueError: a NUL byte in its command or env
                     for fd in (log_fd, *log_fds.values()):
                         os.close(fd)
@@ -501,6 +514,25 @@ class Gang:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log, stop.root.log_fd))
             reason = root["reason"]
         return GangResult(stop.status, reason, root, outcomes)
+
+
+def _room_for_descriptors(processes: int) -> None:
+    """Raise the soft limit on open files to what the gang needs, where the hard limit allows.
+
+    The agent holds 3 descriptors a process (output pipe, log file, pidfd): under the usual
+    soft limit of 1024, a node of more than ~300 processes failed with "Too many open files".
+    The processes inherit the raised soft limit (never above the hard limit they had anyway).
+    """
+    needed = FDS_PER_PROCESS * processes + FDS_SPARE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if raised > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        except (ValueError, OSError):
+            pass  # a process that cannot start says why ("Too many open files")
 
 
 def _stop_group(item: _Running, now: float) -> None:

@@ -104,7 +104,9 @@ def _launch_prefix(cgroup: LaunchCgroup | None) -> tuple[str, ...]:
     Joining the launch's cgroup happens in a preexec hook, before exec, so nothing the process
     starts can escape it; that costs the fast vfork path (about 10 ms more a process). A
     `/bin/sh` wrapper writing its own pid into the cgroup was tried instead and, now and then,
-    left daemons behind after a SIGKILL of distrun: correctness first.
+    left daemons behind after a SIGKILL of distrun: correctness first. The gang passes a
+    cgroup here only where it cannot hold the cgroup itself while it spawns
+    (`LaunchCgroup.births`: the ranks are then born in it, on the fast path).
     """
     return () if cgroup is not None else _pdeathsig_prefix()
 
