@@ -35,6 +35,9 @@ FORBIDDEN = (
     "requests",
     "rich.table",
     "rich.live",
+    # distrun's own parts that only some jobs need: MPI launchers, conda environments.
+    "distrun.agent.mpi_output",
+    "distrun.environments.builder",
 )
 
 # Runs the real CLI in-process, then records what it imported when the interpreter exits.

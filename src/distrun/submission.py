@@ -249,6 +249,8 @@ def _output_elsewhere(out: models.OutputSpec | None, name: str, folder: JobFolde
 
 
 def _rank_environment(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool) -> dict[str, str]:
+    if spec.environment is None:  # distrun's own Python: no environment machinery to import
+        return {}
     from distrun.environments.resolve import job_variables
 
     home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>

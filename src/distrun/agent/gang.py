@@ -21,12 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from distrun.agent import process_tree
 from distrun.agent.cgroup import LaunchCgroup
 from distrun.agent.line_stream import LineStream
-from distrun.agent.mpi_output import MpiOutput, demux_for, missing_launcher, mpi_root_cause
 from distrun.agent.node_files import write_node_files
 from distrun.agent.outcome import (
     CANCELED,
@@ -44,6 +43,9 @@ from distrun.agent.traceback_finder import last_traceback
 from distrun.file_modes import make_dirs, open_append
 from distrun.plan.model import LaunchPlan, ProcessSpec
 from distrun.spec.models import DEFAULT_GRACE_PERIOD
+
+if TYPE_CHECKING:  # MPI output handling is imported only by the jobs that start a launcher
+    from distrun.agent.mpi_output import MpiOutput
 
 READ_SIZE = 1 << 18
 # After every process exited, how long pipes held open by leftovers may take to close.
@@ -243,7 +245,10 @@ class Gang:
                 item = _Running(spec, proc, outcome, log_fd, pidfd)
                 self.running.append(item)
                 self.stream.add(spec.name, spec.label, spec.node_rank)
-                item.demux = demux_for(spec, self.plan, self.log_dir, log_fd, self.stream)
+                if spec.output_demux is not None:  # an MPI launcher: its output is split per rank
+                    from distrun.agent.mpi_output import demux_for
+
+                    item.demux = demux_for(spec, self.plan, self.log_dir, log_fd, self.stream)
                 assert proc.stdout is not None
                 self.selector.register(proc.stdout.fileno(), selectors.EVENT_READ, ("out", item))
                 self.selector.register(pidfd, selectors.EVENT_READ, ("exit", item))
@@ -259,6 +264,10 @@ class Gang:
             return False
         for node in self.nodes:
             for spec in node.processes:
+                if spec.output_demux is None:  # not an MPI launcher: nothing to look for on PATH
+                    continue
+                from distrun.agent.mpi_output import missing_launcher
+
                 problem = missing_launcher(spec, process_tree.child_env(spec, base, "", self.plan.environment(spec)))
                 if problem:
                     self._begin_stop(_Stop(FAILED, f"node {node.node_rank}: {problem}"))
@@ -508,6 +517,8 @@ class Gang:
         root = None
         reason = stop.reason
         if stop.root is not None and stop.root.demux is not None:
+            from distrun.agent.mpi_output import mpi_root_cause
+
             root = mpi_root_cause(stop.root.outcome, stop.root.demux, [node.host for node in self.plan.nodes])
             reason = root["reason"]
         elif stop.root is not None:

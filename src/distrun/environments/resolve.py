@@ -17,13 +17,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from distrun.environments.builder import BuildTarget, ensure_environment, env_path
 from distrun.environments.conda_spec import EnvRequest, cache_key, expand_user, read_conda_data
 from distrun.environments.interpreters import available_versions, find_python, own_version
 from distrun.environments.named import NamedEnvironment, find_named
 from distrun.errors import Position, Problem
+
+if TYPE_CHECKING:  # the builder (installers, locks) is imported only when an environment is built
+    from distrun.environments.builder import BuildTarget
 
 PositionOf = Callable[..., Position]
 
@@ -142,6 +144,8 @@ def _buildable(
                 f"packages), or ask for an available version, e.g. python={own_version()}",
             )
         ]
+    from distrun.environments.builder import BuildTarget
+
     version = request.python or own_version()
     target = BuildTarget(request, python, version, cache_key(request, version))
     count = len([r for r in request.requirements if r.name])
@@ -155,6 +159,8 @@ def rank_variables(found: RankPython, home: Path, materialize: bool, out: TextIO
     on `out`); without, only its future path is given (for `distrun plan`).
     """
     if found.target is not None:
+        from distrun.environments.builder import ensure_environment, env_path
+
         if materialize:
             prefix = ensure_environment(found.target, home, out)
         else:

@@ -49,6 +49,8 @@ def _output_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem
 
 def _environment_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
     """A conda_file that cannot be built here (conda-only packages, a missing Python)."""
+    if spec.environment is None:  # most jobs: skip importing the environment machinery at all
+        return []
     from distrun.environments.resolve import rank_python
     from distrun.store.layout import distrun_home
 
