@@ -89,7 +89,27 @@ def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str 
     except DistrunError as exc:
         _not_started(layout, prepared.name, exc.message)
         raise
+    except KeyboardInterrupt:
+        _canceled_before_running(layout, prepared.name)
+        raise
     return backend, rendered
+
+
+def _canceled_before_running(layout: Layout, name: str) -> None:
+    """A stop signal between the job's preparation and its supervisor taking over: Canceled.
+
+    Without this the record would stay Starting until a reader found its launcher gone and
+    called it lost (Failed). A job an engine already holds (a `backend_id`) is left to the
+    backend, whose own cancel is under way.
+    """
+    from distrun.store.index import JobIndex
+
+    index = JobIndex(layout.db_path)
+    try:
+        if not index.get(name).backend_id:
+            index.cancel_if_not_running(name, "canceled before it was running")
+    except DistrunError:
+        pass  # the index cannot be written (a full disk): the record shows the launcher lost
 
 
 def _not_started(layout: Layout, name: str, message: str) -> None:
@@ -103,7 +123,10 @@ def submit_job(
     loaded: LoadedJob, layout: Layout, compute: str | None = None, name: str | None = None
 ) -> tuple[JobRecord, RenderedJob]:
     """Validate, record and start a job in the background (`distrun job create`); returns at once."""
-    backend, rendered = _prepared(loaded, layout, compute, name)
+    from distrun.submission import interrupts_raised
+
+    with interrupts_raised():
+        backend, rendered = _prepared(loaded, layout, compute, name)
     return backend.schedule(rendered, layout), rendered
 
 
@@ -111,8 +134,30 @@ def run_job(
     loaded: LoadedJob, layout: Layout, out: BinaryIO, color: bool, compute: str | None = None, name: str | None = None
 ) -> JobRecord:
     """`distrun run`: start the job and stream every rank's lines until it ends; returns the final record."""
-    backend, rendered = _prepared(loaded, layout, compute, name)
-    return backend.run_attached(rendered, layout, out, color)
+    from distrun.submission import interrupts_raised
+
+    # From the record's creation until the supervisor holds the stop signals itself, Ctrl-C,
+    # SIGTERM and SIGHUP raise KeyboardInterrupt, so the record can end Canceled.
+    with interrupts_raised():
+        backend, rendered = _prepared(loaded, layout, compute, name)
+        try:
+            return backend.run_attached(rendered, layout, out, color)
+        except KeyboardInterrupt:
+            _canceled_before_running(layout, rendered.job.name)
+            final = _final_record(layout, rendered.job.name)
+            if final is None:
+                raise
+            return final  # it had ended already: the late signal does not change its outcome
+
+
+def _final_record(layout: Layout, name: str) -> JobRecord | None:
+    from distrun.store.index import JobIndex
+
+    try:
+        record = JobIndex(layout.db_path).get(name)
+    except DistrunError:
+        return None
+    return record if record.terminal and record.status != "Canceled" else None
 
 
 # ---------------------------------------------------------------- reading jobs

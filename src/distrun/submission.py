@@ -114,7 +114,7 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
     )
     if folder.root.exists():
         raise DistrunError(f"a job folder for {job_name!r} already exists at {folder.root}", "choose another name")
-    with _interrupts_raised():
+    with interrupts_raised():
         index.insert(record)
         try:
             bindings = _fill_folder(loaded, spec, folder)
@@ -149,7 +149,7 @@ def _check_name(name: str) -> None:
 
 
 @contextmanager
-def _interrupts_raised() -> Iterator[None]:
+def interrupts_raised() -> Iterator[None]:
     """SIGTERM and SIGHUP raise KeyboardInterrupt, as Ctrl-C does, so the record can say so."""
     if threading.current_thread() is not threading.main_thread():
         yield

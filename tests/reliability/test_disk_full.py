@@ -8,6 +8,7 @@ nothing else broken once space is back.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -65,6 +66,16 @@ CHATTY = """
     limits:
       grace_period: 2
 """
+
+
+def fill_up(path: Path) -> None:
+    """Write zeros to `path` until the filesystem holding it has no space left."""
+    with path.open("wb", buffering=0) as out:
+        try:
+            while True:
+                out.write(bytes(4096))
+        except OSError as error:
+            assert error.errno == errno.ENOSPC, error
 
 
 def chatty(command: str) -> str:
@@ -134,7 +145,9 @@ def test_job_index_on_the_full_filesystem(write_job, distrun_home, small_filesys
     assert f"(the filesystem holding {distrun_home} is full)" in result.stderr
     assert "hint: free space there" in result.stderr
     assert_nothing_left(name)
-    # Readers say the same while the disk is full, without a traceback.
+    # Readers say the same while the disk is full, without a traceback. Whatever the run freed
+    # as it exited (its temporary files) is taken again first, so the disk is surely still full.
+    fill_up(distrun_home / "jobs" / name / "fill-rest")
     shown = run(distrun_home, "job", "show", name)
     assert shown.returncode == 2 and "is full" in shown.stderr and "Traceback" not in shown.stderr
     # Space back: the first reader makes the record final, and it does not claim success.

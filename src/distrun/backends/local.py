@@ -381,10 +381,13 @@ class LocalBackend(Backend):
 
         live = NonBlockingOutput.wrap(out)  # a reader that stops reading never stalls supervision
         record = execute(prepared, layout, stream=live, color=color, on_plan=header)  # type: ignore[arg-type]
-        if isinstance(live, NonBlockingOutput):
-            live.finish()  # the record is written: now the reader may take its time
-        _say(out, execution_summary(record))
-        finish_run(prepared.folder, record.status)  # after the summary: the user does not wait on MLflow
+        # The record is final: a stop signal now (a `job cancel` that raced the job's own end)
+        # changes nothing, so it is held and dropped rather than cutting the summary short.
+        with held_stop_signals():
+            if isinstance(live, NonBlockingOutput):
+                live.finish()  # the record is written: now the reader may take its time
+            _say(out, execution_summary(record))
+            finish_run(prepared.folder, record.status)  # after the summary: the user does not wait on MLflow
         return record
 
     def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
