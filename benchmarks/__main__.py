@@ -30,6 +30,7 @@ CASES = {
     "B5": "benchmarks.cases.plan_scale",
     "B6": "benchmarks.cases.footprint",
     "B7": "benchmarks.cases.slurm",
+    "B8": "benchmarks.cases.ray",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 # Everything after this line in RESULTS.md is written by hand (analysis of missed targets)
