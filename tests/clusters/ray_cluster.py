@@ -7,9 +7,11 @@ only address it can find, so nothing the cluster (or a job using it) sends ever 
 
 A small holder process (`sleep`) keeps the namespace alive; every Ray process, and every
 command a test runs against the cluster, enters it with `nsenter --net=/proc/<holder>/ns/net`
-(`RayCluster.command(argv)`). Node k gets the custom resource `{"<prefix>node<k>": 1}`, so a
-test can tell which Ray node a process ran on. Every file lives under one short temp folder
-(Ray's socket paths must stay below the AF_UNIX limit).
+(`RayCluster.command(argv)`). Node k listens on 127.0.0.<k+1> (all of 127.0.0.0/8 is `lo`), so
+that the nodes are different hosts to whoever compares addresses (mpirun). Node k gets the
+custom resource `{"<prefix>node<k>": 1}`, so a test can tell which Ray node a process ran on.
+Every file lives under one short temp folder (Ray's socket paths must stay below the AF_UNIX
+limit).
 
 `stop()` ends every process inside the namespace (Ray's daemons, its workers, anything a job
 left) and raises if one survives: whatever ran in the namespace, nothing is left.
@@ -96,6 +98,11 @@ class RayCluster:
         assert self.holder is not None, "the cluster is not started"
         return f"/proc/{self.holder.pid}/ns/net"
 
+    def node_address(self, node: int) -> str:
+        """Node k listens on 127.0.0.<k+1>: every 127.x address reaches `lo`, and nodes that differ in
+        address are different hosts to the tools that look (mpirun starts ranks on node 1 remotely)."""
+        return f"127.0.0.{node + 1}"
+
     def node_resource(self, node: int) -> str:
         return f"{RESOURCE_PREFIX}node{node}"
 
@@ -170,7 +177,7 @@ class RayCluster:
         argv = [
             "ray",
             "start",
-            "--node-ip-address=127.0.0.1",
+            f"--node-ip-address={self.node_address(node)}",
             f"--num-cpus={self.cpus_per_node}",
             "--num-gpus=0",
             f"--resources={json.dumps({self.node_resource(node): 1})}",

@@ -135,12 +135,22 @@ class RayNodeAgent:
             with self.lock:
                 into += chunk
 
-    def poll(self, peers_done: list[int]) -> dict[str, Any]:
-        """What is new since the last poll; `peers_done`: nodes whose main work is done (TF's ps wait for them)."""
+    def poll(self, peers_done: list[int], peers_ended: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """What is new since the last poll.
+
+        `peers_done`: nodes whose main work is done (TF's ps wait for them); `peers_ended`: the
+        outcomes of nodes that ended (an MPI job's nodes other than 0 wait for node 0's).
+        """
         for rank in peers_done:
             marker = marker_path(self.workdir, rank)
             if rank != self.node_rank and not marker.exists():
                 marker.write_text("done\n", encoding="utf-8")
+        for rank, outcome in (peers_ended or {}).items():
+            relayed = outcome_path(self.workdir, int(rank))
+            if int(rank) != self.node_rank and not relayed.exists():
+                hidden = relayed.with_name(f".{relayed.name}")
+                hidden.write_text(json.dumps(outcome), encoding="utf-8")
+                hidden.rename(relayed)  # read whole or not at all
         ended = self.ended.is_set()  # read first: after it, the pipes are drained
         with self.lock:
             cut = len(self.stream) if ended else self.stream.rfind(b"\n") + 1
