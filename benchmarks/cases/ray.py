@@ -15,7 +15,6 @@ import importlib.util
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -162,4 +161,3 @@ def _measure(bench: Bench, result: CaseResult, cluster: Any) -> None:
         "both start a Ray driver (ray.init), one STRICT_SPREAD placement group of 2 bundles and one actor per "
         "bundle; distrun's actor starts its node agent, which starts the ranks; the script's actor starts them itself"
     )
-    result.notes.append(f"started at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
