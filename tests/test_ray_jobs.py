@@ -58,7 +58,7 @@ def job_processes(name: str) -> list[str]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "distrun.backends.ray.node_agent" in cmdline and f"distrun-{name}-node" in cmdline:
+        if "distrun.backends.ray.node_agent" in cmdline and f"/distrun-{name}" in cmdline:
             found.append(f"agent pid {entry}: {cmdline}")
     return found
 
@@ -111,7 +111,8 @@ def test_failing_rank_on_node_1_stops_every_other_rank(ray_cli, ray_target, writ
     assert rec["status"] == "Failed"
     root = rec["root_cause"]
     assert (root["name"], root["node_rank"], root["exit_code"]) == ("rank_3", 1, 1)
-    assert root["host"] and root["address"] == "127.0.0.2"  # node 1 of the test cluster
+    placed = json.loads((distrun_home / "jobs" / name / "system_logs" / "ray_placement.json").read_text())
+    assert root["host"] and root["address"] == placed["nodes"][1]["address"]  # the Ray node of bundle 1
     assert "ValueError: bad batch on rank 3" in root["traceback"]
     assert root["log"] == str(distrun_home / "jobs" / name / "user_logs" / "std_log_process_03.txt")
     assert rec["reason"] == "rank 3 on node 1 exited with code 1"
@@ -343,7 +344,10 @@ def test_mpi_allreduce_with_ranks_started_on_both_ray_nodes_through_their_agents
     assert record(distrun_home, name)["status"] == "Completed"
     folder = distrun_home / "jobs" / name
     plan = json.loads((folder / "plan.json").read_text())
-    assert plan["nodes"][0]["files"]["mpi/hostfile"] == "127.0.0.1 slots=2\n127.0.0.2 slots=2\n"
+    placed = json.loads((folder / "system_logs" / "ray_placement.json").read_text())
+    hosts = [node["address"] for node in placed["nodes"]]
+    assert sorted(hosts) == ["127.0.0.1", "127.0.0.2"]  # node rank k is bundle k, on whichever Ray node Ray chose
+    assert plan["nodes"][0]["files"]["mpi/hostfile"] == "".join(f"{host} slots=2\n" for host in hosts)
     for rank in range(4):
         text = (folder / "user_logs" / f"std_log_process_{rank:02d}.txt").read_text()
         # Ranks 2 and 3 ran below node 1's agent, which started mpirun's daemon there on request.

@@ -77,9 +77,18 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
 class RemoteStartServer:
     """Serves remote starts for one job on one node, until `close`."""
 
-    def __init__(self, token: str, port: int, host: str = "0.0.0.0", env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        token: str,
+        port: int,
+        host: str = "0.0.0.0",
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> None:
         self.token = token
         self.env = dict(os.environ if env is None else env)
+        # Where commands start (like ssh's home): the requester's folder may not exist on this host.
+        self.cwd = cwd
         self.listener = socket.create_server((host, port), reuse_port=False)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.lock = threading.Lock()
@@ -111,7 +120,7 @@ class RemoteStartServer:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     env=self.env,
-                    cwd=request.get("cwd") or None,
+                    cwd=self.cwd if self.cwd and os.path.isdir(self.cwd) else None,
                     start_new_session=True,
                 )
             except OSError as exc:
@@ -213,7 +222,7 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         return _fail(f"cannot reach the node agent of {host} at {where}: {exc}")
     sock.settimeout(None)
-    request = {"token": os.environ.get(TOKEN_ENV, ""), "command": command, "cwd": os.getcwd()}
+    request = {"token": os.environ.get(TOKEN_ENV, ""), "command": command}
     sock.sendall(json.dumps(request).encode() + b"\n")
 
     def stop(signum: int, frame: object) -> None:

@@ -57,13 +57,30 @@ def unpack_into(data: bytes, root: Path) -> None:
         archive.extractall(root, filter="data")
 
 
+def node_workdir(job_name: str, node_rank: int) -> Path:
+    """This node's folder for the job: the same path on every host of the job where it can be.
+
+    An MPI job's ranks on node k get paths from node 0 (mpirun's working directory, the
+    command's rendered input and output paths): with the same folder on every host they name
+    node k's own copy. A second node of the job on the same machine (or a path someone else
+    took first: mkdir never follows or reuses one) gets a folder of its own; the first node's
+    folder is then on that machine too.
+    """
+    shared = Path(tempfile.gettempdir()) / f"distrun-{job_name}"
+    try:
+        shared.mkdir(mode=0o700)
+        return shared
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"distrun-{job_name}-node{node_rank}-"))
+
+
 class RayNodeAgent:
     """One node of one job. Methods are called by the driver through Ray."""
 
     def __init__(self, job_name: str, node_rank: int) -> None:
         self.job_name = job_name
         self.node_rank = node_rank
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"distrun-{job_name}-node{node_rank}-"))
+        self.workdir = node_workdir(job_name, node_rank)
         self.proc: subprocess.Popen[bytes] | None = None
         self.lock = threading.Lock()
         self.stream = bytearray()  # prefixed lines not yet handed back

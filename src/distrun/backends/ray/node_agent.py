@@ -129,7 +129,9 @@ def serve_remote_starts(facts: Any, remote: Mapping[str, Any], launch_id: str) -
     ports = [int(p) for p in remote["ports"]]
     env = {**facts.base_env, LAUNCH_MARKER: launch_id}
     try:
-        server = RemoteStartServer(str(remote["token"]), ports[facts.node_rank], host=facts.address, env=env)
+        server = RemoteStartServer(
+            str(remote["token"]), ports[facts.node_rank], host=facts.address, env=env, cwd=str(facts.job_dir / "code")
+        )
     except OSError as exc:
         # Two Ray nodes on one address (one machine): mpirun counts them as one host and starts
         # their ranks itself, so this node's remote start is never asked for.
