@@ -84,6 +84,12 @@ NOTES = (
     "the code snapshot and inputs are shipped to every node; logs stream back into the job folder here",
 )
 
+MPI_NOTE = (
+    "type: mpi: mpirun on node 0 starts its daemons on the other nodes through their node agents "
+    "(OMPI_MCA_plm_rsh_agent='python -m distrun.agent.remote_start'; each agent's port and the job's token "
+    "are chosen at placement)"
+)
+
 
 def execute(
     prepared: PreparedJob, layout: Layout, stream: BinaryIO | None, on_plan: Callable[[LaunchPlan], None] | None = None
@@ -177,7 +183,7 @@ class RayBackend(Backend):
             plan=preview_plan(job.spec, str(job.folder.root), job.bindings, job.name),
             request=RayRequest(settings.address, placement_request(job.spec, settings, job.name)),
             kind=self.kind,
-            notes=NOTES,
+            notes=NOTES + (MPI_NOTE,) if job.spec.distribution_type == "mpi" else NOTES,
         )
 
     def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
