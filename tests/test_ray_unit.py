@@ -195,3 +195,22 @@ def test_type_ray_start_script_retries_a_failed_start_shows_ray_logs_and_ends_it
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)  # a started node: the stop goes to `ray start`
     assert proc.wait(30) == 143
+
+
+@pytest.mark.parametrize(
+    ("hosts", "expected"),
+    [
+        (("127.0.0.1", "127.0.0.2"), {"OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_btl": "self,tcp"}),
+        (("10.0.0.1", "10.0.0.2"), {}),
+    ],
+)
+def test_mpi_on_nodes_at_loopback_addresses_stays_on_lo_and_off_shared_memory(
+    hosts: tuple[str, ...], expected: dict[str, str]
+) -> None:
+    spec = job(distribution={"type": "mpi", "process_count_per_instance": 2}, resources={"instance_count": 2})
+    placement = Placement(hosts=hosts, master_port=29500, job_dir="/jobs/j", run_id="j")
+    plan = build_plan(spec, placement, Bindings())
+    defaults = next(plan.processes()).env_defaults
+    for key in ("OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_btl"):
+        assert defaults.get(key) == expected.get(key)
+    assert plan.nodes[0].files["mpi/hostfile"] == "".join(f"{h} slots=2\n" for h in hosts)

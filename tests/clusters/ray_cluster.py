@@ -45,7 +45,7 @@ RESOURCE_PREFIX = "distrun_test_"
 NODE_PORT_BASE = 20100
 OBJECT_STORE_BYTES = 100 * 1024 * 1024  # a test cluster needs little; Ray's default is 30% of RAM
 STOP_WAIT_S = 20.0
-START_ATTEMPTS = 3
+START_ATTEMPTS = 5  # a raylet waits a fixed 15 s for its dashboard agent: a loaded machine can miss it
 # Ray gives a starting node 60 s to register, its raylet 30 s to see its agents' ports and a
 # worker process 60 s to register: too little on a loaded test machine (the raylet aborts).
 # Same values as distrun's `type: ray`. And no worker processes started ahead of need (one per
