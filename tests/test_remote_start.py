@@ -86,3 +86,16 @@ def test_a_stopped_client_ends_the_remote_command_and_its_children(server, tmp_p
     while any(alive(pid) for pid in (shell, child)):
         assert time.monotonic() < give_up, "the remote command outlived its client"
         time.sleep(0.05)
+
+
+def test_the_client_waits_for_an_agent_that_is_not_listening_yet():
+    port = free_ports(1)[0]
+    proc = client(port, "node1", "echo late agent")  # node k's agent may start after node 0's mpirun asks
+    time.sleep(1.5)
+    late = RemoteStartServer(TOKEN, port, host="127.0.0.1")
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        late.close()
+    assert proc.returncode == 0, err
+    assert out == b"late agent\n"

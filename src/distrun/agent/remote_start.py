@@ -31,12 +31,16 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import BinaryIO
 
 HOSTS_ENV = "DISTRUN_REMOTE_START"
 TOKEN_ENV = "DISTRUN_REMOTE_START_TOKEN"
 CONNECT_TIMEOUT_S = 30.0
+# How long the client waits for a node agent to listen: each node's agent starts on its own, and
+# node 0's mpirun may ask before node k's agent is up (a loaded node can take minutes).
+AGENT_WAIT_S = 300.0
 MAX_REQUEST = 1 << 20
 _HEADER = struct.Struct(">cI")
 
@@ -202,6 +206,18 @@ def _fail(message: str) -> int:
     return 255  # what ssh returns when it could not run the command
 
 
+def _connect(address: str, port: int) -> socket.socket | OSError:
+    """Connect, polling while the agent there is not listening yet (the nodes' agents start independently)."""
+    give_up = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            return socket.create_connection((address, port), timeout=CONNECT_TIMEOUT_S)
+        except OSError as exc:
+            if time.monotonic() >= give_up:
+                return exc
+            time.sleep(0.2)
+
+
 def main(argv: list[str]) -> int:
     # Open MPI may put ssh-style options before the host; none of them matter here.
     while argv and argv[0].startswith("-"):
@@ -217,10 +233,9 @@ def main(argv: list[str]) -> int:
     if not where:
         return _fail(f"{host} is not a node of this job (known: {', '.join(sorted(hosts)) or 'none'})")
     address, _, port = str(where).rpartition(":")
-    try:
-        sock = socket.create_connection((address, int(port)), timeout=CONNECT_TIMEOUT_S)
-    except OSError as exc:
-        return _fail(f"cannot reach the node agent of {host} at {where}: {exc}")
+    sock = _connect(address, int(port))
+    if isinstance(sock, OSError):
+        return _fail(f"cannot reach the node agent of {host} at {where} within {AGENT_WAIT_S:g} s: {sock}")
     sock.settimeout(None)
     request = {"token": os.environ.get(TOKEN_ENV, ""), "command": command}
     sock.sendall(json.dumps(request).encode() + b"\n")
