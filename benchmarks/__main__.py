@@ -32,6 +32,7 @@ CASES = {
     "B6": "benchmarks.cases.footprint",
     "B7": "benchmarks.cases.slurm",
     "B8": "benchmarks.cases.curves",
+    "B9": "benchmarks.cases.ray",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

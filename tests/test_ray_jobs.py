@@ -58,7 +58,7 @@ def job_processes(name: str) -> list[str]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "distrun.backends.ray.node_agent" in cmdline and f"distrun-{name}-node" in cmdline:
+        if "distrun.backends.ray.node_agent" in cmdline and f"/distrun-{name}" in cmdline:
             found.append(f"agent pid {entry}: {cmdline}")
     return found
 
@@ -111,7 +111,8 @@ def test_failing_rank_on_node_1_stops_every_other_rank(ray_cli, ray_target, writ
     assert rec["status"] == "Failed"
     root = rec["root_cause"]
     assert (root["name"], root["node_rank"], root["exit_code"]) == ("rank_3", 1, 1)
-    assert root["host"] and root["address"] == "127.0.0.1"
+    placed = json.loads((distrun_home / "jobs" / name / "system_logs" / "ray_placement.json").read_text())
+    assert root["host"] and root["address"] == placed["nodes"][1]["address"]  # the Ray node of bundle 1
     assert "ValueError: bad batch on rank 3" in root["traceback"]
     assert root["log"] == str(distrun_home / "jobs" / name / "user_logs" / "std_log_process_03.txt")
     assert rec["reason"] == "rank 3 on node 1 exited with code 1"
@@ -178,7 +179,7 @@ def test_unplaceable_job_fails_in_time_with_what_each_node_has(
     assert proc.returncode == 1, out
     assert "Ray could not place the job within 20 s: it asks for 3 nodes (STRICT_SPREAD), each 1 CPU" in out
     assert "the cluster has 2 live nodes" in out
-    assert out.count("  node 127.0.0.1 (") == 2, out  # what each node has free
+    assert out.count("  node 127.0.0.") == 2, out  # what each node has free
     assert "lower resources.instance_count to at most 2" in out
     rec = record(distrun_home, only_job(distrun_home))
     assert rec["status"] == "Failed" and "could not place" in rec["reason"]
@@ -254,4 +255,124 @@ def test_tensorflow_parameter_servers_on_the_other_ray_node_stop_when_the_chief_
     node1 = [p for p in rec["processes"] if p["node_rank"] == 1]
     assert node1 and all(p["stopped_by_distrun"] for p in node1)
     assert "[ps 0]" in out
+    assert not job_processes(name)
+
+
+# ---------------------------------------------------------------- DeepSpeed, and a ray:// client address
+
+
+def completed_two_by_two(proc, home: Path) -> tuple[str, str]:
+    """`distrun run` of a 2 nodes x 2 ranks job ended well, ranks 0-1 on node 0 and 2-3 on node 1: (job, output)."""
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, out[-4000:]
+    name = only_job(home)
+    rec = record(home, name)
+    assert rec["status"] == "Completed"
+    assert {p["rank"]: p["node_rank"] for p in rec["processes"]} == {0: 0, 1: 0, 2: 1, 3: 1}
+    return name, out
+
+
+def test_deepspeed_zero2_per_process_with_ranks_on_both_ray_nodes(ray_cli, ray_target, distrun_home):
+    from test_deepspeed_jobs import assert_same_weights, assert_trained
+
+    proc = ray_cli("run", str(REPO / "examples" / "deepspeed" / "job.yml"), "--compute", ray_target)
+    name, _ = completed_two_by_two(proc, distrun_home)
+    folder = distrun_home / "jobs" / name
+    texts = [(folder / "user_logs" / f"std_log_process_{rank:02d}.txt").read_text() for rank in range(4)]
+    assert_trained(texts[0])
+    assert_same_weights("\n".join(texts))  # ZeRO-2 across the two Ray nodes ended in one model
+    plan = json.loads((folder / "plan.json").read_text())
+    master = f"{plan['master_addr']}:{plan['master_port']}"  # node 0's address: either Ray node
+    assert plan["master_addr"] in ("127.0.0.1", "127.0.0.2")
+    for rank, text in enumerate(texts):
+        # DeepSpeed took the rank environment distrun set on each Ray node: no discovery of its own.
+        assert f"rank {rank}/4 local rank {rank % 2} (environment), master {master}" in text
+    assert (folder / "named-outputs" / "model" / "model.pt").stat().st_size > 0  # written on node 0, came back
+    assert not job_processes(name)
+
+
+def test_ray_client_address_runs_the_job_through_the_heads_client_server(
+    ray_cli, run_cli, ray_cluster: RayCluster, write_job, distrun_home
+):
+    made = run_cli(
+        "compute", "create", "--name", "rclient", "--type", "ray", "--set", f"address={ray_cluster.client_address}"
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    job = write_job(four_rank_job("python -c \"import os; print('up', os.environ['RANK'], flush=True)\""), {})
+    proc = ray_cli("run", str(job), "--compute", "rclient")
+    name, out = completed_two_by_two(proc, distrun_home)
+    assert all_up(distrun_home, name)
+    placed = json.loads((distrun_home / "jobs" / name / "system_logs" / "ray_placement.json").read_text())
+    assert len({node["node_id"] for node in placed["nodes"]}) == 2
+    assert "[1/3] up 3" in out
+    assert not job_processes(name)
+
+
+# ---------------------------------------------------------------- type: mpi: mpirun inside the placement group
+
+MPI_ALLREDUCE = """
+import os
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.Get_rank() + 1)
+node = os.environ["DISTRUN_LAUNCH_ID"].rsplit("-", 1)[1]  # the node agent that started this rank's tree
+print(f"rank {comm.Get_rank()} of {comm.Get_size()} sum {total} local {os.environ['OMPI_COMM_WORLD_LOCAL_RANK']} "
+      f"under {node}", flush=True)
+"""
+
+# Rank 3 (on node 1) fails once up; mpirun then ends the others, on both nodes.
+MPI_FAILING_RANK = """
+import os, time
+rank = os.environ["OMPI_COMM_WORLD_RANK"]
+print("up", rank, flush=True)
+if rank == "3":
+    time.sleep(2)
+    raise ValueError("bad batch on rank 3")
+time.sleep(600)
+"""
+
+
+def test_mpi_allreduce_with_ranks_started_on_both_ray_nodes_through_their_agents(
+    ray_cli, ray_target, write_job, distrun_home
+):
+    from test_mpi_jobs import mpi_job
+
+    job = write_job(mpi_job("python -m mpi4py allreduce.py"), {"allreduce.py": MPI_ALLREDUCE})
+    proc = ray_cli("run", str(job), "--compute", ray_target)
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, out[-4000:]
+    name = only_job(distrun_home)
+    assert record(distrun_home, name)["status"] == "Completed"
+    folder = distrun_home / "jobs" / name
+    plan = json.loads((folder / "plan.json").read_text())
+    placed = json.loads((folder / "system_logs" / "ray_placement.json").read_text())
+    hosts = [node["address"] for node in placed["nodes"]]
+    assert sorted(hosts) == ["127.0.0.1", "127.0.0.2"]  # node rank k is bundle k, on whichever Ray node Ray chose
+    assert plan["nodes"][0]["files"]["mpi/hostfile"] == "".join(f"{host} slots=2\n" for host in hosts)
+    # Ranks 2 and 3 run below node 1's agent, which starts mpirun's daemon there on request. On
+    # this one-machine cluster mpirun takes 127.0.0.1 for itself wherever it runs: when Ray puts
+    # node 0 on 127.0.0.2, mpirun starts node 1's ranks itself (still on the right slots).
+    remote = hosts[0] == "127.0.0.1"
+    for rank in range(4):
+        text = (folder / "user_logs" / f"std_log_process_{rank:02d}.txt").read_text()
+        under = rank // 2 if remote else "0"
+        assert f"rank {rank} of 4 sum 10 local {rank % 2} under node{under}" in text, text
+    assert not job_processes(name)
+
+
+def test_mpi_rank_failing_on_node_1_fails_the_job_and_leaves_nothing_on_either_node(
+    ray_cli, ray_target, write_job, distrun_home
+):
+    from test_mpi_jobs import mpi_job
+
+    job = write_job(mpi_job("python ranks.py"), {"ranks.py": MPI_FAILING_RANK})
+    proc = ray_cli("run", str(job), "--compute", ray_target)
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 1, out[-4000:]
+    name = only_job(distrun_home)
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Failed"
+    assert "ValueError: bad batch on rank 3" in (rec["root_cause"] or {}).get("traceback", ""), rec
+    # The daemon node 1's agent started for mpirun, and rank 3's peers there, are gone too.
     assert not job_processes(name)

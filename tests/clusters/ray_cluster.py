@@ -7,9 +7,11 @@ only address it can find, so nothing the cluster (or a job using it) sends ever 
 
 A small holder process (`sleep`) keeps the namespace alive; every Ray process, and every
 command a test runs against the cluster, enters it with `nsenter --net=/proc/<holder>/ns/net`
-(`RayCluster.command(argv)`). Node k gets the custom resource `{"<prefix>node<k>": 1}`, so a
-test can tell which Ray node a process ran on. Every file lives under one short temp folder
-(Ray's socket paths must stay below the AF_UNIX limit).
+(`RayCluster.command(argv)`). Node k listens on 127.0.0.<k+1> (all of 127.0.0.0/8 is `lo`), so
+that the nodes are different hosts to whoever compares addresses (mpirun). Node k gets the
+custom resource `{"<prefix>node<k>": 1}`, so a test can tell which Ray node a process ran on.
+Every file lives under one short temp folder (Ray's socket paths must stay below the AF_UNIX
+limit).
 
 `stop()` ends every process inside the namespace (Ray's daemons, its workers, anything a job
 left) and raises if one survives: whatever ran in the namespace, nothing is left.
@@ -36,16 +38,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HEAD_PORT = 6390  # any port works: the namespace has a port space of its own
+CLIENT_PORT = HEAD_PORT + 1  # the head's Ray client server (`ray://` addresses)
 RESOURCE_PREFIX = "distrun_test_"
 # Ray's per-node processes listen on fixed default ports (dashboard agent, metrics, runtime
 # env agent); two nodes on one host need their own. Each node k gets NODE_PORT_BASE + 10*k + i.
 NODE_PORT_BASE = 20100
 OBJECT_STORE_BYTES = 100 * 1024 * 1024  # a test cluster needs little; Ray's default is 30% of RAM
 STOP_WAIT_S = 20.0
-START_ATTEMPTS = 3
-# Ray gives a starting node 60 s to register and its raylet 30 s to see its agents' ports: too
-# little on a loaded test machine (the raylet aborts). Same values as distrun's `type: ray`.
-SLOW_MACHINE_SETTINGS = {"RAY_raylet_start_wait_time_s": "120", "RAY_agent_register_timeout_ms": "300000"}
+START_ATTEMPTS = 5  # a raylet waits a fixed 15 s for its dashboard agent: a loaded machine can miss it
+# Ray gives a starting node 60 s to register, its raylet 30 s to see its agents' ports and a
+# worker process 60 s to register: too little on a loaded test machine (the raylet aborts).
+# Same values as distrun's `type: ray`. And no worker processes started ahead of need (one per
+# CPU, each importing Ray at the moment the node starts): a start then costs less CPU.
+SLOW_MACHINE_SETTINGS = {
+    "RAY_raylet_start_wait_time_s": "120",
+    "RAY_agent_register_timeout_ms": "300000",
+    "RAY_worker_register_timeout_seconds": "120",
+    "RAY_enable_worker_prestart": "0",
+}
+LOG_TAIL_LINES = 15
 
 
 class RayClusterError(RuntimeError):
@@ -79,9 +90,18 @@ class RayCluster:
         return f"127.0.0.1:{HEAD_PORT}"
 
     @property
+    def client_address(self) -> str:
+        return f"ray://127.0.0.1:{CLIENT_PORT}"
+
+    @property
     def netns_path(self) -> str:
         assert self.holder is not None, "the cluster is not started"
         return f"/proc/{self.holder.pid}/ns/net"
+
+    def node_address(self, node: int) -> str:
+        """Node k listens on 127.0.0.<k+1>: every 127.x address reaches `lo`, and nodes that differ in
+        address are different hosts to the tools that look (mpirun starts ranks on node 1 remotely)."""
+        return f"127.0.0.{node + 1}"
 
     def node_resource(self, node: int) -> str:
         return f"{RESOURCE_PREFIX}node{node}"
@@ -116,6 +136,7 @@ class RayCluster:
         if missing:
             raise RayClusterError(f"missing {', '.join(missing)}: run scripts/deps/45-ray.sh")
         self.root.mkdir(parents=True, exist_ok=True)
+        failures: list[str] = []
         for attempt in range(1, START_ATTEMPTS + 1):
             self.temp_dir = self.root / f"ray{attempt}"
             self._new_namespace()
@@ -124,12 +145,14 @@ class RayCluster:
                     self._start_node(node)
                 self.wait_for_nodes(self.node_count)
                 return
-            except RayClusterError:
-                # On a loaded machine a raylet can abort while its agents start (Ray waits a fixed
-                # ~15 s for their ports): end everything, and start again in a fresh namespace.
+            except RayClusterError as exc:
+                # On a loaded machine a raylet can abort while its agents start: end everything,
+                # and start again in a fresh namespace; the error shows every attempt's logs.
+                failures.append(f"attempt {attempt}: {exc}\n{self.log_tail()}")
+                print(f"Ray test cluster: start attempt {attempt} failed, retrying:\n{failures[-1]}", file=sys.stderr)
                 self.stop(check=False)
                 if attempt == START_ATTEMPTS:
-                    raise
+                    raise RayClusterError("\n\n".join(failures)) from None
             except BaseException:
                 self.stop(check=False)
                 raise
@@ -154,7 +177,7 @@ class RayCluster:
         argv = [
             "ray",
             "start",
-            "--node-ip-address=127.0.0.1",
+            f"--node-ip-address={self.node_address(node)}",
             f"--num-cpus={self.cpus_per_node}",
             "--num-gpus=0",
             f"--resources={json.dumps({self.node_resource(node): 1})}",
@@ -175,7 +198,7 @@ class RayCluster:
                 f"--port={HEAD_PORT}",
                 f"--temp-dir={self.temp_dir}",
                 "--include-dashboard=false",
-                f"--ray-client-server-port={HEAD_PORT + 1}",
+                f"--ray-client-server-port={CLIENT_PORT}",
             ]
         else:
             argv += [f"--address={self.address}"]
@@ -183,6 +206,22 @@ class RayCluster:
         self.started.append(" ".join(argv))
         if result.returncode != 0:
             raise RayClusterError(f"ray start for node {node} failed:\n{result.stdout}\n{result.stderr}")
+
+    def log_tail(self) -> str:
+        """The end of the Ray logs this attempt wrote (newest last), for an error message."""
+        logs = self.temp_dir / "session_latest" / "logs"
+        try:
+            files = sorted(
+                (p for p in logs.iterdir() if p.suffix in (".out", ".err", ".log") and p.stat().st_size),
+                key=lambda p: p.stat().st_mtime,
+            )
+        except OSError:
+            return f"(no Ray logs under {logs})"
+        parts = []
+        for path in files[-4:]:
+            lines = path.read_bytes()[-4000:].decode(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+            parts.append(f"--- {path}\n" + "\n".join(lines))
+        return "\n".join(parts)
 
     def wait_for_nodes(self, count: int, timeout: float = 120) -> None:
         script = (

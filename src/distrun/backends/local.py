@@ -30,8 +30,8 @@ from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
 from distrun.agent.terminal_output import NonBlockingOutput
-from distrun.agent.watchdog import Watchdog
 from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.job_launcher import acting_as_launcher
 from distrun.backends.local_gpus import probe_gpus
 from distrun.backends.ports import free_ports
 from distrun.backends.targets import ComputeTarget
@@ -100,16 +100,11 @@ def execute(
             plan = _write_plan(prepared, index, leases)
             if on_plan is not None:
                 on_plan(plan)
-            watchdog = Watchdog.start(
-                _launch_id(prepared), lambda: JobIndex(layout.db_path).mark_launcher_lost(prepared.name)
-            )
-            try:
-                if not index.set_launcher(prepared.name, os.getpid()):
+            with acting_as_launcher(layout, prepared.name, _launch_id(prepared)) as started:
+                if not started:
                     return index.get(prepared.name)  # it ended (was canceled) before it could start
                 result, attempts = _run_attempts(prepared, index, leases, plan, stream, color, stop_signals)
                 _record_or_say(index, prepared.name, result, attempts)
-            finally:
-                watchdog.release()
     finally:
         leases.release()
     return index.get(prepared.name)

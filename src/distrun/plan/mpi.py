@@ -152,14 +152,18 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
         }
     )
     defaults = {"OMP_NUM_THREADS": "1"} if per_node > 1 else {}
-    if placement.simulated:
+    if placement.simulated or all(host.startswith("127.") for host in placement.hosts):
         # Simulated nodes share this machine's cores, so ranks often outnumber them; a rank
         # waiting in a collective then gives its core away instead of spinning on it.
         defaults["OMPI_MCA_mpi_yield_when_idle"] = "1"
         # Every rank is on this machine: keep Open MPI's TCP traffic (ranks, mpirun) on loopback
-        # instead of whatever other interface the machine has.
+        # (which Open MPI leaves out by default) instead of whatever other interface it has.
         defaults["OMPI_MCA_btl_tcp_if_include"] = "lo"
         defaults["OMPI_MCA_oob_tcp_if_include"] = "lo"
+        if not placement.simulated and len(set(placement.hosts)) > 1:
+            # Nodes at different loopback addresses are one machine (a test cluster): its ranks
+            # under different mpirun daemons would take each other for shared-memory peers.
+            defaults["OMPI_MCA_btl"] = "self,tcp"
     # Open MPI passes its own OMPI_* variables on by itself.
     exported = [name for name in dict.fromkeys(["PATH", *env, *defaults]) if not name.startswith("OMPI_")]
 

@@ -3,7 +3,10 @@
 Azure ML does not document what it runs; distrun does this, on every compute:
 
 - node 0 runs a Ray head (`ray start --head --block`), every other node a Ray worker node
-  (`ray start --address <node 0>:<port> --block`, after the head's port answers); each is an
+  (`ray start --address <node 0>:<port> --block`, once the head's node is registered); each
+  `ray start` runs under a small script of the job (`ray/start_node.py`) that retries a start
+  Ray itself gave up on (a busy machine can make a raylet miss Ray's own start deadlines),
+  shows the end of Ray's logs for each failed attempt and ends what that attempt left; each is an
   auxiliary process of the gang: it serves until the command is done, then distrun stops it
   (SIGTERM, grace, SIGKILL, and the launch-marker sweep for every Ray process it started), and
   one that dies first fails the job;
@@ -26,12 +29,18 @@ from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
 from distrun.spec.models import JobSpec, RayDistribution
 
-# How long the driver waits for every node to join before the job fails.
-JOIN_TIMEOUT_S = 300
+# How long the driver waits for every node to join before the job fails (polled: a fast start
+# is not slowed; room for START_ATTEMPTS slow starts).
+JOIN_TIMEOUT_S = 600
+START_ATTEMPTS = 3
 RAY_LOG = "std_log_node_{:02d}_ray.txt"
 # Ray gives a starting node 60 s to register, and its raylet 30 s to see its agents' ports; a
 # busy machine can need more (yours win if set).
-RAY_NODE_DEFAULTS = {"RAY_raylet_start_wait_time_s": "120", "RAY_agent_register_timeout_ms": "300000"}
+RAY_NODE_DEFAULTS = {
+    "RAY_raylet_start_wait_time_s": "120",
+    "RAY_agent_register_timeout_ms": "300000",
+    "RAY_worker_register_timeout_seconds": "120",
+}
 DRIVER_LOG = "std_log_process_00.txt"
 
 # Written on every node (job-relative): waits until the cluster at RAY_ADDRESS has N live nodes.
@@ -56,6 +65,82 @@ while time.monotonic() < give_up:
         problem = f" (last error: {exc})"
     time.sleep(0.5)
 sys.exit(f"distrun: only {alive} of {want} Ray nodes up at {address} within {timeout:g} s{problem}")
+"""
+
+# Written on every node that starts Ray (job-relative): `python start_node.py ATTEMPTS ray start
+# ... --block`. Relays Ray's output; if `ray start` ends before Ray says it started, shows the
+# end of the logs Ray wrote meanwhile, ends every process of that attempt (found by a marker in
+# their environment) and tries again. Once started, it only relays: the node's end is the job's
+# business (an auxiliary that dies fails the job). SIGTERM/SIGINT go to `ray start`, which stops
+# its node. Standard library only: it runs with the node's Python, distrun or not.
+START_SCRIPT_PATH = "ray/start_node.py"
+START_SCRIPT = """\
+import os, signal, subprocess, sys, tempfile, threading, time, uuid
+attempts, argv = int(sys.argv[1]), sys.argv[2:]
+child, stopping = None, []
+def forward(signum, frame):
+    stopping.append(signum)
+    if child is not None and child.poll() is None:
+        child.send_signal(signum)
+signal.signal(signal.SIGTERM, forward)
+signal.signal(signal.SIGINT, forward)
+def relay_lines(pipe, seen):
+    for line in pipe:
+        sys.stdout.buffer.write(line)
+        sys.stdout.flush()
+        if b"Ray runtime started" in line:
+            seen.append(True)
+def marked(marker):
+    needle, found = f"DISTRUN_RAY_START={marker}".encode(), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if needle in handle.read().split(b"\\0"):
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+def log_tail(since):
+    roots = [a.split("=", 1)[1] for a in argv if a.startswith("--temp-dir=")]
+    logs = os.path.join(roots[0] if roots else os.path.join(tempfile.gettempdir(), "ray"), "session_latest", "logs")
+    try:
+        names = [os.path.join(logs, n) for n in os.listdir(logs) if n.endswith((".out", ".err", ".log"))]
+    except OSError:
+        return f"  (no Ray logs under {logs})"
+    fresh = sorted((p for p in names if os.path.getmtime(p) >= since and os.path.getsize(p)), key=os.path.getmtime)
+    parts = []
+    for path in fresh[-4:]:
+        with open(path, "rb") as handle:
+            lines = handle.read()[-4000:].decode(errors="replace").splitlines()[-12:]
+        parts.append(f"  --- {path}\\n" + "\\n".join("  " + line for line in lines))
+    return "\\n".join(parts) or f"  (no Ray log under {logs} changed during the attempt)"
+for attempt in range(1, attempts + 1):
+    marker, begun, seen = uuid.uuid4().hex, time.time(), []
+    env = dict(os.environ, DISTRUN_RAY_START=marker)
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    if stopping:  # a stop came while it was being created
+        child.send_signal(stopping[0])
+    relay = threading.Thread(target=relay_lines, args=(child.stdout, seen), daemon=True)
+    relay.start()
+    code = child.wait()
+    relay.join(2)  # the daemons Ray leaves may hold the pipe open: no waiting for its end
+    started = bool(seen)
+    if started or stopping:
+        sys.exit(code)
+    print(f"distrun: ray start failed (exit code {code}), attempt {attempt} of {attempts}; Ray's logs end:", flush=True)
+    print(log_tail(begun - 1), flush=True)
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
+        for pid in marked(marker):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        give_up = time.monotonic() + wait
+        while marked(marker) and time.monotonic() < give_up:
+            time.sleep(0.2)
+    if stopping:
+        sys.exit(code)
+sys.exit(f"distrun: Ray did not start on this node in {attempts} attempts (see above)")
 """
 
 
@@ -103,8 +188,13 @@ def ray_ports(job: JobSpec, free: tuple[int, ...]) -> dict[str, object]:
     return {"gcs": gcs, "client": client, "dashboard": dashboard, "agents": agents}
 
 
-def head_argv(address: str, ports: dict[str, object], dist: RayDistribution) -> str:
+def start_with_retries(job_dir: str) -> list[str]:
+    return ["python", f"{job_dir.rstrip('/')}/{START_SCRIPT_PATH}", str(START_ATTEMPTS)]
+
+
+def head_argv(address: str, ports: dict[str, object], dist: RayDistribution, job_dir: str) -> str:
     args = [
+        *start_with_retries(job_dir),
         "ray",
         "start",
         "--head",
@@ -127,6 +217,7 @@ def wait_for(nodes: int, job_dir: str) -> str:
 
 def worker_argv(head: str, address: str, agent_ports: list[str], dist: RayDistribution, job_dir: str) -> str:
     args = [
+        *start_with_retries(job_dir),
         "ray",
         "start",
         "--block",
@@ -180,14 +271,14 @@ def plan_ray(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
         procs = []
         if not dist.address:
             if node == 0:
-                start = head_argv(host, ports, dist)
+                start = head_argv(host, ports, dist, placement.job_dir)
             else:
                 start = worker_argv(head, host, ports["agents"][node], dist, placement.job_dir)  # type: ignore[index]
             procs.append(process(f"ray_node_{node}", "ray", node, shell_argv(start), RAY_LOG.format(node), True))
         if node == 0:
             run = command if dist.address else driver_command(command, node_count, placement.job_dir)
             procs.insert(0, process("driver", "driver", 0, shell_argv(run), DRIVER_LOG, False))
-        files = {WAIT_SCRIPT_PATH: WAIT_SCRIPT} if procs and not dist.address else {}
+        files = {WAIT_SCRIPT_PATH: WAIT_SCRIPT, START_SCRIPT_PATH: START_SCRIPT} if procs and not dist.address else {}
         nodes.append(NodePlan(node_rank=node, host=host, processes=tuple(procs), files=files))
     notes = [f"type: ray: the command runs once on node 0 with RAY_ADDRESS={head}"]
     if not dist.address:

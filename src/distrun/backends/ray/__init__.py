@@ -37,10 +37,9 @@ from distrun.submission import PreparedJob
 
 PLACEHOLDER_HOST = "<ray node {}>"
 AGENT_MODULE = "distrun.backends.ray.node_agent"
-# mpirun reaches the other nodes over ssh or Slurm; a Ray node offers neither.
-UNSUPPORTED = {
-    "mpi": "type: mpi is not supported on Ray yet: mpirun on node 0 cannot start ranks on the other Ray nodes"
-}
+# Distribution types a Ray target refuses, with why (none today: mpirun reaches the other Ray
+# nodes through their node agents, distrun.agent.remote_start).
+UNSUPPORTED: dict[str, str] = {}
 
 
 def ray_target(target: ComputeTarget) -> RayTarget:
@@ -85,37 +84,37 @@ NOTES = (
     "the code snapshot and inputs are shipped to every node; logs stream back into the job folder here",
 )
 
+MPI_NOTE = (
+    "type: mpi: mpirun on node 0 starts its daemons on the other nodes through their node agents "
+    "(OMPI_MCA_plm_rsh_agent='python -m distrun.agent.remote_start'; each agent's port and the job's token "
+    "are chosen at placement)"
+)
+
 
 def execute(
-    prepared: PreparedJob,
-    layout: Layout,
-    *,
-    stream: BinaryIO | None,
-    color: bool = False,
-    on_plan: Callable[[LaunchPlan], None] | None = None,
+    prepared: PreparedJob, layout: Layout, stream: BinaryIO | None, on_plan: Callable[[LaunchPlan], None] | None = None
 ) -> JobRecord:
-    """Run a prepared job on Ray to its end, supervised from this process; returns its final record."""
+    """Run a prepared job on Ray to its end, supervised from this process; returns its final record.
+
+    The stream carries the ranks' lines as the nodes' agents prefixed them (no colour of its own).
+    """
     from distrun.agent.stop_signals import held_stop_signals
-    from distrun.agent.watchdog import Watchdog
+    from distrun.backends.job_launcher import acting_as_launcher
     from distrun.backends.ray.driver import RayRun, record_end
 
     index = JobIndex(layout.db_path)
     name = prepared.name
-    with held_stop_signals() as signals:
-        # Forked before Ray starts any thread; records "launcher lost" if this process dies.
-        watchdog = Watchdog.start(f"{name}-{os.getpid()}", lambda: JobIndex(layout.db_path).mark_launcher_lost(name))
+    # The launcher's watchdog is forked before Ray starts any thread.
+    with held_stop_signals() as signals, acting_as_launcher(layout, name, f"{name}-{os.getpid()}") as started:
+        if not started:
+            return index.get(name)  # canceled before it could start
         try:
-            if not index.set_launcher(name, os.getpid()):
-                return index.get(name)  # canceled before it could start
-            try:
-                end = RayRun(prepared, index, ray_target(prepared.target), stream, signals, on_plan).run()
-            except DistrunError as exc:
-                reason = exc.message + (f"\n{exc.hint}" if exc.hint else "")
-                index.update(name, status=FAILED, reason=reason, ended_at=time.time())
-                return index.get(name)
-            record_end(index, name, end)
-        finally:
-            watchdog.release()
+            end = RayRun(prepared, index, ray_target(prepared.target), stream, signals, on_plan).run()
+        except DistrunError as exc:
+            reason = exc.message + (f"\n{exc.hint}" if exc.hint else "")
+            index.update(name, status=FAILED, reason=reason, ended_at=time.time())
+            return index.get(name)
+        record_end(index, name, end)
     return index.get(name)
 
 
@@ -131,7 +130,7 @@ def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: b
         out.write(("\n".join(lines) + "\n").encode())
         out.flush()
 
-    record = execute(prepared, layout, stream=out, color=color, on_plan=header)
+    record = execute(prepared, layout, out, on_plan=header)
     out.write((execution_summary(record) + "\n").encode())
     out.flush()
     return record
@@ -184,7 +183,7 @@ class RayBackend(Backend):
             plan=preview_plan(job.spec, str(job.folder.root), job.bindings, job.name),
             request=RayRequest(settings.address, placement_request(job.spec, settings, job.name)),
             kind=self.kind,
-            notes=NOTES,
+            notes=NOTES + (MPI_NOTE,) if job.spec.distribution_type == "mpi" else NOTES,
         )
 
     def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:

@@ -57,13 +57,30 @@ def unpack_into(data: bytes, root: Path) -> None:
         archive.extractall(root, filter="data")
 
 
+def node_workdir(job_name: str, node_rank: int) -> Path:
+    """This node's folder for the job: the same path on every host of the job where it can be.
+
+    An MPI job's ranks on node k get paths from node 0 (mpirun's working directory, the
+    command's rendered input and output paths): with the same folder on every host they name
+    node k's own copy. A second node of the job on the same machine (or a path someone else
+    took first: mkdir never follows or reuses one) gets a folder of its own; the first node's
+    folder is then on that machine too.
+    """
+    shared = Path(tempfile.gettempdir()) / f"distrun-{job_name}"
+    try:
+        shared.mkdir(mode=0o700)
+        return shared
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"distrun-{job_name}-node{node_rank}-"))
+
+
 class RayNodeAgent:
     """One node of one job. Methods are called by the driver through Ray."""
 
     def __init__(self, job_name: str, node_rank: int) -> None:
         self.job_name = job_name
         self.node_rank = node_rank
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"distrun-{job_name}-node{node_rank}-"))
+        self.workdir = node_workdir(job_name, node_rank)
         self.proc: subprocess.Popen[bytes] | None = None
         self.lock = threading.Lock()
         self.stream = bytearray()  # prefixed lines not yet handed back
@@ -135,12 +152,22 @@ class RayNodeAgent:
             with self.lock:
                 into += chunk
 
-    def poll(self, peers_done: list[int]) -> dict[str, Any]:
-        """What is new since the last poll; `peers_done`: nodes whose main work is done (TF's ps wait for them)."""
+    def poll(self, peers_done: list[int], peers_ended: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """What is new since the last poll.
+
+        `peers_done`: nodes whose main work is done (TF's ps wait for them); `peers_ended`: the
+        outcomes of nodes that ended (an MPI job's nodes other than 0 wait for node 0's).
+        """
         for rank in peers_done:
             marker = marker_path(self.workdir, rank)
             if rank != self.node_rank and not marker.exists():
                 marker.write_text("done\n", encoding="utf-8")
+        for rank, outcome in (peers_ended or {}).items():
+            relayed = outcome_path(self.workdir, int(rank))
+            if int(rank) != self.node_rank and not relayed.exists():
+                hidden = relayed.with_name(f".{relayed.name}")
+                hidden.write_text(json.dumps(outcome), encoding="utf-8")
+                hidden.rename(relayed)  # read whole or not at all
         ended = self.ended.is_set()  # read first: after it, the pipes are drained
         with self.lock:
             cut = len(self.stream) if ended else self.stream.rfind(b"\n") + 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -268,7 +269,14 @@ class RayRun:
         spec = self.prepared.spec
         pinned = spec.environment_variables.get("MASTER_PORT")
         needed = task_port_count(spec) + (0 if pinned else 1)
-        ports = list(self._get([self.nodes[0].actor.free_ports.remote(needed)], 60, "ports")[0]) if needed else []
+        remote_start = spec.distribution_type == "mpi"  # one more port per node: its agent's remote start
+        asks = [n.actor.free_ports.remote(needed + 1 if n.rank == 0 else 1) for n in self.nodes] if remote_start else []
+        if not remote_start and needed:
+            asks = [self.nodes[0].actor.free_ports.remote(needed)]
+        found = [list(p) for p in self._get(asks, 60, "ports")] if asks else [[]]
+        ports = found[0]
+        # mpirun on node 0 reaches node k through the agent there (distrun.agent.remote_start).
+        remote = {"token": secrets.token_hex(16), "ports": [p.pop() for p in found]} if remote_start else None
         master_port = int(pinned) if pinned else ports.pop(0)
         folder = self.prepared.folder
         placement = Placement(
@@ -298,6 +306,7 @@ class RayRun:
             "names": [n.where["host"] for n in self.nodes],
             "master_port": master_port,
             "task_ports": list(ports),
+            "remote_start": remote,
         }
         self._check_stop()
         starts = [
@@ -341,7 +350,8 @@ class RayRun:
                 self.signals.clear()
                 self._stop_all(second=True)  # a second interrupt: no grace period
             live = [n for n in self.nodes if n.outcome is None]
-            refs = {n.actor.poll.remote(sorted(done)): n for n in live}
+            ended = {n.rank: n.outcome for n in self.nodes if n.outcome and not n.outcome.get("agent_lost")}
+            refs = {n.actor.poll.remote(sorted(done), ended): n for n in live}
             ready, pending = self.ray.wait(list(refs), num_returns=len(refs), timeout=POLL_TIMEOUT_S)
             for ref in pending:
                 self._lost(refs[ref], f"did not answer for {POLL_TIMEOUT_S:g} s")

@@ -102,11 +102,45 @@ def run(workdir: Path) -> int:
     # The launch id run_node gives the ranks: the watchdog kills what carries it if this process dies.
     launch_id = f"{facts.job_dir.name}-{facts.engine.lower()}{facts.engine_job_id}-node{facts.node_rank}"
     watchdog = Watchdog.start(launch_id, lambda: None)  # before any thread: it forks
+    server = None
     try:
+        if request.get("remote_start"):
+            facts, server = serve_remote_starts(facts, request["remote_start"], launch_id)
         outcome = run_node(facts, channel, read_job(facts.job_dir), stop_requested=stop_requested)
     finally:
+        if server is not None:
+            server.close()
         watchdog.release()
     return exit_code(outcome)
+
+
+def serve_remote_starts(facts: Any, remote: Mapping[str, Any], launch_id: str) -> tuple[Any, Any]:
+    """An MPI job: this node's agent starts what mpirun on node 0 asks for (its daemon, `orted`).
+
+    Every node listens on its own address and port (chosen free there by the driver) for requests
+    carrying the job's token; what it starts carries the launch marker, so this agent's sweep
+    and watchdog end it like a rank. Node 0's launcher gets mpirun's remote shell settings.
+    """
+    from dataclasses import replace
+
+    from distrun.agent.process_tree import LAUNCH_MARKER
+    from distrun.agent.remote_start import RemoteStartServer, client_env
+
+    ports = [int(p) for p in remote["ports"]]
+    env = {**facts.base_env, LAUNCH_MARKER: launch_id}
+    try:
+        server = RemoteStartServer(
+            str(remote["token"]), ports[facts.node_rank], host=facts.address, env=env, cwd=str(facts.job_dir / "code")
+        )
+    except OSError as exc:
+        # Two Ray nodes on one address (one machine): mpirun counts them as one host and starts
+        # their ranks itself, so this node's remote start is never asked for.
+        print(f"distrun node agent: no remote start on {facts.address}:{ports[facts.node_rank]}: {exc}", flush=True)
+        server = None
+    if facts.node_rank == 0:
+        hosts = {address: f"{address}:{port}" for address, port in zip(facts.addresses, ports, strict=True)}
+        facts = replace(facts, base_env={**facts.base_env, **client_env(hosts, str(remote["token"]), sys.executable)})
+    return facts, server
 
 
 if __name__ == "__main__":
