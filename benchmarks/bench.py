@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -190,7 +189,3 @@ class Bench:
 
 class CaseError(RuntimeError):
     """A measured command did not do what the case needs: the case is reported as broken."""
-
-
-def interpreter_facts() -> dict[str, str]:
-    return {"python": sys.version.split()[0], "executable": sys.executable}

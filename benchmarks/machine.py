@@ -62,7 +62,7 @@ def describe(peers: Peers, repo: Path) -> list[tuple[str, str]]:
         ("cpu", f"{os.cpu_count()} cores ({_cpu_model()})"),
         ("memory", _memory_gib()),
         ("os", f"{platform.system()} {platform.release()}"),
-        ("python", f"{sys.version.split()[0]} ({sys.executable})"),
+        ("python", f"{sys.version.split()[0]} ({platform.python_implementation()})"),
         ("torch", peers.torch_version),
         ("torchx", peers.torchx_version or "not installed"),
         ("distrun", _commit(repo)),
