@@ -291,6 +291,82 @@ def test_deepspeed_zero2_per_process_with_ranks_on_both_ray_nodes(ray_cli, ray_t
     assert not job_processes(name)
 
 
+TORCHRUN_PER_NODE = """
+command: >-
+  python -m torch.distributed.run --nnodes 2 --nproc-per-node 2 --node-rank $NODE_RANK
+  --master-addr $MASTER_ADDR --master-port $MASTER_PORT check.py
+code: src
+resources:
+  instance_count: 2
+distribution:
+  type: pytorch
+  process_count_per_instance: 1
+"""
+
+TORCHRUN_CHECK = """
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1) * dist.get_rank()
+dist.all_reduce(t)
+line = f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(t.item())} group {os.environ['GROUP_RANK']}"
+os.write(1, f"{line}\\n".encode())  # one write: two ranks under one torchrun share its pipe
+dist.destroy_process_group()
+"""
+
+
+def test_per_node_torchrun_form_with_a_torchrun_on_each_ray_node(ray_cli, ray_target, write_job, distrun_home):
+    job = write_job(TORCHRUN_PER_NODE, {"check.py": TORCHRUN_CHECK})
+    proc = ray_cli("run", str(job), "--compute", ray_target)
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, out[-4000:]
+    name = only_job(distrun_home)
+    folder = distrun_home / "jobs" / name
+    placed = json.loads((folder / "system_logs" / "ray_placement.json").read_text())
+    assert len({node["node_id"] for node in placed["nodes"]}) == 2
+    # One process per node (the node's torchrun), each logging its node's two ranks.
+    for node in range(2):
+        text = (folder / "user_logs" / f"std_log_process_{node:02d}.txt").read_text()
+        for rank in (2 * node, 2 * node + 1):
+            assert f"rank {rank} of 4 sum 6 group {node}" in text, text
+    assert not job_processes(name)
+
+
+NO_DISTRIBUTION = """
+command: >-
+  echo "node $NODE_RANK of $WORLD_SIZE on $(hostname)";
+  if [ "$NODE_RANK" = 0 ]; then mkdir -p outputs && echo "from node 0" > outputs/result.txt; fi
+code: src
+resources:
+  instance_count: 2
+"""
+
+
+def test_a_job_without_distribution_and_the_verbs_that_read_it_from_any_shell(
+    ray_cli, run_cli, ray_target, write_job, distrun_home, tmp_path
+):
+    proc = ray_cli("run", str(write_job(NO_DISTRIBUTION)), "--compute", ray_target)
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, out[-4000:]
+    name = only_job(distrun_home)
+    # The verbs below run outside the cluster's namespace: they read the job folder, not Ray.
+    shown = run_cli("job", "show", name, "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    rec = json.loads(shown.stdout)
+    assert rec["status"] == "Completed" and rec["compute"] == "rc"
+    assert sorted(p["node_rank"] for p in rec["processes"]) == [0, 1]
+    logs = run_cli("logs", name, "--rank", "1")
+    assert logs.returncode == 0 and "node 1 of 2" in logs.stdout, logs.stdout + logs.stderr
+    listed = run_cli("job", "list", "-o", "json")
+    assert listed.returncode == 0 and name in listed.stdout, listed.stdout + listed.stderr
+    # ./outputs written on node 0's own copy of the job came back and downloads like a local job's.
+    got = run_cli("job", "download", name, "--download-path", str(tmp_path / "dl"))
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert (tmp_path / "dl" / "artifacts" / "outputs" / "result.txt").read_text() == "from node 0\n"
+    assert not job_processes(name)
+
+
 def test_ray_client_address_runs_the_job_through_the_heads_client_server(
     ray_cli, run_cli, ray_cluster: RayCluster, write_job, distrun_home
 ):
