@@ -245,10 +245,13 @@ def test_plan_shows_every_process_env(run_cli, distrun_home):
     assert env["LOCAL_RANK"] == "1" and env["LOCAL_WORLD_SIZE"] == "2" and env["WORLD_SIZE"] == "4"
     assert env["AZ_BATCH_MASTER_NODE"] == f"127.0.0.1:{port}" and env["AZ_BATCHAI_MPI_MASTER_NODE"] == "127.0.0.1"
     assert env["AZUREML_PROCESS_NAME"] == "rank_3" and env["AZUREML_NODE_COUNT"] == "2"
-    assert env["AZ_BATCH_HOST_LIST"] == "127.0.0.1,127.0.0.1" and env["PYTHONUNBUFFERED"] == "1"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    # The host list grows with the nodes: kept once for every process, not in each one's env.
+    assert "AZ_BATCH_HOST_LIST" not in env and plan["shared_env"] == {"AZ_BATCH_HOST_LIST": "127.0.0.1,127.0.0.1"}
     assert int(port) != 29500 and not (distrun_home / "jobs.db").exists()
     text = run_cli("plan", str(EXAMPLE)).stdout
     assert "[1/3] rank_3" in text and "RANK=3" in text
+    assert "  AZ_BATCH_HOST_LIST=127.0.0.1,127.0.0.1" in text.split("node 0")[0]  # under "every process"
 
 
 def test_master_port_can_be_pinned(run_cli, write_job):

@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distrun.plan import build_plan
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.plan.pytorch import plan_pytorch, rank_of
 from distrun.spec.models import JobSpec
@@ -115,6 +116,21 @@ def test_world_and_rendezvous_variables_are_consistent(case: tuple[JobSpec, Plac
         # torchrun's habit: one OpenMP thread per process when several share a node, as a default only.
         assert "OMP_NUM_THREADS" not in env
         assert process.env_defaults == ({"OMP_NUM_THREADS": "1"} if per_node > 1 else {})
+
+
+@PLAN
+@given(case=jobs())
+def test_the_host_list_is_kept_once_and_every_process_still_gets_it(case: tuple[JobSpec, Placement, Bindings]) -> None:
+    """`build_plan` keeps AZ_BATCH_HOST_LIST once (it grows with the nodes), and what every
+    process is given (`LaunchPlan.environment`) is exactly what the planner gave it."""
+    job, placement, bindings = case
+    planned = plan_pytorch(job, placement, bindings)
+    kept = build_plan(job, placement, bindings)
+    assert kept.shared_env == {"AZ_BATCH_HOST_LIST": ",".join(placement.hosts)}
+    for before, after in zip(planned.processes(), kept.processes(), strict=True):
+        assert "AZ_BATCH_HOST_LIST" not in after.env
+        assert kept.environment(after) == planned.environment(before)
+    assert len(json.dumps(kept.to_dict())) <= len(json.dumps(planned.to_dict()))
 
 
 @PLAN

@@ -16,7 +16,7 @@ from distrun.plan.model import tf_config
 
 def _environment(proc: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, str]:
     """Every variable the process gets, defaults marked as such."""
-    env = {key: str(value) for key, value in proc["env"].items()}
+    env = {key: str(value) for key, value in {**plan.get("shared_env", {}), **proc["env"]}.items()}
     if proc.get("tf_task") and plan.get("tf_cluster"):
         env["TF_CONFIG"] = tf_config(plan["tf_cluster"], *proc["tf_task"])
     for key, value in proc.get("env_defaults", {}).items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from distrun.errors import DistrunError
-from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
+from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec, with_shared_env
 from distrun.spec.models import JobSpec
 
 Planner = Callable[[JobSpec, Placement, Bindings], LaunchPlan]
@@ -49,7 +49,7 @@ def task_port_count(job: JobSpec) -> int:
 
 
 def build_plan(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
-    return _planner(job.distribution_type or "none")(job, placement, bindings)
+    return with_shared_env(_planner(job.distribution_type or "none")(job, placement, bindings))
 
 
 __all__ = ["Bindings", "LaunchPlan", "NodePlan", "Placement", "ProcessSpec", "build_plan", "task_port_count"]

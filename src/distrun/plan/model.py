@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -88,19 +88,48 @@ class LaunchPlan:
     # TensorFlow's cluster (role -> addresses), kept once: each task's TF_CONFIG holds all of
     # it, so materialised per task a plan of N tasks would hold N*N addresses.
     tf_cluster: dict[str, tuple[str, ...]] | None = None
+    # Variables every process gets with the same value that grow with the job (SHARED_ENV),
+    # kept once: AZ_BATCH_HOST_LIST in every process of 1024 nodes x 8 made a 98 MB plan.
+    shared_env: dict[str, str] = field(default_factory=dict)
 
     def processes(self) -> Iterator[ProcessSpec]:
         for node in self.nodes:
             yield from node.processes
 
     def environment(self, proc: ProcessSpec) -> dict[str, str]:
-        """Every variable distrun sets for `proc` (its env, plus TF_CONFIG for a TF task)."""
+        """Every variable distrun sets for `proc`: the shared ones, its own, TF_CONFIG for a TF task."""
+        env = {**self.shared_env, **proc.env} if self.shared_env else proc.env
         if proc.tf_task is None or self.tf_cluster is None:
-            return proc.env
-        return {**proc.env, "TF_CONFIG": tf_config(self.tf_cluster, *proc.tf_task)}
+            return env
+        return {**env, "TF_CONFIG": tf_config(self.tf_cluster, *proc.tf_task)}
 
     def to_dict(self) -> dict[str, object]:
         return _plain(self)  # type: ignore[return-value]
+
+
+# Job-wide variables whose size grows with the number of nodes: kept once in the plan.
+SHARED_ENV = ("AZ_BATCH_HOST_LIST",)
+
+
+def with_shared_env(plan: LaunchPlan) -> LaunchPlan:
+    """`plan`, fresh from its planner, with each SHARED_ENV variable that every process has,
+    with one value, kept once.
+
+    The processes' env dicts are the planner's own, seen by nobody yet, so the variable is
+    taken out of them in place: rebuilding 8192 frozen ProcessSpecs cost 0.4 s at 1024 x 8.
+    """
+    procs = list(plan.processes())
+    shared = {}
+    for key in SHARED_ENV:
+        values = {proc.env.get(key) for proc in procs}
+        if len(values) == 1 and None not in values:
+            shared[key] = values.pop()
+    if not shared:
+        return plan
+    for proc in procs:
+        for key in shared:
+            proc.env.pop(key, None)
+    return replace(plan, shared_env={**plan.shared_env, **shared})
 
 
 def tf_config(cluster: dict[str, tuple[str, ...]] | dict[str, list[str]], role: str, index: int) -> str:

@@ -104,6 +104,7 @@ def read_plan(folder: JobFolder) -> dict[str, Any]:
 
 def plan_view(plan: dict[str, Any]) -> PlanView:
     view = PlanView(command=str(plan.get("command") or ""), world_size=plan.get("world_size"))
+    shared = plan.get("shared_env") if isinstance(plan.get("shared_env"), dict) else {}
     count = 0
     for node in _list(plan.get("nodes")):
         for proc in _list(node.get("processes") if isinstance(node, dict) else None):
@@ -112,7 +113,7 @@ def plan_view(plan: dict[str, Any]) -> PlanView:
             count += 1
             if count > MAX_PLAN_PROCESSES:
                 continue
-            env = proc.get("env") if isinstance(proc.get("env"), dict) else {}
+            env = {**shared, **(proc.get("env") if isinstance(proc.get("env"), dict) else {})}
             view.processes.append(
                 {
                     "name": proc.get("name"),
