@@ -214,3 +214,16 @@ def test_mpi_on_nodes_at_loopback_addresses_stays_on_lo_and_off_shared_memory(
     for key in ("OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_btl"):
         assert defaults.get(key) == expected.get(key)
     assert plan.nodes[0].files["mpi/hostfile"] == "".join(f"{h} slots=2\n" for h in hosts)
+
+
+def test_only_a_client_server_that_failed_to_start_is_retried():
+    from distrun.backends.ray.driver import client_server_start_failed
+
+    failed = RuntimeError(
+        "Initialization failure from server:\nRuntimeError: Starting Ray client server failed. "
+        "See ray_client_server_23000.err for detailed logs."
+    )
+    assert client_server_start_failed("ray://10.0.0.5:10001", failed)
+    assert not client_server_start_failed("10.0.0.5:6379", failed)  # not a client connection
+    assert not client_server_start_failed("ray://10.0.0.5:10001", ConnectionError("ray client connection timeout"))
+    assert not client_server_start_failed("ray://10.0.0.5:10001", RuntimeError("Version mismatch: 2.9 vs 2.60"))

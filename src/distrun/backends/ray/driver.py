@@ -49,6 +49,8 @@ ACTOR_START_TIMEOUT_S = 180.0  # a Ray worker process per node must start (slow 
 POLL_TIMEOUT_S = 60.0  # an agent that does not answer a poll for this long counts as lost
 COLLECT_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 10.0
+CLIENT_ATTEMPTS = 3  # ray:// connections whose per-client server failed to start
+CLIENT_RETRY_PAUSE_S = 2.0
 ACTOR_CONCURRENCY = 4  # poll and stop are served while start's work goes on
 
 
@@ -87,21 +89,39 @@ def connect(target: RayTarget) -> Any:
     ray = import_ray()
     check_reachable(target.address)
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
-    try:
-        with quiet_stderr():  # Ray's core prints its own warnings (network probing) on fd 2
-            ray.init(
-                address=target.address,
-                logging_level="ERROR",
-                log_to_driver=False,
-                include_dashboard=False,
-                namespace="distrun",
-            )
-    except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... depending on the version
-        raise RayUnavailableError(
-            f"could not connect to the Ray cluster at {target.address}: {exc}",
-            "check the target's address and that this Python's Ray matches the cluster's version",
-        ) from None
-    return ray
+    for attempt in range(1, CLIENT_ATTEMPTS + 1):
+        try:
+            with quiet_stderr():  # Ray's core prints its own warnings (network probing) on fd 2
+                ray.init(
+                    address=target.address,
+                    logging_level="ERROR",
+                    log_to_driver=False,
+                    include_dashboard=False,
+                    namespace="distrun",
+                )
+            return ray
+        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ... depending on the version
+            if attempt < CLIENT_ATTEMPTS and client_server_start_failed(target.address, exc):
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                time.sleep(CLIENT_RETRY_PAUSE_S * attempt)
+                continue
+            tries = f" (tried {attempt} times)" if attempt > 1 else ""
+            raise RayUnavailableError(
+                f"could not connect to the Ray cluster at {target.address}{tries}: {exc}",
+                "check the target's address and that this Python's Ray matches the cluster's version",
+            ) from None
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def client_server_start_failed(address: str, exc: BaseException) -> bool:
+    """A `ray://` connection refused because the head could not start this client's own server.
+
+    The head's client proxy starts one server process per client connection; on a busy head
+    that process can die while it starts, and the next connection usually gets one that works.
+    Any other failure (a wrong address, a version mismatch) is not retried.
+    """
+    return address.startswith("ray://") and "Starting Ray client server failed" in str(exc)
 
 
 @contextlib.contextmanager
