@@ -129,6 +129,37 @@ def python_ranks(body: str, grace: float = 3) -> str:
     return four_rank_job(f'python -c "{prelude}; {body}"', grace)
 
 
+TORCHRUN_PER_NODE_JOB = """
+command: >-
+  python -m torch.distributed.run --nnodes 2 --nproc-per-node 2 --node-rank $NODE_RANK
+  --master-addr $MASTER_ADDR --master-port $MASTER_PORT check.py
+code: src
+resources:
+  instance_count: 2
+distribution:
+  type: pytorch
+  process_count_per_instance: 1
+"""
+
+
+def torchrun_check(suffix: str = '""') -> dict[str, str]:
+    """check.py for TORCHRUN_PER_NODE_JOB: every rank all-reduces its rank over gloo and prints
+    `rank R of 4 sum 6` and then the value of the Python expression `suffix` (e.g. its node)."""
+    return {
+        "check.py": f"""
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1) * dist.get_rank()
+dist.all_reduce(t)
+line = f"rank {{dist.get_rank()}} of {{dist.get_world_size()}} sum {{int(t.item())}}" + {suffix}
+os.write(1, (line + "\\n").encode())  # one write: the ranks under one torchrun share its pipe
+dist.destroy_process_group()
+"""
+    }
+
+
 def record(home: Path, name: str) -> dict:
     """A job's record as distrun shows it (not through the CLI): a cluster job's brought up to date."""
     from distrun.jobs import get_job

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, only_job, processes_of_job, python_ranks, record, wait_for
+from conftest import (
+    REPO,
+    TORCHRUN_PER_NODE_JOB,
+    only_job,
+    processes_of_job,
+    python_ranks,
+    record,
+    torchrun_check,
+    wait_for,
+)
 from distrun.store.index import JobIndex
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
@@ -36,33 +45,7 @@ def test_example_ddp_trains_and_saves_the_model(run_cli, distrun_home):
 
 @pytest.mark.slow
 def test_per_node_torchrun_form(run_cli, write_job, distrun_home):
-    job = write_job(
-        """
-        command: >-
-          python -m torch.distributed.run --nnodes 2 --nproc-per-node 2 --node-rank $NODE_RANK
-          --master-addr $MASTER_ADDR --master-port $MASTER_PORT check.py
-        code: src
-        resources:
-          instance_count: 2
-        distribution:
-          type: pytorch
-          process_count_per_instance: 1
-        """,
-        {
-            "check.py": """
-                import os
-                import torch
-                import torch.distributed as dist
-                dist.init_process_group("gloo")
-                t = torch.ones(1) * dist.get_rank()
-                dist.all_reduce(t)
-                # One string: workers of one torchrun share the node's pipe, and print() with
-                # several arguments makes several writes that another worker's can split.
-                print(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(t.item())}")
-                dist.destroy_process_group()
-            """
-        },
-    )
+    job = write_job(TORCHRUN_PER_NODE_JOB, torchrun_check())
     result = run_cli("run", str(job))
     assert result.returncode == 0, result.stdout + result.stderr
     for rank in range(4):

@@ -18,7 +18,16 @@ from pathlib import Path
 import pytest
 
 from clusters.ray_cluster import RayCluster
-from conftest import REPO, four_rank_job, only_job, processes_of_job, record, wait_for
+from conftest import (
+    REPO,
+    TORCHRUN_PER_NODE_JOB,
+    four_rank_job,
+    only_job,
+    processes_of_job,
+    record,
+    torchrun_check,
+    wait_for,
+)
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
 TIMEOUT = 900  # a loaded machine starts Ray workers slowly
@@ -291,33 +300,8 @@ def test_deepspeed_zero2_per_process_with_ranks_on_both_ray_nodes(ray_cli, ray_t
     assert not job_processes(name)
 
 
-TORCHRUN_PER_NODE = """
-command: >-
-  python -m torch.distributed.run --nnodes 2 --nproc-per-node 2 --node-rank $NODE_RANK
-  --master-addr $MASTER_ADDR --master-port $MASTER_PORT check.py
-code: src
-resources:
-  instance_count: 2
-distribution:
-  type: pytorch
-  process_count_per_instance: 1
-"""
-
-TORCHRUN_CHECK = """
-import os
-import torch
-import torch.distributed as dist
-dist.init_process_group("gloo")
-t = torch.ones(1) * dist.get_rank()
-dist.all_reduce(t)
-line = f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(t.item())} group {os.environ['GROUP_RANK']}"
-os.write(1, f"{line}\\n".encode())  # one write: two ranks under one torchrun share its pipe
-dist.destroy_process_group()
-"""
-
-
 def test_per_node_torchrun_form_with_a_torchrun_on_each_ray_node(ray_cli, ray_target, write_job, distrun_home):
-    job = write_job(TORCHRUN_PER_NODE, {"check.py": TORCHRUN_CHECK})
+    job = write_job(TORCHRUN_PER_NODE_JOB, torchrun_check('" group " + os.environ["GROUP_RANK"]'))
     proc = ray_cli("run", str(job), "--compute", ray_target)
     out, _ = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 0, out[-4000:]

@@ -15,7 +15,17 @@ from pathlib import Path
 import pytest
 
 from clusters.slurm_cluster import SlurmCluster
-from conftest import REPO, cli_env, only_job, processes_of_job, python_ranks, record, wait_for
+from conftest import (
+    REPO,
+    TORCHRUN_PER_NODE_JOB,
+    cli_env,
+    only_job,
+    processes_of_job,
+    python_ranks,
+    record,
+    torchrun_check,
+    wait_for,
+)
 from distrun.jobs import list_jobs
 from distrun.plan.model import tf_config
 from distrun.store.index import JobIndex
@@ -113,34 +123,7 @@ def test_each_rank_sees_slurms_node_rank_and_local_compute_environment(run_cli, 
 
 @pytest.mark.slow
 def test_per_node_torchrun_form(run_cli, write_job, hpc):
-    job = write_job(
-        """
-        command: >-
-          python -m torch.distributed.run --nnodes 2 --nproc-per-node 2 --node-rank $NODE_RANK
-          --master-addr $MASTER_ADDR --master-port $MASTER_PORT check.py
-        code: src
-        resources:
-          instance_count: 2
-        distribution:
-          type: pytorch
-          process_count_per_instance: 1
-        """,
-        {
-            "check.py": """
-                import os
-                import torch
-                import torch.distributed as dist
-                dist.init_process_group("gloo")
-                t = torch.ones(1) * dist.get_rank()
-                dist.all_reduce(t)
-                line = f"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(t.item())}"
-                # One write: two ranks under one torchrun share a pipe, and an unbuffered
-                # print() writes its pieces separately.
-                os.write(1, f"{line} on {os.environ['SLURMD_NODENAME']}\\n".encode())
-                dist.destroy_process_group()
-            """
-        },
-    )
+    job = write_job(TORCHRUN_PER_NODE_JOB, torchrun_check('" on " + os.environ["SLURMD_NODENAME"]'))
     result = run_cli("run", str(job), "--compute", hpc, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     for rank in range(4):

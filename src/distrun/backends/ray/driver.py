@@ -290,9 +290,10 @@ class RayRun:
         pinned = spec.environment_variables.get("MASTER_PORT")
         needed = task_port_count(spec) + (0 if pinned else 1)
         remote_start = spec.distribution_type == "mpi"  # one more port per node: its agent's remote start
-        asks = [n.actor.free_ports.remote(needed + 1 if n.rank == 0 else 1) for n in self.nodes] if remote_start else []
-        if not remote_start and needed:
-            asks = [self.nodes[0].actor.free_ports.remote(needed)]
+        if remote_start:
+            asks = [n.actor.free_ports.remote(needed + 1 if n.rank == 0 else 1) for n in self.nodes]
+        else:
+            asks = [self.nodes[0].actor.free_ports.remote(needed)] if needed else []
         found = [list(p) for p in self._get(asks, 60, "ports")] if asks else [[]]
         ports = found[0]
         # mpirun on node 0 reaches node k through the agent there (distrun.agent.remote_start).
