@@ -68,16 +68,21 @@ def _outcome(node: int, status: JobStatus, failed_at: float | None = None) -> No
 
 def test_an_attempt_ends_failed_before_canceled_before_preempted() -> None:
     failed = [_outcome(0, JobStatus.FAILED, 5.0), _outcome(1, JobStatus.PREEMPTED)]
-    assert attempt_state(failed, 2, canceled=True, preempted="preempted (x)")[0] == JobStatus.FAILED
+    assert attempt_state(failed, 2, canceled_at=6.0, preempted="preempted (x)")[0] == JobStatus.FAILED
+    # A rank that exits non-zero on the cancel's own SIGTERM (a checkpoint handler) fails after it.
+    assert attempt_state(failed, 2, canceled_at=5.0, preempted="preempted (x)")[:2] == (
+        JobStatus.CANCELED,
+        "canceled by the user",
+    )
     stopped = [_outcome(0, JobStatus.CANCELED), _outcome(1, JobStatus.CANCELED)]
-    assert attempt_state(stopped, 2, canceled=True, preempted="preempted (x)")[0] == JobStatus.CANCELED
-    assert attempt_state(stopped, 2, canceled=False, preempted="preempted (x)")[:2] == (
+    assert attempt_state(stopped, 2, canceled_at=1.0, preempted="preempted (x)")[0] == JobStatus.CANCELED
+    assert attempt_state(stopped, 2, canceled_at=None, preempted="preempted (x)")[:2] == (
         JobStatus.PREEMPTED,
         "preempted (x)",
     )
     done = [_outcome(0, JobStatus.COMPLETED), _outcome(1, JobStatus.COMPLETED)]
-    assert attempt_state(done, 2, canceled=False, preempted=None)[0] == JobStatus.COMPLETED
-    status, reason, _ = attempt_state(done[:1], 2, canceled=False, preempted=None)
+    assert attempt_state(done, 2, canceled_at=None, preempted=None)[0] == JobStatus.COMPLETED
+    status, reason, _ = attempt_state(done[:1], 2, canceled_at=None, preempted=None)
     assert status == JobStatus.FAILED and "node(s) 1 wrote no outcome" in reason
 
 

@@ -34,6 +34,7 @@ from distrun.agent.attempt_logs import keep_attempt_logs, moved_root_cause
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
+from distrun.backends.slurm.state import read_canceled_at
 from distrun.job_status import TERMINAL_STATUSES, JobStatus
 from distrun.restarts import Attempt, RestartPolicy, backoff_seconds, decide
 
@@ -57,18 +58,21 @@ def _write_attempts(paths: SlurmPaths, attempts: Sequence[dict[str, Any]]) -> No
 
 
 def attempt_state(
-    outcomes: Sequence[NodeOutcome], node_count: int, *, canceled: bool, preempted: str | None
+    outcomes: Sequence[NodeOutcome], node_count: int, *, canceled_at: float | None, preempted: str | None
 ) -> tuple[JobStatus, str, dict[str, Any] | None]:
     """How an attempt ended, from its node outcomes and the markers in slurm/. Pure.
 
-    A rank's failure wins over everything (the job's own fault); then a cancel by the user; then
-    a preemption (the batch script noted a SIGTERM from outside, or an agent saw one).
+    A rank's failure before any cancel wins (the job's own fault); then a cancel by the user
+    (`canceled_at`, when `distrun job cancel` asked); then a preemption (the batch script noted a
+    SIGTERM from outside, or an agent saw one). A failure after the cancel is the cancel's doing:
+    scancel signals every process of the job, and a rank that exits non-zero on SIGTERM (a
+    checkpoint handler's `sys.exit(143)`) may report before its node agent knows it was a stop.
     """
     cause = first_failure(outcomes)
-    if cause is not None:
+    if cause is not None and (canceled_at is None or (cause.failed_at or float("inf")) < canceled_at):
         root = dict(cause.root_cause) if cause.root_cause else None
         return JobStatus.FAILED, cause.reason or "a process failed", root
-    if canceled:
+    if canceled_at is not None:
         return JobStatus.CANCELED, "canceled by the user", None
     if preempted is not None or any(o.status == JobStatus.PREEMPTED for o in outcomes):
         return JobStatus.PREEMPTED, preempted or "preempted (SIGTERM from outside)", None
@@ -102,12 +106,15 @@ class AttemptBook:
             # The last attempt never reached `end`: Slurm stopped the batch script (its own
             # preemption, a node failure) and requeued the job.
             said = f"requeued by Slurm (SLURM_RESTART_COUNT={slurm_restarts})"
-            status, reason, root = attempt_state(outcomes, self.node_count, canceled=False, preempted=said)
+            status, reason, root = attempt_state(outcomes, self.node_count, canceled_at=None, preempted=said)
             if status == JobStatus.FAILED and root is None:
                 status, reason = JobStatus.PREEMPTED, said
             ended = self._end(attempts, outcomes, status, reason, root)
             if ended.startswith("stop"):
                 return ended
+        if self.paths.cancel.exists():
+            # `distrun job cancel` came while the script waited to (re)start: no attempt starts.
+            return "stop 1"
         self.paths.preempted.unlink(missing_ok=True)
         return str(len(read_attempts(self.paths)))
 
@@ -115,8 +122,8 @@ class AttemptBook:
         attempts = read_attempts(self.paths)
         outcomes = self._outcomes()
         preempted = self._preempted()
-        canceled = self.paths.cancel.exists()
-        status, reason, root = attempt_state(outcomes, self.node_count, canceled=canceled, preempted=preempted)
+        canceled_at = read_canceled_at(self.paths)
+        status, reason, root = attempt_state(outcomes, self.node_count, canceled_at=canceled_at, preempted=preempted)
         return self._end(attempts, outcomes, status, reason, root)
 
     def _end(
@@ -133,7 +140,8 @@ class AttemptBook:
         attempt = Attempt(count, status, reason, root, started, ended)
         history = [_as_attempt(a) for a in attempts] + [attempt]
         decision = decide(self.policy, history)
-        if status == JobStatus.CANCELED or not decision.restart:
+        # A cancel the user asked for stops the job whatever the attempt's status: it is never restarted.
+        if status == JobStatus.CANCELED or not decision.restart or self.paths.cancel.exists():
             if decision.reason:
                 attempt.reason = f"{reason}; {decision.reason}" if reason else decision.reason
             _write_attempts(self.paths, [*attempts, attempt.to_dict()])
