@@ -253,6 +253,79 @@ def test_tensorflow_parameter_server_is_stopped_when_the_workers_are_done(
     assert "ps 0 serving" in (logs / "std_log_node_02_ps.txt").read_text()
 
 
+MPI_RANK = """
+    import os, socket, time
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    total = comm.allreduce(rank + 1)
+    # Each pod has a hostname of its own: the rank tells which pod it runs in.
+    print(f"rank {rank} of {comm.Get_size()} sum {total} in pod {socket.gethostname()}", flush=True)
+    if rank == int(os.environ.get("FAIL_RANK", "-1")):
+        time.sleep(1)
+        raise ValueError(f"bad batch on rank {rank}")
+    if os.environ.get("FAIL_RANK"):
+        time.sleep(600)  # stopped when the gang fails
+"""
+
+# The test cluster is one machine: Open MPI must use loopback (it leaves it out by default) and
+# TCP between its ranks, as a user of one machine sets it.
+MPI_JOB = """
+    command: python -m mpi4py main.py
+    code: ./src
+    environment: {image: reg/distrun:test}
+    resources: {instance_count: 2}
+    distribution: {type: mpi, process_count_per_instance: 2}
+    limits: {grace_period: 3}
+    environment_variables:
+      OMPI_MCA_btl: self,tcp
+      OMPI_MCA_btl_tcp_if_include: lo
+      OMPI_MCA_oob_tcp_if_include: lo
+"""
+
+
+def test_mpi_ranks_start_in_the_worker_pods_through_their_agents_without_ssh(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", MPI_RANK, MPI_JOB)
+    done = run_cli("run", str(job), "--compute", "k8s", "--name", "mpi-k8s", timeout=WAIT_S + 60)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    record = show(run_cli, "mpi-k8s")
+    assert record["status"] == "Completed"
+    workers = "mpi-k8s-worker-0" if k8s.jobset_crd else "mpi-k8s-worker"
+    logs = Path(record["folder"]) / "user_logs"
+    for rank in range(4):
+        # mpirun in the launcher pod started ranks 0-1 in worker pod 0 and 2-3 in worker pod 1.
+        text = (logs / f"std_log_process_{rank:02d}.txt").read_text()
+        assert f"rank {rank} of 4 sum 10 in pod {workers}-{rank // 2}\n" in text, text
+    secrets = [r for r in k8s.emulator.requests() if str(r.url.path).endswith("/secrets")]
+    assert secrets, "the remote-start token was not submitted as a Secret"
+    # Cleaned up with the job: the Secret is gone once it is over.
+    wait_until_gone = time.monotonic() + 30
+    while k8s.api.list("secrets") and time.monotonic() < wait_until_gone:
+        time.sleep(0.5)
+    assert not k8s.api.list("secrets")
+
+
+@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+def test_an_mpi_rank_failing_in_a_worker_pod_fails_the_job_with_its_traceback(
+    k8s: EmulatedCluster, run_cli, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", MPI_RANK, MPI_JOB + "      FAIL_RANK: '3'\n")
+    started = time.monotonic()
+    done = run_cli("run", str(job), "--compute", "k8s", "--name", "mpi-fail", timeout=WAIT_S + 60)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert time.monotonic() - started < WAIT_S  # the other ranks (sleeping 600 s) were stopped
+    record = show(run_cli, "mpi-fail")
+    assert record["status"] == "Failed"
+    root = record["root_cause"]
+    assert root["name"] == "rank_3", root
+    assert "ValueError: bad batch on rank 3" in root["traceback"]
+    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+    assert not live, [p["metadata"]["name"] for p in live]
+
+
 RESTARTING = """
     import os, sys, time
     attempt, rank = os.environ["DISTRUN_RESTART_COUNT"], os.environ["RANK"]

@@ -61,11 +61,12 @@ def pod_specs(rendered: dict) -> dict[str, dict]:
 def test_every_job_renders_objects_that_validate(path: Path, jobset: bool, tmp_path: Path) -> None:
     rendered = render(path, tmp_path, jobset=jobset)
     kinds = [o["kind"] for o in rendered["objects"]]
-    assert kinds[0] == "ConfigMap"  # first: the pods mount it
+    # First what the pods use: the files they mount; for MPI the Secret with the remote-start token.
+    first = ["ConfigMap", "Secret"] if "launcher" in pod_specs(rendered) else ["ConfigMap"]
     if jobset:
-        assert kinds == ["ConfigMap", "JobSet"]
+        assert kinds == [*first, "JobSet"]
     else:
-        assert kinds[:2] == ["ConfigMap", "Service"] and set(kinds[2:]) == {"Job"}
+        assert kinds[: len(first) + 1] == [*first, "Service"] and set(kinds[len(first) + 1 :]) == {"Job"}
     for obj in rendered["objects"]:
         validate_object(obj)
         assert DNS_LABEL.match(obj["metadata"]["name"]) and len(obj["metadata"]["name"]) <= 63
@@ -109,7 +110,13 @@ def test_seed_mpi_k8s_has_a_launcher_with_its_resources_and_gpu_workers(tmp_path
     assert roles["launcher"]["completions"] == 1 and roles["worker"]["completions"] == 4
     assert launcher["resources"] == {"limits": {"cpu": "1", "memory": "2Gi"}}
     assert worker["resources"] == {"limits": {"nvidia.com/gpu": "4"}}
-    assert worker["command"] == ["/usr/sbin/sshd", "-De"]
+    # No SSH: every pod runs distrun's agent; the workers' agents start mpirun's daemons on request.
+    assert worker["command"] == launcher["command"] and worker["command"][-1] == "distrun.backends.kubernetes.pod_agent"
+    (secret,) = by_kind(rendered["objects"], "Secret")
+    assert secret["type"] == "Opaque" and len(secret["stringData"]["remote-start-token"]) == 32
+    for container in (launcher, worker):
+        token = {e["name"]: e for e in container["env"]}["DISTRUN_K8S_REMOTE_START_TOKEN"]
+        assert token["valueFrom"] == {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "remote-start-token"}}
     (jobset,) = by_kind(rendered["objects"], "JobSet")
     assert jobset["spec"]["successPolicy"]["targetReplicatedJobs"] == ["launcher"]
     (node0,) = [n for n in rendered["plan"]["nodes"] if n["node_rank"] == 0]

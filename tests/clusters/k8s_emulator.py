@@ -27,8 +27,10 @@ No Kubernetes API server can run on our machines, so this is a mock, and says so
   pod stays Pending with PodScheduled=False/Unschedulable and the scheduler's message), fills
   its emptyDir and ConfigMap volumes, and runs its container's command as a local process in a
   mount and UTS namespace of its own (`unshare`): its volumes bind-mounted at their mount paths,
-  its termination-message file, its hostname, and an /etc/hosts that maps every Indexed Job
-  pod's `<hostname>.<subdomain>` to 127.0.0.1 (what cluster DNS would answer). Reports phase,
+  its termination-message file, its hostname, its environment (values, the downward API fields
+  distrun uses, Secret keys), and an /etc/hosts that maps every Indexed Job pod's hostname and
+  `<hostname>.<subdomain>` to an address of its own in 127.0.0.0/8 (what cluster DNS would
+  answer with the pod's IP; Open MPI's mpirun then tells the pods apart as hosts). Reports phase,
   container state and termination message; deleting a pod sends SIGTERM, then SIGKILL after its
   terminationGracePeriodSeconds. A pod evicted by a test (DisruptionTarget condition, then
   deleted) is reported Failed before it goes, so its Job fails as the real Job controller's
@@ -94,6 +96,7 @@ class KubernetesApiEmulator:
                 emulator.resources["v1/pods"] = info(kind="Pod", namespaced=True, subresources={"log", "status"})
                 emulator.resources["v1/services"] = info(kind="Service", namespaced=True)
                 emulator.resources["v1/configmaps"] = info(kind="ConfigMap", namespaced=True)
+                emulator.resources["v1/secrets"] = info(kind="Secret", namespaced=True)
                 emulator.resources["batch/v1/jobs"] = info(kind="Job", namespaced=True, subresources={"status"})
                 if self.jobset_crd:
                     emulator.resources["jobset.x-k8s.io/v1alpha2/jobsets"] = info(kind="JobSet", namespaced=True)
@@ -153,6 +156,7 @@ class Api:
         base = {
             "pods": f"/api/v1/namespaces/{ns}/pods",
             "configmaps": f"/api/v1/namespaces/{ns}/configmaps",
+            "secrets": f"/api/v1/namespaces/{ns}/secrets",
             "jobs": f"/apis/batch/v1/namespaces/{ns}/jobs",
             "jobsets": f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets",
         }[kind]
@@ -452,6 +456,7 @@ class TestKubelet:
         self.allowed = allowed_mounts  # container mount paths must lie here (the target's work_dir)
         self.capacity = capacity or {"cpu": 64, "memory": 256 * 2**30, "nvidia.com/gpu": 0}
         self.hosts_file = root / "hosts"
+        self.addresses: dict[str, str] = {}  # pod hostname -> its loopback address, kept once given
         self.pods: dict[str, RunningPod] = {}
         self.base_env: dict[str, str] = dict(os.environ)
         root.mkdir(parents=True, exist_ok=True)
@@ -490,13 +495,20 @@ class TestKubelet:
             for index in range(spec["completions"]):
                 hostname = f"{job['metadata']['name']}-{index}"
                 host = f"{hostname}.{subdomain}"
-                names.add(f"127.0.0.1 {host} {host}.{self.api.namespace}.svc.cluster.local {hostname}")
+                address = self._address(hostname)
+                names.add(f"{address} {host} {host}.{self.api.namespace}.svc.cluster.local {hostname}")
         text = "127.0.0.1 localhost\n" + "".join(f"{line}\n" for line in sorted(names))
         if self.hosts_file.read_text() != text:
             # Rewritten in place: every pod's bind mount of this file sees the change, as DNS would.
             with open(self.hosts_file, "r+") as handle:
                 handle.truncate(0)
                 handle.write(text)
+
+    def _address(self, hostname: str) -> str:
+        if hostname not in self.addresses:
+            n = len(self.addresses)
+            self.addresses[hostname] = f"127.0.{1 + n // 250}.{1 + n % 250}"  # never 127.0.0.1 (this machine)
+        return self.addresses[hostname]
 
     # ------------------------------------------------------------ start
 
@@ -539,8 +551,14 @@ class TestKubelet:
                 Path(target).touch()
         env = dict(self.base_env)
         for item in container.get("env") or []:
+            secret_key = item.get("valueFrom", {}).get("secretKeyRef")
             if "value" in item:
                 env[item["name"]] = item["value"]
+            elif secret_key:
+                value = self._secret_value(secret_key["name"], secret_key["key"])
+                if value is None:
+                    return  # the Secret is not there yet: CreateContainerConfigError, try again
+                env[item["name"]] = value
             elif item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
                 env[item["name"]] = name
             elif item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName":
@@ -590,6 +608,18 @@ class TestKubelet:
                 },
             },
         )
+
+    def _secret_value(self, name: str, key: str) -> str | None:
+        import base64
+
+        found = self.api.get("secrets", name)
+        if found is None:
+            return None
+        if key in (found.get("data") or {}):
+            return base64.b64decode(found["data"][key]).decode()
+        # The emulator stores objects as given; an API server would have merged stringData into data.
+        value = (found.get("stringData") or {}).get(key)
+        return None if value is None else str(value)
 
     def _volumes(self, pod: dict, folder: Path) -> dict[str, Path] | None:
         out = {}

@@ -40,7 +40,7 @@ from distrun.backends.kubernetes.collect import (
     label_files,
     read_outcomes,
 )
-from distrun.backends.kubernetes.manifests import JOB_LABEL
+from distrun.backends.kubernetes.manifests import JOB_LABEL, files_name, secret_name, uses_remote_starts
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
 from distrun.backends.kubernetes.render import KubernetesRequest, render_request
 from distrun.backends.kubernetes.state import JobState, job_state, pod_view, termination_outcome
@@ -124,6 +124,8 @@ def render_job(
     jobset: bool,
     named: str | None = None,
 ) -> KubernetesRequest:
+    import secrets
+
     return render_request(
         spec,
         settings,
@@ -132,6 +134,8 @@ def render_job(
         local_job_dir=str(job_dir),
         code_dir=code_dir,
         jobset=jobset,
+        # A new one at every render: the submitted objects carry their own (MPI jobs only use it).
+        token=secrets.token_hex(16),
         named_image=named,
     )
 
@@ -293,8 +297,9 @@ def observe(
         if restarts:
             _next_attempt_logs(folder, paths, current)
         for view in views:
-            serves_ssh = any(r.serves_ssh and r.name == view.role for r in layout.roles)
-            if serves_ssh or (view.phase == "Pending" and not view.deleting):
+            # MPI's worker pods only start mpirun's daemons: their ranks' output is in the launcher's log.
+            serves = any(r.serves_remote_starts and r.name == view.role for r in layout.roles)
+            if serves or (view.phase == "Pending" and not view.deleting):
                 continue
             logs = folder.user_logs if view.attempt >= current else attempt_folder(folder.user_logs, view.attempt)
             collect_pod_log(folder, paths, view.name, client.pod_log(view.name), labels, logs, view.attempt)
@@ -358,8 +363,10 @@ def delete_job_objects(client: KubernetesClient, layout: PodLayout, keep_files: 
 
 
 def cleanup(client: KubernetesClient, layout: PodLayout) -> None:
-    """The ConfigMap and Service outlive nothing: removed once the job is over."""
-    client.delete("ConfigMap", f"{layout.object_name}-files")
+    """The ConfigMap, Secret and Service outlive nothing: removed once the job is over."""
+    client.delete("ConfigMap", files_name(layout))
+    if uses_remote_starts(layout):
+        client.delete("Secret", secret_name(layout))
     if not layout.jobset:
         client.delete("Service", layout.object_name)
 

@@ -56,11 +56,18 @@ def api_client(target: KubernetesTarget) -> Any:
 
 
 def _plural(kind: str) -> str:
-    return {"ConfigMap": "configmaps", "Service": "services", "Job": "jobs", "JobSet": "jobsets", "Pod": "pods"}[kind]
+    return {
+        "ConfigMap": "configmaps",
+        "Secret": "secrets",
+        "Service": "services",
+        "Job": "jobs",
+        "JobSet": "jobsets",
+        "Pod": "pods",
+    }[kind]
 
 
 def collection_path(kind: str, namespace: str) -> str:
-    if kind in ("ConfigMap", "Service", "Pod"):
+    if kind in ("ConfigMap", "Secret", "Service", "Pod"):
         return f"/api/v1/namespaces/{namespace}/{_plural(kind)}"
     if kind == "Job":
         return f"/apis/batch/v1/namespaces/{namespace}/jobs"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrun.backends.kubernetes.pods import PodLayout, PodRole, pod_job_dir
+from distrun.backends.kubernetes.pods import PodLayout, PodRole, pod_job_dir, remote_start_port_base
 from distrun.backends.kubernetes.target import KubernetesTarget
 from distrun.restarts import RestartPolicy
 from distrun.spec.models import JobSpec
@@ -35,6 +35,8 @@ TERMINATION_LOG = "termination-log"
 # The agent's final log record: this prefix, then its outcome as JSON, on one line.
 OUTCOME_MARK = "distrun-outcome: "
 AGENT_REPORT_S = 10
+# MPI: the Secret with the job's remote-start token (mpirun's daemons start through the agents).
+TOKEN_KEY = "remote-start-token"
 
 
 def labels(layout: PodLayout, role: str | None = None) -> dict[str, str]:
@@ -56,6 +58,26 @@ def metadata(name: str, layout: PodLayout, target: KubernetesTarget, job_name: s
 
 def files_name(layout: PodLayout) -> str:
     return f"{layout.object_name}-files"
+
+
+def secret_name(layout: PodLayout) -> str:
+    return f"{layout.object_name}-token"
+
+
+def uses_remote_starts(layout: PodLayout) -> bool:
+    return any(role.serves_remote_starts for role in layout.roles)
+
+
+def token_secret(layout: PodLayout, target: KubernetesTarget, job_name: str, token: str) -> dict[str, Any]:
+    """MPI: the token a worker pod's agent asks of whoever wants it to start a command (mpirun)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata(secret_name(layout), layout, target, job_name),
+        "immutable": True,
+        "type": "Opaque",
+        "stringData": {TOKEN_KEY: token},
+    }
 
 
 def config_map(layout: PodLayout, target: KubernetesTarget, job_name: str, bundle_b64: str) -> dict[str, Any]:
@@ -82,7 +104,17 @@ def headless_service(layout: PodLayout, target: KubernetesTarget, job_name: str)
     }
 
 
-def _container(role: PodRole, job: JobSpec, target: KubernetesTarget, job_name: str) -> dict[str, Any]:
+def _remote_start_env(layout: PodLayout, job: JobSpec, target: KubernetesTarget) -> list[dict[str, Any]]:
+    token = {"secretKeyRef": {"name": secret_name(layout), "key": TOKEN_KEY}}
+    return [
+        {"name": "DISTRUN_K8S_REMOTE_START_PORT", "value": str(remote_start_port_base(job, target))},
+        {"name": "DISTRUN_K8S_REMOTE_START_TOKEN", "valueFrom": token},
+    ]
+
+
+def _container(
+    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str
+) -> dict[str, Any]:
     work = target.work_dir.rstrip("/")
     job_dir = pod_job_dir(target, job_name)
     env = [
@@ -95,6 +127,8 @@ def _container(role: PodRole, job: JobSpec, target: KubernetesTarget, job_name: 
     ]
     if target.code_in_image:
         env.append({"name": "DISTRUN_K8S_CODE_IN_IMAGE", "value": target.code_in_image})
+    if uses_remote_starts(layout):
+        env += _remote_start_env(layout, job, target)
     if RestartPolicy.of(job.limits).on:
         # The attempt (JobSet's restart count) reaches the agent, which gives it to every rank.
         field = f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"
@@ -103,10 +137,7 @@ def _container(role: PodRole, job: JobSpec, target: KubernetesTarget, job_name: 
     # start-up; each process still gets exactly its plan environment from the agent.
     for key, value in {**job.environment_variables, **role.env}.items():
         env.append({"name": key, "value": value})
-    if role.serves_ssh:
-        command = ["/usr/sbin/sshd", "-De"]
-    else:
-        command = [target.python, "-m", AGENT_MODULE]
+    command = [target.python, "-m", AGENT_MODULE]
     mounts = [
         {"name": "job", "mountPath": job_dir},
         {"name": "files", "mountPath": f"{work}/files", "readOnly": True},
@@ -156,7 +187,7 @@ def pod_template(
         "terminationGracePeriodSeconds": int(job.limits.grace_seconds) + AGENT_REPORT_S,
         # Service links would add variables that a local run does not have.
         "enableServiceLinks": False,
-        "containers": [_container(role, job, target, job_name)],
+        "containers": [_container(role, layout, job, target, job_name)],
         "volumes": volumes,
     }
     if subdomain:
@@ -264,7 +295,7 @@ def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: 
         "metadata": metadata(layout.object_name, layout, target, job_name, **_queue_labels(target)),
         "spec": {
             "network": {"enableDNSHostnames": True, "subdomain": layout.object_name, "publishNotReadyAddresses": True},
-            # Parameter servers (and MPI's ssh workers) never end on their own: the job is done
+            # Parameter servers (and MPI's worker pods) never end on their own: the job is done
             # when the roles that train are, and JobSet then stops the rest.
             "successPolicy": {
                 "operator": "All",
@@ -305,10 +336,15 @@ def indexed_jobs(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_
 
 
 def render_objects(
-    layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str, bundle_b64: str
+    layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str, bundle_b64: str, token: str
 ) -> list[dict[str, Any]]:
-    """Every object of the job, in the order they are created (files first: pods mount them)."""
+    """Every object of the job, in the order they are created (files and token first: pods use them).
+
+    `token` is the MPI remote-start token (random per submission), unused by other jobs.
+    """
     objects = [config_map(layout, target, job_name, bundle_b64)]
+    if uses_remote_starts(layout):
+        objects.append(token_secret(layout, target, job_name, token))
     if layout.jobset:
         objects.append(jobset(layout, job, target, job_name))
     else:

@@ -16,6 +16,12 @@ Exit status: 0 completed, 1 failed, 143 stopped (Kubernetes sends SIGTERM when i
 a failed rank's own exit code when it is in limits.no_restart_exit_codes, so the Job's
 podFailurePolicy fails the JobSet at once instead of restarting it.
 
+MPI: a worker pod's agent runs no plan node; it starts what the launcher pod's mpirun asks for
+(its daemon, `orted`, which starts the ranks) through distrun's remote start, on port
+DISTRUN_K8S_REMOTE_START_PORT + its node rank, for requests that carry the token from the job's
+Secret. The launcher's agent gives mpirun (distrun's or the job's own) that remote start as its
+remote shell, so no SSH server or keys are needed.
+
 With restarts (limits.max_restarts, JobSet only), DISTRUN_K8S_RESTART_ATTEMPT is the JobSet
 restart the pod belongs to (its `jobset.sigs.k8s.io/restart-attempt` label, through the downward
 API): every process sees it as DISTRUN_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT.
@@ -179,6 +185,18 @@ def unpack_job(work: Path, job_dir: Path, env: Mapping[str, str]) -> None:
         (job_dir / sub).mkdir(exist_ok=True)
 
 
+def remote_start_hosts(hosts: Iterable[str], port_base: int) -> dict[str, str]:
+    """mpirun's hosts (the worker pods' DNS names, node rank order) -> where their agents listen.
+
+    Open MPI asks for a host by its first label (it drops the domain unless told to keep it),
+    which cluster DNS does not resolve from another pod: both spellings lead to the full name.
+    """
+    out = {}
+    for rank, host in enumerate(hosts):
+        out[host] = out[host.split(".", 1)[0]] = f"{host}:{port_base + rank}"
+    return out
+
+
 def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
     from distrun.agent.node import note_stop_requests, read_job, run_node
     from distrun.backends.kubernetes.render import PLACEMENT_FILE, placement_from
@@ -188,16 +206,72 @@ def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
     job_dir = Path(env.get(f"{ENV_PREFIX}JOB_DIR") or work / "job")
     node_rank = node_rank_from(env)
     unpack_job(work, job_dir, env)
+    port_base = env.get(f"{ENV_PREFIX}REMOTE_START_PORT", "")
+    role = env.get(f"{ENV_PREFIX}ROLE", "")
+    if port_base.isdigit() and role != "launcher":
+        return serve_remote_starts(env, job_dir, int(port_base) + node_rank, stop_requested)
     job = read_job(job_dir)
     for name in job.spec.outputs:
         (job_dir / "named-outputs" / name).mkdir(parents=True, exist_ok=True)
     where = placement_from(json.loads((job_dir / PLACEMENT_FILE).read_text(encoding="utf-8")))
     facts = pod_facts(env, where, node_rank, job_dir)
+    if port_base.isdigit():
+        import dataclasses
+
+        from distrun.agent.remote_start import client_env
+
+        hosts = remote_start_hosts(where.hosts, int(port_base))
+        remote = client_env(hosts, _token(env), sys.executable)
+        facts = dataclasses.replace(facts, base_env={**facts.base_env, **remote})
     attempt = restart_attempt(env)
     outcome = run_node(
         facts, channel, job, adapt_plan=lambda plan: with_restart_count(plan, attempt), stop_requested=stop_requested
     )
     return pod_exit_code(outcome, job.spec)
+
+
+def _token(env: Mapping[str, str]) -> str:
+    from distrun.errors import DistrunError
+
+    token = env.get(f"{ENV_PREFIX}REMOTE_START_TOKEN", "")
+    if not token:
+        raise DistrunError(
+            "DISTRUN_K8S_REMOTE_START_TOKEN is empty: the job's Secret did not reach the pod",
+            "check that the Secret <job>-token exists in the namespace and the pod may read it",
+        )
+    return token
+
+
+def serve_remote_starts(env: Mapping[str, str], job_dir: Path, port: int, stop_requested: list[int]) -> int:
+    """An MPI worker pod: start what the launcher's mpirun asks for until Kubernetes ends the pod.
+
+    What it starts carries the launch marker: if this agent dies, its watchdog ends them, as a
+    node agent's does its ranks; a SIGTERM (the launcher is done, or the job is stopped) closes
+    the server, which kills every process group it started.
+    """
+    import time
+
+    from distrun.agent.process_tree import LAUNCH_MARKER
+    from distrun.agent.remote_start import RemoteStartServer
+    from distrun.agent.watchdog import Watchdog
+
+    token = _token(env)
+    launch_id = f"{job_dir.name}-k8s-{env.get(f'{ENV_PREFIX}POD_NAME', '')}"
+    watchdog = Watchdog.start(launch_id, lambda: None)  # before any thread: it forks
+    base = {k: v for k, v in env.items() if not k.startswith(ENV_PREFIX)}
+    try:
+        server = RemoteStartServer(token, port, env={**base, LAUNCH_MARKER: launch_id}, cwd=str(job_dir / "code"))
+    except OSError:
+        watchdog.release()
+        raise
+    print(f"distrun pod agent: starting mpirun's daemons on request (port {port})", flush=True)
+    try:
+        while not stop_requested:
+            time.sleep(0.2)
+    finally:
+        server.close()
+        watchdog.release()
+    return 0
 
 
 def main() -> int:

@@ -5,7 +5,9 @@ One pod per plan node, grouped in roles (one replicatedJob, or one Indexed Job, 
 - tensorflow: `chief`, `worker`, `ps`, one pod per task, in TF_CONFIG's cluster order; task k
   is node k, so each task can have its role's image and resources.
 - mpi: `launcher` x 1 (runs node 0's mpirun) and `worker` x instance_count, the hosts of the
-  hostfile; worker pods run an SSH server for mpirun, as Kubeflow's MPI operator does.
+  hostfile. No SSH: each worker pod's agent starts what mpirun asks for (its daemon, `orted`)
+  through distrun's remote start (`distrun.agent.remote_start`), with a token from the job's
+  Secret; the launcher's mpirun gets it as its remote shell.
 
 A pod learns its node rank from the role's first node rank plus JOB_COMPLETION_INDEX, which
 Kubernetes sets in every pod of an Indexed Job.
@@ -42,7 +44,7 @@ class PodRole:
     requests: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # the role's own variables (ps settings)
     decides_success: bool = True  # the job completes when these pods do (successPolicy target)
-    serves_ssh: bool = False  # MPI workers: mpirun on the launcher reaches them over ssh
+    serves_remote_starts: bool = False  # MPI workers: mpirun on the launcher starts its daemons there
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,7 @@ def build_layout(
                 worker_limits,
                 worker_requests,
                 decides_success=False,
-                serves_ssh=True,
+                serves_remote_starts=True,
             ),
         ]
     else:
@@ -229,6 +231,14 @@ def placement(job: JobSpec, target: KubernetesTarget, layout: PodLayout, job_nam
         job_dir=pod_job_dir(target, job_name),
         run_id=job_name,
     )
+
+
+def remote_start_port_base(job: JobSpec, target: KubernetesTarget) -> int:
+    """MPI: node k's agent takes remote starts on this port + k, after the master and task ports
+    (each pod has its own address, but pods may share one network: hostNetwork, one machine)."""
+    from distrun.plan import task_port_count
+
+    return target.port_base + 1 + task_port_count(job)
 
 
 def pod_job_dir(target: KubernetesTarget, job_name: str) -> str:

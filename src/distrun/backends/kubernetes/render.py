@@ -84,6 +84,11 @@ def _notes(spec: JobSpec, target: KubernetesTarget, layout: PodLayout, local: Bi
         f"Kubernetes namespace {target.namespace}: {kind} ({', '.join(f'{r.name} x{r.count}' for r in layout.roles)}); "
         "each pod's distrun node agent runs its node's processes; MASTER_ADDR is node 0's pod DNS name"
     ]
+    if any(role.serves_remote_starts for role in layout.roles):
+        notes.append(
+            "MPI: the worker pods' agents start mpirun's daemons (no ssh), for requests carrying the token "
+            "in the Secret, which is made anew at each submission"
+        )
     outside = sorted(name for name, path in local.input_paths.items() if not path.startswith(job_dir.rstrip("/") + "/"))
     if outside:
         notes.append(
@@ -104,9 +109,11 @@ def render_request(
     local_job_dir: str,
     code_dir: Path | None,
     jobset: bool,
+    token: str,
     named_image: str | None = None,
 ) -> KubernetesRequest:
-    """The objects and the plan for `spec`; `code_dir` is the code snapshot (None: in the image)."""
+    """The objects and the plan for `spec`; `code_dir` is the code snapshot (None: in the image);
+    `token` the MPI remote-start token its Secret carries."""
     layout = build_layout(spec, target, job_name, jobset, named_image)
     where = placement(spec, target, layout, job_name)
     bound = pod_bindings(bindings, local_job_dir, where.job_dir)
@@ -118,5 +125,5 @@ def render_request(
         if inputs.is_dir():
             trees[job_bundle.INPUTS] = inputs
     payload = job_bundle.encoded(job_bundle.build_bundle(job_files(spec, bound, where), trees))
-    objects = render_objects(layout, spec, target, job_name, payload)
+    objects = render_objects(layout, spec, target, job_name, payload, token)
     return KubernetesRequest(layout, objects, plan, tuple(_notes(spec, target, layout, bindings, local_job_dir)))
