@@ -36,6 +36,7 @@ class CountingSink:
 def main(job_file: str, nodes: int) -> None:
     t_import = time.perf_counter()
     from distrun.errors import DistrunError
+    from distrun.json_encoding import shown_json
     from distrun.plan import Bindings, Placement, build_plan, task_port_count
     from distrun.spec.loader import load_job_file
 
@@ -58,9 +59,9 @@ def main(job_file: str, nodes: int) -> None:
         print(json.dumps({"skipped": exc.message}))
         return
     t2 = time.perf_counter()
-    # As `distrun plan --output json` writes it: encoded in pieces, each written as it is ready.
+    # As `distrun plan --output json` encodes it.
     sink = CountingSink()
-    json.dump(plan.to_dict(), sink, indent=2, default=str)
+    sink.write(shown_json(plan.to_dict()))
     t3 = time.perf_counter()
     c3 = time.process_time()
     processes = sum(len(node.processes) for node in plan.nodes)

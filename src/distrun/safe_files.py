@@ -16,7 +16,7 @@ import os
 import stat
 from pathlib import Path
 
-# plan.json of the largest plan distrun makes (8,192 processes) is about 12 MB.
+# plan.json of the largest plan distrun makes (8,192 processes) is about 8 MB (compact JSON).
 MAX_METADATA_BYTES = 64 << 20
 
 

@@ -227,12 +227,13 @@ def run_node(
     """
     from distrun.agent.gang import run_gang
     from distrun.file_modes import write_file
+    from distrun.json_encoding import compact_json
 
     stops = stop_requested if stop_requested is not None else []
     stream = out if out is not None else sys.stdout.buffer
     plan = node_plan(job, facts, adapt_plan)
     if facts.node_rank == 0:
-        write_file(job.folder.plan_json, json.dumps(plan.to_dict(), indent=2).encode("utf-8"))
+        write_file(job.folder.plan_json, compact_json(plan.to_dict()))
     mine = [p for node in plan.nodes if node.node_rank == facts.node_rank for p in node.processes]
     working = [node.node_rank for node in plan.nodes if node.processes]
     ranks = ", ".join(p.name for p in mine) or (

@@ -12,7 +12,6 @@ has nothing to add; `cancel` signals the supervisor.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -38,6 +37,7 @@ from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.file_modes import open_append, write_file
 from distrun.job_status import JobStatus
+from distrun.json_encoding import compact_json
 from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
@@ -215,7 +215,7 @@ def _mark_cancel(folder: JobFolder) -> None:
 def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases, restart_count: int = 0) -> LaunchPlan:
     try:
         plan = plan_local(prepared, leases, restart_count)
-        write_file(prepared.folder.plan_json, json.dumps(plan.to_dict(), indent=2).encode("utf-8"))
+        write_file(prepared.folder.plan_json, compact_json(plan.to_dict()))
     except (DistrunError, OSError) as exc:
         reason = exc.message if isinstance(exc, DistrunError) else f"could not write the job's plan: {exc}"
         index.update(prepared.name, status=JobStatus.FAILED, reason=reason, ended_at=time.time())

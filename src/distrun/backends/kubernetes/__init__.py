@@ -48,7 +48,9 @@ from distrun.backends.kubernetes.target import KubernetesTarget
 from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.backends.targets import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
+from distrun.file_modes import write_file
 from distrun.job_status import JobStatus
+from distrun.json_encoding import compact_json
 from distrun.restarts import Attempt, RestartPolicy
 from distrun.spec.loader import LoadedJob, local_path
 from distrun.spec.models import JobLimits, JobSpec
@@ -497,7 +499,7 @@ class KubernetesBackend(Backend):
         with recorded_as_not_submitted(index, job.name, "the job's files"):
             client = KubernetesClient(kubernetes_target(job.target))
             request = _for_cluster(rendered, request, client, layout)
-            job.folder.plan_json.write_text(json.dumps(request.plan.to_dict(), indent=2), encoding="utf-8")
+            write_file(job.folder.plan_json, compact_json(request.plan.to_dict()))
             _write_json(paths.layout, _layout_dict(request.layout))
             _write_json(paths.objects, request.objects)
             submit(client, request)

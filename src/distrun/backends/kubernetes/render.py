@@ -6,7 +6,6 @@ in the job's ConfigMap, so what `distrun plan` shows is what runs.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from distrun.backends.kubernetes import bundle as job_bundle
 from distrun.backends.kubernetes.manifests import render_objects
 from distrun.backends.kubernetes.pods import PodLayout, build_layout, placement
 from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.json_encoding import compact_json
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.spec.models import JobSpec
@@ -72,9 +72,9 @@ def placement_from(data: dict[str, Any]) -> Placement:
 def job_files(spec: JobSpec, bindings: Bindings, where: Placement) -> dict[str, bytes]:
     dumped = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     return {
-        JOB_FILE: json.dumps(dumped, indent=1, sort_keys=True).encode(),
-        BINDINGS_FILE: json.dumps(bindings.__dict__, indent=1, sort_keys=True).encode(),
-        PLACEMENT_FILE: json.dumps(placement_dict(where), indent=1, sort_keys=True).encode(),
+        JOB_FILE: compact_json(dumped, sort_keys=True),
+        BINDINGS_FILE: compact_json(bindings.__dict__, sort_keys=True),
+        PLACEMENT_FILE: compact_json(placement_dict(where), sort_keys=True),
     }
 
 

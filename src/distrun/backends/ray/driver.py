@@ -39,6 +39,7 @@ from distrun.backends.ray.placement import (
 from distrun.backends.ray.target import RayTarget
 from distrun.errors import DistrunError
 from distrun.file_modes import open_append, write_file
+from distrun.json_encoding import compact_json
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.store.index import CANCELED, COMPLETED, FAILED, FINALIZING, RUNNING, JobIndex
@@ -308,7 +309,7 @@ class RayRun:
             run_id=self.prepared.name,
         )
         plan = build_plan(spec, placement, self.prepared.bindings)
-        write_file(folder.plan_json, json.dumps(plan.to_dict(), indent=2).encode("utf-8"))
+        write_file(folder.plan_json, compact_json(plan.to_dict()))
         write_file(
             folder.system_logs / "ray_placement.json",
             json.dumps(

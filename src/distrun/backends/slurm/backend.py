@@ -31,7 +31,9 @@ from distrun.backends.slurm.state import JobState, distrun_status, job_state, re
 from distrun.backends.slurm.target import SlurmTarget, pinned_master_port, slurm_time_limit
 from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.backends.targets import ComputeTarget, resolve_target
+from distrun.file_modes import write_file
 from distrun.job_status import JobStatus
+from distrun.json_encoding import compact_json
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.report import unused_keys_note
@@ -245,7 +247,7 @@ class SlurmBackend(Backend):
         with recorded_as_not_submitted(index, job.name, "the job's Slurm files"):
             cluster = SlurmCluster(slurm_target(job.target))
             # The plan as far as it is known here; node 0 replaces it with the real hosts and ports.
-            job.folder.plan_json.write_text(json.dumps(rendered.plan.to_dict(), indent=2), encoding="utf-8")
+            write_file(job.folder.plan_json, compact_json(rendered.plan.to_dict()))
             cluster.preflight(job.spec)
             job_id = cluster.submit(request.script, job.folder.root)
         index.update(job.name, status=JobStatus.QUEUED, backend_id=job_id)
