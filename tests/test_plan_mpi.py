@@ -3,6 +3,7 @@ the detection of commands that start their own launcher (seed 001's draft form).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -141,6 +142,8 @@ def test_plan_is_plain_json() -> None:
     plan = mpi_plan(mpi_job())
     text = json.dumps(plan.to_dict())
     assert '"output_demux": "mpi-tagged"' in text
+    # The same plain data as the standard library's (deep-copying, slower) conversion.
+    assert plan.to_dict() == dataclasses.asdict(plan)
 
 
 def test_rank_node_follows_slot_order() -> None:
