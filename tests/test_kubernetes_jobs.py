@@ -150,8 +150,8 @@ def test_a_failing_rank_fails_the_gang_with_its_pod_node_and_traceback(
     assert "ValueError: bad batch on rank 2" in root["traceback"]
     assert "rank_2" in done.stdout and "ValueError: bad batch on rank 2" in done.stdout
     # The gang is stopped: no pod of the job is left running.
-    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
-    assert not live, [p["metadata"]["name"] for p in live]
+    live = k8s.live_pods()
+    assert not live, live
 
 
 SLEEPER_JOB = """
@@ -178,8 +178,7 @@ def test_cancel_deletes_the_job_with_foreground_propagation(k8s: EmulatedCluster
     assert any(
         f"/{top}/cancel-k8s" in r.url.path and (r.data or {}).get("propagationPolicy") == "Foreground" for r in deletes
     )
-    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
-    assert not live
+    assert not k8s.live_pods()
 
 
 def test_an_unschedulable_job_is_queued_with_the_schedulers_reason(
@@ -322,8 +321,8 @@ def test_an_mpi_rank_failing_in_a_worker_pod_fails_the_job_with_its_traceback(
     root = record["root_cause"]
     assert root["name"] == "rank_3", root
     assert "ValueError: bad batch on rank 3" in root["traceback"]
-    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
-    assert not live, [p["metadata"]["name"] for p in live]
+    live = k8s.live_pods()
+    assert not live, live
 
 
 RESTARTING = """
@@ -393,8 +392,8 @@ def test_a_no_restart_exit_code_fails_the_jobset_at_once(k8s: EmulatedCluster, r
     assert record["root_cause"]["name"] == "rank_1" and record["root_cause"]["exit_code"] == 3
     (only,) = record["attempts"]
     assert only["attempt"] == 0 and only["restarted"] is False
-    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
-    assert not live, [p["metadata"]["name"] for p in live]
+    live = k8s.live_pods()
+    assert not live, live
 
 
 @pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
@@ -420,8 +419,8 @@ def test_a_job_that_fails_on_every_attempt_ends_failed_when_jobset_used_its_rest
     assert "lost a GPU on attempt 1" in (logs / "std_log_process_01.txt").read_text()
     status = k8s.api.get("jobsets", "always-k8s")
     assert status is None or status["status"]["restarts"] == 1  # distrun may have deleted it already
-    live = [p for p in k8s.pods() if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
-    assert not live, [p["metadata"]["name"] for p in live]
+    live = k8s.live_pods()
+    assert not live, live
 
 
 PREEMPTED = """

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SRC
-from distrun.agent.remote_start import HOSTS_ENV, TOKEN_ENV, RemoteStartServer
+from distrun.agent.remote_start import HOSTS_ENV, TOKEN_ENV, RemoteStartServer, agent_of
 from distrun.backends.ports import free_ports
 
 TOKEN = "s3cret-job-token"
@@ -69,6 +69,16 @@ def test_a_wrong_token_or_an_unknown_host_runs_nothing(server, tmp_path: Path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 255 and b"node9 is not a node of this job" in err
     assert not flag.exists()
+
+
+def test_a_host_is_found_by_its_first_label_when_that_is_unambiguous():
+    # Open MPI asks for `pod-0` where the hostfile says `pod-0.job` (the full name is where to connect).
+    hosts = {"pod-0.job": "pod-0.job:7001", "pod-1.job": "pod-1.job:7002", "10.0.0.1": "10.0.0.1:7003"}
+    assert agent_of(hosts, "pod-1.job") == "pod-1.job:7002"
+    assert agent_of(hosts, "pod-1") == "pod-1.job:7002"
+    assert agent_of(hosts, "pod-2") is None
+    assert agent_of({"a.x": "a.x:1", "a.y": "a.y:2"}, "a") is None  # two hosts share it: none
+    assert agent_of(hosts, "10") is None
 
 
 def test_a_stopped_client_ends_the_remote_command_and_its_children(server, tmp_path: Path):

@@ -748,6 +748,11 @@ class EmulatedCluster:
     def pods(self) -> list[dict[str, Any]]:
         return self.api.list("pods")
 
+    def live_pods(self) -> list[str]:
+        """The names of the pods still Pending or Running."""
+        live = ("Pending", "Running")
+        return [p["metadata"]["name"] for p in self.pods() if (p.get("status") or {}).get("phase") in live]
+
     def stop(self) -> list[str]:
         self._stop.set()
         if self._thread is not None:

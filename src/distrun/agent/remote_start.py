@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import json
 import os
 import signal
@@ -201,6 +202,25 @@ def _kill_group(pid: int, sig: int) -> None:
 # ---------------------------------------------------------------- client (mpirun's remote shell)
 
 
+def agent_of(hosts: Mapping[str, str], host: str) -> str | None:
+    """Where HOST's agent listens. Open MPI asks for a host by its first label (it drops the
+    domain unless told to keep it): `pod-0` for `pod-0.job`, a name cluster DNS may not resolve
+    from another pod. So a host not known as given is the one known host name (not an IP
+    address) with that first label."""
+    if host in hosts:
+        return str(hosts[host])
+    same = [where for name, where in hosts.items() if name.split(".", 1)[0] == host and not _is_address(name)]
+    return str(same[0]) if len(same) == 1 else None
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
 def _fail(message: str) -> int:
     sys.stderr.write(f"distrun remote start: {message}\n")
     return 255  # what ssh returns when it could not run the command
@@ -229,7 +249,7 @@ def main(argv: list[str]) -> int:
         hosts = json.loads(os.environ.get(HOSTS_ENV, "{}"))
     except ValueError:
         hosts = {}
-    where = hosts.get(host)
+    where = agent_of(hosts, host)
     if not where:
         return _fail(f"{host} is not a node of this job (known: {', '.join(sorted(hosts)) or 'none'})")
     address, _, port = str(where).rpartition(":")

@@ -186,15 +186,8 @@ def unpack_job(work: Path, job_dir: Path, env: Mapping[str, str]) -> None:
 
 
 def remote_start_hosts(hosts: Iterable[str], port_base: int) -> dict[str, str]:
-    """mpirun's hosts (the worker pods' DNS names, node rank order) -> where their agents listen.
-
-    Open MPI asks for a host by its first label (it drops the domain unless told to keep it),
-    which cluster DNS does not resolve from another pod: both spellings lead to the full name.
-    """
-    out = {}
-    for rank, host in enumerate(hosts):
-        out[host] = out[host.split(".", 1)[0]] = f"{host}:{port_base + rank}"
-    return out
+    """mpirun's hosts (the worker pods' DNS names, node rank order) -> where their agents listen."""
+    return {host: f"{host}:{port_base + rank}" for rank, host in enumerate(hosts)}
 
 
 def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:

@@ -90,7 +90,8 @@ def connect(target: RayTarget) -> Any:
     ray = import_ray()
     check_reachable(target.address)
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
-    for attempt in range(1, CLIENT_ATTEMPTS + 1):
+    attempt = 1
+    while True:
         try:
             with quiet_stderr():  # Ray's core prints its own warnings (network probing) on fd 2
                 ray.init(
@@ -106,13 +107,13 @@ def connect(target: RayTarget) -> Any:
                 with contextlib.suppress(Exception):
                     ray.shutdown()
                 time.sleep(CLIENT_RETRY_PAUSE_S * attempt)
+                attempt += 1
                 continue
             tries = f" (tried {attempt} times)" if attempt > 1 else ""
             raise RayUnavailableError(
                 f"could not connect to the Ray cluster at {target.address}{tries}: {exc}",
                 "check the target's address and that this Python's Ray matches the cluster's version",
             ) from None
-    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def client_server_start_failed(address: str, exc: BaseException) -> bool:
