@@ -224,6 +224,17 @@ def test_only_a_client_server_that_failed_to_start_is_retried():
         "See ray_client_server_23000.err for detailed logs."
     )
     assert client_server_start_failed("ray://10.0.0.5:10001", failed)
+    # the proxy read the command line of a per-client server that had already died
+    zombie = ConnectionAbortedError(
+        "Initialization failure from server:\nTraceback (most recent call last):\n"
+        '  File "proxier.py", line 396, in start_specific_server\n    cmd = psutil_proc.cmdline()\n'
+        "psutil.ZombieProcess: PID still exists but it's a zombie (pid=30278)"
+    )
+    assert client_server_start_failed("ray://10.0.0.5:10001", zombie)
+    no_channel = ConnectionAbortedError(
+        "Initialization failure from server:\nRuntimeError: Proxy failed to Connect to backend!"
+    )
+    assert client_server_start_failed("ray://10.0.0.5:10001", no_channel)
     assert not client_server_start_failed("10.0.0.5:6379", failed)  # not a client connection
     assert not client_server_start_failed("ray://10.0.0.5:10001", ConnectionError("ray client connection timeout"))
     assert not client_server_start_failed("ray://10.0.0.5:10001", RuntimeError("Version mismatch: 2.9 vs 2.60"))

@@ -52,6 +52,14 @@ COLLECT_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 10.0
 CLIENT_ATTEMPTS = 3  # ray:// connections whose per-client server failed to start
 CLIENT_RETRY_PAUSE_S = 2.0
+# What the head's client proxy answers when this connection's own server process died while it
+# started: found dead at once, found a zombie while the proxy read its command line, or gone
+# before the proxy could open a channel to it.
+PER_CLIENT_SERVER_START_FAILURES = (
+    "Starting Ray client server failed",
+    "psutil.ZombieProcess",
+    "Proxy failed to Connect to backend",
+)
 ACTOR_CONCURRENCY = 4  # poll and stop are served while start's work goes on
 
 
@@ -121,9 +129,14 @@ def client_server_start_failed(address: str, exc: BaseException) -> bool:
 
     The head's client proxy starts one server process per client connection; on a busy head
     that process can die while it starts, and the next connection usually gets one that works.
-    Any other failure (a wrong address, a version mismatch) is not retried.
+    The proxy reports that death in one of several ways, depending on when it notices:
+    `PER_CLIENT_SERVER_START_FAILURES`. Any other failure (a wrong address, a version mismatch)
+    is not retried.
     """
-    return address.startswith("ray://") and "Starting Ray client server failed" in str(exc)
+    if not address.startswith("ray://"):
+        return False
+    message = str(exc)
+    return any(marker in message for marker in PER_CLIENT_SERVER_START_FAILURES)
 
 
 @contextlib.contextmanager
