@@ -45,24 +45,6 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def _prefer_wal(conn: sqlite3.Connection) -> None:
-    """Put the store in WAL mode (once; the mode is kept in the file).
-
-    In its default rollback-journal mode every commit fsyncs, and on ext4 that fsync waits for
-    every other dirty page of the file system to reach the disk: closing a job's run after its
-    ranks wrote 400 MB of logs took 0.003 to 1.6 s. In WAL mode with synchronous=NORMAL a
-    commit does not fsync, the store cannot be corrupted by a crash (a power cut may lose the
-    last commits), and ranks logging metrics no longer block readers. MLflow's own connections
-    use the mode the file is in. Switching needs a moment when no other connection is busy; when
-    there is none, this job goes on in the old mode and a later one switches.
-    """
-    try:
-        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
-    except sqlite3.OperationalError:
-        pass
-
-
 def has_mlflow_schema(path: Path) -> bool:
     if not path.is_file():
         return False
@@ -77,7 +59,6 @@ def has_mlflow_schema(path: Path) -> bool:
 def hold_runs_open(path: Path) -> None:
     """Add distrun's table and trigger (idempotent); mlflow must have created the store."""
     with _connect(path) as conn:
-        _prefer_wal(conn)
         conn.executescript(_HOLD_OPEN)
 
 
@@ -88,7 +69,6 @@ def create_run(
     now = int(time.time() * 1000)
     run_id = uuid.uuid4().hex
     with _connect(path) as conn:
-        _prefer_wal(conn)
         conn.executescript(_HOLD_OPEN)
         conn.execute("BEGIN IMMEDIATE")
         try:
