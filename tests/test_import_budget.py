@@ -35,9 +35,11 @@ FORBIDDEN = (
     "requests",
     "rich.table",
     "rich.live",
-    # distrun's own parts that only some jobs need: MPI launchers, conda environments.
+    # distrun's own parts that only some jobs need: MPI launchers, conda environments, data
+    # inputs and outputs.
     "distrun.agent.mpi_output",
     "distrun.environments.builder",
+    "distrun.data.locations",
 )
 
 # Runs the real CLI in-process, then records what it imported when the interpreter exits.

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from distrun.environments.conda_spec import expand_user
 from distrun.errors import DistrunError
+from distrun.user_paths import expand_user
 
 
 def datastore_root(home: Path, name: str) -> Path:

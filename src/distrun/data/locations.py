@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from distrun.environments.conda_spec import expand_user
 from distrun.errors import DistrunError
+from distrun.user_paths import expand_user
 
 _DATASTORE = re.compile(
     r"^azureml://(?:subscriptions/[^/]+/resource[gG]roups/[^/]+/(?:providers/Microsoft\.MachineLearningServices/)?"

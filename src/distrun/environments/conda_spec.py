@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.errors import Position, Problem
+from distrun.user_paths import expand_user
 
 # Bumped when the way an environment is built changes, so old builds are not reused.
 BUILD_FORMAT = 1
@@ -183,14 +184,6 @@ def read_conda_data(
             continue
         requirements.append(Requirement(PIP_NAMES.get(name, name) + _pip_version(rest), position(*where)))
     return EnvRequest(python, tuple(requirements), base_dir, origin), problems
-
-
-def expand_user(path: Path) -> Path:
-    """`~/x` expanded; `~nobody/x` of an unknown user kept as written (then it does not exist)."""
-    try:
-        return path.expanduser()
-    except RuntimeError:
-        return path
 
 
 def _python_version(rest: str) -> str | None:

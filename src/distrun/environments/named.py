@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distrun.environments.conda_spec import expand_user
 from distrun.errors import DistrunError, Position
 from distrun.spec.source_map import SourceMap
+from distrun.user_paths import expand_user
 
 ENV_KEYS = ("conda_file", "python", "image", "description")
 

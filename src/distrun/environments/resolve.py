@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from distrun.environments.conda_spec import EnvRequest, cache_key, expand_user, read_conda_data
+from distrun.environments.conda_spec import EnvRequest, cache_key, read_conda_data
 from distrun.environments.interpreters import available_versions, find_python, own_version
 from distrun.environments.named import NamedEnvironment, find_named
 from distrun.errors import Position, Problem
+from distrun.user_paths import expand_user
 
 if TYPE_CHECKING:  # the builder (installers, locks) is imported only when an environment is built
     from distrun.environments.builder import BuildTarget

@@ -35,6 +35,8 @@ def semantic_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf
 
 def _output_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
     """An output `path` distrun cannot write (a URL, a relative path)."""
+    if not spec.outputs:
+        return []  # the data machinery stays off the launch path of a job without outputs
     from distrun.data.locations import output_location
     from distrun.store.layout import distrun_home
 
