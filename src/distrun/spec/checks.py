@@ -14,6 +14,7 @@ from pathlib import Path
 from distrun.errors import DistrunError, Position, Problem
 from distrun.spec import models
 from distrun.spec.command_template import references
+from distrun.user_paths import expand_user
 
 REMOTE_SCHEMES = ("azureml:", "https://", "http://", "wasbs://", "abfss://", "adl://", "s3://", "gs://")
 
@@ -230,10 +231,7 @@ def local_path(base_dir: Path, text: str) -> Path | None:
         text = text[len("file://") :]
     elif text.startswith(REMOTE_SCHEMES) or "://" in text:
         return None
-    try:
-        path = Path(text).expanduser()
-    except RuntimeError:  # `~user` of an unknown user: keep it literal
-        path = Path(text)
+    path = expand_user(Path(text))
     return path if path.is_absolute() else (base_dir / path)
 
 
