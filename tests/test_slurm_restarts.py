@@ -8,6 +8,7 @@ no-restart exit code, a SIGTERM from outside (`scancel --signal=TERM --batch`, w
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from clusters.slurm_cluster import SlurmCluster
 from conftest import processes_of_job, record, wait_for
 from distrun.agent.node_facts import NodeOutcome
-from distrun.backends.slurm.attempts import attempt_state, restart_aware_status
+from distrun.backends.slurm.attempts import attempt_state, read_preempted, restart_aware_status
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.target import SlurmTarget
 from distrun.job_status import JobStatus
@@ -84,6 +85,44 @@ def test_an_attempt_ends_failed_before_canceled_before_preempted() -> None:
     assert attempt_state(done, 2, canceled_at=None, preempted=None)[0] == JobStatus.COMPLETED
     status, reason, _ = attempt_state(done[:1], 2, canceled_at=None, preempted=None)
     assert status == JobStatus.FAILED and "node(s) 1 wrote no outcome" in reason
+
+
+def test_a_rank_ending_on_the_preemptions_own_sigterm_is_not_the_attempts_cause() -> None:
+    # scancel signals the ranks too: rank 0's checkpoint handler exits 143 before its agent takes
+    # the SIGTERM as a preemption, so node 0 reports Failed while node 1 reports Preempted.
+    handler_exit = replace(
+        _outcome(0, JobStatus.FAILED, 10.2), root_cause={"name": "rank_0", "exit_code": 143, "signal": None}
+    )
+    killed = replace(handler_exit, root_cause={"name": "rank_0", "exit_code": None, "signal": "SIGTERM"})
+    for victim in (handler_exit, killed):
+        # Slurm's own requeue signals everything at once: no time noted, or noted after the exit.
+        for noted_at in (None, 10.0, 10.5):
+            state = attempt_state(
+                [victim, _outcome(1, JobStatus.PREEMPTED)], 2, canceled_at=None, preempted=None, preempted_at=noted_at
+            )
+            assert state == (JobStatus.PREEMPTED, "preempted (SIGTERM from outside)", None)
+    # Any failure after the batch script noted the SIGTERM is the stop's doing (a peer's lost connection).
+    after = [_outcome(0, JobStatus.FAILED, 10.2), _outcome(1, JobStatus.CANCELED)]
+    assert (
+        attempt_state(after, 2, canceled_at=None, preempted="preempted (x)", preempted_at=10.0)[0]
+        == JobStatus.PREEMPTED
+    )
+    # A failure of the job's own before the note stays the cause, and without any preemption so does a 143.
+    assert (
+        attempt_state(after, 2, canceled_at=None, preempted="preempted (x)", preempted_at=10.5)[0] == JobStatus.FAILED
+    )
+    alone = [handler_exit, _outcome(1, JobStatus.CANCELED)]
+    assert attempt_state(alone, 2, canceled_at=None, preempted=None)[0] == JobStatus.FAILED
+
+
+def test_the_preemption_note_gives_its_time_and_what_was_seen() -> None:
+    assert read_preempted("1795463579.697\nSIGTERM from outside at 2026-11-23T19:52:59Z\n") == (
+        "preempted (SIGTERM from outside at 2026-11-23T19:52:59Z)",
+        1795463579.697,
+    )
+    # A note without a time (written by an older batch script) is still a preemption.
+    assert read_preempted("SIGTERM from outside\n") == ("preempted (SIGTERM from outside)", None)
+    assert read_preempted("") == ("preempted (SIGTERM from outside)", None)
 
 
 def test_between_attempts_the_job_stays_running_until_slurm_ended_it() -> None:

@@ -58,24 +58,35 @@ def _write_attempts(paths: SlurmPaths, attempts: Sequence[dict[str, Any]]) -> No
 
 
 def attempt_state(
-    outcomes: Sequence[NodeOutcome], node_count: int, *, canceled_at: float | None, preempted: str | None
+    outcomes: Sequence[NodeOutcome],
+    node_count: int,
+    *,
+    canceled_at: float | None,
+    preempted: str | None,
+    preempted_at: float | None = None,
 ) -> tuple[JobStatus, str, dict[str, Any] | None]:
     """How an attempt ended, from its node outcomes and the markers in slurm/. Pure.
 
-    A rank's failure before any cancel wins (the job's own fault); then a cancel by the user
-    (`canceled_at`, when `distrun job cancel` asked); then a preemption (the batch script noted a
-    SIGTERM from outside, or an agent saw one). A failure after the cancel is the cancel's doing:
-    scancel signals every process of the job, and a rank that exits non-zero on SIGTERM (a
-    checkpoint handler's `sys.exit(143)`) may report before its node agent knows it was a stop.
+    A rank's failure wins (the job's own fault) unless the stop caused it; then a cancel by the
+    user (`canceled_at`, when `distrun job cancel` asked); then a preemption (the batch script
+    noted a SIGTERM from outside at `preempted_at`, or an agent saw one). scancel and Slurm signal
+    every process of the job, ranks included, so a rank that exits non-zero on that SIGTERM (a
+    checkpoint handler's `sys.exit(143)`) may report before its node agent knows it was a stop:
+    such a failure is the stop's doing (`stopped_it`), not the attempt's cause.
     """
-    cause = first_failure(outcomes)
-    if cause is not None and (canceled_at is None or (cause.failed_at or float("inf")) < canceled_at):
+    if preempted is None and any(o.status == JobStatus.PREEMPTED for o in outcomes):
+        preempted = "preempted (SIGTERM from outside)"
+    stopped = canceled_at is not None or preempted is not None
+    stop_at = min((t for t in (canceled_at, preempted_at) if t is not None), default=None)
+    failures = [o for o in outcomes if o.status == JobStatus.FAILED and not (stopped and stopped_it(o, stop_at))]
+    cause = first_failure(failures)
+    if cause is not None:
         root = dict(cause.root_cause) if cause.root_cause else None
         return JobStatus.FAILED, cause.reason or "a process failed", root
     if canceled_at is not None:
         return JobStatus.CANCELED, "canceled by the user", None
-    if preempted is not None or any(o.status == JobStatus.PREEMPTED for o in outcomes):
-        return JobStatus.PREEMPTED, preempted or "preempted (SIGTERM from outside)", None
+    if preempted is not None:
+        return JobStatus.PREEMPTED, preempted, None
     reported = {o.node_rank for o in outcomes}
     if len(reported) >= node_count and all(o.status == JobStatus.COMPLETED for o in outcomes):
         return JobStatus.COMPLETED, "", None
@@ -84,6 +95,19 @@ def attempt_state(
         said = ", ".join(map(str, missing))
         return JobStatus.FAILED, f"node(s) {said} wrote no outcome: see slurm/output.txt in the job folder", None
     return JobStatus.FAILED, "the nodes reported no failure but did not all complete", None
+
+
+def stopped_it(failed: NodeOutcome, stop_at: float | None) -> bool:
+    """Whether a node's failure came from a cancel or preemption (at `stop_at`, when known). Pure.
+
+    It did when it happened at or after the stop was noted, or when the failed rank ended by the
+    stop's own SIGTERM (killed by it, or exited 128+15 from a handler): Slurm's own preemption
+    signals the ranks as soon as the batch script, whose note may come a moment after their exit.
+    """
+    root = failed.root_cause or {}
+    if root.get("signal") == "SIGTERM" or root.get("exit_code") == 128 + 15:
+        return True
+    return stop_at is not None and (failed.failed_at or float("inf")) >= stop_at
 
 
 class AttemptBook:
@@ -106,7 +130,10 @@ class AttemptBook:
             # The last attempt never reached `end`: Slurm stopped the batch script (its own
             # preemption, a node failure) and requeued the job.
             said = f"requeued by Slurm (SLURM_RESTART_COUNT={slurm_restarts})"
-            status, reason, root = attempt_state(outcomes, self.node_count, canceled_at=None, preempted=said)
+            noted_at = self._preempted()[1]
+            status, reason, root = attempt_state(
+                outcomes, self.node_count, canceled_at=None, preempted=said, preempted_at=noted_at
+            )
             if status == JobStatus.FAILED and root is None:
                 status, reason = JobStatus.PREEMPTED, said
             ended = self._end(attempts, outcomes, status, reason, root)
@@ -121,9 +148,11 @@ class AttemptBook:
     def end(self) -> str:
         attempts = read_attempts(self.paths)
         outcomes = self._outcomes()
-        preempted = self._preempted()
+        preempted, preempted_at = self._preempted()
         canceled_at = read_canceled_at(self.paths)
-        status, reason, root = attempt_state(outcomes, self.node_count, canceled_at=canceled_at, preempted=preempted)
+        status, reason, root = attempt_state(
+            outcomes, self.node_count, canceled_at=canceled_at, preempted=preempted, preempted_at=preempted_at
+        )
         return self._end(attempts, outcomes, status, reason, root)
 
     def _end(
@@ -172,16 +201,27 @@ class AttemptBook:
 
         return list(outcome_channel(self.job_dir, self.node_count).outcomes().values())
 
-    def _preempted(self) -> str | None:
+    def _preempted(self) -> tuple[str | None, float | None]:
+        """The batch script's preemption note: what it says, and when (epoch s) it was noted."""
         try:
-            said = self.paths.preempted.read_text(encoding="utf-8").strip()
+            text = self.paths.preempted.read_text(encoding="utf-8")
         except OSError:
-            return None
-        return f"preempted ({said or 'SIGTERM from outside'})"
+            return None, None
+        return read_preempted(text)
 
     def _user_logs_written(self) -> bool:
         user_logs = self.job.folder.user_logs
         return user_logs.is_dir() and any(e.is_file() for e in user_logs.iterdir())
+
+
+def read_preempted(text: str) -> tuple[str, float | None]:
+    """slurm/preempted as the batch script writes it: the time (epoch s) on line 1, then what it saw. Pure."""
+    first, _, rest = text.strip().partition("\n")
+    try:
+        noted_at: float | None = float(first)
+    except ValueError:
+        noted_at, rest = None, text.strip()  # no time: the whole note is what it saw
+    return f"preempted ({rest.strip() or 'SIGTERM from outside'})", noted_at
 
 
 def _as_attempt(data: Mapping[str, Any]) -> Attempt:

@@ -6,7 +6,7 @@ slurm/output.txt      the batch step's output: srun's and the node agents' messa
 slurm/node_NN.json    each node's outcome (status, root cause with traceback, wall-clock times)
 slurm/main_done_NN    node NN's training processes all completed (the agents' peer marker)
 slurm/cancel          the time `distrun job cancel` asked, written before it runs scancel
-slurm/preempted       a SIGTERM from outside reached the batch script (a job with restarts)
+slurm/preempted       when (line 1, epoch s) a SIGTERM from outside reached the batch script (a job with restarts)
 slurm/attempts.json   a job with restarts: every attempt that ended (`distrun.restarts.Attempt`)
 slurm/attempt_K/      the node outcomes of attempt K, once a later attempt started
 """
