@@ -6,11 +6,12 @@ The restart decision itself is pure (`distrun.restarts.decide`) and tested first
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
 
-from conftest import four_rank_job, record, wait_for
+from conftest import four_rank_job, processes_of_job, record, wait_for
 from distrun.job_status import JobStatus
 from distrun.jobs import cancel_job
 from distrun.restarts import Attempt, RestartPolicy, backoff_seconds, decide
@@ -194,6 +195,32 @@ def test_preemptions_beyond_max_preemptions_end_the_job_preempted(start_cli, wri
     assert rec["status"] == "Preempted", rec
     assert rec["reason"] == "preempted (SIGTERM from outside); preempted 1 time(s); limits.max_preemptions is 0"
     assert all(p["stopped_by_distrun"] for p in rec["processes"])  # not a rank failure
+
+
+def test_a_rank_exiting_on_the_preemptions_sigterm_before_distrun_sees_it_is_not_a_failure(
+    start_cli, write_job, distrun_home
+):
+    # A preemption that signals every process (Slurm's own, `kill` of the whole session): the
+    # ranks' checkpoint handlers may exit 143 before distrun handles its own SIGTERM. Held
+    # stopped, distrun finds both the ranks' exits and its signal waiting: the signal decides.
+    proc = _start(write_job, start_cli, distrun_home, "evicted_all", "max_restarts: 3", "max_preemptions: 0")
+    ranks = [pid for pid in processes_of_job("evicted_all") if pid != proc.pid]
+    assert len(ranks) == len(RANKS)
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        for pid in ranks:
+            os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: not set(ranks) & set(processes_of_job("evicted_all")), timeout=30)  # all exited
+        os.kill(proc.pid, signal.SIGTERM)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    output = proc.communicate(timeout=120)[0]
+    rec = record(distrun_home, "evicted_all")
+    assert rec["status"] == "Preempted", output
+    assert rec["reason"] == "preempted (SIGTERM from outside); preempted 1 time(s); limits.max_preemptions is 0"
+    assert [p["exit_code"] for p in rec["processes"]] == [143] * len(RANKS)
+    logs = job_folder(distrun_home, "evicted_all") / "user_logs"
+    assert all((logs / f"std_log_process_0{rank}.txt").read_text().endswith("saved\n") for rank in RANKS)
 
 
 def test_job_cancel_still_cancels_a_job_with_restarts(start_cli, write_job, distrun_home):

@@ -287,7 +287,11 @@ class Gang:
                 wait = MAX_WAIT  # a timeout of weeks (or 1e300 s) is waited for in steps
             if self.stream.backlog:
                 wait = min(wait, BACKLOG_POLL)  # a slow reader may have made room
-            for key, _ in self.selector.select(wait):
+            events = self.selector.select(wait)
+            # A stop signal that came with these events decides first: a preemption signals the
+            # ranks too, and a rank that exits on it (a checkpoint handler's 143) is not a failure.
+            self._handle_signals()
+            for key, _ in events:
                 kind, item = key.data
                 if kind == "out":
                     self._read(item)
