@@ -42,19 +42,26 @@ FORBIDDEN = (
     "distrun.data.locations",
 )
 
-# Runs the real CLI in-process, then records what it imported when the interpreter exits.
-# DISTRUN_TEST_EXTRA_IMPORT lets the self-test below prove the check can fail.
-_PROBE = """
+# Records what a probe imported when the interpreter exits. DISTRUN_TEST_EXTRA_IMPORT lets the
+# self-tests below prove each check can fail.
+_RECORD_IMPORTS = """
 import atexit, importlib, json, os, sys
 out = sys.argv[1]
 atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
 extra = os.environ.get("DISTRUN_TEST_EXTRA_IMPORT")
 if extra:
     importlib.import_module(extra)
+"""
+
+# Runs the real CLI in-process.
+_PROBE = (
+    _RECORD_IMPORTS
+    + """
 sys.argv = ["distrun", "run", sys.argv[2]]
 from distrun.entry import main
 main()
 """
+)
 
 _JOB = """\
 $schema: https://azuremlschemas.azureedge.net/latest/commandJob.schema.json
@@ -67,21 +74,28 @@ compute: local
 def imported_by_run(tmp_path: Path, extra_import: str = "") -> set[str]:
     job = tmp_path / "job.yml"
     job.write_text(_JOB)
-    out = tmp_path / "modules.json"
     env = {
-        **os.environ,
         "DISTRUN_HOME": str(tmp_path / "home"),
         # A fresh home has no tracking store yet: creating its schema needs mlflow once.
         # The steady state (store present) uses distrun's own sqlite writer, checked
         # by the metrics tests; here the launch path itself is measured.
         "DISTRUN_MLFLOW": "0",
+    }
+    return imported_by_probe(tmp_path, _PROBE, [str(job)], env, extra_import)
+
+
+def imported_by_probe(tmp_path: Path, probe: str, args: list[str], env: dict[str, str], extra_import: str) -> set[str]:
+    """Every module the Python program `probe` (given its output file, then `args`) had imported at its exit."""
+    out = tmp_path / "modules.json"
+    src = str(Path(__file__).parents[1] / "src")
+    env = {
+        **os.environ,
+        **env,
         "DISTRUN_TEST_EXTRA_IMPORT": extra_import,
-        "PYTHONPATH": os.pathsep.join(
-            p for p in (str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")) if p
-        ),
+        "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p),
     }
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(out), str(job)],
+        [sys.executable, "-c", probe, str(out), *args],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -104,3 +118,61 @@ def test_run_path_imports_no_heavy_module(tmp_path: Path) -> None:
 
 def test_check_catches_a_new_heavy_import(tmp_path: Path) -> None:
     assert heavy(imported_by_run(tmp_path, extra_import="numpy")) == ["numpy"]
+
+
+# A node agent (one per node of a cluster job, on every start and restart) plans from job.json,
+# which was validated when the job was submitted: loading the job models again (pydantic and
+# its validators, about 0.3 s) would be paid by every node for facts already checked.
+NODE_FORBIDDEN = (*FORBIDDEN, "pydantic", "pydantic_core", "distrun.spec.models", "distrun.spec.loader")
+
+_NODE_PROBE = (
+    _RECORD_IMPORTS
+    + """
+from distrun.agent.node import main
+code = main(["--facts", sys.argv[2], "--channel", sys.argv[3]])
+assert code == 0, code
+"""
+)
+
+
+def imported_by_node_agent(tmp_path: Path, extra_import: str = "") -> set[str]:
+    """What the engine-free node agent imports running a real one-node job (`true`) to its end.
+
+    The caller's DISTRUN_HOME (the `distrun_home` fixture) holds the job, prepared as a backend does.
+    """
+    from distrun.agent.node_facts import NodeFacts
+    from distrun.backends.targets import resolve_target
+    from distrun.spec.loader import load_job_file
+    from distrun.store.layout import Layout
+    from distrun.submission import prepare_job
+
+    job = tmp_path / "job.yml"
+    job.write_text(_JOB)
+    layout = Layout()
+    prepared = prepare_job(load_job_file(job), layout, resolve_target("local", layout.config_path), "node_probe")
+    facts = NodeFacts(
+        node_rank=0,
+        node_names=("node0",),
+        addresses=("127.0.0.1",),
+        master_port=29999,
+        task_ports=(),
+        job_dir=prepared.folder.root,
+        engine="local",
+        engine_job_id="probe",
+    ).to_dict()
+    del facts["base_env"]
+    facts_file = tmp_path / "facts.json"
+    facts_file.write_text(json.dumps(facts))
+    return imported_by_probe(tmp_path, _NODE_PROBE, [str(facts_file), str(tmp_path / "channel")], {}, extra_import)
+
+
+def test_node_agent_plans_without_the_job_models(tmp_path: Path, distrun_home: Path) -> None:
+    modules = imported_by_node_agent(tmp_path)
+    assert "distrun.agent.gang" in modules  # the probe really ran the node's processes
+    found = sorted(m for m in NODE_FORBIDDEN if m in modules)
+    assert found == [], f"the node agent now imports {found}: job.json is read as a PlanJob, import it lazily"
+
+
+def test_node_check_catches_the_job_models(tmp_path: Path, distrun_home: Path) -> None:
+    modules = imported_by_node_agent(tmp_path, extra_import="distrun.spec.models")
+    assert sorted(m for m in NODE_FORBIDDEN if m in modules)[:2] == ["distrun.spec.models", "pydantic"]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, LaunchPlan, Placement
+from distrun.plan.plan_job import PlanJob
 from distrun.plan.pytorch import plan_pytorch, rank_of
 from distrun.spec.models import JobSpec
 
@@ -69,7 +70,7 @@ def _per_node(job: JobSpec) -> int:
 @given(case=jobs())
 def test_every_rank_appears_once_and_follows_node_and_local_rank(case: tuple[JobSpec, Placement, Bindings]) -> None:
     job, placement, bindings = case
-    plan = plan_pytorch(job, placement, bindings)
+    plan = plan_pytorch(PlanJob.of(job), placement, bindings)
     nodes, per_node = len(placement.hosts), _per_node(job)
     world = nodes * per_node
     assert plan.world_size == world
@@ -96,7 +97,7 @@ def test_every_rank_appears_once_and_follows_node_and_local_rank(case: tuple[Job
 @given(case=jobs())
 def test_world_and_rendezvous_variables_are_consistent(case: tuple[JobSpec, Placement, Bindings]) -> None:
     job, placement, bindings = case
-    plan = plan_pytorch(job, placement, bindings)
+    plan = plan_pytorch(PlanJob.of(job), placement, bindings)
     nodes, per_node = len(placement.hosts), _per_node(job)
     master = placement.hosts[0]
     assert (plan.master_addr, plan.master_port) == (master, placement.master_port)
@@ -124,7 +125,7 @@ def test_the_host_list_is_kept_once_and_every_process_still_gets_it(case: tuple[
     """`build_plan` keeps AZ_BATCH_HOST_LIST once (it grows with the nodes), and what every
     process is given (`LaunchPlan.environment`) is exactly what the planner gave it."""
     job, placement, bindings = case
-    planned = plan_pytorch(job, placement, bindings)
+    planned = plan_pytorch(PlanJob.of(job), placement, bindings)
     kept = build_plan(job, placement, bindings)
     assert kept.shared_env == {"AZ_BATCH_HOST_LIST": ",".join(placement.hosts)}
     for before, after in zip(planned.processes(), kept.processes(), strict=True):
@@ -136,7 +137,8 @@ def test_the_host_list_is_kept_once_and_every_process_still_gets_it(case: tuple[
 @PLAN
 @given(case=jobs())
 def test_names_logs_and_labels_are_unique(case: tuple[JobSpec, Placement, Bindings]) -> None:
-    plan = plan_pytorch(*case)
+    job, placement, bindings = case
+    plan = plan_pytorch(PlanJob.of(job), placement, bindings)
     processes = list(plan.processes())
     for field in ("name", "log_name", "label"):
         values = [getattr(p, field) for p in processes]
@@ -150,7 +152,7 @@ def test_names_logs_and_labels_are_unique(case: tuple[JobSpec, Placement, Bindin
 @given(case=jobs())
 def test_every_process_runs_the_rendered_command_in_the_code_folder(case: tuple[JobSpec, Placement, Bindings]) -> None:
     job, placement, bindings = case
-    plan = plan_pytorch(job, placement, bindings)
+    plan = plan_pytorch(PlanJob.of(job), placement, bindings)
     out = shlex.quote(bindings.outputs["model"])  # "/tmp/a b/outputs/model" is quoted, the others are not
     assert plan.command == f"python train.py --lr 0.1 --out {out} --rank $RANK"
     for process in plan.processes():
@@ -167,8 +169,8 @@ def test_the_plan_is_deterministic_and_leaves_its_inputs_alone(case: tuple[JobSp
     job, placement, bindings = case
     job_before = job.model_dump_json()
     bindings_before = json.dumps([bindings.inputs, bindings.outputs, bindings.input_paths])
-    first: LaunchPlan = plan_pytorch(job, placement, bindings)
-    second = plan_pytorch(job, placement, bindings)
+    first: LaunchPlan = plan_pytorch(PlanJob.of(job), placement, bindings)
+    second = plan_pytorch(PlanJob.of(job), placement, bindings)
     assert first == second
     assert json.dumps(first.to_dict(), sort_keys=True) == json.dumps(second.to_dict(), sort_keys=True)
     assert job.model_dump_json() == job_before

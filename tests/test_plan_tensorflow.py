@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from distrun.errors import DistrunError, ValidationError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement, ProcessSpec
+from distrun.plan.plan_job import PlanJob
 from distrun.plan.tensorflow import plan_tensorflow
 from distrun.spec.checks_tensorflow import tensorflow_problems
 from distrun.spec.loader import LoadedJob, load_job_file
@@ -74,7 +75,7 @@ def placement_for(job: JobSpec, hosts: tuple[str, ...], ports: tuple[int, ...] |
 
 
 def plan_of(job: JobSpec, hosts: tuple[str, ...], ports: tuple[int, ...] | None = None) -> LaunchPlan:
-    return plan_tensorflow(job, placement_for(job, hosts, ports), Bindings())
+    return plan_tensorflow(PlanJob.of(job), placement_for(job, hosts, ports), Bindings())
 
 
 def config(plan: LaunchPlan, proc: ProcessSpec) -> dict:

@@ -14,6 +14,7 @@ import pytest
 from distrun.errors import ValidationError
 from distrun.plan.common import rendered_command
 from distrun.plan.model import Bindings
+from distrun.plan.plan_job import PlanJob
 from distrun.spec import models
 from distrun.spec.command_template import references, render_command, render_value
 from distrun.spec.loader import LoadedJob, load_job_data, load_job_file
@@ -424,7 +425,7 @@ def test_literal_inputs_reach_the_program_as_one_argument(tmp_path: Path, payloa
     spec = load_text(tmp_path, text).spec
     assert spec.inputs["msg"] == message
     model_dir = tmp_path / "out dir; touch x"
-    rendered = rendered_command(spec, _literal_bindings(spec, {"model": str(model_dir)}))
+    rendered = rendered_command(PlanJob.of(spec), _literal_bindings(spec, {"model": str(model_dir)}))
     out = subprocess.run(["bash", "-c", rendered], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == [message, "--n", "2", "--flag", "True", str(model_dir)]
     assert not pwned.exists()
@@ -436,7 +437,7 @@ def test_injection_through_an_override_is_quoted_too(tmp_path: Path) -> None:
     printer = f"{shlex.quote(sys.executable)} -c 'import sys; print(sys.argv[1])'"
     command = printer + " ${{inputs.msg}}"
     job = load_text(tmp_path, f"command: {json.dumps(command)}\n", [f"inputs.msg=x; touch {pwned}"])
-    rendered = rendered_command(job.spec, _literal_bindings(job.spec, {}))
+    rendered = rendered_command(PlanJob.of(job.spec), _literal_bindings(job.spec, {}))
     out = subprocess.run(["bash", "-c", rendered], capture_output=True, text=True, check=True)
     assert out.stdout == f"x; touch {pwned}\n"
     assert not pwned.exists()

@@ -42,7 +42,7 @@ from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
 from distrun.file_modes import make_dirs, open_append
 from distrun.plan.model import LaunchPlan, ProcessSpec
-from distrun.spec.models import DEFAULT_GRACE_PERIOD
+from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
 
 if TYPE_CHECKING:  # MPI output handling is imported only by the jobs that start a launcher
     from distrun.agent.mpi_output import MpiOutput

@@ -35,6 +35,7 @@ from distrun.job_status import JobStatus
 if TYPE_CHECKING:
     from distrun.agent.outcome import GangResult
     from distrun.plan.model import Bindings, LaunchPlan
+    from distrun.plan.plan_job import PlanJob
     from distrun.spec.models import JobSpec
     from distrun.store.layout import JobFolder
 
@@ -46,23 +47,36 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 @dataclass(frozen=True)
 class NodeJob:
-    """The job as a node reads it from its job folder: the resolved job and its input/output bindings."""
+    """The job as a node reads it from its job folder: what planning it needs, and its input/output bindings."""
 
-    spec: JobSpec
+    plan_job: PlanJob
     bindings: Bindings
     folder: JobFolder
 
 
 def read_job(job_dir: Path) -> NodeJob:
-    """job.json and bindings.json of the job folder; OSError when this node cannot read them."""
+    """job.json and bindings.json of the job folder; OSError when this node cannot read them.
+
+    job.json was validated when the job was submitted: a node reads it as plain data (`PlanJob`),
+    without loading the job models, which would add pydantic's import and validator build to the
+    start of every node.
+    """
     from distrun.plan.model import Bindings
-    from distrun.spec.models import JobSpec
+    from distrun.plan.plan_job import PlanJob
     from distrun.store.layout import JobFolder
 
     folder = JobFolder(job_dir)
-    spec = JobSpec.model_validate(json.loads(folder.job_json.read_text(encoding="utf-8")))
+    job = PlanJob.from_dump(json.loads(folder.job_json.read_text(encoding="utf-8")), str(folder.job_json))
     bindings = Bindings(**json.loads(folder.bindings_json.read_text(encoding="utf-8")))
-    return NodeJob(spec, bindings, folder)
+    return NodeJob(job, bindings, folder)
+
+
+def read_spec(job_dir: Path) -> JobSpec:
+    """The whole job of a job folder, validated again, for the agents that need more than its plan."""
+    from distrun.spec.models import JobSpec
+    from distrun.store.layout import JobFolder
+
+    return JobSpec.model_validate(json.loads(JobFolder(job_dir).job_json.read_text(encoding="utf-8")))
 
 
 def unreadable_job_message(where: str, job_dir: Path, exc: OSError) -> str:
@@ -96,7 +110,7 @@ def node_plan(job: NodeJob, facts: NodeFacts, adapt_plan: Callable[[LaunchPlan],
         run_id=facts.job_dir.name,
         restart_count=facts.restart_count,
     )
-    plan = build_plan(job.spec, placement, job.bindings)
+    plan = build_plan(job.plan_job, placement, job.bindings)
     return adapt_plan(plan) if adapt_plan is not None else plan
 
 
@@ -258,8 +272,8 @@ def run_node(
             [facts.node_rank],
             job.folder.user_logs,
             stream=stream,
-            grace_period=job.spec.limits.grace_seconds,
-            timeout=job.spec.limits.timeout,
+            grace_period=job.plan_job.grace_seconds,
+            timeout=job.plan_job.timeout,
             base_env=facts.base_env,
             launch_id=f"{facts.job_dir.name}-{facts.engine.lower()}{facts.engine_job_id}-node{facts.node_rank}",
             # Parameter servers on this node wait until every node's training tasks are done.
@@ -293,10 +307,15 @@ def main(argv: list[str] | None = None) -> int:
     data: dict[str, Any] = json.loads(args.facts.read_text(encoding="utf-8"))
     data.setdefault("base_env", dict(os.environ))
     facts = NodeFacts.from_dict(data)
+    from distrun.errors import DistrunError
+
     try:
         job = read_job(facts.job_dir)
     except OSError as exc:
         print(unreadable_job_message(facts.node_name, facts.job_dir, exc), file=sys.stderr, flush=True)
+        return EXIT_NO_JOB
+    except DistrunError as exc:
+        print(f"distrun node agent: error: {exc.render()}", file=sys.stderr, flush=True)
         return EXIT_NO_JOB
     from distrun.store.layout import NodeChannelPaths
 

@@ -340,11 +340,13 @@ class LocalBackend(Backend):
         """A job this machine cannot start (an MPI job without mpirun, GPUs it does not have) leaves nothing behind."""
         from distrun.backends.local_preflight import preflight
         from distrun.plan.gpus import processes_per_node, slice_gpus
+        from distrun.plan.plan_job import PlanJob
 
         preflight(spec)
         hosts = (LOCAL_ADDRESS,) * spec.node_count
         placement = Placement(hosts=hosts, master_port=0, job_dir="", run_id="", simulated=True, gpus=probe_gpus())
-        slice_gpus(spec, placement, processes_per_node(spec, spec.node_count))
+        job = PlanJob.of(spec)
+        slice_gpus(job, placement, processes_per_node(job, job.node_count))
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
         """The plan with ports free now; the supervisor picks (and leases) the ports again when the job starts."""

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from distrun.errors import DistrunError
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec, with_shared_env
-from distrun.spec.models import JobSpec
+from distrun.plan.plan_job import PlanJob
 
-Planner = Callable[[JobSpec, Placement, Bindings], LaunchPlan]
+if TYPE_CHECKING:
+    from distrun.spec.models import JobSpec
+
+Planner = Callable[[PlanJob, Placement, Bindings], LaunchPlan]
 
 
 def _planner(kind: str) -> Planner:
@@ -35,8 +39,14 @@ def _planner(kind: str) -> Planner:
     )
 
 
-def task_port_count(job: JobSpec) -> int:
+def plan_job(job: JobSpec | PlanJob) -> PlanJob:
+    """What the planner reads of a job: a validated spec is dumped and read as its job.json would be."""
+    return job if isinstance(job, PlanJob) else PlanJob.of(job)
+
+
+def task_port_count(job: JobSpec | PlanJob) -> int:
     """How many per-task ports a job needs besides MASTER_PORT (the backend finds them)."""
+    job = plan_job(job)
     if job.distribution_type == "tensorflow":
         from distrun.plan.tensorflow import task_count
 
@@ -48,8 +58,19 @@ def task_port_count(job: JobSpec) -> int:
     return 0
 
 
-def build_plan(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
+def build_plan(job: JobSpec | PlanJob, placement: Placement, bindings: Bindings) -> LaunchPlan:
+    job = plan_job(job)
     return with_shared_env(_planner(job.distribution_type or "none")(job, placement, bindings))
 
 
-__all__ = ["Bindings", "LaunchPlan", "NodePlan", "Placement", "ProcessSpec", "build_plan", "task_port_count"]
+__all__ = [
+    "Bindings",
+    "LaunchPlan",
+    "NodePlan",
+    "Placement",
+    "PlanJob",
+    "ProcessSpec",
+    "build_plan",
+    "plan_job",
+    "task_port_count",
+]

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from distrun.plan.model import Bindings, Placement
+from distrun.plan.plan_job import PlanJob
 from distrun.restarts import restart_env
 from distrun.spec.command_template import render_command
-from distrun.spec.models import JobSpec
 
 SHELL = "bash"  # Azure ML runs the command under bash; `$RANK` etc. expand per process
 
 
-def rendered_command(job: JobSpec, bindings: Bindings) -> str:
+def rendered_command(job: PlanJob, bindings: Bindings) -> str:
     return render_command(job.command, bindings.inputs, bindings.outputs)
 
 
@@ -22,7 +22,7 @@ def code_dir(placement: Placement) -> str:
     return placement.job_dir.rstrip("/") + "/code"
 
 
-def job_env(job: JobSpec, placement: Placement, bindings: Bindings) -> dict[str, str]:
+def job_env(job: PlanJob, placement: Placement, bindings: Bindings) -> dict[str, str]:
     """Variables every process of the job sees, whatever its framework."""
     env = dict(job.environment_variables)
     env.update(bindings.environment)  # the job's own Python environment first on PATH; its MLflow run

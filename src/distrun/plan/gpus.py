@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from distrun.errors import DistrunError
 from distrun.plan.model import Placement
-from distrun.spec.models import JobSpec
+from distrun.plan.plan_job import PlanJob
 
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 ASK_KEY = "gpus_per_node"  # in resources.properties
@@ -55,9 +55,9 @@ def parse_visible_devices(text: str | None) -> tuple[str, ...] | None:
     return devices
 
 
-def asked_gpus_per_node(job: JobSpec) -> int | None:
+def asked_gpus_per_node(job: PlanJob) -> int | None:
     """`resources.properties.gpus_per_node` as a count (4, "4", "a100:4"); None when not asked."""
-    value = (job.resources.properties or {}).get(ASK_KEY)
+    value = job.gpus_per_node
     if value is None:
         return None
     match = _ASK_PATTERN.match(str(value).strip()) if not isinstance(value, bool) else None
@@ -66,7 +66,7 @@ def asked_gpus_per_node(job: JobSpec) -> int | None:
     return int(match.group(1))
 
 
-def processes_per_node(job: JobSpec, node_count: int) -> int:
+def processes_per_node(job: PlanJob, node_count: int) -> int:
     """The most processes any node of the job runs (that each want a GPU of their own)."""
     kind = job.distribution_type
     if kind == "tensorflow":
@@ -74,10 +74,10 @@ def processes_per_node(job: JobSpec, node_count: int) -> int:
 
         per_node = Counter(task.node_rank for task in layout(task_counts(job), node_count))
         return max(per_node.values(), default=0)
-    return int(getattr(job.distribution, "process_count_per_instance", 1) or 1)
+    return job.process_count_per_instance
 
 
-def slice_gpus(job: JobSpec, placement: Placement, per_node: int) -> GpuSlices:
+def slice_gpus(job: PlanJob, placement: Placement, per_node: int) -> GpuSlices:
     """Each simulated node's GPUs; a clear error when the job asks for GPUs it cannot have."""
     asked = asked_gpus_per_node(job)
     if not placement.simulated:

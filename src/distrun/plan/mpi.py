@@ -24,7 +24,7 @@ from distrun.plan import deepspeed
 from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
 from distrun.plan.gpus import VISIBLE_DEVICES, launcher_devices, rank_binding, slice_gpus
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
-from distrun.spec.models import JobSpec, MpiDistribution
+from distrun.plan.plan_job import PlanJob
 
 HOSTFILE_PATH = "mpi/hostfile"  # relative to the job folder
 LAUNCHER_NAME = "mpi_launcher"
@@ -133,9 +133,8 @@ def mpirun_argv(world: int, hostfile: str, exported: list[str], extra: list[str]
     return tuple(argv)
 
 
-def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
-    dist = job.distribution if isinstance(job.distribution, MpiDistribution) else MpiDistribution()
-    per_node = dist.process_count_per_instance
+def plan_mpi(job: PlanJob, placement: Placement, bindings: Bindings) -> LaunchPlan:
+    per_node = job.process_count_per_instance
     world = len(placement.hosts) * per_node
     command = rendered_command(job, bindings)
     hostfile = placement.job_dir.rstrip("/") + "/" + HOSTFILE_PATH
@@ -178,7 +177,7 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
             f"the command starts {own_launcher} itself: distrun runs it once on node 0 with "
             f"AZUREML_MPI_HOSTFILE ({world} slots) and does not wrap it"
         )
-        if dist.mpirun_args:
+        if job.mpirun_args:
             notes.append("distribution.mpirun_args is ignored: the command runs its own launcher")
         if deepspeed.is_launcher(own_launcher):
             notes += deepspeed.launcher_notes(command, placement.simulated, len(placement.hosts), per_node)
@@ -189,7 +188,7 @@ def plan_mpi(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPl
             notes.append(_own_launcher_gpu_note(own_launcher, devices))
     else:
         # Each rank takes its simulated node's GPUs before the command runs (see gpus.rank_binding).
-        argv = mpirun_argv(world, hostfile, exported, list(dist.mpirun_args), rank_binding(gpus, per_node) + command)
+        argv = mpirun_argv(world, hostfile, exported, list(job.mpirun_args), rank_binding(gpus, per_node) + command)
         label = "mpirun"
         launcher_env = {**env, **_RUN_AS_ROOT_ENV}
     if placement.simulated and len(placement.hosts) > 1:

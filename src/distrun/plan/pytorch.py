@@ -12,15 +12,15 @@ from distrun.plan.common import code_dir, job_env, process_log_name, rendered_co
 from distrun.plan.gpus import slice_gpus
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
 from distrun.plan.mpi import user_launcher
-from distrun.spec.models import JobSpec
+from distrun.plan.plan_job import PlanJob
 
 
 def rank_of(node_rank: int, local_rank: int, per_node: int) -> int:
     return node_rank * per_node + local_rank
 
 
-def plan_pytorch(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
-    per_node = getattr(job.distribution, "process_count_per_instance", 1)
+def plan_pytorch(job: PlanJob, placement: Placement, bindings: Bindings) -> LaunchPlan:
+    per_node = job.process_count_per_instance
     node_count = len(placement.hosts)
     world = node_count * per_node
     command = rendered_command(job, bindings)

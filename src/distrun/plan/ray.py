@@ -27,7 +27,7 @@ import shlex
 
 from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec
-from distrun.spec.models import JobSpec, RayDistribution
+from distrun.plan.plan_job import PlanJob, RayOptions
 
 # How long the driver waits for every node to join before the job fails (polled: a fast start
 # is not slowed; room for START_ATTEMPTS slow starts).
@@ -144,14 +144,9 @@ sys.exit(f"distrun: Ray did not start on this node in {attempts} attempts (see a
 """
 
 
-def ray_distribution(job: JobSpec) -> RayDistribution:
-    dist = job.distribution
-    return dist if isinstance(dist, RayDistribution) else RayDistribution()
-
-
-def port_count(job: JobSpec) -> int:
+def port_count(job: PlanJob) -> int:
     """Ports the backend finds free on node 0 for a Ray cluster (see `ray_ports`)."""
-    dist = ray_distribution(job)
+    dist = job.ray
     if dist.address:
         return 0
     return (
@@ -177,9 +172,9 @@ def node_ports(ports: list[int]) -> list[str]:
     return [f"{option}={port}" for option, port in zip(NODE_PORT_OPTIONS, ports, strict=True)]
 
 
-def ray_ports(job: JobSpec, free: tuple[int, ...]) -> dict[str, object]:
+def ray_ports(job: PlanJob, free: tuple[int, ...]) -> dict[str, object]:
     """The cluster's ports: GCS, client server, dashboard, one dashboard agent per node (from `free`, in that order)."""
-    dist = ray_distribution(job)
+    dist = job.ray
     pool = list(free)
     gcs = dist.port or pool.pop(0)
     client = pool.pop(0)
@@ -192,7 +187,7 @@ def start_with_retries(job_dir: str) -> list[str]:
     return ["python", f"{job_dir.rstrip('/')}/{START_SCRIPT_PATH}", str(START_ATTEMPTS)]
 
 
-def head_argv(address: str, ports: dict[str, object], dist: RayDistribution, job_dir: str) -> str:
+def head_argv(address: str, ports: dict[str, object], dist: RayOptions, job_dir: str) -> str:
     args = [
         *start_with_retries(job_dir),
         "ray",
@@ -215,7 +210,7 @@ def wait_for(nodes: int, job_dir: str) -> str:
     return shlex.join(["python", f"{job_dir.rstrip('/')}/{WAIT_SCRIPT_PATH}", str(nodes), str(JOIN_TIMEOUT_S)])
 
 
-def worker_argv(head: str, address: str, agent_ports: list[str], dist: RayDistribution, job_dir: str) -> str:
+def worker_argv(head: str, address: str, agent_ports: list[str], dist: RayOptions, job_dir: str) -> str:
     args = [
         *start_with_retries(job_dir),
         "ray",
@@ -233,8 +228,8 @@ def driver_command(command: str, nodes: int, job_dir: str) -> str:
     return f"{wait_for(nodes, job_dir)} || exit 1\n{command}"
 
 
-def plan_ray(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
-    dist = ray_distribution(job)
+def plan_ray(job: PlanJob, placement: Placement, bindings: Bindings) -> LaunchPlan:
+    dist = job.ray
     command = rendered_command(job, bindings)
     cwd = code_dir(placement)
     base = job_env(job, placement, bindings)

@@ -25,7 +25,7 @@ from distrun.errors import DistrunError
 from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
 from distrun.plan.gpus import slice_gpus
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec, tf_config
-from distrun.spec.models import JobSpec, TensorFlowDistribution
+from distrun.plan.plan_job import PlanJob
 
 __all__ = ["plan_tensorflow", "tf_config"]
 
@@ -40,16 +40,14 @@ class TensorFlowTask:
     node_rank: int
 
 
-def task_counts(job: JobSpec) -> dict[str, int]:
+def task_counts(job: PlanJob) -> dict[str, int]:
     """How many tasks of each role the job runs, in cluster order."""
-    dist = job.distribution
-    if not isinstance(dist, TensorFlowDistribution):
-        dist = TensorFlowDistribution()
+    dist = job.tensorflow
     workers = dist.worker_count if dist.worker_count is not None else job.node_count
     return {"chief": dist.chief_count, "worker": workers, "ps": dist.parameter_server_count}
 
 
-def task_count(job: JobSpec) -> int:
+def task_count(job: PlanJob) -> int:
     return sum(task_counts(job).values())
 
 
@@ -92,26 +90,23 @@ def _addresses(tasks: list[TensorFlowTask], placement: Placement) -> list[str]:
     return addresses
 
 
-def _notes(job: JobSpec, counts: dict[str, int], placement: Placement) -> tuple[str, ...]:
+def _notes(job: PlanJob, counts: dict[str, int], placement: Placement) -> tuple[str, ...]:
     notes = []
     if counts["ps"] and not counts["chief"]:
         notes.append(
             "no chief task: worker 0 acts as chief (as in Azure ML); "
             "TF2 ParameterServerStrategy needs `chief_count: 1` in distribution"
         )
-    dist = job.distribution
-    settings = dist.parameter_server if isinstance(dist, TensorFlowDistribution) else None
-    if placement.simulated and settings is not None:
-        kept = [k for k in ("environment", "resource_limits") if getattr(settings, k) is not None]
-        if kept:
-            notes.append(
-                f"parameter_server {' and '.join(kept)} recorded; on local compute "
-                "parameter servers run in the job's own Python environment, without limits"
-            )
+    kept = job.tensorflow.ps_recorded
+    if placement.simulated and kept:
+        notes.append(
+            f"parameter_server {' and '.join(kept)} recorded; on local compute "
+            "parameter servers run in the job's own Python environment, without limits"
+        )
     return tuple(notes)
 
 
-def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> LaunchPlan:
+def plan_tensorflow(job: PlanJob, placement: Placement, bindings: Bindings) -> LaunchPlan:
     counts = task_counts(job)
     node_count = len(placement.hosts)
     tasks = layout(counts, node_count)
@@ -123,9 +118,7 @@ def plan_tensorflow(job: JobSpec, placement: Placement, bindings: Bindings) -> L
     command = rendered_command(job, bindings)
     argv = shell_argv(command)
     base = job_env(job, placement, bindings)
-    dist = job.distribution
-    ps_settings = dist.parameter_server if isinstance(dist, TensorFlowDistribution) else None
-    ps_env = dict(ps_settings.environment_variables) if ps_settings else {}
+    ps_env = job.tensorflow.ps_environment_variables
     per_node_role = Counter((t.node_rank, t.role) for t in tasks)
     cwd = code_dir(placement)
     gpus = slice_gpus(job, placement, max(Counter(t.node_rank for t in tasks).values(), default=0))

@@ -16,6 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, field_validator
 from pydantic_core import PydanticCustomError
 
+# Seconds between SIGTERM and SIGKILL when the job does not set limits.grace_period.
+from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
+
 NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 JOB_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$"
 MAX_IO_NAME = 255
@@ -247,10 +250,6 @@ class ResourceConfiguration(StrictModel):
         if value is not None and not re.fullmatch(r"[0-9]+[bkmgBKMG]?", value):
             raise PydanticCustomError("shm_size", "shm_size '{value}' is not a size", {"value": value})
         return value
-
-
-# Seconds between SIGTERM and SIGKILL when the job does not set limits.grace_period.
-DEFAULT_GRACE_PERIOD = 10.0
 
 
 class JobLimits(StrictModel):

@@ -191,7 +191,7 @@ def remote_start_hosts(hosts: Iterable[str], port_base: int) -> dict[str, str]:
 
 
 def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
-    from distrun.agent.node import note_stop_requests, read_job, run_node
+    from distrun.agent.node import note_stop_requests, read_job, read_spec, run_node
     from distrun.backends.kubernetes.render import PLACEMENT_FILE, placement_from
 
     stop_requested = note_stop_requests()
@@ -204,7 +204,8 @@ def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
     if port_base.isdigit() and role != "launcher":
         return serve_remote_starts(env, job_dir, int(port_base) + node_rank, stop_requested)
     job = read_job(job_dir)
-    for name in job.spec.outputs:
+    spec = read_spec(job_dir)
+    for name in spec.outputs:
         (job_dir / "named-outputs" / name).mkdir(parents=True, exist_ok=True)
     where = placement_from(json.loads((job_dir / PLACEMENT_FILE).read_text(encoding="utf-8")))
     facts = pod_facts(env, where, node_rank, job_dir)
@@ -220,7 +221,7 @@ def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
     outcome = run_node(
         facts, channel, job, adapt_plan=lambda plan: with_restart_count(plan, attempt), stop_requested=stop_requested
     )
-    return pod_exit_code(outcome, job.spec)
+    return pod_exit_code(outcome, spec)
 
 
 def _token(env: Mapping[str, str]) -> str:

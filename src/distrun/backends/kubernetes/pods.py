@@ -166,9 +166,10 @@ def build_layout(
     dist = job.distribution
     roles: list[PodRole]
     if isinstance(dist, TensorFlowDistribution):
+        from distrun.plan.plan_job import PlanJob
         from distrun.plan.tensorflow import is_auxiliary, task_counts
 
-        counts = task_counts(job)
+        counts = task_counts(PlanJob.of(job))
         ps = dist.parameter_server
         ps_limits, ps_requests = pod_resources(ps.resource_limits if ps else None, "parameter_server.resource_limits")
         roles, first = [], 0

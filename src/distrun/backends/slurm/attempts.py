@@ -35,8 +35,9 @@ from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.state import read_canceled_at
+from distrun.errors import DistrunError
 from distrun.job_status import TERMINAL_STATUSES, JobStatus
-from distrun.restarts import Attempt, RestartPolicy, backoff_seconds, decide
+from distrun.restarts import Attempt, backoff_seconds, decide
 
 # Node outcomes and peer markers of the outcome channel (slurm/node_NN.json, slurm/main_done_NN).
 CHANNEL_FILE = re.compile(r"^(node_\d+\.json|[a-z_]+_\d\d)$")
@@ -119,8 +120,8 @@ class AttemptBook:
         self.job_dir = job_dir
         self.paths = SlurmPaths(job_dir)
         self.job = read_job(job_dir)
-        self.policy = RestartPolicy.of(self.job.spec.limits)
-        self.node_count = self.job.spec.node_count
+        self.policy = self.job.plan_job.restarts
+        self.node_count = self.job.plan_job.node_count
 
     def begin(self, slurm_restarts: int) -> str:
         """The number of the attempt about to start; first records one that Slurm ended itself."""
@@ -269,7 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job-dir", type=Path, required=True, help="the job folder")
     parser.add_argument("step", choices=("begin", "end"))
     args = parser.parse_args(argv)
-    book = AttemptBook(args.job_dir.absolute())
+    try:
+        book = AttemptBook(args.job_dir.absolute())
+    except DistrunError as exc:  # job.json changed after submission (PlanJob.from_dump says how)
+        print(f"distrun: error: {exc.render()}", file=sys.stderr, flush=True)
+        return 1
     if args.step == "begin":
         restarts = os.environ.get("SLURM_RESTART_COUNT", "0")
         print(book.begin(int(restarts) if restarts.isdigit() else 0))

@@ -126,8 +126,9 @@ def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
         where = env.get("SLURMD_NODENAME") or socket.gethostname()
         print(agent.unreadable_job_message(where, job_dir, exc), file=sys.stderr, flush=True)
         return agent.EXIT_NO_JOB
-    pinned = job.spec.environment_variables.get("MASTER_PORT")
-    facts = slurm_facts(env, job_dir, int(pinned) if pinned and pinned.isdigit() else None, task_port_count(job.spec))
+    pinned = job.plan_job.environment_variables.get("MASTER_PORT")
+    pinned_port = int(pinned) if pinned and pinned.isdigit() else None
+    facts = slurm_facts(env, job_dir, pinned_port, task_port_count(job.plan_job))
     channel = outcome_channel(job_dir, facts.node_count)
     outcome = agent.run_node(
         facts,
@@ -152,9 +153,8 @@ def preemption_test(job: NodeJob, channel: FolderOutcomeChannel) -> Callable[[in
 
     from distrun.backends.slurm.layout import SlurmPaths
     from distrun.job_status import JobStatus
-    from distrun.restarts import RestartPolicy
 
-    if not RestartPolicy.of(job.spec.limits).on:
+    if not job.plan_job.restarts.on:
         return None
     cancel = SlurmPaths(job.folder.root).cancel
 
