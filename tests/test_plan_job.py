@@ -175,3 +175,88 @@ def test_a_job_json_changed_after_submission_is_a_clear_error(change, said: str)
 def test_a_job_json_that_is_not_a_mapping_is_a_clear_error() -> None:
     with pytest.raises(DistrunError, match=r"job.json is list, not a mapping"):
         PlanJob.from_dump([], "job.json")
+
+
+def _prepared_folder(write_job, name: str) -> Path:
+    from distrun.backends.targets import resolve_target
+    from distrun.store.layout import Layout
+    from distrun.submission import prepare_job
+
+    layout = Layout()
+    target = resolve_target("local", layout.config_path)
+    return prepare_job(load_job_file(write_job(json.dumps(VARIANTS["none"]))), layout, target, name).folder.root
+
+
+def test_a_node_never_blocks_on_or_follows_what_a_rank_put_in_place_of_job_json(
+    write_job, distrun_home: Path, tmp_path: Path
+) -> None:
+    import os
+
+    from distrun.safe_files import UnsafeFileError
+
+    folder = _prepared_folder(write_job, "swapped")
+    job_json = folder / "job.json"
+    outside = tmp_path / "outside.json"
+    outside.write_text(job_json.read_text())
+    job_json.unlink()
+    os.mkfifo(job_json)  # an open for reading would wait forever for a writer
+    with pytest.raises(UnsafeFileError, match="not a regular file"):
+        read_job(folder)
+    job_json.unlink()
+    job_json.symlink_to(outside)  # a valid job, but not the one in the folder
+    with pytest.raises(UnsafeFileError, match="not a regular file"):
+        read_job(folder)
+    job_json.unlink()
+    job_json.write_text("{not json")
+    with pytest.raises(DistrunError, match=r"job.json is not what distrun wrote there"):
+        read_job(folder)
+    job_json.write_text(outside.read_text())
+    (folder / "bindings.json").write_text('{"unknown": 1}')
+    with pytest.raises(DistrunError, match=r"bindings.json is not what distrun wrote there"):
+        read_job(folder)
+
+
+def test_the_node_agent_names_a_changed_job_json_and_ends_without_a_traceback(
+    write_job, distrun_home: Path, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+    from distrun.agent.node import EXIT_NO_JOB
+    from distrun.agent.node_facts import NodeFacts
+
+    folder = _prepared_folder(write_job, "changed")
+    data = json.loads((folder / "job.json").read_text())
+    data["resources"] = {"instance_count": "many"}
+    (folder / "job.json").write_text(json.dumps(data))
+    facts = NodeFacts(
+        node_rank=0,
+        node_names=("n0",),
+        addresses=("127.0.0.1",),
+        master_port=29999,
+        task_ports=(),
+        job_dir=folder,
+        engine="local",
+        engine_job_id="x",
+    ).to_dict()
+    (tmp_path / "facts.json").write_text(json.dumps(facts))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "distrun.agent.node",
+            "--facts",
+            str(tmp_path / "facts.json"),
+            "--channel",
+            str(tmp_path / "ch"),
+        ],
+        env=cli_env(distrun_home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == EXIT_NO_JOB, done.stdout + done.stderr
+    assert "resources: instance_count is 'many', not int" in done.stderr
+    assert "submit the job again" in done.stderr
+    assert "Traceback" not in done.stderr

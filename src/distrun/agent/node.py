@@ -61,13 +61,25 @@ def read_job(job_dir: Path) -> NodeJob:
     without loading the job models, which would add pydantic's import and validator build to the
     start of every node.
     """
+    from distrun.errors import DistrunError
     from distrun.plan.model import Bindings
     from distrun.plan.plan_job import PlanJob
+    from distrun.safe_files import read_text
     from distrun.store.layout import JobFolder
 
     folder = JobFolder(job_dir)
-    job = PlanJob.from_dump(json.loads(folder.job_json.read_text(encoding="utf-8")), str(folder.job_json))
-    bindings = Bindings(**json.loads(folder.bindings_json.read_text(encoding="utf-8")))
+    # The job's processes can write its folder (between attempts too): read only regular files,
+    # of bounded size, and say which file is wrong rather than fail with a traceback.
+    where = folder.job_json
+    try:
+        job = PlanJob.from_dump(json.loads(read_text(where)), str(where))
+        where = folder.bindings_json
+        bindings = Bindings(**json.loads(read_text(where)))
+    except (ValueError, TypeError) as exc:
+        raise DistrunError(
+            f"{where} is not what distrun wrote there ({exc})",
+            "the job's files were changed after submission: submit the job again",
+        ) from None
     return NodeJob(job, bindings, folder)
 
 
