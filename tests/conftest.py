@@ -9,6 +9,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -205,3 +206,38 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: flo
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
+
+
+def prepare_local_job(job_file: Path, name: str) -> Any:
+    """`job_file` prepared for local compute in DISTRUN_HOME, as a backend prepares a job (a `PreparedJob`)."""
+    from distrun.backends.targets import resolve_target
+    from distrun.spec.loader import load_job_file
+    from distrun.store.layout import Layout
+    from distrun.submission import prepare_job
+
+    layout = Layout()
+    return prepare_job(load_job_file(job_file), layout, resolve_target("local", layout.config_path), name)
+
+
+def one_node_facts(job_dir: Path, path: Path) -> Path:
+    """Facts of a one-node job on this machine for `python -m distrun.agent.node --facts`, written to `path`.
+
+    The agent's own environment becomes the ranks' base environment, as an engine's node gives it.
+    """
+    import json
+
+    from distrun.agent.node_facts import NodeFacts
+
+    facts = NodeFacts(
+        node_rank=0,
+        node_names=("node0",),
+        addresses=("127.0.0.1",),
+        master_port=29999,
+        task_ports=(),
+        job_dir=job_dir,
+        engine="local",
+        engine_job_id="test",
+    ).to_dict()
+    del facts["base_env"]
+    path.write_text(json.dumps(facts))
+    return path

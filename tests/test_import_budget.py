@@ -140,29 +140,12 @@ def imported_by_node_agent(tmp_path: Path, extra_import: str = "") -> set[str]:
 
     The caller's DISTRUN_HOME (the `distrun_home` fixture) holds the job, prepared as a backend does.
     """
-    from distrun.agent.node_facts import NodeFacts
-    from distrun.backends.targets import resolve_target
-    from distrun.spec.loader import load_job_file
-    from distrun.store.layout import Layout
-    from distrun.submission import prepare_job
+    from conftest import one_node_facts, prepare_local_job
 
     job = tmp_path / "job.yml"
     job.write_text(_JOB)
-    layout = Layout()
-    prepared = prepare_job(load_job_file(job), layout, resolve_target("local", layout.config_path), "node_probe")
-    facts = NodeFacts(
-        node_rank=0,
-        node_names=("node0",),
-        addresses=("127.0.0.1",),
-        master_port=29999,
-        task_ports=(),
-        job_dir=prepared.folder.root,
-        engine="local",
-        engine_job_id="probe",
-    ).to_dict()
-    del facts["base_env"]
-    facts_file = tmp_path / "facts.json"
-    facts_file.write_text(json.dumps(facts))
+    prepared = prepare_local_job(job, "node_probe")
+    facts_file = one_node_facts(prepared.folder.root, tmp_path / "facts.json")
     return imported_by_probe(tmp_path, _NODE_PROBE, [str(facts_file), str(tmp_path / "channel")], {}, extra_import)
 
 

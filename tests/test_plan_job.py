@@ -126,15 +126,11 @@ def test_the_variants_set_every_option_away_from_its_default() -> None:
 
 
 def test_a_node_plans_from_job_json_what_the_submitter_plans_from_the_models(write_job, distrun_home: Path) -> None:
-    from distrun.backends.targets import resolve_target
-    from distrun.store.layout import Layout
-    from distrun.submission import prepare_job
+    from conftest import prepare_local_job
 
-    layout = Layout()
-    target = resolve_target("local", layout.config_path)
     for index, (kind, data) in enumerate(VARIANTS.items()):
         path = write_job(json.dumps(data))
-        prepared = prepare_job(load_job_file(path), layout, target, f"plan_job_{index}")
+        prepared = prepare_local_job(path, f"plan_job_{index}")
         node = read_job(prepared.folder.root)
         assert node.plan_job == PlanJob.of(prepared.spec), kind
         hosts = ("10.0.0.1", "10.0.0.2", "10.0.0.3")[: prepared.spec.node_count]
@@ -178,13 +174,9 @@ def test_a_job_json_that_is_not_a_mapping_is_a_clear_error() -> None:
 
 
 def _prepared_folder(write_job, name: str) -> Path:
-    from distrun.backends.targets import resolve_target
-    from distrun.store.layout import Layout
-    from distrun.submission import prepare_job
+    from conftest import prepare_local_job
 
-    layout = Layout()
-    target = resolve_target("local", layout.config_path)
-    return prepare_job(load_job_file(write_job(json.dumps(VARIANTS["none"]))), layout, target, name).folder.root
+    return prepare_local_job(write_job(json.dumps(VARIANTS["none"])), name).folder.root
 
 
 def test_a_node_never_blocks_on_or_follows_what_a_rank_put_in_place_of_job_json(
@@ -216,38 +208,42 @@ def test_a_node_never_blocks_on_or_follows_what_a_rank_put_in_place_of_job_json(
         read_job(folder)
 
 
+def test_an_agent_that_validates_the_whole_job_names_a_changed_job_json(write_job, distrun_home: Path) -> None:
+    from distrun.agent.node import read_job_and_spec
+
+    folder = _prepared_folder(write_job, "whole")
+    job, spec = read_job_and_spec(folder)
+    assert (job.plan_job.command, spec.command) == ("echo one", "echo one")
+    job_json = folder / "job.json"
+    dump = json.loads(job_json.read_text())
+    dump["resources"] = {"instance_count": "many"}  # plain JSON, but no job distrun would write
+    job_json.write_text(json.dumps(dump))
+    expected = r"job.json is not what distrun wrote there \(resources.instance_count: Input should be a valid integer"
+    with pytest.raises(DistrunError, match=expected):
+        read_job_and_spec(folder)
+
+
 def test_the_node_agent_names_a_changed_job_json_and_ends_without_a_traceback(
     write_job, distrun_home: Path, tmp_path: Path
 ) -> None:
     import subprocess
     import sys
 
-    from conftest import cli_env
+    from conftest import cli_env, one_node_facts
     from distrun.agent.node import EXIT_NO_JOB
-    from distrun.agent.node_facts import NodeFacts
 
     folder = _prepared_folder(write_job, "changed")
     data = json.loads((folder / "job.json").read_text())
     data["resources"] = {"instance_count": "many"}
     (folder / "job.json").write_text(json.dumps(data))
-    facts = NodeFacts(
-        node_rank=0,
-        node_names=("n0",),
-        addresses=("127.0.0.1",),
-        master_port=29999,
-        task_ports=(),
-        job_dir=folder,
-        engine="local",
-        engine_job_id="x",
-    ).to_dict()
-    (tmp_path / "facts.json").write_text(json.dumps(facts))
+    facts = one_node_facts(folder, tmp_path / "facts.json")
     done = subprocess.run(
         [
             sys.executable,
             "-m",
             "distrun.agent.node",
             "--facts",
-            str(tmp_path / "facts.json"),
+            str(facts),
             "--channel",
             str(tmp_path / "ch"),
         ],

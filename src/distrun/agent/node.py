@@ -61,34 +61,63 @@ def read_job(job_dir: Path) -> NodeJob:
     without loading the job models, which would add pydantic's import and validator build to the
     start of every node.
     """
-    from distrun.errors import DistrunError
-    from distrun.plan.model import Bindings
     from distrun.plan.plan_job import PlanJob
-    from distrun.safe_files import read_text
     from distrun.store.layout import JobFolder
 
     folder = JobFolder(job_dir)
-    # The job's processes can write its folder (between attempts too): read only regular files,
-    # of bounded size, and say which file is wrong rather than fail with a traceback.
-    where = folder.job_json
-    try:
-        job = PlanJob.from_dump(json.loads(read_text(where)), str(where))
-        where = folder.bindings_json
-        bindings = Bindings(**json.loads(read_text(where)))
-    except (ValueError, TypeError) as exc:
-        raise DistrunError(
-            f"{where} is not what distrun wrote there ({exc})",
-            "the job's files were changed after submission: submit the job again",
-        ) from None
-    return NodeJob(job, bindings, folder)
+    job = PlanJob.from_dump(_folder_json(folder.job_json), str(folder.job_json))
+    return NodeJob(job, _bindings(folder), folder)
 
 
-def read_spec(job_dir: Path) -> JobSpec:
-    """The whole job of a job folder, validated again, for the agents that need more than its plan."""
+def read_job_and_spec(job_dir: Path) -> tuple[NodeJob, JobSpec]:
+    """`read_job`, and the whole job validated again, for an agent that needs more than its plan."""
+    from distrun.errors import DistrunError
+    from distrun.plan.plan_job import PlanJob
     from distrun.spec.models import JobSpec
     from distrun.store.layout import JobFolder
 
-    return JobSpec.model_validate(json.loads(JobFolder(job_dir).job_json.read_text(encoding="utf-8")))
+    folder = JobFolder(job_dir)
+    try:
+        spec = JobSpec.model_validate(_folder_json(folder.job_json))
+    except ValueError as exc:  # pydantic's ValidationError: a key a rank changed after submission
+        raise DistrunError(
+            f"{folder.job_json} is not what distrun wrote there ({_first_error(exc)})", _CHANGED_HINT
+        ) from None
+    return NodeJob(PlanJob.of(spec), _bindings(folder), folder), spec
+
+
+def _bindings(folder: JobFolder) -> Bindings:
+    from distrun.errors import DistrunError
+    from distrun.plan.model import Bindings
+
+    try:
+        return Bindings(**_folder_json(folder.bindings_json))  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise DistrunError(f"{folder.bindings_json} is not what distrun wrote there ({exc})", _CHANGED_HINT) from None
+
+
+def _folder_json(path: Path) -> object:
+    """A JSON file of the job folder, where the job's processes can write (between attempts too):
+    only a regular file of bounded size is read, and one that is not JSON is named, not a traceback."""
+    from distrun.errors import DistrunError
+    from distrun.safe_files import read_text
+
+    try:
+        return json.loads(read_text(path))
+    except ValueError as exc:
+        raise DistrunError(f"{path} is not what distrun wrote there ({exc})", _CHANGED_HINT) from None
+
+
+def _first_error(exc: ValueError) -> str:
+    """pydantic's first error as `key.path: message`, on one line; any other ValueError as it reads."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors) or not errors():
+        return str(exc)
+    first = errors()[0]
+    return f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+
+
+_CHANGED_HINT = "the job's files were changed after submission: submit the job again"
 
 
 def unreadable_job_message(where: str, job_dir: Path, exc: OSError) -> str:

@@ -191,7 +191,7 @@ def remote_start_hosts(hosts: Iterable[str], port_base: int) -> dict[str, str]:
 
 
 def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
-    from distrun.agent.node import note_stop_requests, read_job, read_spec, run_node
+    from distrun.agent.node import note_stop_requests, read_job_and_spec, run_node
     from distrun.backends.kubernetes.render import PLACEMENT_FILE, placement_from
 
     stop_requested = note_stop_requests()
@@ -203,8 +203,7 @@ def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
     role = env.get(f"{ENV_PREFIX}ROLE", "")
     if port_base.isdigit() and role != "launcher":
         return serve_remote_starts(env, job_dir, int(port_base) + node_rank, stop_requested)
-    job = read_job(job_dir)
-    spec = read_spec(job_dir)
+    job, spec = read_job_and_spec(job_dir)
     for name in spec.outputs:
         (job_dir / "named-outputs" / name).mkdir(parents=True, exist_ok=True)
     where = placement_from(json.loads((job_dir / PLACEMENT_FILE).read_text(encoding="utf-8")))
