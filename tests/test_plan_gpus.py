@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -166,6 +167,39 @@ def test_nvidia_smi_listing_is_parsed_into_indices() -> None:
         "  MIG 1g.5gb     Device  0: (UUID: MIG-3)\n"
     )
     assert parse_gpu_list(listing) == ("0", "1")
+
+
+def test_one_run_asks_the_driver_once_and_a_later_attempt_asks_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nvidia-smi` starts NVML on every call (tens of ms on a GPU machine): preflight, preview and
+    first attempt share one listing, but a restart half a minute later sees the GPUs as they are."""
+    from distrun.backends import local_gpus
+
+    calls = tmp_path / "calls"
+    program = tmp_path / "bin" / "nvidia-smi"  # a stand-in for the driver's tool, counting its calls
+    program.parent.mkdir()
+    program.write_text(f'#!/bin/sh\necho >> "{calls}"\nprintf "GPU 0: A (UUID: GPU-1)\\nGPU 1: B (UUID: GPU-2)\\n"\n')
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{program.parent}:/usr/bin:/bin")
+    monkeypatch.setattr(local_gpus, "_last_listing", None)
+
+    def asked() -> int:
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+    assert [probe_gpus({}) for _ in range(3)] == [("0", "1")] * 3
+    assert asked() == 1
+    assert probe_gpus({"CUDA_VISIBLE_DEVICES": "1"}) == ("1",) and asked() == 1  # CUDA's list: no driver call
+    monkeypatch.setattr(local_gpus, "LISTING_REUSE_S", 0.0)  # the listing has aged, as before a restart
+    assert probe_gpus({}) == ("0", "1") and asked() == 2
+    monkeypatch.setattr(local_gpus, "LISTING_REUSE_S", 30.0)
+    program.write_text(f'#!/bin/sh\necho >> "{calls}"\nexit 9\n')  # a driver that fails: no GPUs, asked once
+    other = tmp_path / "other" / "nvidia-smi"  # another tool on PATH is asked, not the old answer reused
+    other.parent.mkdir()
+    other.write_text(program.read_text())
+    other.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other.parent}:/usr/bin:/bin")
+    assert probe_gpus({}) == () and probe_gpus({}) == () and asked() == 3
 
 
 # ---------------------------------------------------------------- NCCL, UCX and gloo settings

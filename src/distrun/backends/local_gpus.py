@@ -3,6 +3,11 @@
 CUDA_VISIBLE_DEVICES when it is set (also "" or "-1": none), as CUDA itself would see them;
 else the driver's list from `nvidia-smi -L`; else none. A probe that fails or hangs means
 no GPUs: a CPU job must never fail because of it.
+
+One `distrun run` asks several times within a second (its preflight, the preview plan, the
+first attempt's plan), and `nvidia-smi` starts NVML on every call: tens of milliseconds each on
+a GPU machine. So the driver's answer is reused for `LISTING_REUSE_S`; an attempt that starts
+later (a restart after a failure) asks the driver again, so a GPU lost meanwhile is seen.
 """
 
 from __future__ import annotations
@@ -11,11 +16,13 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping
 
 from distrun.plan.gpus import VISIBLE_DEVICES, parse_visible_devices
 
 PROBE_TIMEOUT_S = 10.0
+LISTING_REUSE_S = 30.0
 # `GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)`; MIG devices are indented lines under it.
 _GPU_LINE = re.compile(r"^GPU (\d+):")
 
@@ -28,11 +35,25 @@ def probe_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     return driver_gpus()
 
 
+# (monotonic time the listing ended, the `nvidia-smi` that gave it, the GPUs it listed)
+_last_listing: tuple[float, str, tuple[str, ...]] | None = None
+
+
 def driver_gpus() -> tuple[str, ...]:
     """GPU indices as `nvidia-smi -L` lists them; () without nvidia-smi or when it fails."""
+    global _last_listing
     program = shutil.which("nvidia-smi")
     if program is None:
         return ()
+    last = _last_listing
+    if last is not None and last[1] == program and time.monotonic() - last[0] < LISTING_REUSE_S:
+        return last[2]
+    gpus = _ask_driver(program)
+    _last_listing = (time.monotonic(), program, gpus)
+    return gpus
+
+
+def _ask_driver(program: str) -> tuple[str, ...]:
     try:
         listing = subprocess.run(
             [program, "-L"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL
