@@ -172,7 +172,7 @@ def test_nvidia_smi_listing_is_parsed_into_indices() -> None:
 def test_one_run_asks_the_driver_once_and_a_later_attempt_asks_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`nvidia-smi` starts NVML on every call (tens of ms on a GPU machine): preflight, preview and
+    """`nvidia-smi` starts NVML on every call (10-20 ms on a one-GPU machine): preflight, preview and
     first attempt share one listing, but a restart half a minute later sees the GPUs as they are."""
     from distrun.backends import local_gpus
 

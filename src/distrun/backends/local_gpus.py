@@ -5,9 +5,10 @@ else the driver's list from `nvidia-smi -L`; else none. A probe that fails or ha
 no GPUs: a CPU job must never fail because of it.
 
 One `distrun run` asks several times within a second (its preflight, the preview plan, the
-first attempt's plan), and `nvidia-smi` starts NVML on every call: tens of milliseconds each on
-a GPU machine. So the driver's answer is reused for `LISTING_REUSE_S`; an attempt that starts
-later (a restart after a failure) asks the driver again, so a GPU lost meanwhile is seen.
+first attempt's plan), and `nvidia-smi` starts NVML on every call: 10-20 ms each on the
+one-GPU machine measured. So the driver's answer is reused for `LISTING_REUSE_S`; an attempt
+that starts later (a restart after a failure) asks the driver again, so a GPU lost meanwhile is
+seen.
 """
 
 from __future__ import annotations
