@@ -7,6 +7,7 @@ its own DISTRUN_HOME with a compute target `hpc` pointing at it.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -526,6 +527,39 @@ def test_slurm_not_installed(write_job, hpc, distrun_home, tmp_path):
     assert result.returncode == 2
     assert "Slurm is not installed here: no sbatch on PATH" in result.stderr
     assert not (distrun_home / "jobs.db").exists() or JobIndex(distrun_home / "jobs.db").names() == []
+
+
+def test_a_submission_checks_the_cluster_once(write_job, hpc, distrun_home, tmp_path):
+    """The preflight (`scontrol ping`, `scontrol show partition`) runs once, before the record: each
+    call is a round trip to slurmctld on the way to `sbatch`. The real tools run behind a wrapper
+    that writes down how they were called."""
+    import shutil
+
+    calls = tmp_path / "calls.txt"
+    wrappers = tmp_path / "bin"
+    wrappers.mkdir()
+    for tool in ("scontrol", "sbatch"):
+        real = shutil.which(tool)
+        assert real is not None, f"{tool} is installed with the test cluster"
+        (wrappers / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{calls}"\nexec "{real}" "$@"\n')
+        (wrappers / tool).chmod(0o755)
+    env = cli_env(distrun_home, {"PATH": f"{wrappers}:{os.environ['PATH']}"})
+    job = str(write_job(python_ranks("pass")))
+    result = subprocess.run(
+        [sys.executable, "-m", "distrun", "run", "-d", job, "--compute", hpc, "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    made = calls.read_text().splitlines()  # the batch job's own calls (it inherits PATH) are neither
+    assert sum(line.startswith("sbatch ") for line in made) == 1, made
+    assert sum(line == "scontrol ping" for line in made) == 1, made
+    assert sum(line.startswith("scontrol show partition") for line in made) == 1, made
+    name = json.loads(result.stdout)["name"]
+    assert wait_for(lambda: record(distrun_home, name)["status"] in ("Completed", "Failed", "Canceled"))
+    assert record(distrun_home, name)["status"] == "Completed"
 
 
 def down_conf(slurm_cluster: SlurmCluster, tmp_path: Path) -> Path:

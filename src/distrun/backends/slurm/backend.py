@@ -248,7 +248,8 @@ class SlurmBackend(Backend):
             cluster = SlurmCluster(slurm_target(job.target))
             # The plan as far as it is known here; node 0 replaces it with the real hosts and ports.
             write_file(job.folder.plan_json, compact_json(rendered.plan.to_dict()))
-            cluster.preflight(job.spec)
+            # No second preflight: the orchestrator ran it just before the record was made, and a
+            # controller gone since then fails sbatch, which this guard records the same way.
             job_id = cluster.submit(request.script, job.folder.root)
         index.update(job.name, status=JobStatus.QUEUED, backend_id=job_id)
         return index.get(job.name)
