@@ -177,11 +177,16 @@ def test_one_run_asks_the_driver_once_and_a_later_attempt_asks_again(
     from distrun.backends import local_gpus
 
     calls = tmp_path / "calls"
-    program = tmp_path / "bin" / "nvidia-smi"  # a stand-in for the driver's tool, counting its calls
-    program.parent.mkdir()
-    program.write_text(f'#!/bin/sh\necho >> "{calls}"\nprintf "GPU 0: A (UUID: GPU-1)\\nGPU 1: B (UUID: GPU-2)\\n"\n')
-    program.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{program.parent}:/usr/bin:/bin")
+
+    def nvidia_smi(folder: str, answer: str) -> None:
+        """A stand-in for the driver's tool in tmp_path/FOLDER, counting its calls, first on PATH."""
+        program = tmp_path / folder / "nvidia-smi"
+        program.parent.mkdir(exist_ok=True)
+        program.write_text(f'#!/bin/sh\necho >> "{calls}"\n{answer}\n')
+        program.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{program.parent}:/usr/bin:/bin")
+
+    nvidia_smi("bin", 'printf "GPU 0: A (UUID: GPU-1)\\nGPU 1: B (UUID: GPU-2)\\n"')
     monkeypatch.setattr(local_gpus, "_last_listing", None)
 
     def asked() -> int:
@@ -193,12 +198,8 @@ def test_one_run_asks_the_driver_once_and_a_later_attempt_asks_again(
     monkeypatch.setattr(local_gpus, "LISTING_REUSE_S", 0.0)  # the listing has aged, as before a restart
     assert probe_gpus({}) == ("0", "1") and asked() == 2
     monkeypatch.setattr(local_gpus, "LISTING_REUSE_S", 30.0)
-    program.write_text(f'#!/bin/sh\necho >> "{calls}"\nexit 9\n')  # a driver that fails: no GPUs, asked once
-    other = tmp_path / "other" / "nvidia-smi"  # another tool on PATH is asked, not the old answer reused
-    other.parent.mkdir()
-    other.write_text(program.read_text())
-    other.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{other.parent}:/usr/bin:/bin")
+    # Another tool on PATH is asked, not the old answer reused; it fails: no GPUs, asked once.
+    nvidia_smi("other", "exit 9")
     assert probe_gpus({}) == () and probe_gpus({}) == () and asked() == 3
 
 

@@ -553,7 +553,8 @@ def test_a_submission_checks_the_cluster_once(write_job, hpc, distrun_home, tmp_
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    made = calls.read_text().splitlines()  # the batch job's own calls (it inherits PATH) are neither
+    # The batch job inherits PATH, but its own scontrol calls are other subcommands than these.
+    made = calls.read_text().splitlines()
     assert sum(line.startswith("sbatch ") for line in made) == 1, made
     assert sum(line == "scontrol ping" for line in made) == 1, made
     assert sum(line.startswith("scontrol show partition") for line in made) == 1, made

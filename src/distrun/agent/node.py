@@ -77,13 +77,15 @@ def read_job_and_spec(job_dir: Path) -> tuple[NodeJob, JobSpec]:
     from distrun.store.layout import JobFolder
 
     folder = JobFolder(job_dir)
+    data = _folder_json(folder.job_json)
     try:
-        spec = JobSpec.model_validate(_folder_json(folder.job_json))
+        spec = JobSpec.model_validate(data)
     except ValueError as exc:  # pydantic's ValidationError: a key a rank changed after submission
         raise DistrunError(
             f"{folder.job_json} is not what distrun wrote there ({_first_error(exc)})", _CHANGED_HINT
         ) from None
-    return NodeJob(PlanJob.of(spec), _bindings(folder), folder), spec
+    # The plan from the same dump read_job plans from, not from a second dump of `spec`.
+    return NodeJob(PlanJob.from_dump(data, str(folder.job_json)), _bindings(folder), folder), spec
 
 
 def _bindings(folder: JobFolder) -> Bindings:
@@ -110,11 +112,13 @@ def _folder_json(path: Path) -> object:
 
 def _first_error(exc: ValueError) -> str:
     """pydantic's first error as `key.path: message`, on one line; any other ValueError as it reads."""
+    from distrun.spec.source_map import format_key_path
+
     errors = getattr(exc, "errors", None)
     if not callable(errors) or not errors():
         return str(exc)
     first = errors()[0]
-    return f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+    return f"{format_key_path(first['loc'])}: {first['msg']}"
 
 
 _CHANGED_HINT = "the job's files were changed after submission: submit the job again"
