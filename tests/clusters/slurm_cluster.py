@@ -149,6 +149,10 @@ class SlurmCluster:
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_CPU",
             "SchedulerType=sched/backfill",
+            # A batch job is scheduled when it is submitted. By default Slurm may hold it for
+            # the next scheduling pass, up to 3 s later (batch_sched_delay): a random wait that
+            # slows every test and would swamp what the Slurm benchmark compares.
+            "SchedulerParameters=batch_sched_delay=0",
             "AccountingStorageType=accounting_storage/none",
             "JobAcctGatherType=jobacct_gather/none",
             "JobCompType=jobcomp/none",
