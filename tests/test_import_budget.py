@@ -35,6 +35,8 @@ FORBIDDEN = (
     "requests",
     "rich.table",
     "rich.live",
+    # pydantic's plugin discovery imports it (14 ms); the command skips that (distrun.pydantic_plugins).
+    "importlib.metadata",
     # distrun's own parts that only some jobs need: MPI launchers, conda environments, data
     # inputs and outputs.
     "distrun.agent.mpi_output",

@@ -1,5 +1,6 @@
 """The `distrun` command's entry point: a Ctrl-C while Python is still importing distrun
-(the first few tenths of a second) ends quietly, like one a moment later."""
+(the first few tenths of a second) ends quietly, like one a moment later; pydantic looks for
+no plugins in the command's process (distrun.pydantic_plugins)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ EXIT_INTERRUPTED = 130
 
 
 def main() -> None:
+    from distrun.pydantic_plugins import skip_plugin_discovery
+
+    skip_plugin_discovery()
     try:
         from distrun.cli import main as cli_main
     except KeyboardInterrupt:
