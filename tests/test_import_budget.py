@@ -161,3 +161,50 @@ def test_node_agent_plans_without_the_job_models(tmp_path: Path, distrun_home: P
 def test_node_check_catches_the_job_models(tmp_path: Path, distrun_home: Path) -> None:
     modules = imported_by_node_agent(tmp_path, extra_import="distrun.spec.models")
     assert sorted(m for m in NODE_FORBIDDEN if m in modules)[:2] == ["distrun.spec.models", "pydantic"]
+
+
+# A Slurm job's batch script runs `python -m distrun.backends.ports N` on the first node before
+# it starts the node agents: each module it imports delays every rank. It needs socket and random.
+PORTS_STEP_FORBIDDEN = ("typing", "dataclasses", "distrun.errors", "distrun.backends.registry", "pydantic")
+
+_PORTS_PROBE = (
+    _RECORD_IMPORTS
+    + """
+import runpy
+sys.argv = ["ports", sys.argv[2]]
+try:
+    runpy.run_module("distrun.backends.ports", run_name="__main__")
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
+"""
+)
+
+
+def imported_by_ports_step(tmp_path: Path, extra_import: str = "") -> set[str]:
+    return imported_by_probe(tmp_path, _PORTS_PROBE, ["2"], {}, extra_import)
+
+
+def test_the_ports_step_imports_only_what_finding_ports_needs(tmp_path: Path) -> None:
+    modules = imported_by_ports_step(tmp_path)
+    assert {"socket", "random", "distrun.backends"} <= modules  # the probe really ran the step
+    found = sorted(m for m in PORTS_STEP_FORBIDDEN if m in modules)
+    assert found == [], f"the ports step now imports {found}: import it where it is needed"
+
+
+def test_ports_step_check_catches_a_new_import(tmp_path: Path) -> None:
+    modules = imported_by_ports_step(tmp_path, extra_import="distrun.errors")
+    assert sorted(m for m in PORTS_STEP_FORBIDDEN if m in modules)[:2] == ["dataclasses", "distrun.errors"]
+
+
+def test_the_ports_step_prints_free_ports_and_names_bad_usage(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    found = subprocess.run(
+        [sys.executable, "-m", "distrun.backends.ports", "3"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert found.returncode == 0, found.stderr
+    ports = [int(p) for p in found.stdout.strip().split(",")]
+    assert len(set(ports)) == 3 and all(20000 <= p <= 32767 for p in ports)
+    bad = subprocess.run(
+        [sys.executable, "-m", "distrun.backends.ports", "three"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "usage: python -m distrun.backends.ports N" in bad.stderr

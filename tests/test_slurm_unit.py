@@ -60,7 +60,7 @@ def test_script_asks_one_task_per_node_and_starts_one_agent_per_node() -> None:
         "exec srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 "
         f"/opt/py/bin/python -m distrun.backends.slurm.node_agent --job-dir {JOB_DIR}"
     ]
-    assert "DISTRUN_PORTS=$(/opt/py/bin/python -m distrun.backends.slurm.node_agent --free-ports 1) || exit 1" in text
+    assert "DISTRUN_PORTS=$(/opt/py/bin/python -m distrun.backends.ports 1) || exit 1" in text
 
 
 def test_target_settings_become_sbatch_options_in_order() -> None:
@@ -101,12 +101,12 @@ def test_job_resources_properties_win_over_the_target() -> None:
 def test_pinned_master_port_is_used_as_is() -> None:
     text = script(job(environment_variables={"MASTER_PORT": 29400}))
     assert "# MASTER_PORT 29400 is pinned by the job's environment_variables" in text
-    assert "--free-ports" not in text
+    assert "distrun.backends.ports" not in text
 
 
 def test_tensorflow_task_ports_are_found_on_the_first_node_too() -> None:
     spec = job(distribution={"type": "tensorflow", "worker_count": 2, "parameter_server_count": 1})
-    free_ports = "DISTRUN_PORTS=$(/opt/py/bin/python -m distrun.backends.slurm.node_agent --free-ports 4) || exit 1"
+    free_ports = "DISTRUN_PORTS=$(/opt/py/bin/python -m distrun.backends.ports 4) || exit 1"
     assert free_ports in script(spec)
 
 

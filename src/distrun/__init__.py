@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+# Nothing is imported here at run time: every `python -m distrun.<module>` imports this package
+# first, a cluster node's ports step included (distrun.backends.ports), and pays for what it holds.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-from distrun.errors import DistrunError, JobFailedError, ValidationError
+    from distrun.errors import DistrunError as DistrunError
+    from distrun.errors import JobFailedError as JobFailedError
+    from distrun.errors import ValidationError as ValidationError
 
 __version__ = "0.1.0"
+
+_ERRORS = ("DistrunError", "JobFailedError", "ValidationError")
 
 # The SDK (azure.ai.ml's names) loads on first use: the CLI imports this package and must
 # start without pydantic, the loader or the SDK. These are the names `azure.ai.ml` exports at its
@@ -47,7 +55,7 @@ _NOT_RUN_HERE = {
     "load_workspace_connection": "workspace connections",
 }
 
-__all__ = ["DistrunError", "JobFailedError", "ValidationError", "__version__", *_SDK_EXPORTS]
+__all__ = [*_ERRORS, "__version__", *_SDK_EXPORTS]
 
 
 def not_run_here(name: str) -> ImportError:
@@ -61,7 +69,7 @@ def not_run_here(name: str) -> ImportError:
 
 
 def __getattr__(name: str) -> Any:
-    module_name = _SDK_EXPORTS.get(name)
+    module_name = "distrun.errors" if name in _ERRORS else _SDK_EXPORTS.get(name)
     if module_name is None:
         if name in _NOT_RUN_HERE:
             raise not_run_here(name)
@@ -74,4 +82,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_SDK_EXPORTS))
+    return sorted(set(globals()) | set(_ERRORS) | set(_SDK_EXPORTS))

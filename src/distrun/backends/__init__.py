@@ -11,6 +11,16 @@ orchestrator (`distrun.jobs`) calls a backend.
 
 from __future__ import annotations
 
-from distrun.backends.registry import backend_for
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from distrun.backends.base import Backend
 
 __all__ = ["backend_for"]
+
+
+def backend_for(kind: str) -> Backend:
+    """The registry's `backend_for`, imported when first called: a module of a backend (a node's
+    ports step, distrun.backends.ports) imports this package and must not pay for the registry."""
+    from distrun.backends.registry import backend_for as registered
+
+    return registered(kind)

@@ -14,6 +14,5 @@ node), `target` (the compute target's settings), `script` (the batch script, pur
 `layout` (the job's Slurm files), `mpi` (an MPI job's plan inside the allocation: node 0's
 mpirun starts the other nodes' ranks through Slurm, pure).
 
-This package's own import is light on purpose: a node runs `python -m
-distrun.backends.slurm.node_agent --free-ports N` before anything else.
+This package's own import is light on purpose: the node agent's start delays every rank.
 """

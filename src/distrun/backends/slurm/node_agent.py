@@ -11,9 +11,9 @@ batch script found on the first node) into `NodeFacts`, and runs the engine-free
 It exits non-zero when its node failed, so that Slurm (`--kill-on-bad-exit=1`) stops the other
 nodes at once.
 
-`python -m distrun.backends.slurm.node_agent --free-ports N` prints N TCP ports free on this
-node (the batch script uses it on the first node for MASTER_PORT and TensorFlow's task ports).
-Light on purpose: it runs before anything else in the allocation.
+`--free-ports N` prints N TCP ports free on this node. Batch scripts now run `python -m
+distrun.backends.ports N` for that (half the start-up); the option stays for the batch script
+of a job submitted by an earlier distrun, which Slurm runs again when it requeues the job.
 """
 
 from __future__ import annotations

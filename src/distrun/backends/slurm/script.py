@@ -108,7 +108,7 @@ def port_lines(job: JobSpec, py: str) -> list[str]:
         what += (" and " if what else "") + f"{task_port_count(job)} task port(s)"
     return [
         f"# {what}: free on the first node, where this script runs",
-        f"DISTRUN_PORTS=$({py} -m distrun.backends.slurm.node_agent --free-ports {wanted}) || exit 1",
+        f"DISTRUN_PORTS=$({py} -m distrun.backends.ports {wanted}) || exit 1",
         "export DISTRUN_PORTS",
     ]
 
