@@ -208,3 +208,32 @@ def test_the_ports_step_prints_free_ports_and_names_bad_usage(tmp_path: Path) ->
         [sys.executable, "-m", "distrun.backends.ports", "three"], env=env, capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "usage: python -m distrun.backends.ports N" in bad.stderr
+
+
+# The Slurm node agent adds Slurm's view of the node to the same agent: its hosts (the Slurm
+# client) and MPI's plan inside an allocation. The client's job-state half (the record, the
+# tracking store, sqlite) and argparse are for other callers.
+SLURM_AGENT_FORBIDDEN = (*NODE_FORBIDDEN, "argparse", "sqlite3", "distrun.store.index", "distrun.metrics.tracking")
+
+_SLURM_AGENT_PROBE = (
+    _RECORD_IMPORTS
+    + """
+from distrun.backends.slurm import node_agent
+assert node_agent.parse_args(["--job-dir", sys.argv[2]])[0] is not None
+# What run_slurm_node imports when it starts.
+import distrun.agent.node, distrun.backends.slurm.mpi, distrun.backends.slurm.client
+import distrun.agent.outcome_channel, distrun.backends.slurm.layout, distrun.plan
+"""
+)
+
+
+def test_the_slurm_node_agent_leaves_the_record_and_tracking_modules_out(tmp_path: Path) -> None:
+    modules = imported_by_probe(tmp_path, _SLURM_AGENT_PROBE, [str(tmp_path)], {}, "")
+    assert "distrun.backends.slurm.client" in modules  # the probe really imported the agent's parts
+    found = sorted(m for m in SLURM_AGENT_FORBIDDEN if m in modules)
+    assert found == [], f"the Slurm node agent now imports {found}: import it where it is needed"
+
+
+def test_slurm_agent_check_catches_the_state_module(tmp_path: Path) -> None:
+    modules = imported_by_probe(tmp_path, _SLURM_AGENT_PROBE, [str(tmp_path)], {}, "distrun.backends.slurm.state")
+    assert "distrun.store.index" in {m for m in SLURM_AGENT_FORBIDDEN if m in modules}

@@ -12,7 +12,7 @@ import pytest
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.slurm.backend import _notes, filesystem_type
 from distrun.backends.slurm.client import SlurmJobInfo, parse_scontrol_line
-from distrun.backends.slurm.node_agent import TASK_LEVEL_SLURM_VARS, rank_env
+from distrun.backends.slurm.node_agent import TASK_LEVEL_SLURM_VARS, parse_args, rank_env
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import distrun_status, first_failure, job_state
 from distrun.backends.slurm.target import SlurmTarget, slurm_time_limit
@@ -283,6 +283,17 @@ def test_filesystem_type_is_the_longest_mount_above_the_path() -> None:
     assert filesystem_type(Path("/shared/home/me/.distrun"), MOUNTS) == "nfs4"
     assert filesystem_type(Path("/tmp/distrun-home"), MOUNTS) == "tmpfs"
     assert filesystem_type(Path("/root/.distrun"), MOUNTS) == "overlay"
+
+
+def test_the_node_agent_reads_the_batch_scripts_form_and_any_other_through_argparse(capsys) -> None:
+    assert parse_args(["--job-dir", "/shared/my jobs/x"]) == (Path("/shared/my jobs/x"), None)
+    assert parse_args(["--job-dir=/shared/x"]) == (Path("/shared/x"), None)
+    assert parse_args(["--free-ports", "3"]) == (None, 3)
+    for wrong in (["--job-dir"], ["--job-dir", "--free-ports"], ["--job-dir", "/x", "--free-ports", "2"], []):
+        with pytest.raises(SystemExit) as exited:
+            parse_args(wrong)
+        assert exited.value.code == 2, wrong
+        assert "usage: python -m distrun.backends.slurm.node_agent" in capsys.readouterr().err
 
 
 def test_a_node_that_cannot_see_the_job_folder_says_why(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ the multi-agent path, e.g. one agent process per simulated node on this machine.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -344,6 +343,8 @@ def _say(stream: BinaryIO, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse  # here: the engines' agents import this module and parse their own arguments
+
     parser = argparse.ArgumentParser(prog="python -m distrun.agent.node", description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=Path, required=True, help="this node's facts, as JSON (NodeFacts)")
     parser.add_argument("--channel", type=Path, required=True, help="the shared folder of the outcome channel")

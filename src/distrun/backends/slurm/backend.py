@@ -74,7 +74,8 @@ class SlurmCluster:
 
     def preflight(self, job: JobSpec) -> None:
         """Raise before anything is recorded when Slurm cannot take the job: tools, controller, partition, size."""
-        self.client.check_controller()
+        self.client.check_installed()
+        # One round trip to slurmctld: the partition's answer shows the controller is up too.
         partition = self.client.partition(self.target.partition)
         total = partition.get("TotalNodes", "")
         if total.isdigit() and job.node_count > int(total):

@@ -15,9 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.backends.slurm.state import TERMINAL, distrun_status
 from distrun.errors import DistrunError
-from distrun.job_status import JobStatus
 
 COMMAND_TIMEOUT_S = 60.0
 
@@ -77,6 +75,10 @@ class SlurmClient:
                 "check `scontrol ping` and that slurmctld is running",
             ) from None
 
+    def check_installed(self) -> None:
+        """Raise `SlurmUnavailableError` unless sbatch is on PATH (no process started)."""
+        self._tool("sbatch")
+
     def check_controller(self) -> None:
         """Raise `SlurmUnavailableError` unless sbatch is here and slurmctld answers."""
         self._tool("sbatch")
@@ -94,6 +96,10 @@ class SlurmClient:
     def partition(self, name: str | None) -> dict[str, str]:
         """`scontrol show partition` of NAME, or of the cluster's default partition when None."""
         out = self._run(["scontrol", "show", "partition", "--oneliner", *([name] if name else [])])
+        if out.returncode != 0 and " not found" not in out.stdout + out.stderr:
+            # No answer from the controller (a partition it does not know is answered, below): say so
+            # in `scontrol ping`'s words. Asked only then, it costs a submission no round trip.
+            self.check_controller()
         found = [parse_scontrol_line(line) for line in out.stdout.splitlines() if line.strip()]
         for fields in found:
             if (name and fields.get("PartitionName") == name) or (not name and fields.get("Default") == "YES"):
@@ -150,6 +156,11 @@ class SlurmClient:
             raise SlurmUnavailableError(
                 f"could not read Slurm job {job_id}: {_one_line(text)}", "check `scontrol ping`"
             )
+        # Imported here, not at the top: the node agent uses this client for the allocation's hosts,
+        # and `state` brings the job record's and the tracking store's modules (10 ms a node).
+        from distrun.backends.slurm.state import TERMINAL, distrun_status
+        from distrun.job_status import JobStatus
+
         fields = parse_scontrol_line(out.stdout.strip().splitlines()[0] if out.stdout.strip() else "")
         state = fields.get("JobState")
         return SlurmJobInfo(

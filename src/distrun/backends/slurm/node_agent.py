@@ -18,7 +18,6 @@ of a job submitted by an earlier distrun, which Slurm runs again when it requeue
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import sys
@@ -181,7 +180,14 @@ def report_setup_failure(job_dir: Path, env: Mapping[str, str], message: str) ->
         pass  # the message is in slurm/output.txt
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> tuple[Path | None, int | None]:
+    """(the job folder, how many free ports to print): one of them is given."""
+    # The batch script's own form (`--job-dir DIR`) is read without argparse, whose import is
+    # 5 ms of every node's start; anything else gets argparse's usage and errors.
+    if len(argv) == 2 and argv[0] == "--job-dir" and argv[1] and not argv[1].startswith("-"):
+        return Path(argv[1]), None
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="python -m distrun.backends.slurm.node_agent", description=__doc__.splitlines()[0]
     )
@@ -189,17 +195,23 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--job-dir", type=Path, help="the job folder (on a filesystem every node sees)")
     group.add_argument("--free-ports", type=int, metavar="N", help="print N TCP ports free on this node and exit")
     args = parser.parse_args(argv)
+    return args.job_dir, args.free_ports
+
+
+def main(argv: list[str] | None = None) -> int:
+    job_dir, free_port_count = parse_args(sys.argv[1:] if argv is None else argv)
     from distrun.errors import DistrunError
 
-    if args.free_ports is not None:
+    if free_port_count is not None:
         from distrun.backends.ports import free_ports
 
         try:
-            print(",".join(map(str, free_ports(args.free_ports))))
+            print(",".join(map(str, free_ports(free_port_count))))
         except DistrunError as exc:
             raise SystemExit(f"distrun: {exc.message}") from None
         return 0
-    job_dir = args.job_dir.absolute()
+    assert job_dir is not None  # argparse requires one of the two
+    job_dir = job_dir.absolute()
     try:
         return run_slurm_node(job_dir, dict(os.environ))
     except DistrunError as exc:
