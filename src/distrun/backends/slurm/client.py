@@ -180,6 +180,11 @@ class SlurmClient:
             raise SlurmUnavailableError(f"scancel {job_id} failed: {_one_line(out.stderr + out.stdout)}")
 
     def hostnames(self, node_list: str) -> list[str]:
+        from distrun.backends.slurm.hostlist import expand_hostlist
+
+        names = expand_hostlist(node_list)
+        if names is not None:
+            return names  # the common form, read without a process (see hostlist)
         out = self._run(["scontrol", "show", "hostnames", node_list])
         if out.returncode != 0:
             raise SlurmUnavailableError(f"scontrol show hostnames {node_list}: {_one_line(out.stderr)}")
