@@ -237,3 +237,11 @@ def test_the_slurm_node_agent_leaves_the_record_and_tracking_modules_out(tmp_pat
 def test_slurm_agent_check_catches_the_state_module(tmp_path: Path) -> None:
     modules = imported_by_probe(tmp_path, _SLURM_AGENT_PROBE, [str(tmp_path)], {}, "distrun.backends.slurm.state")
     assert "distrun.store.index" in {m for m in SLURM_AGENT_FORBIDDEN if m in modules}
+
+
+def test_the_ports_step_says_when_no_port_is_free(monkeypatch, capsys) -> None:
+    from distrun.backends import ports
+
+    monkeypatch.setattr(ports, "PORT_RANGE", (20000, 20000))  # one port, asked for two
+    assert ports.main(["2"]) == 1
+    assert capsys.readouterr().err == "distrun: no 2 free TCP port(s) found in 20000-20000\n"
