@@ -327,3 +327,15 @@ def test_a_node_that_cannot_plan_writes_a_failed_outcome(tmp_path: Path) -> None
     outcome = json.loads((job_dir / "slurm" / "node_01.json").read_text())
     assert outcome["status"] == "Failed"
     assert outcome["reason"].startswith("the node agent on node 1 (n2) could not start: not inside a Slurm job step")
+
+
+def test_the_old_free_ports_option_still_prints_ports_for_batch_scripts_already_written() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "distrun.backends.slurm.node_agent", "--free-ports", "2"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parent.parent / "src")},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert len({int(port) for port in result.stdout.strip().split(",")}) == 2

@@ -81,7 +81,7 @@ class SlurmClient:
 
     def check_controller(self) -> None:
         """Raise `SlurmUnavailableError` unless sbatch is here and slurmctld answers."""
-        self._tool("sbatch")
+        self.check_installed()
         out = self._run(["scontrol", "ping"])
         text = (out.stdout + out.stderr).strip()
         if out.returncode != 0 or " is UP" not in text:

@@ -200,16 +200,12 @@ def parse_args(argv: list[str]) -> tuple[Path | None, int | None]:
 
 def main(argv: list[str] | None = None) -> int:
     job_dir, free_port_count = parse_args(sys.argv[1:] if argv is None else argv)
+    if free_port_count is not None:
+        from distrun.backends import ports
+
+        return ports.main([str(free_port_count)])  # the ports step batch scripts now run themselves
     from distrun.errors import DistrunError
 
-    if free_port_count is not None:
-        from distrun.backends.ports import free_ports
-
-        try:
-            print(",".join(map(str, free_ports(free_port_count))))
-        except DistrunError as exc:
-            raise SystemExit(f"distrun: {exc.message}") from None
-        return 0
     assert job_dir is not None  # argparse requires one of the two
     job_dir = job_dir.absolute()
     try:
