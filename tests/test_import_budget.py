@@ -239,6 +239,35 @@ def test_slurm_agent_check_catches_the_state_module(tmp_path: Path) -> None:
     assert "distrun.store.index" in {m for m in SLURM_AGENT_FORBIDDEN if m in modules}
 
 
+# On Ray, every node's actor (a Ray worker imports `actor` to build it) and the node agent it
+# starts import the `distrun.backends.ray` package before any rank runs. The backend itself
+# (the job models, the record, the driver) is for the `distrun` process.
+RAY_NODE_FORBIDDEN = (*NODE_FORBIDDEN, "distrun.backends.base", "distrun.backends.ray.backend", "distrun.store.index")
+
+_RAY_NODE_PROBE = (
+    _RECORD_IMPORTS
+    + """
+import distrun.backends.ray.actor, distrun.backends.ray.node_agent
+# What the Ray node agent's run imports when it starts.
+import distrun.agent.node, distrun.agent.outcome_channel, distrun.agent.watchdog, distrun.file_modes
+import distrun.store.layout
+"""
+)
+
+
+def test_the_ray_actor_and_node_agent_leave_the_backend_out(tmp_path: Path) -> None:
+    modules = imported_by_probe(tmp_path, _RAY_NODE_PROBE, [], {}, "")
+    assert "distrun.backends.ray.actor" in modules and "distrun.agent.node" in modules  # the probe ran
+    found = sorted(m for m in RAY_NODE_FORBIDDEN if m in modules)
+    assert found == [], f"a Ray node now imports {found} before its ranks start: import it where it is needed"
+
+
+def test_ray_node_check_catches_the_backend(tmp_path: Path) -> None:
+    modules = imported_by_probe(tmp_path, _RAY_NODE_PROBE, [], {}, "distrun.backends.ray.backend")
+    found = {m for m in RAY_NODE_FORBIDDEN if m in modules}
+    assert {"distrun.backends.ray.backend", "distrun.spec.models", "pydantic"} <= found
+
+
 def test_the_ports_step_says_when_no_port_is_free(monkeypatch, capsys) -> None:
     from distrun.backends import ports
 

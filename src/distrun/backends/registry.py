@@ -27,7 +27,7 @@ class BackendEntry:
 BACKENDS: dict[str, BackendEntry] = {
     "local": BackendEntry("distrun.backends.local"),
     "slurm": BackendEntry("distrun.backends.slurm.backend"),
-    "ray": BackendEntry("distrun.backends.ray", extra="ray"),
+    "ray": BackendEntry("distrun.backends.ray.backend", extra="ray"),
     "kubernetes": BackendEntry("distrun.backends.kubernetes", extra="kubernetes"),
 }
 COMPUTE_TYPES = tuple(BACKENDS)

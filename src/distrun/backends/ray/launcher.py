@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from distrun.backends.ray import execute
+from distrun.backends.ray.backend import execute
 from distrun.job_status import JobStatus
 from distrun.store.layout import Layout
 from distrun.submission import load_prepared

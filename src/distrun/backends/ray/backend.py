@@ -1,0 +1,204 @@
+"""The Ray backend (`BACKEND`, `RayBackend`: the `distrun.backends.base.Backend` contract).
+
+`execute` drives a job (`distrun run`, or `python -m distrun.backends.ray.launcher` in the
+background). The package's docstring says how a job runs on Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO, ClassVar
+
+from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.ray.placement import PlacementRequest, placement_request
+from distrun.backends.ray.target import RayTarget
+from distrun.backends.targets import ComputeTarget
+from distrun.errors import DistrunError
+from distrun.plan import build_plan, task_port_count
+from distrun.plan.model import LaunchPlan, Placement
+from distrun.report import execution_summary, stream_header
+from distrun.spec.models import JobSpec
+from distrun.store.index import FAILED, JobIndex, JobRecord
+from distrun.store.layout import Layout
+from distrun.submission import PreparedJob
+
+PLACEHOLDER_HOST = "<ray node {}>"
+AGENT_MODULE = "distrun.backends.ray.node_agent"
+# Distribution types a Ray target refuses, with why (none today: mpirun reaches the other Ray
+# nodes through their node agents, distrun.agent.remote_start).
+UNSUPPORTED: dict[str, str] = {}
+
+
+def ray_target(target: ComputeTarget) -> RayTarget:
+    return RayTarget.from_settings(target.name, target.settings)
+
+
+def validate_settings(name: str, settings: Mapping[str, Any]) -> None:
+    """`distrun compute create --type ray`: refuse settings a job could not use."""
+    RayTarget.from_settings(name, settings)
+
+
+def preflight(target: ComputeTarget, job: JobSpec) -> None:
+    """Before anything is recorded: Ray installed, the head answering, the job's type supported here."""
+    from distrun.backends.ray.driver import check_reachable, import_ray
+
+    settings = ray_target(target)
+    problem = UNSUPPORTED.get(job.distribution_type or "")
+    if problem:
+        raise DistrunError(problem, "run it on local compute or Slurm, or use type: pytorch; nothing was submitted")
+    placement_request(job, settings, "check")  # the job's per-node resources are valid
+    import_ray()
+    check_reachable(settings.address)
+
+
+def preview_plan(job: JobSpec, job_dir: str, bindings: Any, job_name: str) -> LaunchPlan:
+    """The plan with placeholders where only the placed nodes know the value (addresses, ports)."""
+    pinned = job.environment_variables.get("MASTER_PORT")
+    placement = Placement(
+        hosts=tuple(PLACEHOLDER_HOST.format(i) for i in range(job.node_count)),
+        master_port=int(pinned) if pinned and pinned.isdigit() else 0,
+        task_ports=tuple(range(1, task_port_count(job) + 1)),
+        job_dir=job_dir,
+        run_id=job_name,
+    )
+    return build_plan(job, placement, bindings)
+
+
+NOTES = (
+    "Ray places the job: node rank i runs in bundle i of the placement group; MASTER_ADDR is node 0's "
+    "address in the cluster and MASTER_PORT (and any task port) a port free there, all known once the "
+    "job is placed: hosts and ports below are placeholders",
+    "the code snapshot and inputs are shipped to every node; logs stream back into the job folder here",
+)
+
+MPI_NOTE = (
+    "type: mpi: mpirun on node 0 starts its daemons on the other nodes through their node agents "
+    "(OMPI_MCA_plm_rsh_agent='python -m distrun.agent.remote_start'; each agent's port and the job's token "
+    "are chosen at placement)"
+)
+
+
+def execute(
+    prepared: PreparedJob, layout: Layout, stream: BinaryIO | None, on_plan: Callable[[LaunchPlan], None] | None = None
+) -> JobRecord:
+    """Run a prepared job on Ray to its end, supervised from this process; returns its final record.
+
+    The stream carries the ranks' lines as the nodes' agents prefixed them (no colour of its own).
+    """
+    from distrun.agent.stop_signals import held_stop_signals
+    from distrun.backends.job_launcher import acting_as_launcher
+    from distrun.backends.ray.driver import RayRun, record_end
+
+    index = JobIndex(layout.db_path)
+    name = prepared.name
+    # The launcher's watchdog is forked before Ray starts any thread.
+    with held_stop_signals() as signals, acting_as_launcher(layout, name, f"{name}-{os.getpid()}") as started:
+        if not started:
+            return index.get(name)  # canceled before it could start
+        try:
+            end = RayRun(prepared, index, ray_target(prepared.target), stream, signals, on_plan).run()
+        except DistrunError as exc:
+            reason = exc.message + (f"\n{exc.hint}" if exc.hint else "")
+            index.update(name, status=FAILED, reason=reason, ended_at=time.time())
+            return index.get(name)
+        record_end(index, name, end)
+    return index.get(name)
+
+
+def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
+    """`distrun run --compute <ray target>`: place, stream every rank's lines, end with the summary."""
+
+    def header(plan: LaunchPlan) -> None:
+        record = JobIndex(layout.db_path).get(prepared.name)
+        hosts = ", ".join(f"node {n.node_rank} {n.host}" for n in plan.nodes)
+        lines = [f"distrun: {note}" for note in plan.notes]
+        lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
+        lines.insert(-1, f"distrun: placed on Ray compute {prepared.target.name}: {hosts}")
+        out.write(("\n".join(lines) + "\n").encode())
+        out.flush()
+
+    record = execute(prepared, layout, out, on_plan=header)
+    out.write((execution_summary(record) + "\n").encode())
+    out.flush()
+    return record
+
+
+# ---------------------------------------------------------------- the contract
+
+
+@dataclass(frozen=True)
+class RayRequest:
+    """Ray's request for one job: the placement group, and one node-agent actor per bundle."""
+
+    address: str
+    placement: PlacementRequest
+
+    def display(self) -> dict[str, Any]:
+        actors = [
+            f"  node {i}: RayNodeAgent actor in bundle {i} (max_concurrency 4) -> python -m {AGENT_MODULE}"
+            for i in range(len(self.placement.bundles))
+        ]
+        script = "\n".join(
+            [
+                f"ray.init(address={self.address!r})",
+                f"placement_group({[dict(b) for b in self.placement.bundles]}, strategy={self.placement.strategy!r}, "
+                f"name={self.placement.name!r})",
+                f"wait at most {self.placement.timeout_s:g} s, else remove it and fail with what each node has free",
+                *actors,
+            ]
+        )
+        return {"placement": self.placement.to_dict(), "script_name": "Ray placement request", "script": script}
+
+
+class RayBackend(Backend):
+    """A Ray cluster: the job's nodes are bundles of one placement group, driven from the `distrun` process."""
+
+    kind: ClassVar[str] = "ray"
+    engine: ClassVar[str] = "Ray"
+    cancel_wait_s: ClassVar[float] = 30.0
+
+    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
+        RayTarget.from_settings(target_name, settings)
+
+    def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
+        preflight(target, spec)
+
+    def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
+        settings = ray_target(job.target)
+        return RenderedJob(
+            job=job,
+            plan=preview_plan(job.spec, str(job.folder.root), job.bindings, job.name),
+            request=RayRequest(settings.address, placement_request(job.spec, settings, job.name)),
+            kind=self.kind,
+            notes=NOTES + (MPI_NOTE,) if job.spec.distribution_type == "mpi" else NOTES,
+        )
+
+    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
+        """Drive the job from a background process (`python -m distrun.backends.ray.launcher`); returns at once."""
+        from distrun.backends.local import start_detached
+
+        start_detached(rendered.job, layout, [sys.executable, "-m", "distrun.backends.ray.launcher", rendered.job.name])
+        return JobIndex(layout.db_path).get(rendered.job.name)
+
+    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
+        return run_streaming(rendered.job, layout, out, color)
+
+    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+        """The driver writes the record itself (and the store notices a lost driver): nothing to add."""
+        return None
+
+    def cancel(self, record: JobRecord, layout: Layout) -> None:
+        """The driver is a process on this machine: signal it, as for a local job; it stops every node."""
+        from distrun.backends.local import BACKEND as LOCAL
+
+        LOCAL.cancel(record, layout)
+
+    def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
+        """Nothing to fetch: the driver streams every rank's log into the job folder as it is written."""
+
+
+BACKEND = RayBackend()
