@@ -268,6 +268,41 @@ def test_ray_node_check_catches_the_backend(tmp_path: Path) -> None:
     assert {"distrun.backends.ray.backend", "distrun.spec.models", "pydantic"} <= found
 
 
+# A Kubernetes pod's agent checks the job with the job models (it needs more than its plan), but
+# the backend (the API client, the record, submission) is for the `distrun` process.
+K8S_POD_FORBIDDEN = (
+    "distrun.backends.kubernetes.backend",
+    "distrun.backends.kubernetes.client",
+    "distrun.backends.base",
+    "distrun.submission",
+    "distrun.store.index",
+    "sqlite3",
+)
+
+_K8S_POD_PROBE = (
+    _RECORD_IMPORTS
+    + """
+import distrun.backends.kubernetes.pod_agent
+# What run_pod imports when it starts.
+import distrun.agent.node, distrun.backends.kubernetes.render, distrun.backends.kubernetes.bundle
+import distrun.spec.models, distrun.agent.watchdog, distrun.restarts, distrun.job_status
+"""
+)
+
+
+def test_a_kubernetes_pod_agent_leaves_the_backend_out(tmp_path: Path) -> None:
+    modules = imported_by_probe(tmp_path, _K8S_POD_PROBE, [], {}, "")
+    assert "distrun.backends.kubernetes.render" in modules  # the probe ran
+    found = sorted(m for m in K8S_POD_FORBIDDEN if m in modules)
+    assert found == [], f"a pod's agent now imports {found} before its ranks start: import it where it is needed"
+
+
+def test_pod_check_catches_the_backend(tmp_path: Path) -> None:
+    modules = imported_by_probe(tmp_path, _K8S_POD_PROBE, [], {}, "distrun.backends.kubernetes.backend")
+    found = {m for m in K8S_POD_FORBIDDEN if m in modules}
+    assert {"distrun.backends.kubernetes.backend", "distrun.backends.base", "distrun.submission"} <= found
+
+
 def test_the_ports_step_says_when_no_port_is_free(monkeypatch, capsys) -> None:
     from distrun.backends import ports
 

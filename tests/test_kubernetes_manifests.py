@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from distrun.backends.kubernetes import preview
+from distrun.backends.kubernetes.backend import preview
 from distrun.backends.kubernetes.pods import object_name
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
@@ -213,7 +213,7 @@ def test_code_over_the_configmap_limit_says_to_use_the_image(tmp_path: Path) -> 
 
 
 def test_target_settings_are_checked_with_the_known_keys() -> None:
-    from distrun.backends.kubernetes import validate_settings
+    from distrun.backends.kubernetes.backend import validate_settings
 
     with pytest.raises(DistrunError) as err:
         validate_settings("c", {"namespce": "ml"})
@@ -362,7 +362,7 @@ def test_plan_with_jobset_auto_asks_no_cluster_and_says_which_form_it_shows(tmp_
 def test_the_text_plan_lists_the_files_in_the_configmap_and_yaml_keeps_every_byte(tmp_path: Path) -> None:
     import base64
 
-    from distrun.backends.kubernetes import objects_yaml
+    from distrun.backends.kubernetes.backend import objects_yaml
     from distrun.backends.kubernetes.bundle import unpack
 
     rendered = render(REPO / "examples" / "pytorch-ddp" / "job.yml", tmp_path)

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import REPO
 from distrun.agent.node_facts import NodeOutcome
-from distrun.backends.kubernetes import preview
 from distrun.backends.kubernetes.attempts import current_attempt, preemption_restarts, with_restarts
+from distrun.backends.kubernetes.backend import preview
 from distrun.backends.kubernetes.pod_agent import pod_exit_code, restart_attempt, with_restart_count
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
 from distrun.backends.kubernetes.state import PodView, job_state

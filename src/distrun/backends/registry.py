@@ -28,7 +28,7 @@ BACKENDS: dict[str, BackendEntry] = {
     "local": BackendEntry("distrun.backends.local"),
     "slurm": BackendEntry("distrun.backends.slurm.backend"),
     "ray": BackendEntry("distrun.backends.ray.backend", extra="ray"),
-    "kubernetes": BackendEntry("distrun.backends.kubernetes", extra="kubernetes"),
+    "kubernetes": BackendEntry("distrun.backends.kubernetes.backend", extra="kubernetes"),
 }
 COMPUTE_TYPES = tuple(BACKENDS)
 
