@@ -4,7 +4,7 @@ Four layers, because each alone has a hole:
 1. Every process starts in its own session (its own process group, no terminal) with
    PR_SET_PDEATHSIG=SIGKILL: if the agent dies, even by SIGKILL, the kernel kills it.
    util-linux's `setpriv --pdeathsig KILL` sets it just before exec'ing the command; only
-   where setpriv is missing does a preexec hook set it (see `_pdeathsig_prefix`).
+   where setpriv is missing does a preexec hook set it (see `distrun.agent.death_signal`).
 2. Every process carries a launch marker in its environment (`DISTRUN_LAUNCH_ID`), which its
    children inherit; `marked_pids` finds them all, also grandchildren that called setsid()
    and were reparented away.
@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
-from functools import cache
 
 from distrun.agent.cgroup import LaunchCgroup
+from distrun.agent.death_signal import setpriv_prefix
 from distrun.plan.model import ProcessSpec
 
 LAUNCH_MARKER = "DISTRUN_LAUNCH_ID"
@@ -65,28 +64,6 @@ def child_env(
     return env
 
 
-@cache
-def _pdeathsig_prefix() -> tuple[str, ...]:
-    """`setpriv --pdeathsig KILL --` where it works here, else () (then a preexec hook does it).
-
-    Speed, not taste: any preexec_fn makes Python fork() the whole agent and run Python in the
-    child before exec, about 13 ms a process on 2 cores (1.7 s for 128 ranks); without one,
-    subprocess uses vfork() and setpriv, a small C program, sets the same PR_SET_PDEATHSIG in
-    about 2 ms. The parent whose death counts is still the agent: setpriv execs the command
-    in its own process. Probed once, since an old setpriv lacks --pdeathsig.
-    """
-    setpriv = shutil.which("setpriv")
-    true = shutil.which("true")
-    if setpriv is None or true is None:
-        return ()
-    prefix = (setpriv, "--pdeathsig", "KILL", "--")
-    try:
-        probe = subprocess.run([*prefix, true], stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    return prefix if probe.returncode == 0 else ()
-
-
 def _child_setup(cgroup: LaunchCgroup | None) -> Callable[[], None]:
     if cgroup is None:
         return _die_with_parent
@@ -108,7 +85,7 @@ def _launch_prefix(cgroup: LaunchCgroup | None) -> tuple[str, ...]:
     cgroup here only where it cannot hold the cgroup itself while it spawns
     (`LaunchCgroup.births`: the ranks are then born in it, on the fast path).
     """
-    return () if cgroup is not None else _pdeathsig_prefix()
+    return () if cgroup is not None else setpriv_prefix("KILL")
 
 
 def spawn(

@@ -4,9 +4,9 @@ One actor per bundle of the job's placement group (bundle i = node rank i). The 
 `distrun` process) creates it with `max_concurrency` > 1, so `stop` and `poll` are served
 while `start`'s agent runs: a stop is never queued behind a running call. The actor itself
 runs no rank: it unpacks the job's files into a fresh folder on its node, starts
-`python -m distrun.backends.ray.node_agent` as a child (PDEATHSIG=SIGTERM: if Ray kills this
-actor, or the driver dies and Ray kills the actor with it, the agent stops its ranks), and
-hands back, on each `poll`, what is new: per-rank log bytes, stream lines, the agent's own
+`python -m distrun.backends.ray.node_agent` as a child (PDEATHSIG=SIGTERM, set by setpriv: if
+Ray kills this actor, or the driver dies and Ray kills the actor with it, the agent stops its
+ranks), and hands back, on each `poll`, what is new: per-rank log bytes, stream lines, the agent's own
 lines, whether this node's main work is done, and its outcome once it ended.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import io
 import json
 import os
@@ -28,6 +29,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from distrun.agent.death_signal import setpriv_prefix
 from distrun.backends.ray.node_agent import CHANNEL, REQUEST, job_folder, marker_path, outcome_path
 
 # At most this much of one log per poll: a chatty rank cannot make one reply huge.
@@ -124,14 +126,19 @@ class RayNodeAgent:
             raise RuntimeError(self.start_error)
 
     def _keep(self, argv: list[str], started: threading.Event) -> None:
+        # setpriv sets the death signal where it can: a preexec hook would fork this whole Ray
+        # worker (threads and all) and run Python in the copy (see distrun.agent.death_signal).
+        prefix = setpriv_prefix("TERM")
         try:
+            if prefix and shutil.which(argv[0]) is None:  # said as Popen says it, not as setpriv's exit 127
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
             self.proc = subprocess.Popen(
-                argv,
+                [*prefix, *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.workdir,
-                preexec_fn=_stop_with_parent,
+                preexec_fn=None if prefix else _stop_with_parent,
             )
         except OSError as exc:
             self.start_error = f"could not start the node agent ({argv[0]}): {exc.strerror or exc}"

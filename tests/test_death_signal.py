@@ -1,0 +1,77 @@
+"""A child's parent-death signal, set by setpriv (no Python between fork and exec)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from distrun.agent.death_signal import setpriv_prefix
+from distrun.backends.ray.actor import RayNodeAgent
+
+# Started through the prefix by a middle process, which is then SIGKILLed: the grandchild must
+# receive the asked signal (and write its name) as its parent dies.
+_CHILD = """
+import signal, sys, time
+def caught(number, frame):
+    open(sys.argv[1], "w").write(signal.Signals(number).name)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, caught)
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(60)
+"""
+
+_MIDDLE = """
+import subprocess, sys, time
+from distrun.agent.death_signal import setpriv_prefix
+prefix = setpriv_prefix(sys.argv[2])
+assert prefix, "setpriv cannot set a death signal here"
+subprocess.Popen([*prefix, sys.executable, "-c", sys.argv[3], sys.argv[1]])
+time.sleep(60)
+"""
+
+
+def _wait_for(path: Path, timeout: float = 30.0) -> bool:
+    give_up = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < give_up:
+        time.sleep(0.02)
+    return path.exists()
+
+
+def test_the_prefix_is_setpriv_with_the_asked_signal():
+    prefix = setpriv_prefix("TERM")
+    assert prefix == (shutil.which("setpriv"), "--pdeathsig", "TERM", "--")
+    assert setpriv_prefix("KILL")[2] == "KILL"
+
+
+def test_a_child_started_through_the_prefix_gets_the_signal_when_its_parent_dies(tmp_path):
+    said = tmp_path / "signal.txt"
+    middle = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_MIDDLE), str(said), "TERM", textwrap.dedent(_CHILD)],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert _wait_for(Path(f"{said}.ready")), "the child did not start"
+        middle.kill()
+        middle.wait(timeout=30)
+        assert _wait_for(said), "the child got no signal when its parent died"
+        assert said.read_text() == "SIGTERM"
+    finally:
+        middle.kill()
+        middle.wait(timeout=30)
+
+
+def test_a_ray_node_actor_names_a_missing_interpreter_as_popen_would(tmp_path):
+    agent = RayNodeAgent("death_signal_probe", 0)
+    try:
+        missing = str(tmp_path / "no-such-python")
+        started = threading.Event()
+        agent._keep([missing, "-m", "distrun.backends.ray.node_agent", str(agent.workdir)], started)
+        assert started.is_set() and agent.ended.is_set()
+        assert agent.start_error == f"could not start the node agent ({missing}): No such file or directory"
+    finally:
+        agent.cleanup()
