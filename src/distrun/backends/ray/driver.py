@@ -297,10 +297,6 @@ class RayRun:
                 ),
             ).remote(self.prepared.name, rank)
             self.nodes.append(NodeHandle(rank, actor))
-        wheres = self._get([n.actor.where.remote() for n in self.nodes], ACTOR_START_TIMEOUT_S, "start")
-        for node, where in zip(self.nodes, wheres, strict=True):
-            node.where = where
-        self._check_stop()
         spec = self.prepared.spec
         pinned = spec.environment_variables.get("MASTER_PORT")
         needed = task_port_count(spec) + (0 if pinned else 1)
@@ -309,12 +305,21 @@ class RayRun:
             asks = [n.actor.free_ports.remote(needed + 1 if n.rank == 0 else 1) for n in self.nodes]
         else:
             asks = [self.nodes[0].actor.free_ports.remote(needed)] if needed else []
-        found = [list(p) for p in self._get(asks, 60, "ports")] if asks else [[]]
+        # The job's files are packed and put while the actors start: they do not depend on where.
+        folder = self.prepared.folder
+        files = self.ray.put(pack_folders(folder.root, ["code", "inputs", "named-outputs"]))
+        # Where each node is and the ports free there, asked at once: each actor answers both as
+        # soon as it is up, in one round trip instead of two.
+        replies = self._get([*(n.actor.where.remote() for n in self.nodes), *asks], ACTOR_START_TIMEOUT_S, "start")
+        wheres, ports_found = replies[: len(self.nodes)], replies[len(self.nodes) :]
+        for node, where in zip(self.nodes, wheres, strict=True):
+            node.where = where
+        self._check_stop()
+        found = [list(p) for p in ports_found] if asks else [[]]
         ports = found[0]
         # mpirun on node 0 reaches node k through the agent there (distrun.agent.remote_start).
         remote = {"token": secrets.token_hex(16), "ports": [p.pop() for p in found]} if remote_start else None
         master_port = int(pinned) if pinned else ports.pop(0)
-        folder = self.prepared.folder
         placement = Placement(
             hosts=tuple(n.where["address"] for n in self.nodes),
             master_port=master_port,
@@ -332,7 +337,6 @@ class RayRun:
         )
         if self.on_plan is not None:
             self.on_plan(plan)
-        files = self.ray.put(pack_folders(folder.root, ["code", "inputs", "named-outputs"]))
         base = {
             "job_name": self.prepared.name,
             "spec": json.loads(folder.job_json.read_text(encoding="utf-8")),
