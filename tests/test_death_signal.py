@@ -65,13 +65,29 @@ def test_a_child_started_through_the_prefix_gets_the_signal_when_its_parent_dies
         middle.wait(timeout=30)
 
 
-def test_a_ray_node_actor_names_a_missing_interpreter_as_popen_would(tmp_path):
+def _start_error(python: str) -> str | None:
     agent = RayNodeAgent("death_signal_probe", 0)
     try:
-        missing = str(tmp_path / "no-such-python")
         started = threading.Event()
-        agent._keep([missing, "-m", "distrun.backends.ray.node_agent", str(agent.workdir)], started)
+        agent._keep([python, "-m", "distrun.backends.ray.node_agent", str(agent.workdir)], started)
         assert started.is_set() and agent.ended.is_set()
-        assert agent.start_error == f"could not start the node agent ({missing}): No such file or directory"
+        return agent.start_error
     finally:
         agent.cleanup()
+
+
+def test_a_ray_node_actor_names_an_interpreter_that_cannot_run_as_popen_would(tmp_path):
+    missing = str(tmp_path / "no-such-python")
+    assert _start_error(missing) == f"could not start the node agent ({missing}): No such file or directory"
+    not_executable = tmp_path / "python"
+    not_executable.write_text("#!/bin/sh\n")
+    said = _start_error(str(not_executable))
+    assert said == f"could not start the node agent ({not_executable}): Permission denied"
+    # Popen says the same where no setpriv is in between.
+    for program in (missing, str(not_executable)):
+        try:
+            subprocess.Popen([program])
+        except OSError as exc:
+            assert _start_error(program) == f"could not start the node agent ({program}): {exc.strerror}"
+        else:
+            raise AssertionError(f"{program} ran")

@@ -41,6 +41,15 @@ def _stop_with_parent() -> None:  # in the agent, between fork and exec
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+def _check_runnable(program: str) -> None:
+    """OSError, in the words Popen would use, when `program` cannot be executed from here."""
+    if shutil.which(program) is not None:
+        return
+    if os.sep in program and os.path.exists(program):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
 def pack_folders(root: Path, names: list[str]) -> bytes:
     """A tar (gzip) of the folders `names` under `root` that exist; links are stored, never followed."""
     buffer = io.BytesIO()
@@ -130,8 +139,8 @@ class RayNodeAgent:
         # worker (threads and all) and run Python in the copy (see distrun.agent.death_signal).
         prefix = setpriv_prefix("TERM")
         try:
-            if prefix and shutil.which(argv[0]) is None:  # said as Popen says it, not as setpriv's exit 127
-                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+            if prefix:  # an interpreter that cannot run is said as Popen says it, not as setpriv's exit 127
+                _check_runnable(argv[0])
             self.proc = subprocess.Popen(
                 [*prefix, *argv],
                 stdin=subprocess.DEVNULL,
