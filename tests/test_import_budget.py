@@ -108,6 +108,14 @@ def imported_by_probe(tmp_path: Path, probe: str, args: list[str], env: dict[str
     return set(json.loads(out.read_text()))
 
 
+def probe_forbidden(
+    tmp_path: Path, probe: str, forbidden: tuple[str, ...], args: list[str] | None = None, extra_import: str = ""
+) -> tuple[set[str], list[str]]:
+    """What `probe` imported, and which of `forbidden` are among it (sorted)."""
+    modules = imported_by_probe(tmp_path, probe, args or [], {}, extra_import)
+    return modules, sorted(m for m in forbidden if m in modules)
+
+
 def heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in FORBIDDEN if m in modules)
 
@@ -228,15 +236,16 @@ import distrun.agent.outcome_channel, distrun.backends.slurm.layout, distrun.pla
 
 
 def test_the_slurm_node_agent_leaves_the_record_and_tracking_modules_out(tmp_path: Path) -> None:
-    modules = imported_by_probe(tmp_path, _SLURM_AGENT_PROBE, [str(tmp_path)], {}, "")
+    modules, found = probe_forbidden(tmp_path, _SLURM_AGENT_PROBE, SLURM_AGENT_FORBIDDEN, [str(tmp_path)])
     assert "distrun.backends.slurm.client" in modules  # the probe really imported the agent's parts
-    found = sorted(m for m in SLURM_AGENT_FORBIDDEN if m in modules)
     assert found == [], f"the Slurm node agent now imports {found}: import it where it is needed"
 
 
 def test_slurm_agent_check_catches_the_state_module(tmp_path: Path) -> None:
-    modules = imported_by_probe(tmp_path, _SLURM_AGENT_PROBE, [str(tmp_path)], {}, "distrun.backends.slurm.state")
-    assert "distrun.store.index" in {m for m in SLURM_AGENT_FORBIDDEN if m in modules}
+    _, found = probe_forbidden(
+        tmp_path, _SLURM_AGENT_PROBE, SLURM_AGENT_FORBIDDEN, [str(tmp_path)], "distrun.backends.slurm.state"
+    )
+    assert "distrun.store.index" in found
 
 
 # On Ray, every node's actor (a Ray worker imports `actor` to build it) and the node agent it
@@ -256,16 +265,16 @@ import distrun.store.layout
 
 
 def test_the_ray_actor_and_node_agent_leave_the_backend_out(tmp_path: Path) -> None:
-    modules = imported_by_probe(tmp_path, _RAY_NODE_PROBE, [], {}, "")
+    modules, found = probe_forbidden(tmp_path, _RAY_NODE_PROBE, RAY_NODE_FORBIDDEN)
     assert "distrun.backends.ray.actor" in modules and "distrun.agent.node" in modules  # the probe ran
-    found = sorted(m for m in RAY_NODE_FORBIDDEN if m in modules)
     assert found == [], f"a Ray node now imports {found} before its ranks start: import it where it is needed"
 
 
 def test_ray_node_check_catches_the_backend(tmp_path: Path) -> None:
-    modules = imported_by_probe(tmp_path, _RAY_NODE_PROBE, [], {}, "distrun.backends.ray.backend")
-    found = {m for m in RAY_NODE_FORBIDDEN if m in modules}
-    assert {"distrun.backends.ray.backend", "distrun.spec.models", "pydantic"} <= found
+    _, found = probe_forbidden(
+        tmp_path, _RAY_NODE_PROBE, RAY_NODE_FORBIDDEN, extra_import="distrun.backends.ray.backend"
+    )
+    assert {"distrun.backends.ray.backend", "distrun.spec.models", "pydantic"} <= set(found)
 
 
 # A Kubernetes pod's agent checks the job with the job models (it needs more than its plan), but
@@ -291,16 +300,16 @@ import distrun.spec.models, distrun.agent.watchdog, distrun.restarts, distrun.jo
 
 
 def test_a_kubernetes_pod_agent_leaves_the_backend_out(tmp_path: Path) -> None:
-    modules = imported_by_probe(tmp_path, _K8S_POD_PROBE, [], {}, "")
+    modules, found = probe_forbidden(tmp_path, _K8S_POD_PROBE, K8S_POD_FORBIDDEN)
     assert "distrun.backends.kubernetes.render" in modules  # the probe ran
-    found = sorted(m for m in K8S_POD_FORBIDDEN if m in modules)
     assert found == [], f"a pod's agent now imports {found} before its ranks start: import it where it is needed"
 
 
 def test_pod_check_catches_the_backend(tmp_path: Path) -> None:
-    modules = imported_by_probe(tmp_path, _K8S_POD_PROBE, [], {}, "distrun.backends.kubernetes.backend")
-    found = {m for m in K8S_POD_FORBIDDEN if m in modules}
-    assert {"distrun.backends.kubernetes.backend", "distrun.backends.base", "distrun.submission"} <= found
+    _, found = probe_forbidden(
+        tmp_path, _K8S_POD_PROBE, K8S_POD_FORBIDDEN, extra_import="distrun.backends.kubernetes.backend"
+    )
+    assert {"distrun.backends.kubernetes.backend", "distrun.backends.base", "distrun.submission"} <= set(found)
 
 
 def test_the_ports_step_says_when_no_port_is_free(monkeypatch, capsys) -> None:
