@@ -91,3 +91,39 @@ def test_a_ray_node_actor_names_an_interpreter_that_cannot_run_as_popen_would(tm
             assert _start_error(program) == f"could not start the node agent ({program}): {exc.strerror}"
         else:
             raise AssertionError(f"{program} ran")
+
+
+def _fake_setpriv(folder: Path, body: str) -> None:
+    folder.mkdir()
+    program = folder / "setpriv"
+    program.write_bytes(body.encode())
+    program.chmod(0o755)
+
+
+def _prefix_with_path(monkeypatch, folder: Path) -> tuple[str, ...]:
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    setpriv_prefix.cache_clear()
+    try:
+        return setpriv_prefix("TERM")
+    finally:
+        setpriv_prefix.cache_clear()
+
+
+def test_a_setpriv_whose_option_table_names_pdeathsig_is_taken_without_running_it(tmp_path, monkeypatch):
+    # Run, this one would fail and leave a trace: taking it proves it was only read.
+    ran = tmp_path / "ran"
+    _fake_setpriv(tmp_path / "bin", f"#!/bin/sh\ntouch {ran}\nexit 1\n# \0pdeathsig\0\n")
+    taken = _prefix_with_path(monkeypatch, tmp_path / "bin")
+    assert taken == (str(tmp_path / "bin" / "setpriv"), "--pdeathsig", "TERM", "--")
+    assert not ran.exists()
+
+
+def test_a_setpriv_that_does_not_name_the_option_is_asked_by_running_it(tmp_path, monkeypatch):
+    ran = tmp_path / "ran"
+    # Only a longer option holds the word: not the option itself.
+    _fake_setpriv(tmp_path / "yes", f"#!/bin/sh\ntouch {ran}\nexit 0\n# \0keep-pdeathsig\0\n")
+    assert _prefix_with_path(monkeypatch, tmp_path / "yes")[0] == str(tmp_path / "yes" / "setpriv")
+    assert ran.exists()
+    # An old setpriv refuses the option: no prefix, the caller sets the signal itself.
+    _fake_setpriv(tmp_path / "old", "#!/bin/sh\necho \"setpriv: unrecognized option '--pdeathsig'\" >&2\nexit 1\n")
+    assert _prefix_with_path(monkeypatch, tmp_path / "old") == ()

@@ -37,6 +37,8 @@ FORBIDDEN = (
     "rich.live",
     # pydantic's plugin discovery imports it (14 ms); the command skips that (distrun.pydantic_plugins).
     "importlib.metadata",
+    # Only an invalid job needs "did you mean" suggestions.
+    "difflib",
     # distrun's own parts that only some jobs need: MPI launchers, conda environments, data
     # inputs and outputs.
     "distrun.agent.mpi_output",

@@ -150,6 +150,43 @@ def test_without_mlflow_jobs_run_as_before(
     assert "Traceback" not in missing.stderr
 
 
+def test_a_store_mlflow_created_gets_each_run_from_distruns_own_writer(tmp_path: Path) -> None:
+    """The steady state (the store exists): distrun writes the run itself, in one connection,
+    and mlflow's own client reads it as one of its runs."""
+    from mlflow.tracking import MlflowClient
+
+    from distrun.metrics import sqlite_store, tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    client.search_experiments()  # mlflow creates its schema
+    made = tracking._fast_create(uri, "exp", "job_a", {"distrun.job_name": "job_a"}, tmp_path / "mlartifacts")
+    assert made is not None and made.experiment_name == "exp"
+    run = client.get_run(made.run_id)
+    assert run.info.run_name == "job_a" and run.info.status == "RUNNING"
+    assert run.data.tags["distrun.job_name"] == "job_a"
+    assert client.get_experiment(made.experiment_id).name == "exp"
+    # Held open: a rank's MLflow ending the run at its exit does not end the job's run.
+    client.set_terminated(made.run_id, status="FINISHED")
+    assert client.get_run(made.run_id).info.status == "RUNNING"
+    sqlite_store.close_run(tmp_path / "mlflow.db", made.run_id, "FINISHED")
+    assert client.get_run(made.run_id).info.status == "FINISHED"
+    # A second run goes into the same experiment.
+    again = tracking._fast_create(uri, "exp", "job_b", {}, tmp_path / "mlartifacts")
+    assert again is not None and again.experiment_id == made.experiment_id
+
+    # Not a store of mlflow's (another program's database, a file that is no database, none
+    # at all): left to mlflow's own client.
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE runs (x)")
+    (tmp_path / "text.db").write_text("not a database at all, but long enough to be read as one" * 20)
+    for path in (other, tmp_path / "text.db", tmp_path / "missing.db"):
+        assert tracking._fast_create(f"sqlite:///{path}", "exp", "job_c", {}, tmp_path) is None
+    with sqlite3.connect(other) as conn:
+        assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master")} == {"runs"}
+
+
 SLURM_TRAIN = """
     import os
     import mlflow

@@ -45,15 +45,11 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def has_mlflow_schema(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    try:
-        with _connect(path) as conn:
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.Error:
-        return False
-    return {"runs", "experiments", "tags", "metrics", "alembic_version"} <= names
+_MLFLOW_TABLES = frozenset({"runs", "experiments", "tags", "metrics", "alembic_version"})
+
+
+def _names(conn: sqlite3.Connection) -> set[str]:
+    return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
 
 
 def hold_runs_open(path: Path) -> None:
@@ -64,12 +60,23 @@ def hold_runs_open(path: Path) -> None:
 
 def create_run(
     path: Path, experiment_name: str, run_name: str, tags: dict[str, str], artifacts: Path
-) -> tuple[str, str]:
-    """A RUNNING run in the experiment (created if new); returns (experiment id, run id)."""
+) -> tuple[str, str] | None:
+    """A RUNNING run in the experiment (created if new); returns (experiment id, run id), or
+    None where `path` is not a store mlflow created.
+
+    One connection does all of it: opening the store and reading its schema cost about as much
+    as the run's own rows.
+    """
+    if not path.is_file():
+        return None
     now = int(time.time() * 1000)
     run_id = uuid.uuid4().hex
     with _connect(path) as conn:
-        conn.executescript(_HOLD_OPEN)
+        names = _names(conn)
+        if not _MLFLOW_TABLES <= names:
+            return None
+        if not {"distrun_open_runs", "distrun_keep_run_open"} <= names:
+            conn.executescript(_HOLD_OPEN)
         conn.execute("BEGIN IMMEDIATE")
         try:
             row = conn.execute(

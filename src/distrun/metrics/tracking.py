@@ -87,13 +87,15 @@ def start_run(
 
 def _fast_create(uri: str, experiment: str, job_name: str, tags: dict[str, str], artifacts: Path) -> TrackedRun | None:
     path = sqlite_store.sqlite_file(uri)
-    if path is None or not sqlite_store.has_mlflow_schema(path):
+    if path is None:
         return None
     try:
-        experiment_id, run_id = sqlite_store.create_run(path, experiment, job_name, tags, artifacts)
+        created = sqlite_store.create_run(path, experiment, job_name, tags, artifacts)
     except sqlite3.Error:
         return None  # a layout this code does not know: mlflow's client knows it
-    return TrackedRun(uri, experiment_id, experiment, run_id)
+    if created is None:
+        return None  # not created by mlflow yet: its client creates the schema
+    return TrackedRun(uri, created[0], experiment, created[1])
 
 
 def _client_create(

@@ -6,7 +6,6 @@ the code folder and input paths exist (relative paths start at the job file's fo
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -207,6 +206,8 @@ def reference_problems(
             continue
         seen.add((ref.kind, ref.name))
         singular = ref.kind[:-1]
+        import difflib  # error paths only: not loaded by a valid job's run
+
         close = difflib.get_close_matches(ref.name, list(table), n=1)
         add = f"add `{ref.name}` under `{ref.kind}:`"
         hint = f"did you mean {ref.kind}.{close[0]}? Otherwise {add}" if close else add

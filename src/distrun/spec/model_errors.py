@@ -8,7 +8,6 @@ stable.
 
 from __future__ import annotations
 
-import difflib
 import re
 import typing
 from typing import Any
@@ -127,6 +126,8 @@ def _choices(expected: str) -> list[str]:
 def _did_you_mean(got: Any, choices: list[str]) -> str:
     if not isinstance(got, str):
         return ""
+    import difflib  # error paths only: not loaded by a valid job's run
+
     close = difflib.get_close_matches(got.lower(), choices, n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}? " if close else ""
 
@@ -205,6 +206,8 @@ def _type_names(errs: list[dict[str, Any]]) -> list[str]:
 def _closest(word: str, allowed: list[str]) -> str | None:
     """The allowed key most like `word` (by its own similarity, not difflib's ordering, which
     put 'max_preemptions' before 'max_restarts' for 'max_retries'), if any is close."""
+    import difflib  # error paths only: not loaded by a valid job's run
+
     scored = [(difflib.SequenceMatcher(None, word, key).ratio(), key) for key in allowed]
     best = max(scored, default=(0.0, ""))
     return best[1] if best[0] >= 0.6 else None

@@ -3,7 +3,6 @@ errors holds every problem (a typo'd key no longer hides an undefined `${{inputs
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from distrun.errors import Problem
@@ -42,6 +41,8 @@ def _unknown_distribution_keys(dist: Any, smap: SourceMap) -> list[Problem]:
     for key in dist:
         if key in known:
             continue
+        import difflib  # error paths only: not loaded by a valid job's run
+
         close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else f"remove it; distribution keys: {', '.join(known)}"
         path = ("distribution", key)
