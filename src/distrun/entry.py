@@ -1,6 +1,7 @@
 """The `distrun` command's entry point: a Ctrl-C while Python is still importing distrun
 (the first few tenths of a second) ends quietly, like one a moment later; pydantic looks for
-no plugins in the command's process (distrun.pydantic_plugins)."""
+no plugins in the command's process (distrun.pydantic_plugins); the command ends without
+Python's interpreter teardown where that is safe (distrun.process_exit)."""
 
 from __future__ import annotations
 
@@ -15,4 +16,10 @@ def main() -> None:
         from distrun.cli import main as cli_main
     except KeyboardInterrupt:
         raise SystemExit(EXIT_INTERRUPTED) from None
-    cli_main()
+    from distrun.process_exit import leave
+
+    try:
+        cli_main()
+    except SystemExit as done:
+        leave(done.code)
+    leave(0)
