@@ -4,15 +4,17 @@ distrun is built on and starts the same processes, nothing else.
 distrun checks a job with pydantic, reads YAML through ruamel.yaml (which keeps line numbers for
 its error messages) and parses its command line with click. This script imports those three,
 then starts the ranks the way a launcher must (each in its own session, output into a pipe) and
-waits for them. It validates nothing, records nothing and keeps no logs, so whatever distrun
-takes beyond it is distrun's own work; what it takes itself no launcher on these libraries can
-go below in a fresh process.
+waits for them. It validates nothing, records nothing and keeps no logs, and it leaves without
+the interpreter's teardown (as distrun does, distrun.process_exit), so whatever distrun takes
+beyond it is distrun's own work; what it takes itself no launcher on these libraries can go
+below in a fresh process.
 
 Usage: python library_floor.py RANKS COMMAND [ARG...]
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -31,7 +33,8 @@ def main() -> None:
         assert proc.stdout is not None
         proc.stdout.read()
         proc.wait()
-    sys.exit(max(proc.returncode for proc in procs))
+    sys.stdout.flush()
+    os._exit(max(proc.returncode for proc in procs))
 
 
 if __name__ == "__main__":
