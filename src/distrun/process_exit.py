@@ -29,8 +29,10 @@ def leave(code: object) -> NoReturn:
     """End the process with `code` as sys.exit(code) would, skipping the interpreter's teardown."""
     status = exit_status(code)
     if status is None or threading.active_count() > 1:
-        raise SystemExit(code)  # Python prints a message code, joins the threads
-    atexit._run_exitfuncs()  # runs each handler once, then forgets it: a fallback does not rerun them
+        raise SystemExit(code)  # the ordinary exit: Python prints a message code and joins the threads
+    # CPython's own call at exit: runs each handler once and forgets it, so the ordinary exit
+    # below, should it still be taken, does not run them again.
+    atexit._run_exitfuncs()
     try:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
