@@ -43,6 +43,7 @@ def _run(tmp_path: Path, mode: str, *args: str) -> tuple[subprocess.CompletedPro
     env = {**os.environ, "DISTRUN_HOME": str(tmp_path / "home"), "PYTHONPATH": src}
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, str(handler), str(teardown), mode, *args],
+        stdin=subprocess.DEVNULL,  # under PYTHONINSPECT the prompt that follows reads it: EOF ends it
         capture_output=True,
         text=True,
         env=env,
@@ -67,6 +68,14 @@ def test_the_command_leaves_without_teardown_owing_nothing(tmp_path, args, code)
 def test_with_another_thread_alive_the_command_exits_the_ordinary_way(tmp_path):
     done, handler, teardown = _run(tmp_path, "thread", "--version")
     assert done.returncode == 0, done.stderr
+    assert handler.read_text() == "ran"
+    assert teardown.read_text() == "torn down"
+
+
+def test_under_python_inspect_the_command_exits_the_ordinary_way(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONINSPECT", "1")  # as `python -i`: Python's prompt follows the command
+    done, handler, teardown = _run(tmp_path, "alone", "--version")
+    assert "version" in done.stdout
     assert handler.read_text() == "ran"
     assert teardown.read_text() == "torn down"
 

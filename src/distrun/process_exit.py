@@ -10,7 +10,8 @@ So the command leaves once it has done what an exit owes others: the atexit hand
 stderr are flushed. distrun keeps no other file open across the end of a command: the job
 record is in SQLite (committed), logs and record files are written with os.write and closed.
 Where leaving early cannot be done cleanly (another thread still runs, a stream cannot be
-flushed, the exit code is not a number) the command exits the ordinary way.
+flushed, the exit code is not a number, Python is to show its prompt after the command) the
+command exits the ordinary way.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 def leave(code: object) -> NoReturn:
     """End the process with `code` as sys.exit(code) would, skipping the interpreter's teardown."""
     status = exit_status(code)
-    if status is None or threading.active_count() > 1:
+    inspect = sys.flags.inspect or os.environ.get("PYTHONINSPECT")  # `python -i`: the prompt follows
+    if status is None or inspect or threading.active_count() > 1:
         raise SystemExit(code)  # the ordinary exit: Python prints a message code and joins the threads
     # CPython's own call at exit: runs each handler once and forgets it, so the ordinary exit
     # below, should it still be taken, does not run them again.
