@@ -16,9 +16,12 @@ from distrun.backends.ray.actor import RayNodeAgent
 # Started through the prefix by a middle process, which is then SIGKILLed: the grandchild must
 # receive the asked signal (and write its name) as its parent dies.
 _CHILD = """
-import signal, sys, time
+import os, signal, sys, time
 def caught(number, frame):
-    open(sys.argv[1], "w").write(signal.Signals(number).name)
+    # Written aside and renamed into place: the test, polling for the file, never reads it half-written.
+    with open(sys.argv[1] + ".part", "w") as said:
+        said.write(signal.Signals(number).name)
+    os.replace(sys.argv[1] + ".part", sys.argv[1])
     sys.exit(0)
 signal.signal(signal.SIGTERM, caught)
 open(sys.argv[1] + ".ready", "w").close()
