@@ -41,19 +41,43 @@ def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def distrun_cli(
+    home: Path,
+    *args: str,
+    timeout: float = 180,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    **popen: Any,
+) -> subprocess.CompletedProcess[str]:
+    """`distrun <args>` run to its end in DISTRUN_HOME `home`, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "distrun", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(home, env),
+        cwd=cwd,
+        **popen,
+    )
+
+
+def start_distrun_cli(home: Path, *args: str) -> subprocess.Popen[str]:
+    """`distrun <args>` started in DISTRUN_HOME `home`, stdout and stderr together on a pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "distrun", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(home),
+    )
+
+
 @pytest.fixture
 def run_cli(distrun_home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     def run(
         *args: str, timeout: float = 180, cwd: Path | None = None, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "distrun", *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=cli_env(distrun_home, env),
-            cwd=cwd,
-        )
+        return distrun_cli(distrun_home, *args, timeout=timeout, cwd=cwd, env=env)
 
     return run
 
@@ -64,13 +88,7 @@ def start_cli(distrun_home: Path) -> Iterator[Callable[..., subprocess.Popen[str
     started: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "distrun", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=cli_env(distrun_home),
-        )
+        proc = start_distrun_cli(distrun_home, *args)
         started.append(proc)
         return proc
 

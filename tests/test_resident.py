@@ -11,15 +11,15 @@ import resource
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import SRC, cli_env, processes_of_job, wait_for
+from conftest import SRC, distrun_cli, processes_of_job, start_distrun_cli, wait_for
 
 
 @pytest.fixture
@@ -33,27 +33,17 @@ def home() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _cli(home: Path, *args: str, cwd: Path | None = None, **popen: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "distrun", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=cli_env(home),
-        cwd=cwd,
-        **popen,  # type: ignore[arg-type]
-    )
+def _cli(home: Path, *args: str, **options: Any) -> subprocess.CompletedProcess[str]:
+    return distrun_cli(home, *args, timeout=120, **options)
 
 
-def _start(home: Path, *args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "distrun", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=cli_env(home),
-        cwd=cwd,
-    )
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie its parent has not reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def _counts(home: Path) -> str:
@@ -81,15 +71,7 @@ def test_a_run_is_handed_to_the_resident_and_runs_as_it_would_cold(home, tmp_pat
     assert "commands run: 0" in started.stdout
     where = tmp_path / "where"
     job = _job(where, "command: echo greeting=$GREETING\n")  # named relative to the caller's folder below
-    env = {**cli_env(home), "GREETING": "from-the-caller"}
-    ran = subprocess.run(
-        [sys.executable, "-m", "distrun", "run", "job.yml"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=where,
-    )
+    ran = _cli(home, "run", "job.yml", cwd=where, env={"GREETING": "from-the-caller"})
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "greeting=from-the-caller" in ran.stdout
     assert "Status: Completed" in ran.stdout
@@ -106,7 +88,7 @@ def test_a_run_is_handed_to_the_resident_and_runs_as_it_would_cold(home, tmp_pat
 def _sleeping_job_through_the_resident(home: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
     """A resident started, and a `distrun run` of `sleep 60` through it, its rank running."""
     assert _cli(home, "resident", "start").returncode == 0
-    caller = _start(home, "run", str(_job(tmp_path / "sleep", "command: sleep 60\n")))
+    caller = start_distrun_cli(home, "run", str(_job(tmp_path / "sleep", "command: sleep 60\n")))
     name = wait_for(lambda: (home / "jobs").is_dir() and any((home / "jobs").iterdir()) and _only_job(home))
     wait_for(lambda: processes_of_job(name))
     return caller, str(name)
@@ -136,7 +118,7 @@ def test_the_caller_still_learns_the_exit_code_when_the_resident_is_killed_meanw
     assert started.returncode == 0
     pid = int(started.stdout.split("pid ")[1].split()[0])
     job = _job(tmp_path / "late", "command: sleep 2; exit 4\n")
-    caller = _start(home, "run", str(job))
+    caller = start_distrun_cli(home, "run", str(job))
     wait_for(lambda: (home / "jobs").is_dir() and any((home / "jobs").iterdir()))
     os.kill(pid, signal.SIGKILL)
     out, _ = caller.communicate(timeout=60)
@@ -179,7 +161,7 @@ def test_a_resident_left_by_a_killed_one_socket_is_replaced_and_a_second_start_f
     again = _cli(home, "resident", "start")
     assert f"pid {pid} " in again.stdout  # the same one
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z")
+    wait_for(lambda: _ended(pid))
     time.sleep(0.1)
     assert (home / "resident.sock").exists()  # left behind
     fresh = _cli(home, "resident", "start")
@@ -190,12 +172,9 @@ def test_a_resident_whose_code_changed_sends_the_run_cold_and_leaves(home, tmp_p
     # A copy of distrun to edit: the caller and the resident both import it.
     copy = tmp_path / "src"
     shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    env = {**cli_env(home), "PYTHONPATH": str(copy)}
 
     def distrun(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "distrun", *args], capture_output=True, text=True, timeout=120, env=env
-        )
+        return _cli(home, *args, env={"PYTHONPATH": str(copy)})
 
     started = distrun("resident", "start")
     assert started.returncode == 0, started.stderr
@@ -207,7 +186,7 @@ def test_a_resident_whose_code_changed_sends_the_run_cold_and_leaves(home, tmp_p
     os.utime(edited, (time.time() + 5, time.time() + 5))
     ran = distrun("run", str(job))
     assert ran.returncode == 0 and "Status: Completed" in ran.stdout  # cold, from the edited code
-    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z")
+    wait_for(lambda: _ended(pid))
     assert "distrun's code changed" in (home / "resident.log").read_text()
     assert not (home / "resident.sock").exists()
 
@@ -217,7 +196,7 @@ def test_ctrl_c_is_not_held_up_by_a_resident_that_does_not_answer(home, tmp_path
     pid = int(started.stdout.split("pid ")[1].split()[0])
     os.kill(pid, signal.SIGSTOP)
     try:
-        caller = _start(home, "run", str(_job(tmp_path / "true", "command: echo ran\n")))
+        caller = start_distrun_cli(home, "run", str(_job(tmp_path / "true", "command: echo ran\n")))
         time.sleep(1)
         assert caller.poll() is None  # waiting for the resident's answer
         caller.send_signal(signal.SIGINT)

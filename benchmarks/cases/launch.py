@@ -80,18 +80,23 @@ def _one_true_methods(bench: Bench) -> list[Method]:
     ]
 
 
-def _resident_env(bench: Bench) -> dict[str, str]:
-    """distrun's environment with a DISTRUN_HOME of its own, where a resident process serves."""
+def _resident_home_env(bench: Bench) -> dict[str, str]:
+    """distrun's environment with a DISTRUN_HOME of its own, for the resident process."""
     env = bench.distrun_env()
     env["DISTRUN_HOME"] = str(bench.scratch / "resident-home")
+    return env
+
+
+def _resident_env(bench: Bench) -> dict[str, str]:
+    """As `_resident_home_env`, with the resident started there (at the first sample)."""
+    env = _resident_home_env(bench)
     if not (bench.scratch / "resident-home" / "resident.sock").exists():
         subprocess.run(bench.distrun("resident", "start"), env=env, check=True, stdout=subprocess.DEVNULL)
     return env
 
 
 def _stop_resident(bench: Bench) -> None:
-    if (bench.scratch / "resident-home").exists():
-        subprocess.run(bench.distrun("resident", "stop"), env=_resident_env(bench), stdout=subprocess.DEVNULL)
+    subprocess.run(bench.distrun("resident", "stop"), env=_resident_home_env(bench), stdout=subprocess.DEVNULL)
 
 
 def _help_methods(bench: Bench) -> list[Method]:

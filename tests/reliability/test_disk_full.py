@@ -12,14 +12,13 @@ import errno
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from reliability_support import assert_nothing_left, only_job, record, show
 
-from conftest import cli_env
+from conftest import distrun_cli
 
 
 @pytest.fixture
@@ -45,13 +44,7 @@ def small_filesystem() -> Iterator[Callable[[Path, str], Path]]:
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "distrun", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=cli_env(home),
-    )
+    return distrun_cli(home, *args, timeout=120)
 
 
 CHATTY = """

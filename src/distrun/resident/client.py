@@ -17,10 +17,10 @@ import signal
 import sys
 from types import FrameType
 
+from distrun.entry import EXIT_INTERRUPTED
 from distrun.resident import wire
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-EXIT_INTERRUPTED = 130
 EXIT_LOST = 1  # the resident and the copy it forked both ended without saying how the command ended
 
 
@@ -72,7 +72,7 @@ def _hand_over(conn: _socket.socket, args: list[str]) -> int | None:
             "argv": [os.fsencode(arg) for arg in args],
             "env": dict(os.environb),
             "python": os.fsencode(sys.executable),
-            "package": os.fsencode(os.path.dirname(os.path.dirname(os.path.abspath(wire.__file__)))),
+            "package": wire.package_folder(),
         }
         try:
             _send(conn, wire.encode(request), [0, 1, 2, cwd])

@@ -78,7 +78,7 @@ def stop(home: str) -> int | None:
         return None
     pid = answer[1]
     give_up = time.monotonic() + STOP_TIMEOUT
-    while time.monotonic() < give_up and os.path.exists(f"/proc/{pid}") and _alive(pid):
+    while time.monotonic() < give_up and _alive(pid):
         time.sleep(0.02)
     return pid
 

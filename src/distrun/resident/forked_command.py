@@ -21,11 +21,11 @@ import traceback
 from types import FrameType
 from typing import NoReturn
 
+from distrun.entry import EXIT_INTERRUPTED
 from distrun.resident import wire
 
 FORWARDED = frozenset((signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
 _STANDARD = (0, 1, 2)
-EXIT_INTERRUPTED = 130
 
 
 def run_forked(conn: socket.socket, fds: list[int], request: dict, umask: int, inherited_fds: list[int]) -> NoReturn:

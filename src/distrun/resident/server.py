@@ -49,7 +49,7 @@ class Resident:
         self.last_refusal = ""
         self.context = context.inherited("self")
         self.python = os.fsencode(sys.executable)
-        self.package = os.fsencode(os.path.dirname(os.path.dirname(os.path.abspath(wire.__file__))))
+        self.package = wire.package_folder()
         self.loaded = _module_files()
         self.stopping = False
 
@@ -201,9 +201,7 @@ def _receive(conn: socket.socket) -> tuple[object, list[int]]:
         os.set_inheritable(fd, False)
     if not data:
         return None, fds
-    message = wire.Reader(conn.recv)
-    message._data += data
-    return message.next(), fds
+    return wire.Reader(conn.recv, data).next(), fds
 
 
 def _module_files() -> dict[str, float]:

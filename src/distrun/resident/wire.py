@@ -24,6 +24,11 @@ def home_folder(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
     return os.path.abspath(os.path.expanduser(home))
 
 
+def package_folder() -> bytes:
+    """The distrun package this process imported: a resident serves only callers of the same one."""
+    return os.fsencode(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def socket_path(home: str) -> str:
     return os.path.join(home, SOCKET_NAME)
 
@@ -47,9 +52,9 @@ def decode(body: bytes) -> object:
 class Reader:
     """Messages one by one from `receive(n)` (a socket's recv), keeping bytes read past one."""
 
-    def __init__(self, receive) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, receive, already: bytes = b"") -> None:  # type: ignore[no-untyped-def]
         self._receive = receive
-        self._data = bytearray()
+        self._data = bytearray(already)
 
     def next(self) -> object | None:
         """The next message; None at the end of the stream before a whole one."""
