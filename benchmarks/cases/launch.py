@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 import shutil
-import subprocess
 
 from benchmarks.bench import WORKLOADS, Bench
 from benchmarks.harness import Method, alternate
 from benchmarks.profiling import cprofile, import_profile
+from benchmarks.resident import RESIDENT, served_env, stop
 from benchmarks.results import DISTRUN, CaseResult, Row, Target
 
 TITLE = "launch and teardown"
@@ -33,7 +33,6 @@ MAX_ONE_TRUE = 0.12  # `distrun run` of one `true`, seconds
 MIN_SPEEDUP_OVER_PEER = {8: 8.0}  # over torchrun and over TorchX
 OWN_CPU = "own CPU s"  # the command's own process, not its ranks: less sensitive to a busy machine
 FLOOR = "libraries' floor"
-RESIDENT = "distrun, resident"  # `distrun run` handed to `distrun resident start`'s process
 ONE_TRUE = "1 rank of true"
 
 
@@ -54,7 +53,7 @@ def _methods(bench: Bench, ranks: int) -> list[Method]:
         Method(DISTRUN, lambda: _wall(bench, "b1-distrun", bench.distrun("run", str(job)), denv)),
         Method("bare loop", lambda: _wall(bench, "b1-loop", ["bash", "-c", loop], penv)),
         Method(FLOOR, lambda: _wall(bench, "b1-floor", floor, penv)),
-        Method(RESIDENT, lambda: _wall(bench, "b1-resident", bench.distrun("run", str(job)), _resident_env(bench))),
+        Method(RESIDENT, lambda: _wall(bench, "b1-resident", bench.distrun("run", str(job)), served_env(bench))),
     ]
     if bench.wants("torchrun"):
         torchrun = [*peers.torchrun, "--standalone", "--nproc-per-node", str(ranks), "--no-python", py, "-c", "pass"]
@@ -76,27 +75,8 @@ def _one_true_methods(bench: Bench) -> list[Method]:
         Method(DISTRUN, lambda: _wall(bench, "b1-true-distrun", bench.distrun("run", str(job)), denv)),
         Method("bare loop", lambda: _wall(bench, "b1-true-loop", ["bash", "-c", f"{true} & wait"], penv)),
         Method(FLOOR, lambda: _wall(bench, "b1-true-floor", floor, penv)),
-        Method(RESIDENT, lambda: _wall(bench, "b1-true-res", bench.distrun("run", str(job)), _resident_env(bench))),
+        Method(RESIDENT, lambda: _wall(bench, "b1-true-res", bench.distrun("run", str(job)), served_env(bench))),
     ]
-
-
-def _resident_home_env(bench: Bench) -> dict[str, str]:
-    """distrun's environment with a DISTRUN_HOME of its own, for the resident process."""
-    env = bench.distrun_env()
-    env["DISTRUN_HOME"] = str(bench.scratch / "resident-home")
-    return env
-
-
-def _resident_env(bench: Bench) -> dict[str, str]:
-    """As `_resident_home_env`, with the resident started there (at the first sample)."""
-    env = _resident_home_env(bench)
-    if not (bench.scratch / "resident-home" / "resident.sock").exists():
-        subprocess.run(bench.distrun("resident", "start"), env=env, check=True, stdout=subprocess.DEVNULL)
-    return env
-
-
-def _stop_resident(bench: Bench) -> None:
-    subprocess.run(bench.distrun("resident", "stop"), env=_resident_home_env(bench), stdout=subprocess.DEVNULL)
 
 
 def _help_methods(bench: Bench) -> list[Method]:
@@ -136,7 +116,7 @@ def run(bench: Bench) -> CaseResult:
         result.reps[method.name] = reps
     _one_true_target(result, DISTRUN)
     _one_true_target(result, RESIDENT)
-    _stop_resident(bench)
+    stop(bench)
     bench.log("  B1 CLI start-up (--help)")
     methods = _help_methods(bench)
     samples = alternate(methods, reps, bench.log)
