@@ -8,6 +8,7 @@ in both homes.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 
 from benchmarks.bench import Bench
 
@@ -22,11 +23,17 @@ def home_env(bench: Bench, extra: dict[str, str] | None = None) -> dict[str, str
     return env
 
 
-def served_env(bench: Bench, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """As `home_env`, with the resident started there if none serves it yet (at the first sample)."""
+def served_env(
+    bench: Bench, extra: dict[str, str] | None = None, wrap: Callable[[list[str]], list[str]] = list
+) -> dict[str, str]:
+    """As `home_env`, with the resident started there if none serves it yet (at the first sample).
+
+    `wrap`: how the commands it serves are run (say, inside a network namespace), so that the
+    resident shares their context; one that differs would send every run cold.
+    """
     env = home_env(bench, extra)
     if not (bench.scratch / HOME / "resident.sock").exists():
-        subprocess.run(bench.distrun("resident", "start"), env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(wrap(bench.distrun("resident", "start")), env=env, check=True, stdout=subprocess.DEVNULL)
     return env
 
 
