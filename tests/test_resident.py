@@ -144,6 +144,25 @@ def test_a_caller_whose_limits_differ_runs_cold_and_the_resident_says_why(home, 
     assert "resource limits" in shown
 
 
+def test_a_caller_with_another_module_search_path_runs_cold(home, tmp_path):
+    """A module distrun imports later (Ray, the Kubernetes client) could come from another folder
+    than the resident would look in: a caller whose PYTHONPATH differs is not served. An empty
+    entry (the working folder) is the same entry wherever the caller works."""
+    search = {"PYTHONPATH": f"{SRC}{os.pathsep}"}  # ends in an empty entry: the working folder
+    assert _cli(home, "resident", "start", env=search).returncode == 0
+    job = _job(tmp_path / "true", "command: echo ran\n")
+    (tmp_path / "more").mkdir()
+    ran = _cli(home, "run", str(job), env={"PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path / 'more'}"})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "Status: Completed" in ran.stdout
+    shown = _cli(home, "resident", "status").stdout
+    assert "commands run: 0, running now: 0, run cold: 1" in shown
+    assert "another module search path" in shown
+    served = _cli(home, "run", str(job), cwd=tmp_path, env=search)  # another working folder
+    assert served.returncode == 0 and "Status: Completed" in served.stdout
+    assert "commands run: 1, running now: 0, run cold: 1" in _cli(home, "resident", "status").stdout
+
+
 def test_after_stop_runs_are_cold_and_the_socket_is_gone(home, tmp_path):
     assert _cli(home, "resident", "start").returncode == 0
     assert (home / "resident.sock").exists()

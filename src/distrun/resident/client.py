@@ -44,6 +44,7 @@ def run_through_resident(args: list[str]) -> int | None:
 def _hand_over(conn: _socket.socket, args: list[str]) -> int | None:
     try:
         cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        cwd_path = os.getcwdb()
     except OSError:
         return None  # the cold command says what is wrong with the working folder
     received: list[int] = []
@@ -73,6 +74,8 @@ def _hand_over(conn: _socket.socket, args: list[str]) -> int | None:
             "env": dict(os.environb),
             "python": os.fsencode(sys.executable),
             "package": wire.package_folder(),
+            "path": wire.comparable_path(wire.search_path(), cwd_path),
+            "search_path": wire.search_path(),
         }
         try:
             _send(conn, wire.encode(request), [0, 1, 2, cwd])

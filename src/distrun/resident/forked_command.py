@@ -68,6 +68,9 @@ def _take_on(fds: list[int], request: dict, umask: int, inherited_fds: list[int]
     for key, value in request["env"].items():
         os.environb[key] = value
     sys.argv = ["distrun", *(os.fsdecode(arg) for arg in request["argv"])]
+    # The caller's module search path, for the modules imported from now on: the resident's
+    # but for the caller's script folder and working folder (wire.comparable_path).
+    sys.path[:] = [os.fsdecode(entry) for entry in request["search_path"]]
     _fresh_standard_streams()
 
 

@@ -4,10 +4,11 @@ Started by `distrun resident start` (as `python -m distrun.resident.server HOME 
 session of its own with no terminal; its log is DISTRUN_HOME/resident.log. It serves only its
 own user (the peer's uid, as the kernel tells it), only callers whose process context a child
 of it would share (`context`), and only while its code is the caller's: the same interpreter
-and distrun package, and no file of a module it loaded changed since it started (an upgrade or
-an edit). A stale resident answers "run cold", then leaves. It ends after `idle` seconds without
-a request and with no command of its own still running, or on `distrun resident stop`; the
-commands it forked run on, each its own caller's.
+and distrun package, the same module search path (`wire.comparable_path`), and no file of a
+module it loaded changed since it started (an upgrade or an edit). A stale resident answers
+"run cold", then leaves. It ends after `idle` seconds without a request and with no command of
+its own still running, or on `distrun resident stop`; the commands it forked run on, each its
+own caller's.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ _REQUEST_TIMEOUT = 5.0
 
 
 class Resident:
-    def __init__(self, home: str, idle: float) -> None:
+    def __init__(self, home: str, idle: float, search_path: list[bytes], cwd: bytes) -> None:
         self.home = home
         self.idle = idle
         self.started = time.time()
@@ -50,6 +51,8 @@ class Resident:
         self.context = context.inherited("self")
         self.python = os.fsencode(sys.executable)
         self.package = wire.package_folder()
+        # As it was at the start, before anything was imported, against the start's working folder.
+        self.search_path = wire.comparable_path(search_path, cwd)
         self.loaded = _module_files()
         self.stopping = False
 
@@ -139,6 +142,8 @@ class Resident:
             return f"another interpreter ({os.fsdecode(request.get('python', b''))})"
         if request.get("package") != self.package:
             return f"another distrun ({os.fsdecode(request.get('package', b''))})"
+        if request.get("path") != self.search_path or not isinstance(request.get("search_path"), list):
+            return "another module search path (sys.path: PYTHONPATH, or the interpreter's site folders)"
         changed = _changed(self.loaded)
         if changed:
             return f"distrun's code changed since the resident started ({changed}): it leaves"
@@ -283,8 +288,9 @@ def _remove(path: str) -> None:
 
 def main() -> None:
     home, idle = sys.argv[1], float(sys.argv[2])
+    search_path, cwd = wire.search_path(), os.getcwdb()
     preload()
-    resident = Resident(home, idle)
+    resident = Resident(home, idle, search_path, cwd)
     listener = listen(home)
     path = wire.socket_path(home)
     ours = os.stat(path).st_ino

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import sys
 
 SOCKET_NAME = "resident.sock"
 LOG_NAME = "resident.log"
@@ -27,6 +28,21 @@ def home_folder(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
 def package_folder() -> bytes:
     """The distrun package this process imported: a resident serves only callers of the same one."""
     return os.fsencode(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+WORKING_FOLDER = b"\0working folder"  # stands for a search path entry that is the process's working folder
+
+
+def search_path() -> list[bytes]:
+    """Where this process finds modules (sys.path)."""
+    return [os.fsencode(entry) for entry in sys.path]
+
+
+def comparable_path(path: list[bytes], cwd: bytes) -> list[bytes]:
+    """`path` as two processes' search paths are compared: without its first entry (the script's
+    folder, or the working folder for `python -m`), and with entries that are the working folder
+    (an empty PYTHONPATH entry, made absolute at start) marked as such, wherever that folder is."""
+    return [WORKING_FOLDER if entry == cwd else entry for entry in path[1:]]
 
 
 def socket_path(home: str) -> str:
