@@ -47,13 +47,14 @@ def distrun_cli(
     timeout: float = 180,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    text: bool = True,
     **popen: Any,
-) -> subprocess.CompletedProcess[str]:
-    """`distrun <args>` run to its end in DISTRUN_HOME `home`, its output captured."""
+) -> subprocess.CompletedProcess[Any]:
+    """`distrun <args>` run to its end in DISTRUN_HOME `home`, its output captured (as bytes: text=False)."""
     return subprocess.run(
         [sys.executable, "-m", "distrun", *args],
         capture_output=True,
-        text=True,
+        text=text,
         timeout=timeout,
         env=cli_env(home, env),
         cwd=cwd,

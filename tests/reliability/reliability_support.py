@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import cli_env, only_job, processes_of_job, record, wait_for
+from conftest import cli_env, distrun_cli, only_job, processes_of_job, record, wait_for
 
 __all__ = ["only_job", "record"]  # re-exported: the reliability tests import them from here
 from distrun.store.index import JobIndex
@@ -132,15 +132,7 @@ def run_capped(
     home: Path, *args: str, timeout: float = 120, cwd: Path | None = None, text: bool = True
 ) -> subprocess.CompletedProcess[Any]:
     """The CLI with a memory cap and a time limit: a hang or a runaway read fails the test, not the machine."""
-    return subprocess.run(
-        [sys.executable, "-m", "distrun", *args],
-        capture_output=True,
-        text=text,
-        timeout=timeout,
-        env=cli_env(home),
-        cwd=cwd,
-        preexec_fn=_capped,
-    )
+    return distrun_cli(home, *args, timeout=timeout, cwd=cwd, text=text, preexec_fn=_capped)
 
 
 def assert_refused(done: subprocess.CompletedProcess[str], *expected: str) -> None:

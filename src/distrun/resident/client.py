@@ -68,15 +68,14 @@ def _hand_over(conn: _socket.socket, args: list[str]) -> int | None:
                 os.fstat(fd)
         except OSError:
             return None  # a closed standard stream: the cold command handles it as it always has
-        search_path = wire.search_path()
         request = {
             "kind": "run",
             "argv": [os.fsencode(arg) for arg in args],
             "env": dict(os.environb),
             "python": os.fsencode(sys.executable),
             "package": wire.package_folder(),
-            "path": wire.comparable_path(search_path, cwd_path),
-            "search_path": search_path,
+            "search_path": wire.search_path(),
+            "cwd": cwd_path,
         }
         try:
             _send(conn, wire.encode(request), [0, 1, 2, cwd])

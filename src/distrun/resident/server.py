@@ -142,7 +142,8 @@ class Resident:
             return f"another interpreter ({os.fsdecode(request.get('python', b''))})"
         if request.get("package") != self.package:
             return f"another distrun ({os.fsdecode(request.get('package', b''))})"
-        if request.get("path") != self.search_path or not isinstance(request.get("search_path"), list):
+        path, cwd = request.get("search_path"), request.get("cwd")
+        if not isinstance(path, list) or wire.comparable_path(path, cwd) != self.search_path:
             return "another module search path (sys.path: PYTHONPATH, or the interpreter's site folders)"
         changed = _changed(self.loaded)
         if changed:
