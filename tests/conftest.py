@@ -1,4 +1,8 @@
-"""Shared fixtures: a private DISTRUN_HOME, a CLI runner, job files, leftover-process checks."""
+"""Fixtures every test may use: a private DISTRUN_HOME, a CLI runner, job files.
+
+Helpers live in tests/support/ (importable as `support.*`); each engine's cluster fixture lives
+in the conftest.py of tests/engines/<engine>/.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,30 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-SRC = REPO / "src"
-sys.path.insert(0, str(SRC))  # test this checkout's distrun, not an installed one
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS.parent / "src"))  # test this checkout's distrun, not an installed one
+sys.path.insert(0, str(TESTS))  # the helpers: `from support.cli import ...`
 
-pytest_plugins = ["slurm_fixtures", "ray_fixtures"]  # the real 2-node Slurm and Ray clusters (tests/clusters/)
+from support.cli import distrun_cli, kill_left, start_distrun_cli  # noqa: E402
+from support.knobs import apply_test_time_knobs  # noqa: E402
+
+apply_test_time_knobs()  # shorter restart pauses and polls for this process and every distrun it starts
+
+# Tests that share a session-scoped cluster run on one xdist worker, so each cluster starts once
+# and no two workers compete for it (`--dist loadgroup` in pyproject.toml).
+CLUSTER_GROUPS = {"slurm_cluster": "slurm", "ray_cluster": "ray"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, group in CLUSTER_GROUPS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
@@ -29,48 +44,6 @@ def distrun_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # DISTRUN_HOME would import mlflow to create its store (seconds), in every test.
     monkeypatch.setenv("DISTRUN_MLFLOW", os.environ.get("DISTRUN_MLFLOW", "0"))
     return home
-
-
-def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["DISTRUN_HOME"] = str(home)
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("NO_COLOR", None)
-    env.setdefault("DISTRUN_MLFLOW", "0")  # see distrun_home
-    env.update(extra or {})
-    return env
-
-
-def distrun_cli(
-    home: Path,
-    *args: str,
-    timeout: float = 180,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-    text: bool = True,
-    **popen: Any,
-) -> subprocess.CompletedProcess[Any]:
-    """`distrun <args>` run to its end in DISTRUN_HOME `home`, its output captured (as bytes: text=False)."""
-    return subprocess.run(
-        [sys.executable, "-m", "distrun", *args],
-        capture_output=True,
-        text=text,
-        timeout=timeout,
-        env=cli_env(home, env),
-        cwd=cwd,
-        **popen,
-    )
-
-
-def start_distrun_cli(home: Path, *args: str) -> subprocess.Popen[str]:
-    """`distrun <args>` started in DISTRUN_HOME `home`, stdout and stderr together on a pipe."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "distrun", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=cli_env(home),
-    )
 
 
 @pytest.fixture
@@ -97,14 +70,6 @@ def start_cli(distrun_home: Path) -> Iterator[Callable[..., subprocess.Popen[str
     kill_left(started)
 
 
-def kill_left(started: list[subprocess.Popen[str]]) -> None:
-    """Kill the CLI processes a test started and left running."""
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture
 def write_job(tmp_path: Path) -> Callable[..., Path]:
     """Write job.yml (dedented) and files under src/ into a fresh folder."""
@@ -122,141 +87,3 @@ def write_job(tmp_path: Path) -> Callable[..., Path]:
         return job
 
     return write
-
-
-FOUR_RANK_JOB = """
-    command: >-
-      {command}
-    code: src
-    resources:
-      instance_count: 2
-    distribution:
-      type: pytorch
-      process_count_per_instance: 2
-    limits:
-      grace_period: {grace}
-"""
-
-
-def four_rank_job(command: str, grace: float = 3) -> str:
-    """A job of 2 simulated nodes x 2 ranks running `command` (for `write_job`)."""
-    return FOUR_RANK_JOB.replace("{command}", command).replace("{grace}", str(grace))
-
-
-def python_ranks(body: str, grace: float = 3) -> str:
-    """Four ranks that each print `up RANK`, then run the Python statements `body`."""
-    prelude = "import os, sys, time; print('up', os.environ['RANK'], flush=True)"
-    return four_rank_job(f'python -c "{prelude}; {body}"', grace)
-
-
-TORCHRUN_PER_NODE_JOB = """
-command: >-
-  python -m torch.distributed.run --nnodes 2 --nproc-per-node 2 --node-rank $NODE_RANK
-  --master-addr $MASTER_ADDR --master-port $MASTER_PORT check.py
-code: src
-resources:
-  instance_count: 2
-distribution:
-  type: pytorch
-  process_count_per_instance: 1
-"""
-
-
-def torchrun_check(suffix: str = '""') -> dict[str, str]:
-    """check.py for TORCHRUN_PER_NODE_JOB: every rank all-reduces its rank over gloo and prints
-    `rank R of 4 sum 6` and then the value of the Python expression `suffix` (e.g. its node)."""
-    return {
-        "check.py": f"""
-import os
-import torch
-import torch.distributed as dist
-dist.init_process_group("gloo")
-t = torch.ones(1) * dist.get_rank()
-dist.all_reduce(t)
-line = f"rank {{dist.get_rank()}} of {{dist.get_world_size()}} sum {{int(t.item())}}" + {suffix}
-os.write(1, (line + "\\n").encode())  # one write: the ranks under one torchrun share its pipe
-dist.destroy_process_group()
-"""
-    }
-
-
-def record(home: Path, name: str) -> dict:
-    """A job's record as distrun shows it (not through the CLI): a cluster job's brought up to date."""
-    from distrun.jobs import get_job
-    from distrun.store.layout import Layout
-
-    return dict(get_job(Layout(home), name).__dict__)
-
-
-def only_job(home: Path) -> str:
-    """The name of the one job in this DISTRUN_HOME."""
-    from distrun.store.index import JobIndex
-
-    names = JobIndex(home / "jobs.db").names()
-    assert len(names) == 1, names
-    return names[0]
-
-
-def processes_of_job(name: str) -> list[int]:
-    """Live processes carrying the job's name in their environment."""
-    needle = f"DISTRUN_JOB_NAME={name}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-        if needle in environ and state not in (b"Z", b"X"):
-            found.append(int(entry))
-    return found
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: float = 0.05) -> object:
-    give_up = time.monotonic() + timeout
-    while time.monotonic() < give_up:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
-
-
-def prepare_local_job(job_file: Path, name: str) -> Any:
-    """`job_file` prepared for local compute in DISTRUN_HOME, as a backend prepares a job (a `PreparedJob`)."""
-    from distrun.backends.targets import resolve_target
-    from distrun.spec.loader import load_job_file
-    from distrun.store.layout import Layout
-    from distrun.submission import prepare_job
-
-    layout = Layout()
-    return prepare_job(load_job_file(job_file), layout, resolve_target("local", layout.config_path), name)
-
-
-def one_node_facts(job_dir: Path, path: Path) -> Path:
-    """Facts of a one-node job on this machine for `python -m distrun.agent.node --facts`, written to `path`.
-
-    The agent's own environment becomes the ranks' base environment, as an engine's node gives it.
-    """
-    import json
-
-    from distrun.agent.node_facts import NodeFacts
-
-    facts = NodeFacts(
-        node_rank=0,
-        node_names=("node0",),
-        addresses=("127.0.0.1",),
-        master_port=29999,
-        task_ports=(),
-        job_dir=job_dir,
-        engine="local",
-        engine_job_id="test",
-    ).to_dict()
-    del facts["base_env"]
-    path.write_text(json.dumps(facts))
-    return path

@@ -4,7 +4,7 @@ distrun (`distrun run --compute <ray target>`) against a hand-written Ray script
 same: one STRICT_SPREAD placement group of 2 bundles, one actor per bundle, each starting 2
 ranks as processes and waiting for them. Every rank writes the time.time() at which it runs
 (workloads/rank_started.py); the figure is the last of those minus the command's start. Both
-commands run inside the cluster's network namespace (`tests/clusters/ray_cluster.py`, only
+commands run inside the cluster's network namespace (`tests/support/clusters/ray_cluster.py`, only
 `lo`), against the same cluster, alternating. Without Ray, or without the test cluster's
 tools, the case is skipped, saying why. distrun is measured twice: as a fresh command, and handed
 to a resident process (`distrun resident start`, benchmarks/resident.py) started in the same
@@ -29,7 +29,7 @@ from benchmarks.results import DISTRUN, CaseResult, Row, Target
 
 TITLE = "Ray: submit to all ranks running"
 TARGET_NAME = "benchray"
-CLUSTER_MODULE = REPO / "tests" / "clusters" / "ray_cluster.py"
+CLUSTER_MODULE = REPO / "tests" / "support" / "clusters" / "ray_cluster.py"
 BY_HAND = "Ray script by hand"
 GOAL_RATIO = 1.2
 
@@ -70,7 +70,7 @@ sys.exit(1 if any(c for node in codes for c in node) else 0)
 
 
 def _cluster_module() -> Any:
-    """tests/clusters/ray_cluster.py; CaseError (the case is skipped) where Ray or its tools are missing."""
+    """tests/support/clusters/ray_cluster.py; CaseError (the case is skipped) where Ray or its tools are missing."""
     try:
         import ray  # noqa: F401
     except ImportError:

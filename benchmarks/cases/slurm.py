@@ -15,7 +15,7 @@ pass, so both methods meet the pass at every phase alike.
 distrun is measured twice: as a fresh command, and handed to a resident process (`distrun resident
 start`, benchmarks/resident.py), which takes the command's own start off the part before sbatch.
 The node agents start inside the allocation either way, where no resident serves them.
-Needs distrun's Slurm backend and the test suite's cluster (`tests/clusters/slurm_cluster.py`,
+Needs distrun's Slurm backend and the test suite's cluster (`tests/support/clusters/slurm_cluster.py`,
 which starts munged, slurmctld and two slurmd); without either the case is skipped, saying why.
 """
 
@@ -58,7 +58,7 @@ SCHEDULER_PASS_S = 1.0
 TARGET_GAP_S = 0.3  # the issue's target: within 0.3 s of a hand-written sbatch + srun
 BATCH_STAMP = 'date +%s.%N > "$BENCH_OUT/batch_0"'
 SBATCH_STAMP = 'date +%s.%N > "$BENCH_OUT/sbatch_0"'
-CLUSTER_MODULE = REPO / "tests" / "clusters" / "slurm_cluster.py"
+CLUSTER_MODULE = REPO / "tests" / "support" / "clusters" / "slurm_cluster.py"
 
 
 def _slurm_backend_missing(bench: Bench) -> str | None:

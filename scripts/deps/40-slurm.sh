@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Slurm (controller, node daemon, client tools) and munge, for the tests that start a real
-# 2-node Slurm cluster on this machine (tests/clusters/slurm_cluster.py). No daemon is
+# 2-node Slurm cluster on this machine (tests/support/clusters/slurm_cluster.py). No daemon is
 # started here: the test fixture starts its own, with its own config and ports.
 set -euo pipefail
 need=()

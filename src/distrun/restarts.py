@@ -17,6 +17,7 @@ code written for torchrun's `--max-restarts` (e.g. to load the last checkpoint f
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,9 @@ RESTART_COUNT_VARIABLES = ("DISTRUN_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"
 # short enough not to matter next to a training job's start-up.
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 10.0
+# A factor on every pause, for distrun's own test suite, which restarts dozens of jobs and would
+# otherwise spend minutes asleep (tests/README.md). Users have no reason to set it.
+BACKOFF_SCALE_VARIABLE = "DISTRUN_RESTART_BACKOFF_SCALE"
 
 
 def restart_env(count: int) -> dict[str, str]:
@@ -111,4 +115,13 @@ def decide(policy: RestartPolicy, attempts: Sequence[Attempt]) -> Decision:
 
 def backoff_seconds(restart: int) -> float:
     """The pause before restart number `restart` (1 for the first)."""
-    return min(BACKOFF_FIRST_S * 2 ** max(restart - 1, 0), BACKOFF_MAX_S)
+    return min(BACKOFF_FIRST_S * 2 ** max(restart - 1, 0), BACKOFF_MAX_S) * backoff_scale()
+
+
+def backoff_scale() -> float:
+    """DISTRUN_RESTART_BACKOFF_SCALE as a factor in [0, 1]; 1 when unset or not a number."""
+    try:
+        scale = float(os.environ.get(BACKOFF_SCALE_VARIABLE, "1"))
+    except ValueError:
+        return 1.0
+    return min(max(scale, 0.0), 1.0) if math.isfinite(scale) else 1.0

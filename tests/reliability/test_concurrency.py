@@ -14,14 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability_support import assert_nothing_left
 
-from conftest import cli_env, wait_for
 from distrun.store.index import JobIndex
+from support.cli import cli_env
+from support.jobs import wait_for
+from support.reliability import assert_nothing_left
 
 JOBS = 8
 READERS = 20
-READER = Path(__file__).with_name("concurrent_reader.py")
+READER = Path(__file__).parents[1] / "support" / "concurrent_reader.py"
 
 # Rank 0 binds its MASTER_PORT (it fails at once if another job holds it); rank 1 writes lines.
 JOB = """

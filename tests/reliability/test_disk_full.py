@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from reliability_support import assert_nothing_left, only_job, record, show
 
-from conftest import distrun_cli
+from support.cli import distrun_cli
+from support.reliability import assert_nothing_left, only_job, record, show
 
 
 @pytest.fixture

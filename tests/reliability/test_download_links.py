@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from reliability_support import assert_refused, run_capped
+
+from support.reliability import assert_refused, run_capped
 
 
 def _run(run_cli, write_job, name: str, command: str, outputs: str = "") -> None:

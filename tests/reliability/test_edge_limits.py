@@ -9,7 +9,8 @@ a validation error (with file:line:col), not a job that fails when its ranks try
 from __future__ import annotations
 
 import pytest
-from reliability_support import assert_nothing_left, by_rank, record
+
+from support.reliability import assert_nothing_left, by_rank, record
 
 DAY = 24 * 3600
 

@@ -12,7 +12,8 @@ import os
 import socket
 
 import pytest
-from reliability_support import assert_refused, run_capped
+
+from support.reliability import assert_refused, run_capped
 
 
 def _input_job(folder, path: str, kind: str = "uri_file") -> str:

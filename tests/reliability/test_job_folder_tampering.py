@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from reliability_support import assert_nothing_left, only_job, record, run_capped, wait_running
 
-from conftest import wait_for
+from support.jobs import wait_for
+from support.reliability import assert_nothing_left, only_job, record, run_capped, wait_running
 
 READER_TIMEOUT = 90
 

@@ -1,7 +1,7 @@
 """Faults injected into distrun itself while ranks run: signals, the terminal closing, being
 SIGKILLed, and `job cancel` racing the job's own start and end.
 
-Already covered in tests/test_local_jobs.py: Ctrl-C (SIGINT), `job cancel` of a running job,
+Already covered in tests/engines/local/test_local_jobs.py: Ctrl-C (SIGINT), `job cancel` of a running job,
 SIGKILL of `distrun run` with setsid grandchildren.
 """
 
@@ -17,7 +17,14 @@ import termios
 import time
 
 import pytest
-from reliability_support import (
+
+from distrun.agent.cgroup import cgroup_path
+from distrun.jobs import cancel_job
+from distrun.store.index import JobIndex
+from distrun.store.layout import Layout
+from support.cli import cli_env
+from support.jobs import four_rank_job, wait_for
+from support.reliability import (
     assert_nothing_left,
     only_job,
     processes_with,
@@ -26,12 +33,6 @@ from reliability_support import (
     wait_gone,
     wait_running,
 )
-
-from conftest import cli_env, four_rank_job, wait_for
-from distrun.agent.cgroup import cgroup_path
-from distrun.jobs import cancel_job
-from distrun.store.index import JobIndex
-from distrun.store.layout import Layout
 
 
 def token() -> str:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 import signal
 
-from reliability_support import assert_nothing_left, job_file, processes_with, run_capped
-
-from conftest import wait_for
+from support.jobs import wait_for
+from support.reliability import assert_nothing_left, job_file, processes_with, run_capped
 
 # Started by the rank: a daemon that keeps nothing the marker could find (env -i, setsid,
 # closed stdio), then the attack. `hunt` picks what to kill before distrun.

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from reliability_support import assert_refused, run_capped
+
+from support.reliability import assert_refused, run_capped
 
 
 @pytest.mark.parametrize("verb", [["run"], ["job", "validate", "-f"], ["plan"]])

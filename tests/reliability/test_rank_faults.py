@@ -1,7 +1,7 @@
 """Faults injected into a job's ranks: each test checks the final record, the logs, and that
 no process of the job is left.
 
-Already covered in tests/test_local_jobs.py, not repeated here: a rank raising mid-run
+Already covered in tests/engines/local/test_local_jobs.py, not repeated here: a rank raising mid-run
 (root cause with traceback), a rank SIGKILLed, every rank hanging past limits.timeout.
 """
 
@@ -11,9 +11,9 @@ import hashlib
 import random
 
 import pytest
-from reliability_support import assert_nothing_left, by_rank, only_job, record, run_bytes, show
 
-from conftest import four_rank_job
+from support.jobs import four_rank_job
+from support.reliability import assert_nothing_left, by_rank, only_job, record, run_bytes, show
 
 
 def log_of(home, name: str, rank: int) -> bytes:

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reliability_support import only_job, record, run_bytes
 
-from conftest import cli_env
 from distrun.spec.command_template import render_command
+from support.cli import cli_env
+from support.reliability import only_job, record, run_bytes
 
 SHELL_EXAMPLES = int(os.environ.get("DISTRUN_FUZZ_EXAMPLES", "300"))
 

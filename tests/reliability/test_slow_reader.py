@@ -12,9 +12,9 @@ import subprocess
 import sys
 import threading
 
-from reliability_support import assert_nothing_left, record, run_capped, wait_running
-
-from conftest import cli_env, wait_for
+from support.cli import cli_env
+from support.jobs import wait_for
+from support.reliability import assert_nothing_left, record, run_capped, wait_running
 
 MB = 1 << 20
 FLOOD = "python -c \"import sys; [sys.stdout.write('x' * 1023 + '\\n') for _ in range(40 * 1024)]; sys.stdout.flush()\""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from reliability_support import assert_nothing_left, run_capped, wait_running
+from support.reliability import assert_nothing_left, run_capped, wait_running
 
 
 def _two_jobs(run_cli, write_job, distrun_home) -> None:  # type: ignore[no-untyped-def]

@@ -16,10 +16,10 @@ import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reliability_support import run_bytes, run_capped
 
-from conftest import cli_env
 from distrun.terminal_text import neutral
+from support.cli import cli_env
+from support.reliability import run_bytes, run_capped
 
 HOSTILE = (
     b"\x1b]52;c;cHduZWQ=\x07"  # OSC 52: write the clipboard

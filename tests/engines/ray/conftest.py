@@ -1,0 +1,76 @@
+"""Pytest fixtures for a real Ray cluster of 2 nodes on this machine, in a network namespace with only `lo`.
+
+For every test under tests/engines/ray/. The cluster starts once per test session, on first use
+(tens of seconds on a loaded machine, ~1.5 GB), and is stopped at the end; the stop fails the
+session if any process is left in the namespace. Commands that talk to the cluster (the
+`distrun` under test included) run inside the namespace: `ray_cli` does that.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from support.cli import SRC, cli_env, kill_left
+from support.clusters.ray_cluster import RayCluster
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+
+    # Not under pytest's basetemp: Ray's socket paths must stay short (AF_UNIX limit).
+    root = Path(tempfile.mkdtemp(prefix="distrun-ray-"))
+    # The Ray nodes' Python must import this checkout's distrun (a real cluster has it installed).
+    cluster = RayCluster(root, node_count=2, cpus_per_node=2, extra_env={"PYTHONPATH": str(SRC)})
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()  # raises if anything was left running in the namespace
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def ray_target(run_cli, ray_cluster: RayCluster) -> str:
+    """A compute target `rc` pointing at the test cluster (placement timeout kept short)."""
+    result = run_cli(
+        "compute",
+        "create",
+        "--name",
+        "rc",
+        "--type",
+        "ray",
+        "--set",
+        f"address={ray_cluster.address}",
+        "--set",
+        "placement_timeout=20",
+    )
+    assert result.returncode == 0, result.stderr
+    return "rc"
+
+
+@pytest.fixture
+def ray_cli(distrun_home: Path, ray_cluster: RayCluster) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start `distrun ARGS` inside the cluster's namespace; whatever is left is killed at the end."""
+
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            ray_cluster.command([sys.executable, "-m", "distrun", *args]),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=cli_env(distrun_home, {"RAY_USAGE_STATS_ENABLED": "0", **(extra_env or {})}),
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    kill_left(started)

@@ -1,0 +1,199 @@
+"""Real DeepSpeed jobs (CPU, gloo) on the local backend: ZeRO stage 2 training of a small
+network on 2 nodes x 2 processes under `type: pytorch`, under `type: mpi` (DeepSpeed's MPI
+discovery) and with the DeepSpeed launcher, all from examples/deepspeed as they are, and a
+rank that fails inside a DeepSpeed step."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from support.cli import REPO
+from support.jobs import only_job, processes_of_job, record
+
+EXAMPLE = REPO / "examples" / "deepspeed"
+STEP = re.compile(r"^step (\d+)/(\d+) loss (\d+\.\d+)$", re.MULTILINE)
+WEIGHTS = re.compile(r"^rank (\d) zero stage 2 weights ([0-9a-f]{16})$", re.MULTILINE)
+FAIL = "--steps 10 --fail-rank 2 --fail-step 3"
+# The DeepSpeed launcher with its Open MPI runner: it runs mpirun with the hostfile, whose
+# output distrun splits per rank. `--module mpi4py` makes each rank `python -m mpi4py
+# train.py`, so a failing rank aborts the job (see docs/deepspeed.md).
+OPENMPI_RUNNER = (
+    "deepspeed --hostfile $AZUREML_MPI_HOSTFILE --launcher openmpi --force_multi --no_ssh_check"
+    " --master_addr $MASTER_ADDR --master_port $MASTER_PORT"
+    ' --launcher_args "--mca btl_tcp_if_include lo -x MASTER_PORT" --module mpi4py train.py'
+)
+
+
+def logs(home: Path, name: str) -> Path:
+    return home / "jobs" / name / "user_logs"
+
+
+def master_port(home: Path, name: str) -> int:
+    return json.loads((home / "jobs" / name / "plan.json").read_text())["master_port"]
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+
+
+def assert_trained(text: str, steps: int = 30) -> None:
+    """Rank 0's losses: every step printed, and the last far below the first."""
+    losses = [(int(m.group(1)), float(m.group(3))) for m in STEP.finditer(text)]
+    assert [step for step, _ in losses] == list(range(1, steps + 1)), text[-2000:]
+    assert losses[-1][1] < losses[0][1] / 4, losses
+
+
+def assert_same_weights(text: str) -> None:
+    """ZeRO-2 partitions gradients and optimizer state; every rank ends with the same weights."""
+    found = dict(WEIGHTS.findall(text))
+    assert sorted(found) == ["0", "1", "2", "3"], text[-2000:]
+    assert len(set(found.values())) == 1, found
+
+
+def run_example(run_cli, job: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli("run", str(EXAMPLE / job), *extra, timeout=300, env=env)
+
+
+@pytest.fixture
+def loopback_hostname(tmp_path: Path) -> dict[str, str]:
+    """DeepSpeed's MPI discovery takes rank 0's address from `hostname -I`, the machine's
+    first non-loopback address; the tests keep all traffic on loopback, so `-I` says 127.0.0.1.
+    """
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    real = shutil.which("hostname") or "/bin/hostname"
+    (shim / "hostname").write_text(f'#!/bin/sh\n[ "$1" = "-I" ] && {{ echo 127.0.0.1; exit 0; }}\nexec {real} "$@"\n')
+    (shim / "hostname").chmod(0o755)
+    return {"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"}
+
+
+# ---------------------------------------------------------------- the three forms, as in examples/deepspeed
+
+
+def test_zero2_under_type_pytorch(run_cli, distrun_home):
+    result = run_example(run_cli, "job.yml")
+    ok(result)
+    name = only_job(distrun_home)
+    assert record(distrun_home, name)["status"] == "Completed"
+    folder = logs(distrun_home, name)
+    texts = [(folder / f"std_log_process_{rank:02d}.txt").read_text() for rank in range(4)]
+    assert_trained(texts[0])
+    assert_same_weights("\n".join(texts))
+    port = master_port(distrun_home, name)
+    for rank, text in enumerate(texts):
+        # DeepSpeed used the variables distrun set: no discovery of its own.
+        assert f"rank {rank}/4 local rank {rank % 2} (environment), master 127.0.0.1:{port}" in text
+    model = distrun_home / "jobs" / name / "named-outputs" / "model" / "model.pt"
+    assert model.stat().st_size > 0
+    assert "[1/3] rank 3 zero stage 2 weights" in result.stdout
+    assert processes_of_job(name) == []
+
+
+def test_zero2_under_type_mpi_with_deepspeed_mpi_discovery(run_cli, distrun_home, loopback_hostname):
+    result = run_example(run_cli, "job-mpi.yml", env=loopback_hostname)
+    ok(result)
+    name = only_job(distrun_home)
+    assert record(distrun_home, name)["status"] == "Completed"
+    folder = logs(distrun_home, name)
+    texts = [(folder / f"std_log_process_{rank:02d}.txt").read_text() for rank in range(4)]
+    assert_trained(texts[0])
+    assert_same_weights("\n".join(texts))
+    port = master_port(distrun_home, name)
+    for rank, text in enumerate(texts):
+        # Ranks found through MPI (all on one machine, so the local rank is the MPI local
+        # rank), on the job's port: not the Azure ML path, which would pin port 54965.
+        found = re.search(rf"rank {rank}/4 local rank {rank} \(MPI discovery\), master (\S+):(\d+)", text)
+        assert found, text[-2000:]
+        assert (found.group(1), int(found.group(2))) == ("127.0.0.1", port)
+    launcher = json.loads((folder.parent / "plan.json").read_text())["nodes"][0]["processes"][0]
+    assert launcher["argv"][:3] == ["mpirun", "-np", "4"]
+    assert processes_of_job(name) == []
+
+
+def test_zero2_with_the_deepspeed_launcher_once_on_node_0(run_cli, distrun_home):
+    result = run_example(run_cli, "job-launcher.yml")
+    ok(result)
+    name = only_job(distrun_home)
+    assert record(distrun_home, name)["status"] == "Completed"
+    folder = distrun_home / "jobs" / name
+    assert (folder / "mpi" / "hostfile").read_text() == "localhost slots=4\n"
+    plan = json.loads((folder / "plan.json").read_text())
+    (launcher,) = plan["nodes"][0]["processes"]
+    assert launcher["argv"][:2] == ["bash", "-c"] and launcher["argv"][2].startswith("deepspeed --hostfile")
+    assert plan["nodes"][1]["processes"] == []
+    text = (folder / "user_logs" / "mpi_log.txt").read_text()
+    # The launcher ran once and started all four ranks itself, locally, on the job's port.
+    assert len(re.findall(r"cmd = .* -m deepspeed\.launcher\.launch ", text)) == 1
+    assert "WORLD INFO DICT: {'localhost': [0, 1, 2, 3]}" in text
+    port = plan["master_port"]
+    for rank in range(4):
+        assert f"rank {rank}/4 local rank {rank} (environment), master 127.0.0.1:{port}" in text
+    assert_trained(text)
+    assert_same_weights(text)
+    assert "[deepspeed] step 30/30 loss" in result.stdout
+    assert processes_of_job(name) == []
+
+
+# ---------------------------------------------------------------- a rank fails inside a DeepSpeed step
+
+
+@pytest.mark.parametrize(
+    ("job", "command"),
+    [
+        ("job.yml", f"python train.py {FAIL}"),
+        ("job-mpi.yml", f"python -m mpi4py train.py {FAIL}"),
+        ("job-launcher.yml", f"{OPENMPI_RUNNER} {FAIL}"),
+    ],
+    ids=["pytorch", "mpi", "launcher-openmpi"],
+)
+def test_failing_rank_is_the_root_cause_with_its_traceback(job, command, run_cli, distrun_home, loopback_hostname):
+    started = time.monotonic()
+    result = run_example(
+        run_cli, job, "--set", f"command={command}", "--set", "limits.grace_period=3", env=loopback_hostname
+    )
+    assert time.monotonic() - started < 150  # the other ranks were stopped, not left to time out
+    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-4000:]
+    name = only_job(distrun_home)
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Failed"
+    cause = rec["root_cause"]
+    assert (cause["name"], cause["rank"], cause["node_rank"], cause["exit_code"]) == ("rank_2", 2, 1, 1)
+    assert cause["log"].endswith("std_log_process_02.txt")
+    traceback = cause["traceback"]
+    # The whole traceback, though torch prefixes every line of it with `[rank2]: `.
+    assert traceback.startswith("Traceback (most recent call last):")
+    assert "deepspeed/runtime/engine.py" in traceback  # raised inside DeepSpeed's forward
+    assert traceback.rstrip().endswith("ValueError: bad batch on rank 2 at step 3")
+    assert "[rank2]" not in traceback
+    assert "Failed first: rank_2 on node 1" in result.stdout
+    assert processes_of_job(name) == []
+
+
+def test_failing_rank_under_the_deepspeed_launcher_stops_the_job(run_cli, distrun_home):
+    command = (
+        "deepspeed --hostfile $AZUREML_MPI_HOSTFILE --no_ssh_check --master_addr $MASTER_ADDR "
+        f"--master_port $MASTER_PORT train.py {FAIL}"
+    )
+    started = time.monotonic()
+    result = run_example(run_cli, "job-launcher.yml", "--set", f"command={command}")
+    assert time.monotonic() - started < 150
+    assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-4000:]
+    name = only_job(distrun_home)
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Failed"
+    # The launcher stops the other ranks and exits with the failed rank's code. Its ranks'
+    # output is not tagged, so the root cause is the launcher, and its log holds the traceback.
+    cause = rec["root_cause"]
+    assert (cause["name"], cause["exit_code"]) == ("mpi_launcher", 1)
+    assert cause["log"].endswith("mpi_log.txt")
+    assert "[rank2]: ValueError: bad batch on rank 2 at step 3" in Path(cause["log"]).read_text()
+    assert cause["traceback"].startswith("Traceback (most recent call last):")
+    assert processes_of_job(name) == []

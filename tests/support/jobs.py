@@ -1,0 +1,150 @@
+"""Job files the tests share, and reading what became of a job: its record, its processes."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from support.knobs import poll_interval
+
+FOUR_RANK_JOB = """
+    command: >-
+      {command}
+    code: src
+    resources:
+      instance_count: 2
+    distribution:
+      type: pytorch
+      process_count_per_instance: 2
+    limits:
+      grace_period: {grace}
+"""
+
+
+def four_rank_job(command: str, grace: float = 3) -> str:
+    """A job of 2 simulated nodes x 2 ranks running `command` (for `write_job`)."""
+    return FOUR_RANK_JOB.replace("{command}", command).replace("{grace}", str(grace))
+
+
+def python_ranks(body: str, grace: float = 3) -> str:
+    """Four ranks that each print `up RANK`, then run the Python statements `body`."""
+    prelude = "import os, sys, time; print('up', os.environ['RANK'], flush=True)"
+    return four_rank_job(f'python -c "{prelude}; {body}"', grace)
+
+
+TORCHRUN_PER_NODE_JOB = """
+command: >-
+  python -m torch.distributed.run --nnodes 2 --nproc-per-node 2 --node-rank $NODE_RANK
+  --master-addr $MASTER_ADDR --master-port $MASTER_PORT check.py
+code: src
+resources:
+  instance_count: 2
+distribution:
+  type: pytorch
+  process_count_per_instance: 1
+"""
+
+
+def torchrun_check(suffix: str = '""') -> dict[str, str]:
+    """check.py for TORCHRUN_PER_NODE_JOB: every rank all-reduces its rank over gloo and prints
+    `rank R of 4 sum 6` and then the value of the Python expression `suffix` (e.g. its node)."""
+    return {
+        "check.py": f"""
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1) * dist.get_rank()
+dist.all_reduce(t)
+line = f"rank {{dist.get_rank()}} of {{dist.get_world_size()}} sum {{int(t.item())}}" + {suffix}
+os.write(1, (line + "\\n").encode())  # one write: the ranks under one torchrun share its pipe
+dist.destroy_process_group()
+"""
+    }
+
+
+def record(home: Path, name: str) -> dict:
+    """A job's record as distrun shows it (not through the CLI): a cluster job's brought up to date."""
+    from distrun.jobs import get_job
+    from distrun.store.layout import Layout
+
+    return dict(get_job(Layout(home), name).__dict__)
+
+
+def only_job(home: Path) -> str:
+    """The name of the one job in this DISTRUN_HOME."""
+    from distrun.store.index import JobIndex
+
+    names = JobIndex(home / "jobs.db").names()
+    assert len(names) == 1, names
+    return names[0]
+
+
+def processes_of_job(name: str) -> list[int]:
+    """Live processes carrying the job's name in their environment."""
+    needle = f"DISTRUN_JOB_NAME={name}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+        if needle in environ and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: float | None = None) -> object:
+    """Poll `predicate` until it is true (every DISTRUN_TEST_POLL_S unless `interval` says)."""
+    interval = poll_interval() if interval is None else interval
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def prepare_local_job(job_file: Path, name: str) -> Any:
+    """`job_file` prepared for local compute in DISTRUN_HOME, as a backend prepares a job (a `PreparedJob`)."""
+    from distrun.backends.targets import resolve_target
+    from distrun.spec.loader import load_job_file
+    from distrun.store.layout import Layout
+    from distrun.submission import prepare_job
+
+    layout = Layout()
+    return prepare_job(load_job_file(job_file), layout, resolve_target("local", layout.config_path), name)
+
+
+def one_node_facts(job_dir: Path, path: Path) -> Path:
+    """Facts of a one-node job on this machine for `python -m distrun.agent.node --facts`, written to `path`.
+
+    The agent's own environment becomes the ranks' base environment, as an engine's node gives it.
+    """
+    import json
+
+    from distrun.agent.node_facts import NodeFacts
+
+    facts = NodeFacts(
+        node_rank=0,
+        node_names=("node0",),
+        addresses=("127.0.0.1",),
+        master_port=29999,
+        task_ports=(),
+        job_dir=job_dir,
+        engine="local",
+        engine_job_id="test",
+    ).to_dict()
+    del facts["base_env"]
+    path.write_text(json.dumps(facts))
+    return path

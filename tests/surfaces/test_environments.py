@@ -1,0 +1,285 @@
+"""conda_file environments: built with uv (or pip) from a local wheel folder, cached by content,
+shared safely by concurrent jobs, refused clearly when they cannot be built."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from support.jobs import only_job, record
+from support.sdk import sdk_env
+from support.wheelhouse import make_wheel
+
+__all__ = ["sdk_env"]  # the fixture, imported for pytest
+
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
+WriteJob = Callable[..., Path]
+PROBE = "distrun-probe-pkg"
+PRINT_PROBE = 'python -c "import distrun_probe_pkg, sys; print(distrun_probe_pkg.VALUE, sys.prefix)"'
+# The environment's console script: its shebang must name the folder the build was renamed to.
+AND_SCRIPT = " && distrun-probe"
+
+
+@pytest.fixture
+def wheels(tmp_path: Path) -> Path:
+    folder = tmp_path / "wheels"
+    body = "import sys\nVALUE = 'probe-1.0'\n\ndef main():\n    print('script-ok', sys.prefix)\n"
+    make_wheel(folder, PROBE, "1.0", body, {"distrun-probe": "distrun_probe_pkg:main"})
+    return folder
+
+
+def conda_job(wheels: Path, requirement: str = f"{PROBE}==1.0", command: str = PRINT_PROBE) -> str:
+    return f"""
+        command: {command}
+        resources: {{instance_count: 2}}
+        environment:
+          image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04
+          conda_file:
+            channels: [conda-forge]
+            dependencies:
+              - python={sys.version_info.major}.{sys.version_info.minor}
+              - pip
+              - pip:
+                  - --no-index
+                  - --find-links {wheels}
+                  - {requirement}
+        """
+
+
+def built(home: Path) -> list[Path]:
+    folder = home / "envs"
+    return sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+
+
+def test_probe_package_is_not_in_distruns_environment() -> None:
+    # The premise of the tests below: only the built environment can import it.
+    assert subprocess.run([sys.executable, "-c", "import distrun_probe_pkg"], capture_output=True).returncode != 0
+
+
+def test_conda_file_job_runs_in_its_built_environment_and_second_job_reuses_it(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(conda_job(wheels, command=PRINT_PROBE + AND_SCRIPT))
+    first = run_cli("run", str(job))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "distrun: building environment" in first.stderr
+    [env] = built(distrun_home)
+    assert first.stdout.count(f"probe-1.0 {env}") == 2  # both ranks, in the environment
+    assert first.stdout.count(f"script-ok {env}") == 2
+    assert "is kept for image-based backends" not in first.stdout + first.stderr
+    manifest = json.loads((env / "distrun-env.json").read_text())
+    assert manifest["requirements"][-1] == f"{PROBE}==1.0"
+
+    # The same spec written as a file (with -r requirements.txt): same content, same environment.
+    folder = job.parent
+    (folder / "requirements.txt").write_text(f"{PROBE}==1.0\n")
+    (folder / "conda.yml").write_text(
+        "dependencies:\n"
+        f"  - python={sys.version_info.major}.{sys.version_info.minor}\n"
+        "  - pip:\n"
+        "      - --no-index\n"
+        f"      - --find-links {wheels}\n"
+        "      - -r requirements.txt\n"
+    )
+    (folder / "job2.yml").write_text(
+        f"command: {PRINT_PROBE}\nenvironment:\n  conda_file: conda.yml\n  image: some/image:1\n"
+    )
+    second = run_cli("run", str(folder / "job2.yml"))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "building environment" not in second.stderr
+    assert "(cached)" in second.stderr
+    assert f"probe-1.0 {env}" in second.stdout
+    assert built(distrun_home) == [env]
+
+    listed = run_cli("env", "list", "-o", "json")
+    assert [e["key"] for e in json.loads(listed.stdout)["built"]] == [env.name]
+    shown = run_cli("env", "show", env.name[:8])
+    assert json.loads(shown.stdout)["python"] == f"{sys.version_info.major}.{sys.version_info.minor}"
+    pruned = run_cli("env", "prune", "--all")
+    assert pruned.returncode == 0 and f"removed {env.name}" in pruned.stdout
+    assert built(distrun_home) == []
+
+
+def test_broken_requirement_fails_naming_it_and_leaves_nothing(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(conda_job(wheels, requirement="distrun-no-such-pkg==9.9"))
+    result = run_cli("run", str(job))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "requirement 'distrun-no-such-pkg==9.9'" in result.stderr
+    assert f"{job}:" in result.stderr  # where it was written
+    assert "Traceback" not in result.stderr
+    assert built(distrun_home) == []
+    assert not list((distrun_home / "envs").glob(".build-*"))
+    job_record = record(distrun_home, only_job(distrun_home))
+    assert job_record["status"] == "Failed" and "distrun-no-such-pkg" in job_record["reason"]
+
+
+def test_conda_only_package_and_missing_python_are_refused_before_anything_starts(
+    run_cli: RunCli, write_job: WriteJob, distrun_home: Path
+) -> None:
+    job = write_job(
+        """
+        command: python -c "print(1)"
+        environment:
+          conda_file:
+            dependencies:
+              - python=2.7
+              - cudatoolkit=11.3
+              - pip:
+                  - numpy
+        """
+    )
+    result = run_cli("run", str(job))
+    assert result.returncode == 2
+    assert "'cudatoolkit=11.3' is a conda-only package" in result.stderr
+    assert f"{job}:7:" in result.stderr  # the line of that dependency
+    assert "python 2.7 is not available on this machine" in result.stderr  # every problem at once
+    assert "RunId" not in result.stdout
+    assert not (distrun_home / "envs").exists()
+
+    job = write_job(
+        """
+        command: python -c "print(1)"
+        environment:
+          conda_file: {dependencies: [python=2.7, {pip: [numpy]}]}
+        """
+    )
+    result = run_cli("job", "validate", "-f", str(job))
+    assert result.returncode == 2
+    assert "python 2.7 is not available on this machine" in result.stderr
+    assert "environment.conda_file" in result.stderr
+
+
+def test_concurrent_jobs_share_one_build(
+    start_cli: Callable[..., subprocess.Popen[str]], write_job: Callable[..., Path], wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(conda_job(wheels))
+    procs = [start_cli("run", str(job)) for _ in range(3)]
+    outputs = [proc.communicate(timeout=300)[0] for proc in procs]
+    for proc, output in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, output
+    [env] = built(distrun_home)
+    assert all(output.count(f"probe-1.0 {env}") == 2 for output in outputs)
+    assert sum("distrun: building environment" in output for output in outputs) == 1
+    assert not list((distrun_home / "envs").glob(".build-*"))
+
+
+def test_named_environment_from_env_create(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    folder = write_job("command: echo unused\n").parent
+    (folder / "env.yml").write_text(
+        "name: old-stack\nversion: 3\nimage: some/image:1\nconda_file:\n  dependencies:\n"
+        f"    - pip:\n      - --no-index\n      - --find-links {wheels}\n      - {PROBE}\n"
+    )
+    created = run_cli("env", "create", "--file", str(folder / "env.yml"))
+    assert created.returncode == 0, created.stderr
+    (folder / "job.yml").write_text(f"command: {PRINT_PROBE}\nenvironment: azureml:old-stack:3\n")
+    result = run_cli("run", str(folder / "job.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    [env] = built(distrun_home)
+    assert f"probe-1.0 {env}" in result.stdout
+
+    # An existing interpreter named in config.yaml is used as is, nothing built.
+    assert run_cli("env", "create", "--name", "system", "--python", sys.executable).returncode == 0
+    (folder / "job.yml").write_text(
+        'command: python -c "import sys; print(sys.executable)"\nenvironment: azureml:system@latest\n'
+    )
+    result = run_cli("run", str(folder / "job.yml"))
+    assert result.returncode == 0 and built(distrun_home) == [env]
+
+
+def test_pip_installer_builds_the_same_environment(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(conda_job(wheels, command=PRINT_PROBE + AND_SCRIPT))
+    result = run_cli("run", str(job), env={"DISTRUN_ENV_INSTALLER": "pip"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "with pip" in result.stderr
+    [env] = built(distrun_home)
+    assert json.loads((env / "distrun-env.json").read_text())["installer"] == "pip"
+    assert result.stdout.count(f"probe-1.0 {env}") == 2
+    assert result.stdout.count(f"script-ok {env}") == 2
+
+
+def test_v1_sdk_environments_from_pip_requirements_and_conda_specification(
+    sdk_env: Path, wheels: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from distrun.v1 import Environment, Experiment, ScriptRunConfig, Workspace
+
+    (sdk_env / "src" / "probe.py").write_text(
+        "import sys, distrun_probe_pkg\nprint(distrun_probe_pkg.VALUE, sys.prefix)\n"
+    )
+    (sdk_env / "requirements.txt").write_text(f"--no-index\n--find-links {wheels}\n{PROBE}==1.0\n")
+    (sdk_env / "conda.yml").write_text(
+        f"dependencies:\n  - python={sys.version_info.major}.{sys.version_info.minor}\n"
+        "  - pip:\n      - -r requirements.txt\n"
+    )
+    for env in (
+        Environment.from_pip_requirements("probe-pip", "requirements.txt"),
+        Environment.from_conda_specification("probe-conda", "conda.yml"),
+    ):
+        src = ScriptRunConfig(source_directory="./src", script="probe.py", environment=env)
+        details = Experiment(Workspace(), "envs").submit(src).wait_for_completion(show_output=True)
+        assert details["status"] == "Completed"
+    home = Path(os.environ["DISTRUN_HOME"])
+    [built_env] = built(home)  # one spec, written two ways: one environment
+    assert capsys.readouterr().out.count(f"probe-1.0 {built_env}") == 2
+
+
+def test_v2_sdk_registered_environment(sdk_env: Path, wheels: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from distrun import MLClient, command
+    from distrun.entities import Environment
+
+    (sdk_env / "conda.yml").write_text(
+        f"dependencies:\n  - pip:\n      - --no-index\n      - --find-links {wheels}\n      - {PROBE}==1.0\n"
+    )
+    client = MLClient()
+    client.environments.create_or_update(Environment(name="probe-env", version="2", conda_file="conda.yml"))
+    assert client.environments.get("probe-env", version="2").conda_file == str(sdk_env / "conda.yml")
+    job = command(command=PRINT_PROBE, environment="azureml:probe-env:2")
+    client.jobs.stream(client.jobs.create_or_update(job).name)
+    [env] = built(Path(os.environ["DISTRUN_HOME"]))
+    assert f"probe-1.0 {env}" in capsys.readouterr().out
+
+
+def test_conda_dependencies_become_pip_requirements(tmp_path: Path) -> None:
+    from distrun.environments.conda_spec import cache_key, read_conda_data
+    from distrun.errors import Position
+
+    (tmp_path / "wheels").mkdir()
+    data = {
+        "dependencies": [
+            "python=3.10",
+            "pip",
+            "pytorch::pytorch=2.1",
+            "numpy==1.26.4",
+            "scipy>=1.11",
+            "pandas 2.1.*",
+            "conda-forge::py-xgboost=2.0=cuda_1",
+            {"pip": ["--find-links ./wheels", "mlflow==2.9.2"]},
+        ]
+    }
+    request, problems = read_conda_data(data, tmp_path, "<test>", lambda *p: Position("<test>"), "")
+    assert problems == [] and request is not None
+    assert request.python == "3.10"
+    assert request.lines() == [
+        "torch==2.1.*",
+        "numpy==1.26.4",
+        "scipy>=1.11",
+        "pandas==2.1.*",
+        "xgboost==2.0.*",
+        f"--find-links {tmp_path / 'wheels'}",
+        "mlflow==2.9.2",
+    ]
+    # The key is the content: the same lines give the same key, one more line another.
+    again, _ = read_conda_data(data, tmp_path, "<other>", lambda *p: Position("<other>"), "")
+    assert again is not None and cache_key(again, "3.10") == cache_key(request, "3.10")
+    assert cache_key(request, "3.10") != cache_key(request, "3.11")

@@ -1,0 +1,181 @@
+"""The CLI as a person reads it: tables, readable records, verbs, messages on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from support.cli import REPO, cli_env
+from support.jobs import four_rank_job, only_job, processes_of_job, wait_for
+
+EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
+FAIL_PY = """
+    import os
+    if os.environ["RANK"] == "2":
+        raise ValueError("bad batch on rank 2\\nsecond line of the message")
+"""
+
+
+def test_plan_text_shows_the_job_wide_environment_once(run_cli):
+    out = run_cli("plan", str(EXAMPLE)).stdout
+    assert out.count("\n  WORLD_SIZE=4\n") == 1 and out.count("MASTER_ADDR=") == 1
+    assert "environment of every process:" in out
+    assert out.count("\n    NODE_RANK=1\n") == 1  # once for node 1, not once per process
+    assert "[1/3] rank_3" in out and "    RANK=3" in out
+    assert "note: distrun:" not in out
+
+
+def test_run_says_distrun_once_per_line(run_cli, write_job):
+    job = write_job("command: echo hi\nenvironment: azureml:AzureML-acpt-pytorch-2.2-cuda12.1@latest\n")
+    out = run_cli("run", str(job)).stdout
+    assert "distrun: local compute runs in this Python environment" in out
+    assert "distrun: distrun:" not in out
+
+
+def test_a_failed_job_shown_for_people_and_as_yaml(run_cli, write_job, distrun_home):
+    job = write_job(four_rank_job("python fail.py"), {"fail.py": FAIL_PY})
+    assert run_cli("run", str(job)).returncode == 1
+    name = only_job(distrun_home)
+    shown = run_cli("job", "show", name)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert f"Name:     {name}" in text and "Status:   Failed" in text
+    assert "Reason:   rank 2 on node 1 exited with code 1" in text
+    assert "ValueError: bad batch on rank 2\n  second line of the message" in text
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line.startswith("rank_")}
+    assert rows["rank_2"][1:5] == ["1", "0", "failed", "1"]
+    assert rows["rank_3"][1:3] == ["1", "1"] and rows["rank_3"][3] in ("stopped", "completed")
+    assert rows["rank_2"][-1] == "user_logs/std_log_process_02.txt"
+    # Without a name: the newest job.
+    assert f"Name:     {name}" in run_cli("job", "show").stdout
+    as_yaml = run_cli("job", "show", name, "-o", "yaml").stdout
+    assert "  traceback: |" in as_yaml and "    ValueError: bad batch on rank 2\n" in as_yaml
+    assert json.loads(run_cli("job", "show", name, "-o", "json").stdout)["status"] == "Failed"
+    # Canceling it says it had already ended.
+    canceled = run_cli("job", "cancel", name)
+    assert canceled.returncode == 1
+    assert f"job {name} had already ended (Failed: rank 2 on node 1 exited with code 1)" in canceled.stderr
+    assert "Canceled" not in canceled.stdout + canceled.stderr
+
+
+def test_job_list_keeps_names_whole_on_one_line_in_80_columns(run_cli, write_job):
+    long_name = "a_long_job_name_users_paste_into_show_12"  # 40 characters
+    job = write_job("command: echo hi\n")
+    assert run_cli("run", str(job), "--name", long_name).returncode == 0
+    assert run_cli("run", str(job), "--name", "short_one").returncode == 0
+    listed = run_cli("job", "list", env={"COLUMNS": "80"}).stdout
+    lines = listed.splitlines()
+    assert all(len(line) <= 80 for line in lines), listed
+    assert lines[0].split() == ["NAME", "STATUS", "COMPUTE", "CREATED", "DURATION"]
+    rows = [line.split() for line in lines[2:]]
+    assert [row[0] for row in rows] == ["short_one", long_name]  # newest first, never cut
+    assert all(row[1] == "Completed" and row[2] == "local" and row[-1].endswith("s") for row in rows)
+
+
+def test_detached_run_prints_the_name_and_how_to_follow_it(run_cli, write_job, distrun_home):
+    job = write_job("command: echo hi from $RANK\nname: bg_job\n")
+    created = run_cli("run", "-d", str(job))
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.startswith("Created job bg_job on local")
+    for verb in ("job stream bg_job", "logs bg_job", "job show bg_job", "job cancel bg_job"):
+        assert f"distrun {verb}" in created.stdout
+    # Both spellings of each verb: `stream` / `job stream`, `logs` / `job logs`.
+    streamed = run_cli("stream", "bg_job")
+    assert streamed.returncode == 0 and "Status: Completed" in streamed.stdout
+    assert "Status: Completed" in run_cli("job", "stream", "bg_job").stdout
+    assert run_cli("logs", "bg_job").stdout == run_cli("job", "logs", "bg_job").stdout == "[0/0] hi from 0\n"
+    assert run_cli("logs").stdout == "[0/0] hi from 0\n"  # the newest job
+    again = run_cli("job", "create", "--file", str(job), "--name", "bg_json", "-o", "json")
+    assert json.loads(again.stdout)["name"] == "bg_json"
+
+
+def test_compute_targets_as_tables(run_cli):
+    created = run_cli("compute", "create", "--name", "hpc", "--type", "slurm", "--set", "partition=debug")
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.splitlines()[0].split() == ["NAME", "TYPE", "SETTINGS"]
+    listed = run_cli("compute", "list").stdout.splitlines()
+    assert [line.split()[:2] for line in listed[2:]] == [["local", "local"], ["hpc", "slurm"]]
+    assert "partition=debug" in listed[3]
+    as_json = json.loads(run_cli("compute", "list", "-o", "json").stdout)
+    assert as_json[1] == {"name": "hpc", "type": "slurm", "partition": "debug"}
+
+
+def test_ctrl_c_while_following_says_the_job_keeps_running(write_job, distrun_home):
+    job = write_job("command: echo up; sleep 120\nname: long_one\n")
+    env = cli_env(distrun_home)
+    assert subprocess.run([sys.executable, "-m", "distrun", "run", "-d", str(job)], env=env).returncode == 0
+    wait_for(lambda: len(processes_of_job("long_one")) == 1, timeout=120)
+    try:
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "distrun", "logs", "long_one", "-f"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        wait_for(lambda: (distrun_home / "jobs" / "long_one" / "user_logs").exists(), timeout=60)
+        line = follower.stdout.readline()  # type: ignore[union-attr]
+        assert "up" in line
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=60)
+        assert "the job keeps running (distrun job cancel long_one stops it)" in err
+        assert "aborted" not in err and "Traceback" not in err
+        assert len(processes_of_job("long_one")) == 1
+    finally:
+        subprocess.run([sys.executable, "-m", "distrun", "job", "cancel", "long_one"], env=env, timeout=120)
+
+
+def test_ctrl_c_says_how_long_distrun_waits_and_that_a_second_one_kills(write_job, distrun_home):
+    script = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(120)"
+    )
+    job = write_job(four_rank_job(f'python -c "{script}"', grace=60))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distrun", "run", str(job)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(distrun_home),
+    )
+    name = wait_for(lambda: (distrun_home / "jobs.db").exists() and only_job(distrun_home), timeout=120)
+    wait_for(lambda: len(processes_of_job(name)) == 4, timeout=120)
+    lines: list[str] = []
+    while sum("up" in line for line in lines) < 4:
+        lines.append(proc.stdout.readline())  # type: ignore[union-attr]
+    os.kill(proc.pid, signal.SIGINT)
+    while "received" not in lines[-1]:
+        lines.append(proc.stdout.readline())  # type: ignore[union-attr]
+    assert "those still running in 60 s are killed (press Ctrl-C again to kill them now)" in lines[-1]
+    os.kill(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Status: Canceled" in out
+    wait_for(lambda: processes_of_job(name) == [], timeout=30)
+
+
+def test_keys_without_meaning_here_are_noted_once(run_cli, write_job):
+    job = write_job(
+        """
+        command: echo hi
+        resources:
+          instance_type: Standard_NC6
+          shm_size: 16g
+          docker_args: --ipc=host
+        identity:
+          type: user_identity
+        services:
+          ssh:
+            type: ssh
+        queue_settings:
+          job_tier: standard
+        """
+    )
+    note = (
+        "services, identity, queue_settings, resources.instance_type, resources.shm_size, "
+        "resources.docker_args: no meaning on local compute; recorded with the job, not used"
+    )
+    out = run_cli("run", str(job)).stdout
+    assert out.count(note) == 1 and f"distrun: {note}\n" in out
+    assert run_cli("plan", str(job)).stdout.count(note) == 1
