@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # The full test suite, on a fresh machine: a new virtual environment made from pyproject.toml,
 # everything the tests need installed into it, then pytest in it.
-# Usage: bash scripts/test.sh [pytest args...]
+# Usage: bash scripts/test.sh [pytest args...]      e.g. bash scripts/test.sh tests/unit tests/agent
+#
+# Tests run side by side on DISTRUN_TEST_WORKERS pytest-xdist workers (default 4: most tests
+# wait on processes, clusters and clocks more than they compute); the tests that share a cluster
+# run on one worker (tests/conftest.py). DISTRUN_TEST_WORKERS=0 runs them in this one process.
+# The 25 slowest tests are listed at the end.
 #
 # The environment is created fresh on every run in .test-venv/ of this checkout
 # (DISTRUN_TEST_VENV puts it elsewhere); see scripts/lib/test-venv.sh. System packages the
@@ -15,4 +20,4 @@ fresh_test_venv "${DISTRUN_TEST_VENV:-$repo/.test-venv}"
 echo "== test environment: $VIRTUAL_ENV ($(python --version))"
 bash "$here/setup-test-env.sh"
 cd "$repo"
-exec python -m pytest "$@"
+exec python -m pytest -n "${DISTRUN_TEST_WORKERS:-4}" --dist loadgroup --durations=25 "$@"

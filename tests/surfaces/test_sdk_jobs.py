@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import distrun
-from distrun import Input, MLClient, Output, command
+from distrun import Input, MLClient, Output, command, load_job
+from distrun.errors import DistrunError
 from distrun.sdk import operations
 from distrun.store.layout import Layout
 from distrun.v1 import (
@@ -23,9 +24,14 @@ from distrun.v1 import (
     TensorflowConfiguration,
     Workspace,
 )
-from support.cli import REPO, cli_env
+from support.cli import REPO, SRC, cli_env
 from support.jobs import processes_of_job, wait_for
 from support.sdk import sdk_env, write
+
+
+def problems(exc: distrun.ValidationError) -> list[tuple[str, str, str]]:
+    return [(p.key_path, p.message, p.hint) for p in exc.problems]
+
 
 __all__ = ["sdk_env"]  # the fixture, imported for pytest
 
@@ -319,3 +325,58 @@ def test_examples_run_as_they_are(script, tmp_path):
     assert "[0/0] epoch 1/1 loss" in result.stdout
     assert list(cwd.iterdir()) == []  # downloads go to a temporary folder, not the user's folder
     assert "model:" in result.stdout
+
+
+def test_import_distrun_loads_no_sdk_and_no_pydantic():
+    code = (
+        "import sys, distrun\n"
+        "assert 'pydantic' not in sys.modules and 'distrun.sdk' not in sys.modules, sorted(sys.modules)\n"
+        "assert callable(distrun.command) and 'distrun.sdk.client' not in sys.modules\n"
+        "assert distrun.MLClient.__name__ == 'MLClient' and 'MLClient' in dir(distrun)\n"
+        "print('lazy')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(SRC))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "lazy\n"
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        distrun.nothing_here  # noqa: B018
+
+
+def test_invalid_job_raises_the_cli_problems_and_records_nothing(sdk_env, run_cli, tmp_path):
+    job = command(
+        code="./src",
+        command="python train.py --epochs ${{inputs.epoch}}",
+        inputs={"epochs": 3},
+        environment_variables={"WORLD_SIZE": 8},
+    )
+    line = sys._getframe().f_lineno - 6  # the line of command( above
+    with pytest.raises(distrun.ValidationError) as caught:
+        MLClient().jobs.create_or_update(job)
+    assert not (tmp_path / "home" / "jobs.db").exists()
+    rendered = str(caught.value)
+    assert rendered.startswith("invalid job: 2 problems")
+    assert f"{__file__}:{line}: command: ${{{{inputs.epoch}}}} refers to an undefined input 'epoch'" in rendered
+    assert "hint: did you mean inputs.epochs?" in rendered
+    assert isinstance(caught.value, DistrunError)
+
+    yml = write(
+        sdk_env / "job.yml",
+        """
+        command: python train.py --epochs ${{inputs.epoch}}
+        code: ./src
+        inputs:
+          epochs: 3
+        environment_variables:
+          WORLD_SIZE: 8
+        """,
+    )
+    with pytest.raises(distrun.ValidationError) as from_yaml:
+        load_job(yml)
+    assert sorted(problems(caught.value)) == sorted(problems(from_yaml.value))
+    cli = run_cli("job", "validate", "--file", str(yml))
+    assert cli.returncode == 2
+    for key, message, hint in problems(caught.value):
+        assert f"{key}: {message}" in cli.stderr and hint in cli.stderr
+
+    with pytest.raises(distrun.ValidationError, match=r"resources\.instance_count: must be at least 1, got 0"):
+        MLClient().jobs.create_or_update(command(command="echo hi", instance_count=0))

@@ -86,28 +86,6 @@ def test_restarts_on_indexed_jobs_or_max_preemptions_are_refused_with_what_to_do
     assert "cannot honour limits.max_preemptions" in text and "remove limits.max_preemptions" in text
 
 
-def test_distrun_plan_shows_max_restarts_and_refuses_them_without_jobset(run_cli, distrun_home: Path) -> None:
-    for name, form in (("js", "always"), ("ij", "never")):
-        made = run_cli(
-            "compute",
-            "create",
-            "--name",
-            name,
-            "--type",
-            "kubernetes",
-            "--set",
-            f"jobset={form}",
-            "--set",
-            "image=r/i:1",
-        )
-        assert made.returncode == 0, made.stderr
-    shown = run_cli("plan", str(DDP), "--compute", "js", "--set", "limits.max_restarts=3")
-    assert shown.returncode == 0, shown.stderr
-    assert "maxRestarts: 3" in shown.stdout and "restartStrategy: BlockingRecreate" in shown.stdout
-    refused = run_cli("plan", str(DDP), "--compute", "ij", "--set", "limits.max_restarts=3")
-    assert refused.returncode != 0 and "needs JobSet" in refused.stderr and "Traceback" not in refused.stderr
-
-
 # ---------------------------------------------------------------- the pod agent
 
 

@@ -4,51 +4,12 @@ driver (these tests need no GPU: the plan only reads the device list distrun fou
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from distrun.backends.local_gpus import parse_gpu_list, probe_gpus
+from distrun.backends.local_gpus import parse_gpu_list
 from distrun.errors import DistrunError
-from distrun.plan import build_plan
-from distrun.plan.model import Bindings, LaunchPlan, Placement
-from distrun.spec.models import JobSpec
-
-EIGHT = "0,1,2,3,4,5,6,7"
-
-
-def job(kind: str | None, nodes: int, per_node: int, **extra: Any) -> JobSpec:
-    data: dict[str, Any] = {"command": "python train.py", "resources": {"instance_count": nodes}, **extra}
-    if kind == "tensorflow":
-        data["distribution"] = {"type": kind, "worker_count": nodes * per_node}
-    elif kind:
-        data["distribution"] = {"type": kind, "process_count_per_instance": per_node}
-    if "gpus" in extra:
-        data.pop("gpus")
-        data["resources"]["properties"] = {"gpus_per_node": extra["gpus"]}
-    return JobSpec.model_validate(data)
-
-
-def plan(spec: JobSpec, visible: str | None = EIGHT, simulated: bool = True) -> LaunchPlan:
-    # visible=None stands for a machine with no GPUs at all: the driver is not asked, so these
-    # tests mean the same on a GPU machine as on a CPU one.
-    environ = {"CUDA_VISIBLE_DEVICES": ""} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
-    placement = Placement(
-        hosts=("127.0.0.1",) * spec.node_count,
-        master_port=29500,
-        job_dir="/jobs/j1",
-        run_id="j1",
-        task_ports=tuple(range(30000, 30000 + 64)),
-        simulated=simulated,
-        gpus=probe_gpus(environ) if simulated else None,
-    )
-    return build_plan(spec, placement, Bindings())
-
-
-def visible_per_node(launch: LaunchPlan) -> dict[int, set[str | None]]:
-    return {node.node_rank: {p.env.get("CUDA_VISIBLE_DEVICES") for p in node.processes} for node in launch.nodes}
+from support.gpu_plans import job, plan, visible_per_node
 
 
 def test_two_nodes_of_four_on_eight_gpus_get_disjoint_halves() -> None:
@@ -131,26 +92,6 @@ def test_tensorflow_tasks_see_their_nodes_gpus() -> None:
     assert visible_per_node(launch) == {0: {"0,1,2,3"}, 1: {"4,5,6,7"}}
 
 
-def test_mpi_ranks_bind_to_their_nodes_slice_through_their_world_rank() -> None:
-    launch = plan(job("mpi", 2, 2))
-    launcher = launch.nodes[0].processes[0]
-    assert launcher.argv[:2] == ("mpirun", "-np")
-    script = launcher.argv[-1]
-    assert script.endswith("python train.py")
-    assert [node.gpus for node in launch.nodes] == [("0", "1", "2", "3"), ("4", "5", "6", "7")]
-    # Run the binding as each of the 4 ranks would under mpirun (rank r on node r // 2).
-    for rank, expected in enumerate(["0,1,2,3", "0,1,2,3", "4,5,6,7", "4,5,6,7"]):
-        binding = script.removesuffix("python train.py")
-        shown = subprocess.run(
-            ["bash", "-c", binding + 'echo "$CUDA_VISIBLE_DEVICES"'],
-            env={"OMPI_COMM_WORLD_RANK": str(rank), "PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert shown.stdout.strip() == expected
-
-
 def test_an_own_launcher_gets_each_nodes_first_gpus_in_node_order() -> None:
     spec = job("mpi", 2, 2, command="deepspeed --master_port $MASTER_PORT train.py")
     launch = plan(spec)
@@ -167,40 +108,6 @@ def test_nvidia_smi_listing_is_parsed_into_indices() -> None:
         "  MIG 1g.5gb     Device  0: (UUID: MIG-3)\n"
     )
     assert parse_gpu_list(listing) == ("0", "1")
-
-
-def test_one_run_asks_the_driver_once_and_a_later_attempt_asks_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`nvidia-smi` starts NVML on every call (10-20 ms on a one-GPU machine): preflight, preview and
-    first attempt share one listing, but a restart half a minute later sees the GPUs as they are."""
-    from distrun.backends import local_gpus
-
-    calls = tmp_path / "calls"
-
-    def nvidia_smi(folder: str, answer: str) -> None:
-        """A stand-in for the driver's tool in tmp_path/FOLDER, counting its calls, first on PATH."""
-        program = tmp_path / folder / "nvidia-smi"
-        program.parent.mkdir(exist_ok=True)
-        program.write_text(f'#!/bin/sh\necho >> "{calls}"\n{answer}\n')
-        program.chmod(0o755)
-        monkeypatch.setenv("PATH", f"{program.parent}:/usr/bin:/bin")
-
-    nvidia_smi("bin", 'printf "GPU 0: A (UUID: GPU-1)\\nGPU 1: B (UUID: GPU-2)\\n"')
-    monkeypatch.setattr(local_gpus, "_last_listing", None)
-
-    def asked() -> int:
-        return len(calls.read_text().splitlines()) if calls.exists() else 0
-
-    assert [probe_gpus({}) for _ in range(3)] == [("0", "1")] * 3
-    assert asked() == 1
-    assert probe_gpus({"CUDA_VISIBLE_DEVICES": "1"}) == ("1",) and asked() == 1  # CUDA's list: no driver call
-    monkeypatch.setattr(local_gpus, "LISTING_REUSE_S", 0.0)  # the listing has aged, as before a restart
-    assert probe_gpus({}) == ("0", "1") and asked() == 2
-    monkeypatch.setattr(local_gpus, "LISTING_REUSE_S", 30.0)
-    # Another tool on PATH is asked, not the old answer reused; it fails: no GPUs, asked once.
-    nvidia_smi("other", "exit 9")
-    assert probe_gpus({}) == () and probe_gpus({}) == () and asked() == 3
 
 
 # ---------------------------------------------------------------- NCCL, UCX and gloo settings

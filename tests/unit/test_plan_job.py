@@ -222,39 +222,3 @@ def test_an_agent_that_validates_the_whole_job_names_a_changed_job_json(write_jo
     expected = r"job.json is not what distrun wrote there \(resources.instance_count: Input should be a valid integer"
     with pytest.raises(DistrunError, match=expected):
         read_job_and_spec(folder)
-
-
-def test_the_node_agent_names_a_changed_job_json_and_ends_without_a_traceback(
-    write_job, distrun_home: Path, tmp_path: Path
-) -> None:
-    import subprocess
-    import sys
-
-    from distrun.agent.node import EXIT_NO_JOB
-    from support.cli import cli_env
-    from support.jobs import one_node_facts
-
-    folder = _prepared_folder(write_job, "changed")
-    data = json.loads((folder / "job.json").read_text())
-    data["resources"] = {"instance_count": "many"}
-    (folder / "job.json").write_text(json.dumps(data))
-    facts = one_node_facts(folder, tmp_path / "facts.json")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "distrun.agent.node",
-            "--facts",
-            str(facts),
-            "--channel",
-            str(tmp_path / "ch"),
-        ],
-        env=cli_env(distrun_home),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == EXIT_NO_JOB, done.stdout + done.stderr
-    assert "resources: instance_count is 'many', not int" in done.stderr
-    assert "submit the job again" in done.stderr
-    assert "Traceback" not in done.stderr
