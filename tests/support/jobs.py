@@ -83,9 +83,17 @@ def only_job(home: Path) -> str:
     return names[0]
 
 
-def processes_of_job(name: str) -> list[int]:
-    """Live processes carrying the job's name in their environment."""
+def processes_of_job(name: str, home: Path | str | None = None) -> list[int]:
+    """Live processes carrying the job's name in their environment, of this test's jobs only.
+
+    Tests run side by side (pytest-xdist, and CI machines run more than one suite), and job names
+    such as "once" repeat across tests: a process counts when it also names a DISTRUN_HOME or job
+    folder under `home` (default: this test's DISTRUN_HOME): one whose DISTRUN_HOME is another is
+    another test's. A process without DISTRUN_HOME (a rank an engine started with an environment of
+    its own) counts, so no leftover of this test is ever missed.
+    """
     needle = f"DISTRUN_JOB_NAME={name}".encode()
+    home = home if home is not None else os.environ.get("DISTRUN_HOME")
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -98,9 +106,17 @@ def processes_of_job(name: str) -> list[int]:
         except OSError:
             continue
         state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-        if needle in environ and state not in (b"Z", b"X"):
+        if needle in environ and state not in (b"Z", b"X") and _of_home(environ, home):
             found.append(int(entry))
     return found
+
+
+def _of_home(environ: list[bytes], home: Path | str | None) -> bool:
+    """Whether a process's environment may be this test's: its DISTRUN_HOME is `home`, or it has none."""
+    if home is None:
+        return True
+    homes = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"DISTRUN_HOME=")]
+    return not homes or os.fsencode(str(home)) in homes
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: float | None = None) -> object:

@@ -21,6 +21,9 @@ from distrun.ui.log_events import decode_cursor, encode_cursor
 from support.cli import cli_env
 from support.jobs import python_ranks
 
+# One worker runs this module, so its module-scoped server and jobs start once (tests/README.md).
+pytestmark = pytest.mark.xdist_group("ui_app")
+
 TOKEN = "test-token-123"
 # Rank 2 fails only once every rank has printed both lines (a marker per rank in outputs, waited
 # for up to 60 s): otherwise a slow start of another rank loses its lines to the gang stop.

@@ -28,6 +28,9 @@ from distrun.store.index import JobIndex
 from support.cli import cli_env
 from support.jobs import four_rank_job, processes_of_job, python_ranks
 
+# One worker runs this module, so its module-scoped server and jobs start once (tests/README.md).
+pytestmark = pytest.mark.xdist_group("ui_browser")
+
 WAIT = 90  # seconds: the machine may be loaded
 FAILING = (
     "r = int(os.environ['RANK']); time.sleep(0.3); "
