@@ -1,4 +1,8 @@
-"""The backend seam: layering (store and agent import nothing above them), the registry, the contract."""
+"""The backend seam: layering (store and agent import nothing above them), the registry, the faces.
+
+What every backend must do (the contract itself) is checked once, for every engine, in
+tests/unit/test_backend_conformance.py.
+"""
 
 from __future__ import annotations
 
@@ -49,17 +53,6 @@ def test_the_node_agent_imports_no_backend() -> None:
     assert loaded_modules("; ".join(f"import {m}" for m in modules)) == []
 
 
-def test_every_installed_backend_implements_the_whole_contract() -> None:
-    from distrun.backends.base import Backend
-    from distrun.backends.registry import BACKENDS, backend_for
-
-    for kind in ("local", "slurm"):
-        backend = backend_for(kind)
-        assert isinstance(backend, Backend) and backend.kind == kind
-        assert not getattr(type(backend), "__abstractmethods__", None)
-    assert set(BACKENDS) == {"local", "slurm", "ray", "kubernetes"}
-
-
 def test_a_backend_missing_from_this_install_says_what_to_install(monkeypatch) -> None:
     from distrun.backends import registry
     from distrun.errors import DistrunError
@@ -102,19 +95,6 @@ def test_a_grace_period_of_zero_is_zero_when_canceling(distrun_home: Path) -> No
         folder.root.mkdir(parents=True)
         folder.job_json.write_text(json.dumps({"command": "true", "limits": limits}))
         assert _grace_seconds(layout, name) == expected
-
-
-def test_plan_shows_what_render_returns(distrun_home: Path, tmp_path: Path) -> None:
-    from distrun.jobs import plan_job
-    from distrun.spec.loader import load_job_data
-    from distrun.store.layout import Layout
-
-    loaded = load_job_data({"command": "echo hi", "resources": {"instance_count": 2}}, tmp_path)
-    rendered = plan_job(loaded, Layout())
-    shown = rendered.show()
-    assert shown["type"] == "local" and shown["compute"] == "local"
-    assert shown["plan"] == rendered.plan.to_dict()
-    assert not (distrun_home / "jobs.db").exists()  # nothing recorded
 
 
 def test_the_faces_never_ask_which_engine_a_job_runs_on() -> None:

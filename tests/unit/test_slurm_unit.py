@@ -11,7 +11,7 @@ from distrun.backends.slurm.backend import _notes, filesystem_type
 from distrun.backends.slurm.client import SlurmJobInfo, parse_scontrol_line
 from distrun.backends.slurm.node_agent import TASK_LEVEL_SLURM_VARS, parse_args, rank_env
 from distrun.backends.slurm.script import render_batch_script
-from distrun.backends.slurm.state import distrun_status, first_failure, job_state
+from distrun.backends.slurm.state import first_failure, job_state
 from distrun.backends.slurm.target import SlurmTarget, slurm_time_limit
 from distrun.errors import DistrunError
 from distrun.spec.loader import load_job_data
@@ -138,13 +138,7 @@ def test_job_dir_with_spaces_is_quoted() -> None:
 
 
 # ---------------------------------------------------------------- target settings
-
-
-def test_unknown_setting_names_the_close_one() -> None:
-    with pytest.raises(DistrunError) as caught:
-        SlurmTarget.from_settings("hpc", {"partiton": "debug"})
-    assert "unknown setting 'partiton' (did you mean 'partition'?)" in caught.value.message
-    assert "partition" in caught.value.hint
+# A misspelled setting, and the error's form, are the contract's: tests/unit/test_backend_conformance.py.
 
 
 @pytest.mark.parametrize(
@@ -176,29 +170,8 @@ def test_parse_scontrol_oneliner() -> None:
     assert fields["TRES"] == "cpu=2,node=2,billing=2" and fields["AllocNode:Sid"] == "login:42"
 
 
-@pytest.mark.parametrize(
-    ("state", "status"),
-    [
-        ("PENDING", "Queued"),
-        ("CONFIGURING", "Starting"),
-        ("RUNNING", "Running"),
-        ("COMPLETING", "Finalizing"),
-        ("COMPLETED", "Completed"),
-        ("FAILED", "Failed"),
-        ("CANCELLED", "Canceled"),
-        ("CANCELLED by 0", "Canceled"),
-        ("TIMEOUT", "Failed"),
-        ("NODE_FAIL", "Failed"),
-        ("OUT_OF_MEMORY", "Failed"),
-        ("SUSPENDED", "Paused"),
-        (None, "Unknown"),
-    ],
-)
-def test_slurm_states_map_to_distrun_status(state: str | None, status: str) -> None:
-    assert distrun_status(state) == status
-
-
 # ---------------------------------------------------------------- merging node outcomes
+# Slurm's state words alone -> JobStatus: the table in tests/unit/test_backend_conformance.py.
 
 
 def outcome(node: int, status: str, failed_at: float | None = None, rank: int | None = None) -> NodeOutcome:
