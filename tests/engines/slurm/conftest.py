@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,18 +40,28 @@ def slurm_env(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> d
 
 
 @pytest.fixture
-def hpc(run_cli, slurm_cluster: SlurmCluster) -> str:
-    result = run_cli(
-        "compute",
-        "create",
-        "--name",
-        "hpc",
-        "--type",
-        "slurm",
-        "--set",
-        "partition=debug",
-        "--set",
-        f"slurm_conf={slurm_cluster.conf_path}",
-    )
-    assert result.returncode == 0, result.stderr
-    return "hpc"
+def add_slurm_target(distrun_home: Path, slurm_cluster: SlurmCluster) -> Callable[..., str]:
+    """Define a compute target on the cluster as `distrun compute create --name NAME --type slurm
+    --set K=V ...` does (the same parsing, checks and config.yaml), without a process per test.
+    The command itself runs in the tests of targets with other settings (a partition that does
+    not exist, a controller that is down, every CPU of a node)."""
+    from distrun.backends.registry import backend_for
+    from distrun.backends.targets import add_target
+    from distrun.spec.overrides import parse_override
+    from distrun.store.layout import Layout
+
+    def add(name: str, *overrides: str) -> str:
+        settings: dict[str, Any] = {}
+        for text in (*overrides, f"slurm_conf={slurm_cluster.conf_path}"):
+            path, value = parse_override(text)
+            settings[".".join(map(str, path))] = value
+        backend_for("slurm").validate_settings(name, settings)
+        add_target(Layout(distrun_home).config_path, name, "slurm", settings)
+        return name
+
+    return add
+
+
+@pytest.fixture
+def hpc(add_slurm_target: Callable[..., str]) -> str:
+    return add_slurm_target("hpc", "partition=debug")

@@ -16,18 +16,17 @@ from pathlib import Path
 import pytest
 
 from distrun.jobs import list_jobs
-from distrun.plan.model import tf_config
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from support.cli import REPO, cli_env
 from support.clusters.slurm_cluster import SlurmCluster
+from support.env_dump import show_env, shown_env, shown_envs, tf_task
 from support.jobs import (
     TORCHRUN_PER_NODE_JOB,
     only_job,
     processes_of_job,
     python_ranks,
     record,
-    torchrun_check,
     wait_for,
 )
 
@@ -103,52 +102,161 @@ def test_each_rank_sees_slurms_node_rank_and_local_compute_environment(run_cli, 
         assert env["SLURM_PROCID"] is None and env["SLURM_NTASKS"] is None
 
 
+# What torchrun hands each rank it starts, and the variables that say where the rank runs.
+TORCHRUN_KEYS = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"]
+TORCHRUN_KEYS += ["NODE_RANK", "SLURMD_NODENAME", "DISTRUN_PORTS"]
+
+
 @pytest.mark.slow
-def test_per_node_torchrun_form(run_cli, write_job, hpc):
-    job = write_job(TORCHRUN_PER_NODE_JOB, torchrun_check('" on " + os.environ["SLURMD_NODENAME"]'))
+def test_per_node_torchrun_form(run_cli, write_job, hpc, distrun_home):
+    # One torchrun per node, wired by distrun's NODE_RANK, MASTER_ADDR and MASTER_PORT: the two
+    # torchruns meet at node 0's address and give out the ranks. Their ranks print what they
+    # were given; the collective itself is torch's (DDP over gloo above runs one on Slurm).
+    job = write_job(TORCHRUN_PER_NODE_JOB, {"check.py": show_env(TORCHRUN_KEYS)})
     result = run_cli("run", str(job), "--compute", hpc, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    for rank in range(4):
-        assert f"rank {rank} of 4 sum 6 on n{rank // 2 + 1}" in result.stdout
+    name = only_job(distrun_home)
+    logs = distrun_home / "jobs" / name / "user_logs"
+    # The ranks of one node share their torchrun's log.
+    envs = {
+        int(str(env["RANK"])): (node, env) for node in (0, 1) for env in shown_envs(rank_log(distrun_home, name, node))
+    }
+    assert sorted(envs) == [0, 1, 2, 3], envs
+    (master_port,) = {env["DISTRUN_PORTS"] for _, env in envs.values()}
+    for rank, (node, env) in envs.items():
+        assert env == {
+            "RANK": str(rank),
+            "WORLD_SIZE": "4",
+            "LOCAL_RANK": str(rank % 2),
+            "LOCAL_WORLD_SIZE": "2",
+            "GROUP_RANK": str(node),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": master_port,
+            "NODE_RANK": str(node),
+            "SLURMD_NODENAME": f"n{node + 1}",
+            "DISTRUN_PORTS": master_port,
+        }, rank
+        assert node == rank // 2
+    assert sorted(p.name for p in logs.iterdir()) == ["std_log_process_00.txt", "std_log_process_01.txt"]
 
 
-@pytest.mark.slow
-def test_tensorflow_multiworker_on_two_nodes(run_cli, hpc, distrun_home):
-    example = REPO / "examples" / "tensorflow-multiworker" / "job.yml"
-    result = run_cli("run", str(example), "--compute", hpc, timeout=300)
+# TensorFlow reads its wiring from TF_CONFIG alone; the others say where the task runs, and
+# RANK, WORLD_SIZE and MASTER_* must stay unset (a script that branches on RANK would take a
+# parameter server for a rank). The examples train with real TensorFlow in tests/frameworks.
+TF_KEYS = ["TF_CONFIG", "SLURMD_NODENAME", "NODE_RANK", "AZUREML_CR_NODE_RANK", "AZUREML_PROCESS_NAME"]
+TF_KEYS += ["DISTRUN_TASK_TYPE", "DISTRUN_TASK_INDEX", "TF_USE_LEGACY_KERAS", "RANK", "WORLD_SIZE", "MASTER_ADDR"]
+TF_KEYS += ["MASTER_PORT", "DISTRUN_PORTS"]
+
+# The distribution of examples/tensorflow-multiworker and examples/tensorflow-ps.
+TF_JOB = """
+    command: python tf_task.py {trainer}
+    code: src
+    environment_variables:
+      TF_USE_LEGACY_KERAS: "1"
+    resources:
+      instance_count: 2
+    distribution:
+      type: tensorflow
+      {tasks}
+"""
+
+
+def tf_job(write_job, trainer: str, **counts: int) -> Path:
+    """A TensorFlow job of 2 nodes with `counts` tasks (worker_count=2, ...), each running tf_task.py
+    (support.env_dump): tasks of role `trainer` reach every other task at its TF_CONFIG address,
+    the others serve until stopped."""
+    tasks = "\n      ".join(f"{key}: {value}" for key, value in counts.items())
+    return write_job(TF_JOB.replace("{trainer}", trainer).replace("{tasks}", tasks), {"tf_task.py": tf_task(TF_KEYS)})
+
+
+def tf_task_env(home: Path, name: str, log: str) -> dict:
+    return shown_env((home / "jobs" / name / "user_logs" / log).read_text())
+
+
+def expected_tf_env(cluster: dict, role: str, index: int, node: int, ports: str) -> dict:
+    return {
+        "TF_CONFIG": {"cluster": cluster, "task": {"type": role, "index": index}, "environment": "cloud"},
+        "SLURMD_NODENAME": f"n{node + 1}",
+        "NODE_RANK": str(node),
+        "AZUREML_CR_NODE_RANK": str(node),
+        "AZUREML_PROCESS_NAME": f"{role}_{index}",
+        "DISTRUN_TASK_TYPE": role,
+        "DISTRUN_TASK_INDEX": str(index),
+        "TF_USE_LEGACY_KERAS": "1",
+        "RANK": None,
+        "WORLD_SIZE": None,
+        "MASTER_ADDR": None,
+        "MASTER_PORT": None,
+        "DISTRUN_PORTS": ports,
+    }
+
+
+def task_addresses(env: dict) -> list[str]:
+    """The task addresses the batch script found on node 0 (DISTRUN_PORTS: the master port, then
+    one per task in TF_CONFIG's cluster order); both nodes are 127.0.0.1 (their NodeAddr)."""
+    return [f"127.0.0.1:{port}" for port in str(env["DISTRUN_PORTS"]).split(",")[1:]]
+
+
+def test_tensorflow_multiworker_on_two_nodes(run_cli, write_job, hpc, distrun_home):
+    result = run_cli("run", str(tf_job(write_job, "worker", worker_count=2)), "--compute", hpc)
     assert result.returncode == 0, result.stdout + result.stderr
     name = only_job(distrun_home)
     assert record(distrun_home, name)["status"] == "Completed"
-    digests = {line.split()[-1] for line in result.stdout.splitlines() if "final weights digest" in line}
-    assert len(digests) == 1  # both workers trained the same model, in sync
+    envs = {i: tf_task_env(distrun_home, name, f"std_log_node_{i:02d}_worker.txt") for i in (0, 1)}
+    addresses = task_addresses(envs[0])
+    assert len(set(addresses)) == 2
+    cluster = {"worker": addresses}  # no empty "ps": [] (TensorFlow 2.13+ rejects it)
+    for index, env in envs.items():
+        # Worker i on node i, each with its own TF_CONFIG.
+        assert {**env, "TF_CONFIG": json.loads(str(env["TF_CONFIG"]))} == expected_tf_env(
+            cluster, "worker", index, index, envs[0]["DISTRUN_PORTS"]
+        )
     plan = json.loads((distrun_home / "jobs" / name / "plan.json").read_text())
-    configs = [
-        json.loads(tf_config(plan["tf_cluster"], *proc["tf_task"]))
-        for node in plan["nodes"]
-        for proc in node["processes"]
-    ]
-    workers = configs[0]["cluster"]["worker"]
-    assert len(set(workers)) == 2 and all(w.startswith("127.0.0.1:") for w in workers)
+    assert plan["tf_cluster"] == cluster  # the plan node 0 kept is the one the tasks ran
+    # Each worker reached the other at the other's address, from the other node.
+    assert f"[worker 0] worker 0: {addresses[1]} is worker 1" in result.stdout
+    assert f"[worker 1] worker 1: {addresses[0]} is worker 0" in result.stdout
     assert [node_outcome(distrun_home, name, n)["node_name"] for n in (0, 1)] == ["n1", "n2"]
 
 
-@pytest.mark.slow
-def test_tensorflow_parameter_servers_on_two_nodes_are_stopped_when_the_chief_is_done(run_cli, hpc, distrun_home):
+def test_tensorflow_parameter_servers_on_two_nodes_are_stopped_when_the_chief_is_done(
+    run_cli, write_job, hpc, distrun_home
+):
     # chief, 2 workers, 1 ps over 2 nodes: node 1 runs only servers (worker 0 and ps 0), which
     # its agent stops once the chief on node 0 has completed.
-    example = REPO / "examples" / "tensorflow-ps" / "job.yml"
-    result = run_cli("run", str(example), "--compute", hpc, timeout=300)
+    job = tf_job(write_job, "chief", chief_count=1, worker_count=2, parameter_server_count=1)
+    result = run_cli("run", str(job), "--compute", hpc)
     assert result.returncode == 0, result.stdout + result.stderr
     name = only_job(distrun_home)
-    assert record(distrun_home, name)["status"] == "Completed"
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Completed"
+    logs = {"chief_0": "std_log_node_00_chief.txt", "worker_1": "std_log_node_00_worker.txt"}
+    logs |= {"worker_0": "std_log_node_01_worker.txt", "ps_0": "std_log_node_01_ps.txt"}
+    envs = {task: tf_task_env(distrun_home, name, log) for task, log in logs.items()}
+    addresses = task_addresses(envs["chief_0"])
+    assert len(set(addresses)) == 4
+    cluster = {"chief": addresses[:1], "worker": addresses[1:3], "ps": addresses[3:]}
+    # Task k of chief, workers, ps runs on node k % 2.
+    for task, node in (("chief_0", 0), ("worker_0", 1), ("worker_1", 0), ("ps_0", 1)):
+        role, index = task.split("_")
+        env = envs[task]
+        assert {**env, "TF_CONFIG": json.loads(str(env["TF_CONFIG"]))} == expected_tf_env(
+            cluster, role, int(index), node, envs["chief_0"]["DISTRUN_PORTS"]
+        ), task
+    # The chief reached every server at its address, and ended.
+    for address, task in zip(addresses[1:], ("worker 0", "worker 1", "ps 0"), strict=True):
+        assert f"[chief 0] chief 0: {address} is {task}" in result.stdout
+    procs = {p["name"]: p for p in rec["processes"]}
+    assert procs["chief_0"]["exit_code"] == 0 and not procs["chief_0"]["stopped_by_distrun"]
+    assert procs["worker_1"]["stopped_by_distrun"]
     node1 = node_outcome(distrun_home, name, 1)
-    assert node1["status"] == "Completed" and node1["processes"]
+    assert node1["status"] == "Completed" and {p["name"] for p in node1["processes"]} == {"worker_0", "ps_0"}
     assert all(p["stopped_by_distrun"] for p in node1["processes"])
     assert processes_of_job(name) == []
 
 
 def test_job_stream_follows_a_detached_job_to_its_end(run_cli, write_job, hpc, distrun_home):
-    job = write_job(python_ranks("[print('tick', i, flush=True) or time.sleep(0.3) for i in range(5)]"))
+    job = write_job(python_ranks("[print('tick', i, flush=True) or time.sleep(0.1) for i in range(5)]"))
     submitted = run_cli("run", "-d", str(job), "--compute", hpc, "-o", "json")
     assert submitted.returncode == 0, submitted.stderr
     name = json.loads(submitted.stdout)["name"]
@@ -255,11 +363,11 @@ def test_a_queued_job_says_so_and_cancels_at_once(run_cli, write_job, slurm_clus
 
 def test_limits_timeout_fails_the_job(run_cli, write_job, hpc, distrun_home):
     job = write_job(python_ranks("time.sleep(120)"))
-    result = run_cli("run", str(job), "--compute", hpc, "--set", "limits.timeout=3")
+    result = run_cli("run", str(job), "--compute", hpc, "--set", "limits.timeout=1")
     assert result.returncode == 1, result.stdout + result.stderr
     name = only_job(distrun_home)
     rec = record(distrun_home, name)
-    assert rec["status"] == "Failed" and rec["reason"] == "timeout after 3 s"
+    assert rec["status"] == "Failed" and rec["reason"] == "timeout after 1 s"
     assert processes_of_job(name) == []
 
 
@@ -270,15 +378,14 @@ def test_limits_timeout_fails_the_job(run_cli, write_job, hpc, distrun_home):
 # target keeps MPI on TCP, and all of Open MPI's traffic on loopback.
 ONE_HOST_OPEN_MPI = "export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo"
 
-WHERE = """
-    import json, os
-    from mpi4py import MPI
-    comm = MPI.COMM_WORLD
-    total = comm.allreduce(comm.rank + 1)
-    keys = ["SLURMD_NODENAME", "AZ_BATCH_MASTER_NODE", "MASTER_PORT", "AZUREML_MPI_HOSTFILE"]
-    keys += ["OMPI_COMM_WORLD_LOCAL_RANK"]
-    facts = {"rank": comm.rank, "size": comm.size, "sum": total, **{k: os.environ.get(k) for k in keys}}
-    print("FACTS", json.dumps(facts), flush=True)
+# What Open MPI gives each rank, and what scripts written for Azure ML read to find the master.
+MPI_KEYS = ["OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURMD_NODENAME"]
+MPI_KEYS += ["AZ_BATCH_MASTER_NODE", "MASTER_PORT", "AZUREML_MPI_HOSTFILE"]
+
+ALLREDUCE = """
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+print("rank", comm.rank, "of", comm.size, "sum", comm.allreduce(comm.rank + 1), flush=True)
 """
 
 MPI_JOB = """
@@ -299,13 +406,8 @@ def mpi_job(write_job, command: str, files: dict[str, str]) -> Path:
 
 
 @pytest.fixture
-def mpi_hpc(run_cli, slurm_cluster: SlurmCluster) -> str:
-    settings = ["partition=debug", f"slurm_conf={slurm_cluster.conf_path}", f"setup={ONE_HOST_OPEN_MPI}"]
-    result = run_cli(
-        "compute", "create", "--name", "hpc", "--type", "slurm", *[a for s in settings for a in ("--set", s)]
-    )
-    assert result.returncode == 0, result.stderr
-    return "hpc"
+def mpi_hpc(add_slurm_target) -> str:
+    return add_slurm_target("hpc", "partition=debug", f"setup={ONE_HOST_OPEN_MPI}")
 
 
 def rank_log(home: Path, name: str, rank: int) -> str:
@@ -313,28 +415,38 @@ def rank_log(home: Path, name: str, rank: int) -> str:
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("command", "allreduce"),
     [
-        "python -m mpi4py where.py",  # distrun builds the mpirun command
-        "mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE python -m mpi4py where.py",  # the command's own mpirun
+        ("python -m mpi4py where.py", True),  # distrun builds the mpirun command
+        # The command's own mpirun, on the same hostfile. Its ranks only say where they run and
+        # what they were given: the MPI traffic between the nodes is the same as above.
+        ("mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE python show_env.py", False),
     ],
     ids=["distrun-mpirun", "own-mpirun"],
 )
-def test_mpi4py_allreduce_over_two_nodes_of_two_ranks(command, run_cli, write_job, mpi_hpc, distrun_home):
-    result = run_cli("run", str(mpi_job(write_job, command, {"where.py": WHERE})), "--compute", mpi_hpc)
+def test_mpi4py_allreduce_over_two_nodes_of_two_ranks(command, allreduce, run_cli, write_job, mpi_hpc, distrun_home):
+    files = {"where.py": show_env(MPI_KEYS) + ALLREDUCE, "show_env.py": show_env(MPI_KEYS)}
+    result = run_cli("run", str(mpi_job(write_job, command, files)), "--compute", mpi_hpc)
     assert result.returncode == 0, result.stdout + result.stderr
     name = only_job(distrun_home)
     assert record(distrun_home, name)["status"] == "Completed"
     folder = distrun_home / "jobs" / name
     assert (folder / "mpi" / "hostfile").read_text() == "n1 slots=2\nn2 slots=2\n"  # Slurm's node names
+    port = shown_env(rank_log(distrun_home, name, 0))["MASTER_PORT"]
+    assert str(port).isdigit()
     for rank in range(4):
-        facts = json.loads(rank_log(distrun_home, name, rank).split("FACTS ", 1)[1])
-        assert (facts["rank"], facts["size"], facts["sum"]) == (rank, 4, 10)
+        log = rank_log(distrun_home, name, rank)
         # mpirun on n1 started ranks 2 and 3 on the second node, through Slurm.
-        assert facts["SLURMD_NODENAME"] == f"n{rank // 2 + 1}"
-        assert facts["OMPI_COMM_WORLD_LOCAL_RANK"] == str(rank % 2)
-        assert facts["AZ_BATCH_MASTER_NODE"] == f"127.0.0.1:{facts['MASTER_PORT']}"
-        assert facts["AZUREML_MPI_HOSTFILE"] == str(folder / "mpi" / "hostfile")
+        assert shown_env(log) == {
+            "OMPI_COMM_WORLD_RANK": str(rank),
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(rank % 2),
+            "SLURMD_NODENAME": f"n{rank // 2 + 1}",
+            "AZ_BATCH_MASTER_NODE": f"127.0.0.1:{port}",
+            "MASTER_PORT": port,
+            "AZUREML_MPI_HOSTFILE": str(folder / "mpi" / "hostfile"),
+        }, rank
+        assert (f"rank {rank} of 4 sum 10\n" in log) is allreduce
     # Node 1 ran no process of its own and stayed until the job was over.
     node1 = node_outcome(distrun_home, name, 1)
     assert (node1["status"], node1["processes"]) == ("Completed", [])
@@ -546,10 +658,15 @@ def test_a_submission_checks_the_cluster_once(write_job, hpc, distrun_home, tmp_
 
 
 def down_conf(slurm_cluster: SlurmCluster, tmp_path: Path) -> Path:
-    """The same cluster's config, but a controller port nobody serves."""
+    """The same cluster's config, but a controller port nobody serves.
+
+    Slurm's clients keep trying a refused connection for about MessageTimeout - 1 s before they
+    give up (9 s by default); at 2 s they still retry, and give up after 1 s.
+    """
     conf = tmp_path / "slurm.conf"
     lines = slurm_cluster.conf_path.read_text().splitlines()
-    conf.write_text("\n".join("SlurmctldPort=1" if x.startswith("SlurmctldPort=") else x for x in lines) + "\n")
+    lines = ["SlurmctldPort=1" if x.startswith("SlurmctldPort=") else x for x in lines]
+    conf.write_text("\n".join([*lines, "MessageTimeout=2"]) + "\n")
     return conf
 
 

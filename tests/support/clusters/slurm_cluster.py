@@ -133,8 +133,9 @@ class SlurmCluster:
             f"SlurmctldPort={ctld_port}",
             "AuthType=auth/munge",
             "CredType=cred/munge",
-            # cred_expire also holds a requeued job that long before it may start again (Slurm's
-            # default is 120 s; 5 s is the least slurmctld accepts).
+            # cred_expire also holds a requeued job that long (plus 1 s) before it may start
+            # again. Slurm's default is 120 s; 5 s is the least slurmctld accepts: below it,
+            # slurmctld logs "AuthInfo=cred_expire=N invalid" and goes back to 120 s.
             f"AuthInfo=socket={self.munge_socket},cred_expire={self.cred_expire}",
             "SlurmUser=root",
             "SlurmdUser=root",
@@ -155,7 +156,11 @@ class SlurmCluster:
             # A batch job is scheduled when it is submitted. By default Slurm may hold it for
             # the next scheduling pass, up to 3 s later (batch_sched_delay): a random wait that
             # slows every test and would swamp what the Slurm benchmark compares.
-            "SchedulerParameters=batch_sched_delay=0",
+            # A requeued job whose hold (cred_expire) is over is started only by a periodic
+            # pass: the main scheduler's, every sched_interval (60 s by default), or backfill's
+            # (every 30 s; even at bf_interval=1 it left a requeued job to the main pass). With
+            # a main pass every second, a requeued job starts about cred_expire + 1 s after.
+            "SchedulerParameters=batch_sched_delay=0,sched_interval=1",
             "AccountingStorageType=accounting_storage/none",
             "JobAcctGatherType=jobacct_gather/none",
             "JobCompType=jobcomp/none",
