@@ -20,4 +20,8 @@ fresh_test_venv "${DISTRUN_TEST_VENV:-$repo/.test-venv}"
 echo "== test environment: $VIRTUAL_ENV ($(python --version))"
 bash "$here/setup-test-env.sh"
 cd "$repo"
-exec python -m pytest -n "${DISTRUN_TEST_WORKERS:-4}" --dist loadgroup --durations=25 "$@"
+# A temporary folder of this run's own: pytest's shared one (/tmp/pytest-of-USER) keeps only the
+# newest few runs, so a second suite on the same machine could remove this one's folders.
+basetemp="$(mktemp -d "${TMPDIR:-/tmp}/distrun-tests-XXXXXX")"
+trap 'rm -rf "$basetemp"' EXIT
+python -m pytest -n "${DISTRUN_TEST_WORKERS:-4}" --dist loadgroup --durations=25 --basetemp="$basetemp/t" "$@"
