@@ -2,65 +2,40 @@
 
 No Kubernetes API server can run here: `tests/support/clusters/k8s_emulator.py` is a mock of one (kmock's
 KubernetesEmulator, with test-side Job/JobSet controllers and a kubelet that runs each pod's
-command as a local process). distrun itself is real: the CLI submits with the official
-`kubernetes` client, each pod runs distrun's pod agent, which runs real torch/gloo ranks and
-real TensorFlow tasks, and the client reads status, logs and outcomes back through the API.
+command as a local process). distrun itself is real: it submits with the official `kubernetes`
+client (`distrun run` and `job create`, or where the submission is not the subject, the call
+those make, in the test process), each pod runs distrun's pod agent, which runs the ranks (real torch/gloo
+DDP and real MPI where the test is about them, plain Python ranks where only failing or sleeping
+matters), and the client reads status, logs and outcomes back through the API.
+
+The two forms a job takes (a JobSet, or Indexed Jobs and a headless Service) are both run where
+they take different roads end to end: the objects submitted, the hostnames ranks find each other
+by (DDP, MPI), and how a job is deleted (cancel, gang stop). The rest runs on the JobSet form
+(the `cluster` fixture's default); restarts are JobSet's alone. Their rendering, offline, is
+checked in tests/unit/test_kubernetes_manifests.py.
 """
 
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from support.cli import SRC
 from support.clusters.k8s_emulator import EmulatedCluster
+from support.jobs import wait_for
 
 pytestmark = pytest.mark.slow
 WAIT_S = 240
+# How often a test reads a job's record while it waits; each read asks the cluster (as `job show` does).
+READ_EVERY_S = 0.2
 
-
-def free_port_base(count: int = 16) -> int:
-    """A base port with `count` free ports after it (pods of one test share this machine's ports)."""
-    for base in range(31000, 60000, 97):
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as sock:
-                    sock.bind(("", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free port range")
-
-
-@pytest.fixture(params=[True, False], ids=["jobset", "indexed-jobs"])
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmulatedCluster]:
-    emulated = EmulatedCluster(tmp_path / "cluster", jobset_crd=request.param).start()
-    emulated.kubelet.base_env["PYTHONPATH"] = str(SRC)  # "the image has distrun installed"
-    try:
-        yield emulated
-    finally:
-        left = emulated.stop()
-        assert not left, f"pods still running at the end: {left}"
-        assert not emulated.errors, emulated.errors[:3]
-
-
-@pytest.fixture
-def k8s(cluster: EmulatedCluster, run_cli: Callable[..., subprocess.CompletedProcess[str]]) -> EmulatedCluster:
-    settings = cluster.settings(python=sys.executable, port_base=free_port_base(), image="reg/distrun:test")
-    args = ["compute", "create", "--name", "k8s", "--type", "kubernetes"]
-    for key, value in settings.items():
-        args += ["--set", f"{key}={value}"]
-    made = run_cli(*args)
-    assert made.returncode == 0, made.stderr
-    return cluster
+BOTH_FORMS = pytest.mark.parametrize("cluster", [True, False], ids=["jobset", "indexed-jobs"], indirect=True)
+INDEXED_JOBS = pytest.mark.parametrize("cluster", [False], ids=["indexed-jobs"], indirect=True)
 
 
 def write_job(folder: Path, script: str, job: str) -> Path:
@@ -72,6 +47,40 @@ def write_job(folder: Path, script: str, job: str) -> Path:
     return path
 
 
+def submit(home: Path, job: Path, name: str) -> None:
+    """`distrun job create --file JOB --compute k8s --name NAME` in this process (what the command
+    calls), for tests about what the cluster then does; the cancel tests run the command itself."""
+    from distrun.jobs import submit_job
+    from distrun.spec.loader import load_job_file
+    from distrun.store.layout import Layout
+
+    submit_job(load_job_file(job), Layout(home), "k8s", name)
+
+
+def shown(home: Path, name: str) -> dict[str, Any]:
+    """The job's record as `distrun job show NAME -o json` prints it (less the metrics), read in
+    this process: a live job is brought up to date from the cluster on the way, as the command does."""
+    from distrun.jobs import get_job
+    from distrun.store.layout import Layout
+
+    return get_job(Layout(home), name).to_dict()
+
+
+def wait_for_record(home: Path, name: str, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Read the job's record (`shown`) until `done` says yes; returns that record."""
+    last: list[dict[str, Any]] = [{}]
+
+    def check() -> bool:
+        last[0] = shown(home, name)
+        return done(last[0])
+
+    try:
+        wait_for(check, WAIT_S, READ_EVERY_S)
+    except AssertionError:
+        raise AssertionError(f"gave up waiting; last record: {last[0]}") from None
+    return last[0]
+
+
 DDP = """
     import os, torch, torch.distributed as dist
     dist.init_process_group("gloo")
@@ -80,10 +89,6 @@ DDP = """
     dist.all_reduce(total)
     node, master = os.environ["NODE_RANK"], os.environ["MASTER_ADDR"]
     print(f"rank {rank}/{world} node {node} master {master} sum {total.item():g}", flush=True)
-    if rank == int(os.environ.get("FAIL_RANK", "-1")):
-        raise ValueError(f"bad batch on rank {rank}")
-    if os.environ.get("FAIL_RANK"):
-        import time; time.sleep(600)
     dist.destroy_process_group()
 """
 
@@ -97,52 +102,64 @@ DDP_JOB = """
 """
 
 
-def show(run_cli: Callable[..., subprocess.CompletedProcess[str]], name: str) -> dict:
-    shown = run_cli("job", "show", name, "-o", "json")
-    assert shown.returncode == 0, shown.stderr
-    return json.loads(shown.stdout)
-
-
-def wait_for(run_cli: Callable[..., subprocess.CompletedProcess[str]], name: str, done: Callable[[dict], bool]) -> dict:
-    give_up = time.monotonic() + WAIT_S
-    record = show(run_cli, name)
-    while not done(record):
-        assert time.monotonic() < give_up, f"gave up waiting; last record: {record}"
-        time.sleep(1)
-        record = show(run_cli, name)
-    return record
-
-
-def test_ddp_2x2_over_gloo_runs_in_four_processes_on_two_pods(k8s: EmulatedCluster, run_cli, tmp_path: Path) -> None:
-    job = write_job(tmp_path / "job", DDP, DDP_JOB)
+# Real DDP over gloo in each form (the ranks find rank 0 by its pod's name, which the forms spell
+# differently); two ranks per pod in one, one in the other (each torch import costs seconds of CPU).
+@pytest.mark.parametrize(
+    ("cluster", "per_pod"), [(True, 2), (False, 1)], ids=["jobset-2x2", "indexed-jobs-2x1"], indirect=["cluster"]
+)
+def test_ddp_over_gloo_runs_its_ranks_in_two_pods(
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path, per_pod: int
+) -> None:
+    job = write_job(
+        tmp_path / "job",
+        DDP,
+        DDP_JOB.replace("process_count_per_instance: 2", f"process_count_per_instance: {per_pod}"),
+    )
     done = run_cli("run", str(job), "--compute", "k8s", "--name", "ddp-k8s", timeout=WAIT_S + 60)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    name = "ddp-k8s"
+    name, world = "ddp-k8s", 2 * per_pod
     host0 = f"{name}-worker-0-0.{name}" if k8s.jobset_crd else f"{name}-worker-0.{name}"
-    for rank in range(4):
-        assert f"[{rank // 2}/{rank}] rank {rank}/4 node {rank // 2} master {host0} sum 6" in done.stdout
-    record = show(run_cli, name)
+    total = sum(range(world))
+    for rank in range(world):
+        node = rank // per_pod
+        assert f"[{node}/{rank}] rank {rank}/{world} node {node} master {host0} sum {total}" in done.stdout
+    record = shown(distrun_home, name)
     assert record["status"] == "Completed"
-    assert sorted(p["name"] for p in record["processes"]) == [f"rank_{r}" for r in range(4)]
+    assert sorted(p["name"] for p in record["processes"]) == [f"rank_{r}" for r in range(world)]
     logs = Path(record["folder"]) / "user_logs"
-    for rank in range(4):
+    for rank in range(world):
+        node = rank // per_pod
         text = (logs / f"std_log_process_{rank:02d}.txt").read_text()
         # The pod's stream prefix is taken off again: the file holds the rank's own bytes.
-        assert f"rank {rank}/4 node {rank // 2}" in text and f"[{rank // 2}/{rank}] " not in text
+        assert f"rank {rank}/{world} node {node}" in text and f"[{node}/{rank}] " not in text
     # Both pods ran distrun's pod agent and were created by the objects distrun submitted.
     kinds = {r.url.path.split("/")[-1] for r in k8s.emulator.requests() if str(r.method).upper().endswith("POST")}
     assert ("jobsets" in kinds) == k8s.jobset_crd and ("services" in kinds) != k8s.jobset_crd
 
 
+# Rank 2 fails once its peers had a moment to start; the others sleep until the gang is stopped.
+FAILING = """
+    import os, time
+    rank = int(os.environ["RANK"])
+    print(f"rank {rank} up on node {os.environ['NODE_RANK']}", flush=True)
+    if rank == 2:
+        time.sleep(1)
+        raise ValueError(f"bad batch on rank {rank}")
+    time.sleep(600)
+"""
+
+FAILING_JOB = DDP_JOB.replace("grace_period: 3", "grace_period: 2")
+
+
 def test_a_failing_rank_fails_the_gang_with_its_pod_node_and_traceback(
-    k8s: EmulatedCluster, run_cli, tmp_path: Path
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:
-    job = write_job(tmp_path / "job", DDP, DDP_JOB + "    environment_variables: {FAIL_RANK: '2'}\n")
+    job = write_job(tmp_path / "job", FAILING, FAILING_JOB)
     started = time.monotonic()
     done = run_cli("run", str(job), "--compute", "k8s", "--name", "fail-k8s", timeout=WAIT_S + 60)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert time.monotonic() - started < WAIT_S  # the others (sleeping 600 s) were stopped
-    record = show(run_cli, "fail-k8s")
+    record = shown(distrun_home, "fail-k8s")
     assert record["status"] == "Failed"
     root = record["root_cause"]
     assert root["name"] == "rank_2" and root["node_rank"] == 1
@@ -164,14 +181,17 @@ SLEEPER_JOB = """
 """
 
 
-def test_cancel_deletes_the_job_with_foreground_propagation(k8s: EmulatedCluster, run_cli, tmp_path: Path) -> None:
+@BOTH_FORMS
+def test_cancel_deletes_the_job_with_foreground_propagation(
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
     job = write_job(tmp_path / "job", "import time\nprint('started', flush=True)\ntime.sleep(600)\n", SLEEPER_JOB)
     made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "cancel-k8s")
     assert made.returncode == 0, made.stderr
-    wait_for(run_cli, "cancel-k8s", lambda r: r["status"] == "Running")
+    wait_for_record(distrun_home, "cancel-k8s", lambda r: r["status"] == "Running")
     canceled = run_cli("job", "cancel", "cancel-k8s", timeout=WAIT_S)
     assert canceled.returncode == 0, canceled.stderr
-    record = wait_for(run_cli, "cancel-k8s", lambda r: r["status"] == "Canceled")
+    record = wait_for_record(distrun_home, "cancel-k8s", lambda r: r["status"] == "Canceled")
     assert record["reason"] == "canceled by the user"
     deletes = [r for r in k8s.emulator.requests() if str(r.method).upper().endswith("DELETE")]
     top = "jobsets" if k8s.jobset_crd else "jobs"
@@ -182,51 +202,65 @@ def test_cancel_deletes_the_job_with_foreground_propagation(k8s: EmulatedCluster
 
 
 def test_an_unschedulable_job_is_queued_with_the_schedulers_reason(
-    k8s: EmulatedCluster, run_cli, tmp_path: Path
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:
     job = write_job(
         tmp_path / "job",
         "print('never')\n",
         SLEEPER_JOB + "    properties: {worker_resource_limits: {gpu: 8}}\n",
     )
-    made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "gpu-k8s")
-    assert made.returncode == 0, made.stderr
-    record = wait_for(run_cli, "gpu-k8s", lambda r: "Insufficient" in (r.get("reason") or ""))
+    submit(distrun_home, job, "gpu-k8s")
+
+    def unschedulable() -> bool:
+        conditions = [c for p in k8s.pods() for c in (p.get("status") or {}).get("conditions") or []]
+        return any(c.get("reason") == "Unschedulable" for c in conditions)
+
+    # Nothing reads the job meanwhile: `job show` itself must bring the record up to date from the
+    # cluster (the one test that reads a Kubernetes job through the command).
+    wait_for(unschedulable, WAIT_S, 0.1)
+    show = run_cli("job", "show", "gpu-k8s", "-o", "json")
+    assert show.returncode == 0, show.stderr
+    record = json.loads(show.stdout)
     assert record["status"] == "Queued"
     assert "cannot be scheduled" in record["reason"] and "Insufficient nvidia.com/gpu" in record["reason"]
     canceled = run_cli("job", "cancel", "gpu-k8s", timeout=WAIT_S)
     assert canceled.returncode == 0 and "Canceled" in canceled.stdout, canceled.stdout + canceled.stderr
 
 
+# TF_CONFIG as TensorFlow reads it, and a parameter server that serves until it is stopped: a
+# plain socket server on its TF_CONFIG port stands in for tf.distribute.Server (what Kubernetes
+# adds is the pods' DNS names in TF_CONFIG and the stop; real TensorFlow parameter servers run
+# from the same TF_CONFIG in tests/frameworks/test_tensorflow_jobs.py).
 TF_PS = """
-    import json, os, sys
-    import tensorflow as tf
+    import json, os, socket, time
     config = json.loads(os.environ["TF_CONFIG"])
     task = config["task"]
-    cluster = tf.train.ClusterSpec(config["cluster"])
     if task["type"] == "ps":
+        port = int(config["cluster"]["ps"][task["index"]].rsplit(":", 1)[1])
+        server = socket.create_server(("", port))
         print(f"ps {task['index']} serving", flush=True)
-        tf.distribute.Server(cluster, job_name="ps", task_index=task["index"], protocol="grpc").join()
+        while True:
+            server.accept()[0].close()
     else:
-        import socket, time
         print(f"worker {task['index']} sees {sorted(config['cluster'])}", flush=True)
         host, port = config["cluster"]["ps"][0].rsplit(":", 1)
         deadline = time.time() + 180
-        while True:  # the parameter server's gRPC port, by its pod's stable name
+        while True:  # the parameter server's port, by its pod's stable name
             try:
                 socket.create_connection((host, int(port)), 2).close()
                 break
             except OSError:
                 if time.time() > deadline:
                     raise
-                time.sleep(0.5)
+                time.sleep(0.2)
         print(f"worker {task['index']} reached ps 0 at {host}", flush=True)
 """
 
 
-@pytest.mark.parametrize("cluster", [False], ids=["indexed-jobs"], indirect=True)
+# Indexed Jobs: no JobSet successPolicy ends the parameter server, distrun's client does.
+@INDEXED_JOBS
 def test_tensorflow_parameter_server_is_stopped_when_the_workers_are_done(
-    k8s: EmulatedCluster, run_cli, tmp_path: Path
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:
     job = write_job(
         tmp_path / "job",
@@ -243,7 +277,7 @@ def test_tensorflow_parameter_server_is_stopped_when_the_workers_are_done(
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "[worker 0] worker 0 sees ['ps', 'worker']" in done.stdout
     assert "[worker 1] worker 1 reached ps 0 at tf-k8s-ps-0.tf-k8s" in done.stdout
-    record = show(run_cli, "tf-k8s")
+    record = shown(distrun_home, "tf-k8s")
     assert record["status"] == "Completed"
     procs = {p["name"]: p for p in record["processes"]}
     assert procs["worker_0"]["exit_code"] == 0 and procs["worker_1"]["exit_code"] == 0
@@ -284,13 +318,14 @@ MPI_JOB = """
 """
 
 
+@BOTH_FORMS
 def test_mpi_ranks_start_in_the_worker_pods_through_their_agents_without_ssh(
-    k8s: EmulatedCluster, run_cli, tmp_path: Path
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:
     job = write_job(tmp_path / "job", MPI_RANK, MPI_JOB)
     done = run_cli("run", str(job), "--compute", "k8s", "--name", "mpi-k8s", timeout=WAIT_S + 60)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    record = show(run_cli, "mpi-k8s")
+    record = shown(distrun_home, "mpi-k8s")
     assert record["status"] == "Completed"
     workers = "mpi-k8s-worker-0" if k8s.jobset_crd else "mpi-k8s-worker"
     logs = Path(record["folder"]) / "user_logs"
@@ -298,29 +333,31 @@ def test_mpi_ranks_start_in_the_worker_pods_through_their_agents_without_ssh(
         # mpirun in the launcher pod started ranks 0-1 in worker pod 0 and 2-3 in worker pod 1.
         text = (logs / f"std_log_process_{rank:02d}.txt").read_text()
         assert f"rank {rank} of 4 sum 10 in pod {workers}-{rank // 2}\n" in text, text
-    secrets = [r for r in k8s.emulator.requests() if str(r.url.path).endswith("/secrets")]
+    posted = [r for r in k8s.emulator.requests() if str(r.method).upper().endswith("POST")]
+    secrets = [r for r in posted if str(r.url.path).endswith("/secrets")]
     assert secrets, "the remote-start token was not submitted as a Secret"
     # Cleaned up with the job: the Secret is gone once it is over.
-    wait_until_gone = time.monotonic() + 30
-    while k8s.api.list("secrets") and time.monotonic() < wait_until_gone:
-        time.sleep(0.5)
-    assert not k8s.api.list("secrets")
+    wait_for(lambda: not k8s.api.list("secrets"), 30, 0.1)
 
 
-@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
+# Indexed Jobs: the launcher's Job fails, and only distrun deletes the workers' Job (a JobSet's
+# gang stop is test_a_failing_rank_fails_the_gang_with_its_pod_node_and_traceback's).
+@INDEXED_JOBS
 def test_an_mpi_rank_failing_in_a_worker_pod_fails_the_job_with_its_traceback(
-    k8s: EmulatedCluster, run_cli, tmp_path: Path
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:
     job = write_job(tmp_path / "job", MPI_RANK, MPI_JOB + "      FAIL_RANK: '3'\n")
     started = time.monotonic()
     done = run_cli("run", str(job), "--compute", "k8s", "--name", "mpi-fail", timeout=WAIT_S + 60)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert time.monotonic() - started < WAIT_S  # the other ranks (sleeping 600 s) were stopped
-    record = show(run_cli, "mpi-fail")
+    record = shown(distrun_home, "mpi-fail")
     assert record["status"] == "Failed"
     root = record["root_cause"]
     assert root["name"] == "rank_3", root
     assert "ValueError: bad batch on rank 3" in root["traceback"]
+    deleted = {r.url.path.split("/")[-1] for r in k8s.emulator.requests() if str(r.method).upper().endswith("DELETE")}
+    assert "mpi-fail-worker" in deleted, deleted
     live = k8s.live_pods()
     assert not live, live
 
@@ -338,19 +375,20 @@ RESTARTING = """
         time.sleep(600)  # stopped when the gang fails
 """
 
+# Restarts are JobSet's (Indexed Jobs refuse limits.max_restarts): these tests run on the
+# `cluster` fixture's default, the JobSet form.
 RESTART_JOB = SLEEPER_JOB.replace("{grace_period: 2}", "{grace_period: 2, max_restarts: 2, no_restart_exit_codes: [3]}")
 
 
-@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
 def test_a_rank_that_fails_on_attempt_0_is_restarted_by_jobset_and_completes(
-    k8s: EmulatedCluster, run_cli, tmp_path: Path
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:
     job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB)
     done = run_cli("run", str(job), "--compute", "k8s", "--name", "restart-k8s", timeout=2 * WAIT_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for rank in range(2):  # the second attempt's lines are streamed too
         assert f"rank {rank} attempt 1 torchelastic 1" in done.stdout, done.stdout
-    record = show(run_cli, "restart-k8s")
+    record = shown(distrun_home, "restart-k8s")
     assert record["status"] == "Completed"
     first, second = record["attempts"]
     assert first["attempt"] == 0 and first["status"] == "Failed" and first["restarted"] is True
@@ -373,20 +411,17 @@ def test_a_rank_that_fails_on_attempt_0_is_restarted_by_jobset_and_completes(
     assert "Attempts: 2\n  attempt 0: Failed, rank 1 on node 1 exited with code 1" in done.stdout
 
 
-@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
-def test_a_no_restart_exit_code_fails_the_jobset_at_once(k8s: EmulatedCluster, run_cli, tmp_path: Path) -> None:
+def test_a_no_restart_exit_code_fails_the_jobset_at_once(
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
     job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB + "    environment_variables: {FINAL_CODE: '3'}\n")
-    made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "final-k8s")
-    assert made.returncode == 0, made.stderr
+    submit(distrun_home, job, "final-k8s")
     # Nothing reads the job meanwhile, so this is the cluster's own doing: the pod failure policy
     # failed the Job (reason PodFailurePolicy) and the JobSet's rule failed the set, no restart.
-    give_up = time.monotonic() + WAIT_S
-    while not ((k8s.api.get("jobsets", "final-k8s") or {}).get("status") or {}).get("conditions"):
-        assert time.monotonic() < give_up, k8s.api.get("jobsets", "final-k8s")
-        time.sleep(0.5)
+    wait_for(lambda: ((k8s.api.get("jobsets", "final-k8s") or {}).get("status") or {}).get("conditions"), WAIT_S, 0.1)
     status = k8s.api.get("jobsets", "final-k8s")["status"]
     assert [c["reason"] for c in status["conditions"]] == ["FailurePolicyRuleAction"] and not status.get("restarts")
-    record = wait_for(run_cli, "final-k8s", lambda r: r["status"] in ("Failed", "Completed", "Canceled"))
+    record = wait_for_record(distrun_home, "final-k8s", lambda r: r["status"] in ("Failed", "Completed", "Canceled"))
     assert record["status"] == "Failed"
     assert "exit code 3 is in limits.no_restart_exit_codes" in record["reason"]
     assert record["root_cause"]["name"] == "rank_1" and record["root_cause"]["exit_code"] == 3
@@ -396,16 +431,15 @@ def test_a_no_restart_exit_code_fails_the_jobset_at_once(k8s: EmulatedCluster, r
     assert not live, live
 
 
-@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
 def test_a_job_that_fails_on_every_attempt_ends_failed_when_jobset_used_its_restarts(
-    k8s: EmulatedCluster, run_cli, tmp_path: Path
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:
     job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB + "    environment_variables: {ALWAYS: '1'}\n")
     done = run_cli(
         "run", str(job), "--compute", "k8s", "--name", "always-k8s", "--max-restarts", "1", timeout=2 * WAIT_S
     )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    record = show(run_cli, "always-k8s")
+    record = shown(distrun_home, "always-k8s")
     assert record["status"] == "Failed"
     assert "after 2 failed attempts (limits.max_restarts: 1)" in record["reason"]
     assert "lost a GPU on attempt 1" in record["root_cause"]["traceback"]
@@ -432,21 +466,21 @@ PREEMPTED = """
 """
 
 
-@pytest.mark.parametrize("cluster", [True], ids=["jobset"], indirect=True)
 def test_an_evicted_pod_is_a_preemption_that_does_not_use_up_max_restarts(
-    k8s: EmulatedCluster, run_cli, tmp_path: Path
+    k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:
     job = write_job(tmp_path / "job", PREEMPTED, RESTART_JOB.replace("max_restarts: 2", "max_restarts: 1"))
-    made = run_cli("job", "create", "--file", str(job), "--compute", "k8s", "--name", "evict-k8s")
-    assert made.returncode == 0, made.stderr
-    logs = Path(show(run_cli, "evict-k8s")["folder"]) / "user_logs"
-    wait_for(run_cli, "evict-k8s", lambda r: (logs / "std_log_process_01.txt").exists() and r["status"] == "Running")
+    submit(distrun_home, job, "evict-k8s")
+    logs = Path(shown(distrun_home, "evict-k8s")["folder"]) / "user_logs"
+    wait_for_record(
+        distrun_home, "evict-k8s", lambda r: (logs / "std_log_process_01.txt").exists() and r["status"] == "Running"
+    )
     # What the eviction API does: the DisruptionTarget condition, then the pod's deletion.
     (victim,) = [p for p in k8s.pods() if p["metadata"]["name"].startswith("evict-k8s-worker-0-1")]
     condition = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
     k8s.api.patch("pods", victim["metadata"]["name"], {"status": {"conditions": [condition]}})
     k8s.api.delete("pods", victim["metadata"]["name"])
-    record = wait_for(run_cli, "evict-k8s", lambda r: r["status"] in ("Completed", "Failed", "Canceled"))
+    record = wait_for_record(distrun_home, "evict-k8s", lambda r: r["status"] in ("Completed", "Failed", "Canceled"))
     assert record["status"] == "Completed", record
     first, second = record["attempts"]
     # From its pods' reports, or (when they went before distrun read them) from JobSet's counts.

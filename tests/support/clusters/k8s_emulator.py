@@ -74,6 +74,7 @@ class KubernetesApiEmulator:
         self.jobset_crd = jobset_crd
         self.url = ""
         self._emulator: Any = None
+        self._served: list[Any] = []  # every request, for the tests (kmock's own list is kept short)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -90,8 +91,26 @@ class KubernetesApiEmulator:
     def _serve(self, ready: threading.Event, failure: list[BaseException]) -> None:
         import kmock
 
+        served = self._served
+        in_flight: set[Any] = set()
+
+        class ShortMemoryEmulator(kmock.KubernetesEmulator):
+            """kmock matches every request against every reaction by walking its whole request
+            history (`request in reaction`), which made each request dearer the longer a test ran
+            (most of the emulator's CPU time by the end of a test with restarts). The tests read
+            the requests from `served`; kmock keeps only those still being handled."""
+
+            async def _handle(self, request: Any) -> Any:
+                served.append(request)
+                in_flight.add(request)
+                try:
+                    return await super()._handle(request)
+                finally:
+                    in_flight.discard(request)
+                    self._requests[:] = [r for r in self._requests if r in in_flight]
+
         async def main() -> None:
-            async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator) as server:
+            async with ShortMemoryEmulator() as emulator, kmock.Server(emulator) as server:
                 info = kmock.ResourceInfo
                 emulator.resources["v1/pods"] = info(kind="Pod", namespaced=True, subresources={"log", "status"})
                 emulator.resources["v1/services"] = info(kind="Service", namespaced=True)
@@ -121,7 +140,7 @@ class KubernetesApiEmulator:
 
     def requests(self) -> list[Any]:
         """Every request the emulator served (kmock's records: method, url, data)."""
-        return list(self._emulator) if self._emulator is not None else []
+        return list(self._served)
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:
@@ -150,6 +169,7 @@ class Api:
     def __init__(self, url: str, namespace: str) -> None:
         self.url = url
         self.namespace = namespace
+        self.writes = 0  # how many creates, patches and deletes were sent (the loop re-reads after one)
 
     def _path(self, kind: str, name: str = "") -> str:
         ns = self.namespace
@@ -163,6 +183,8 @@ class Api:
         return f"{base}/{name}" if name else base
 
     def _call(self, method: str, path: str, body: Any = None, content: str = "application/json") -> Any:
+        if method != "GET":
+            self.writes += 1
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
@@ -729,8 +751,11 @@ class EmulatedCluster:
                 jobsets = self.api.list("jobsets") if self.jobset_crd else []
                 jobs = self.api.list("jobs")
                 pods = self.api.list("pods")
+                writes = self.api.writes
                 self.controllers.reconcile(jobsets, jobs, pods)
-                self.kubelet.sync(self.api.list("pods"), jobs)
+                if self.api.writes != writes:  # the kubelet sees the pods the controllers made or deleted
+                    pods = self.api.list("pods")
+                self.kubelet.sync(pods, jobs)
             except Exception as exc:  # kept for the test to see; the loop goes on
                 self.errors.append(repr(exc))
             self._stop.wait(0.1)
