@@ -25,15 +25,20 @@ from support.knobs import apply_test_time_knobs  # noqa: E402
 apply_test_time_knobs()  # shorter restart pauses and polls for this process and every distrun it starts
 
 # Tests that share a session-scoped cluster run on one xdist worker, so each cluster starts once
-# and no two workers compete for it (`--dist loadgroup` in pyproject.toml).
+# and no two workers compete for it (`--dist loadgroup`, scripts/test.sh). The real frameworks
+# (TensorFlow, DeepSpeed, Horovod: seconds of CPU per rank) take one worker too, so that at most
+# one of their 4-rank jobs runs at a time beside the clusters' and the light tests on two cores.
 CLUSTER_GROUPS = {"slurm_cluster": "slurm", "ray_cluster": "ray"}
+FRAMEWORKS = TESTS / "frameworks"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        for fixture, group in CLUSTER_GROUPS.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(group))
+        groups = [group for fixture, group in CLUSTER_GROUPS.items() if fixture in getattr(item, "fixturenames", ())]
+        if not groups and FRAMEWORKS in Path(str(item.path)).parents:
+            groups = ["frameworks"]
+        for group in groups[:1]:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
