@@ -25,18 +25,20 @@ from support.knobs import apply_test_time_knobs  # noqa: E402
 apply_test_time_knobs()  # shorter restart pauses and polls for this process and every distrun it starts
 
 # Tests that share a session-scoped cluster run on one xdist worker, so each cluster starts once
-# and no two workers compete for it (`--dist loadgroup`, scripts/test.sh). The real frameworks
-# (TensorFlow, DeepSpeed, Horovod: seconds of CPU per rank) take one worker too, so that at most
-# one of their 4-rank jobs runs at a time beside the clusters' and the light tests on two cores.
+# and no two workers compete for it (`--dist loadgroup`, scripts/test.sh). Two folders take one
+# worker each too: the real frameworks (TensorFlow, DeepSpeed, Horovod: seconds of CPU per rank;
+# side by side on two cores their 4-rank jobs ran past their timeouts), and the Kubernetes tests,
+# whose emulated pods are local processes on ports and loopback names every emulated cluster
+# picks the same way.
 CLUSTER_GROUPS = {"slurm_cluster": "slurm", "ray_cluster": "ray"}
-FRAMEWORKS = TESTS / "frameworks"
+FOLDER_GROUPS = {TESTS / "frameworks": "frameworks", TESTS / "engines" / "kubernetes": "kubernetes"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         groups = [group for fixture, group in CLUSTER_GROUPS.items() if fixture in getattr(item, "fixturenames", ())]
-        if not groups and FRAMEWORKS in Path(str(item.path)).parents:
-            groups = ["frameworks"]
+        folders = Path(str(item.path)).parents
+        groups += [group for folder, group in FOLDER_GROUPS.items() if folder in folders]
         for group in groups[:1]:
             item.add_marker(pytest.mark.xdist_group(group))
 
