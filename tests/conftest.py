@@ -34,6 +34,9 @@ CLUSTER_GROUPS = {"slurm_cluster": "slurm", "ray_cluster": "ray"}
 FOLDER_GROUPS = {TESTS / "frameworks": "frameworks", TESTS / "engines" / "kubernetes": "kubernetes"}
 
 
+# tryfirst: an xdist worker reads the groups in its own hook of the same name, so they must be
+# set before it runs.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         groups = [group for fixture, group in CLUSTER_GROUPS.items() if fixture in getattr(item, "fixturenames", ())]
