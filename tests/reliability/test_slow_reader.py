@@ -41,7 +41,14 @@ def _log(home) -> bytes:  # type: ignore[no-untyped-def]
 
 
 def _ended(home) -> bool:  # type: ignore[no-untyped-def]
-    return (home / "jobs.db").exists() and record(home, "stalled")["status"] in ("Completed", "Failed", "Canceled")
+    from distrun.errors import JobNotFoundError
+
+    if not (home / "jobs.db").exists():
+        return False
+    try:  # jobs.db can exist a moment before the job's row is in it
+        return record(home, "stalled")["status"] in ("Completed", "Failed", "Canceled")
+    except JobNotFoundError:
+        return False
 
 
 def test_ranks_run_and_the_record_is_written_while_nobody_reads(write_job, distrun_home, tmp_path):
