@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from distrun import procfs
+
 SAMPLE_MARKER = "BENCH_SAMPLE_ID"
 _TICKS = os.sysconf("SC_CLK_TCK")
 Metrics = dict[str, float]
@@ -140,21 +142,7 @@ def _kill_group(pgid: int) -> None:
 def marked_pids(marker: str) -> list[int]:
     """Live (not zombie) processes whose environment carries this sample's marker."""
     needle = f"{SAMPLE_MARKER}={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-        if needle in environ.split(b"\0") and state not in (b"Z", b"X"):
-            found.append(int(entry))
-    return found
+    return [pid for pid, environ in procfs.environments() if needle in environ and procfs.is_alive(pid)]
 
 
 def kill_marked(marker: str, settle: float = 0.15) -> int:

@@ -46,6 +46,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+# On each worker, pytest-xdist appends "@group" to each grouped test's id, and the controller
+# sends the tests of one "@group" to one worker. If a pytest or xdist upgrade stops that, several
+# workers would each start a cluster and the suite would time out an hour later: the controller
+# says so now, from the ids of the folders that are always grouped.
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    folders = [str(folder.relative_to(TESTS.parent)) + "/" for folder in FOLDER_GROUPS]
+    ungrouped = [i for i in ids if i.startswith(tuple(folders)) and "@" not in i.rpartition("]")[2]]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"pytest-xdist did not put {ungrouped[0]} in its xdist_group, so grouped tests would "
+            "run on several workers at once; install the pytest and pytest-xdist versions "
+            "pyproject.toml names (bash scripts/test.sh does)"
+        )
+
+
 @pytest.fixture
 def distrun_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"

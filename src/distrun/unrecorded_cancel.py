@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 
+from distrun import procfs
 from distrun.errors import DistrunError
 from distrun.store.index import CANCELED, JobIndex, JobRecord
 from distrun.store.layout import Layout
@@ -23,23 +24,13 @@ WAIT_EXTRA_SECONDS = 15.0
 def local_supervisor(name: str) -> int | None:
     """The pid of the live distrun process supervising local job `name`, found by its processes."""
     prefix = f"DISTRUN_LAUNCH_ID={name}-".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        for variable in environ.split(b"\0"):
+    for marked, environ in procfs.environments():
+        for variable in environ:
             if not variable.startswith(prefix) or not variable[len(prefix) :].isdigit():
                 continue
-            pid = int(variable[len(prefix) :])
-            fields = stat[stat.rfind(b")") + 2 :].split()
-            if len(fields) > 1 and fields[1] == str(pid).encode():
-                return pid
+            supervisor = int(variable[len(prefix) :])
+            if procfs.parent_of(marked) == supervisor:
+                return supervisor
     return None
 
 

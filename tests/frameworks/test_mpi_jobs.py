@@ -17,7 +17,8 @@ import pytest
 from distrun.spec.loader import load_job_file
 from distrun.store.index import JobIndex
 from support.cli import REPO, cli_env
-from support.jobs import only_job, processes_of_job, record, wait_for
+from support.jobs import mpi_job, only_job, processes_of_job, record, wait_for
+from support.seed_jobs import SEED_001
 
 EXAMPLES = REPO / "examples"
 SEED_002_HELPER = """
@@ -71,30 +72,9 @@ total = hvd.allreduce(torch.tensor([hvd.rank() + 1.0]), op=hvd.Sum)
 print(f"horovod rank {hvd.rank()} of {hvd.size()} sum {total.item():g}")
 hvd.shutdown()
 """
-SLEEPERS = """
-    command: python -c "import time; print('up', flush=True); time.sleep(120)"
-    code: src
-    resources:
-      instance_count: 2
-    distribution:
-      type: mpi
-      process_count_per_instance: 2
-    limits:
-      grace_period: 3
-"""
-
-
-def mpi_job(command: str, per_node: int = 2, nodes: int = 2, extra: str = "") -> str:
-    return f"""
-        command: {command}
-        code: src
-        resources:
-          instance_count: {nodes}
-        distribution:
-          type: mpi
-          process_count_per_instance: {per_node}
-        {extra}
-    """
+SLEEPERS = mpi_job(
+    "python -c \"import time; print('up', flush=True); time.sleep(120)\"", extra="limits: {grace_period: 3}"
+)
 
 
 def user_logs(home: Path, name: str) -> Path:
@@ -219,112 +199,19 @@ def test_horovodrun_with_the_generated_hostfile(run_cli, write_job, distrun_home
 # ranks for a 2-core machine with: --set distributed.mpi.worker.count=2
 # --set distributed.mpi.worker.slots_per=1 --set command=<the command with -np 2 for -np 16>;
 # the k8s one also with --compute local.
-SEED_001 = {
-    "horovodrun": (
-        """
-        command: >-
-          horovodrun -np 16 --hostfile $AZUREML_MPI_HOSTFILE python train.py
-        code:
-          path: ./src
-        environment:
-          docker:
-            image: docker.io/pytorch
-        distributed:
-          mpi:
-            worker:
-              count: 4
-        compute:
-          infrastructure: managed
-          instance_type: Standard_NC24
-        """,
-        HOROVOD_ALLREDUCE,
-        "horovod rank {rank} of 2 sum 3",
-    ),
-    "mpirun": (
-        """
-        code:
-          path: ./src
-        environment:
-          docker:
-            image: docker.io/pytorch
-        command: >-
-          mpirun -np 16 --hostfile $AZUREML_MPI_HOSTFILE
-          -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x LD_LIBRARY_PATH -x PATH
-          -mca pml ob1 -mca btl ^openib
-          python train.py
-        distributed:
-          mpi:
-            worker:
-              count: 4
-              slots_per: 4 # optional, workers have defaults
-        compute:
-          infrastructure: managed
-          instance_type: Standard_NC24
-        """,
-        ALLREDUCE,
-        "rank {rank} of 2 sum 3",
-    ),
-    "launcher-is-worker": (
-        """
-        command: >-
-          mpirun -np 16 --hostfile $AZUREML_MPI_HOSTFILE
-          -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x LD_LIBRARY_PATH -x PATH
-          -mca pml ob1 -mca btl ^openib
-          python train.py
-        code:
-          path: ./src
-        environment:
-          docker:
-            image: docker.io/pytorch
-        compute:
-          infrastructure: managed
-          instance_type: Standard_NC24
-        distributed:
-          mpi:
-            worker:
-              count: 4
-        """,
-        ALLREDUCE,
-        "rank {rank} of 2 sum 3",
-    ),
-    "k8s": (
-        """
-        environment:
-          docker:
-            image: docker.io/pytorch
-        code:
-          path: ./src
-        command: >-
-            mpirun -np 16 --allow-run-as-root -bind-to none -map-by slot
-            -x LD_LIBRARY_PATH -x PATH -mca pml ob1 -mca btl ^openib
-            python train.py
-        distributed:
-          mpi:
-            launcher:
-              resources:
-                limits:
-                  cpu: 1
-                  memory: 2Gi
-            worker:
-              count: 4
-              resources:
-                limits:
-                  gpu: 4
-        compute:
-          infrastructure: k8s
-          target: my-aks-cluster
-        """,
-        ALLREDUCE,
-        "rank {rank} of 2 sum 3",
-    ),
+SEED_001_RUNS = {
+    "horovodrun": (HOROVOD_ALLREDUCE, "horovod rank {rank} of 2 sum 3"),
+    "mpirun": (ALLREDUCE, "rank {rank} of 2 sum 3"),
+    "launcher-is-worker": (ALLREDUCE, "rank {rank} of 2 sum 3"),
+    "k8s": (ALLREDUCE, "rank {rank} of 2 sum 3"),
 }
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", sorted(SEED_001))
+@pytest.mark.parametrize("example", sorted(SEED_001_RUNS))
 def test_seed_001_examples_validate_and_run(example, run_cli, write_job, distrun_home):
-    text, script, expected = SEED_001[example]
-    job = write_job(text, {"train.py": script})
+    script, expected = SEED_001_RUNS[example]
+    job = write_job(SEED_001[example], {"train.py": script})
     ok(run_cli("job", "validate", "--file", str(job)))
     command = load_job_file(job).spec.command.replace("-np 16", "-np 2")
     scale = ["--set", "distributed.mpi.worker.count=2", "--set", "distributed.mpi.worker.slots_per=1"]

@@ -51,6 +51,7 @@ name = f"{me['type']} {me['index']}"
 mine = config["cluster"][me["type"]][me["index"]]
 host, port = mine.rsplit(":", 1)
 server = socket.create_server((host, int(port)))
+print(f"{name} serving at {mine}", flush=True)
 
 trainers = len(config["cluster"].get(trainer_role, []))
 greeted = []

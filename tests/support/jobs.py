@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from distrun import procfs
 from support.knobs import poll_interval
 
 FOUR_RANK_JOB = """
@@ -33,6 +34,36 @@ def python_ranks(body: str, grace: float = 3) -> str:
     """Four ranks that each print `up RANK`, then run the Python statements `body`."""
     prelude = "import os, sys, time; print('up', os.environ['RANK'], flush=True)"
     return four_rank_job(f'python -c "{prelude}; {body}"', grace)
+
+
+def mpi_job(command: str, per_node: int = 2, nodes: int = 2, extra: str = "") -> str:
+    """`type: mpi` over `nodes` x `per_node` ranks running `command` from src/ (mpirun on node 0
+    starts every rank through the hostfile); `extra` is one more top-level line of YAML."""
+    return f"""
+        command: {command}
+        code: src
+        resources:
+          instance_count: {nodes}
+        distribution:
+          type: mpi
+          process_count_per_instance: {per_node}
+        {extra}
+    """
+
+
+def tensorflow_job(command: str, **counts: int) -> str:
+    """`type: tensorflow` over 2 nodes with the task counts given (chief_count=1, worker_count=2,
+    ...), each task running `command` from src/, with the Keras 2 switch the examples set."""
+    tasks = "".join(f"\n  {key}: {value}" for key, value in counts.items())
+    return f"""command: {command}
+code: src
+environment_variables:
+  TF_USE_LEGACY_KERAS: "1"
+resources:
+  instance_count: 2
+distribution:
+  type: tensorflow{tasks}
+"""
 
 
 TORCHRUN_PER_NODE_JOB = """
@@ -94,21 +125,11 @@ def processes_of_job(name: str, home: Path | str | None = None) -> list[int]:
     """
     needle = f"DISTRUN_JOB_NAME={name}".encode()
     home = home if home is not None else os.environ.get("DISTRUN_HOME")
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-        if needle in environ and state not in (b"Z", b"X") and _of_home(environ, home):
-            found.append(int(entry))
-    return found
+    return [
+        pid
+        for pid, environ in procfs.environments()
+        if needle in environ and _of_home(environ, home) and procfs.is_alive(pid)
+    ]
 
 
 def _of_home(environ: list[bytes], home: Path | str | None) -> bool:

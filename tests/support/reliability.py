@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from distrun import procfs
 from support.cli import cli_env, distrun_cli
 from support.jobs import only_job, processes_of_job, record, wait_for
 
@@ -27,23 +28,13 @@ from distrun.store.index import JobIndex
 def processes_with(token: str) -> list[int]:
     """Live processes whose command line or environment contains `token`."""
     needle = token.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-        if (needle in cmdline or needle in environ) and state not in (b"Z", b"X"):
-            found.append(int(entry))
-    return found
+    return [
+        pid
+        for pid, environ in procfs.environments()
+        if pid != os.getpid()
+        and (needle in procfs.command_line(pid) or any(needle in entry for entry in environ))
+        and procfs.is_alive(pid)
+    ]
 
 
 def leftovers(name: str, *tokens: str) -> list[int]:
@@ -69,12 +60,8 @@ def assert_nothing_left(name: str, *tokens: str, within: float = 10.0) -> None:
 
 
 def _describe(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            text = handle.read().replace(b"\0", b" ").decode(errors="replace")
-        return f"{pid}: {text}"
-    except OSError:
-        return str(pid)
+    command = procfs.command_line(pid).replace(b"\0", b" ").decode(errors="replace")
+    return f"{pid}: {command}"
 
 
 def job_file(folder: Path, yaml_text: str, files: dict[str, str] | None = None) -> Path:

@@ -23,6 +23,7 @@ from distrun.plan.mpi import (
     user_launcher,
 )
 from distrun.spec.loader import load_job_data, load_job_file
+from support.seed_jobs import SEED_001_HOROVODRUN, SEED_001_K8S, SEED_001_MPIRUN
 
 JOB_DIR = "/var/jobs/job-1"
 
@@ -204,72 +205,7 @@ def test_own_launcher_runs_once_unwrapped_with_the_hostfile() -> None:
     assert any("mpirun_args is ignored" in note for note in plan.notes)
 
 
-# ---------------------------------------------------------------- seed 001's draft form
-
-SEED_001_HOROVODRUN = """\
-command: >-
-  horovodrun -np 16 --hostfile $AZUREML_MPI_HOSTFILE python train.py
-code:
-  path: ./src
-environment:
-  docker:
-    image: docker.io/pytorch
-distributed:
-  mpi:
-    worker:
-      count: 4
-compute:
-  infrastructure: managed
-  instance_type: Standard_NC24
-"""
-
-SEED_001_MPIRUN = """\
-code:
-  path: ./src
-environment:
-  docker:
-    image: docker.io/pytorch
-command: >-
-  mpirun -np 16 --hostfile $AZUREML_MPI_HOSTFILE
-  -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x LD_LIBRARY_PATH -x PATH
-  -mca pml ob1 -mca btl ^openib
-  python train.py
-distributed:
-  mpi:
-    worker:
-      count: 4
-      slots_per: 4 # optional, workers have defaults
-compute:
-  infrastructure: managed
-  instance_type: Standard_NC24
-"""
-
-SEED_001_K8S = """\
-environment:
-  docker:
-    image: docker.io/pytorch
-code:
-  path: ./src
-command: >-
-    mpirun -np 16 --allow-run-as-root -bind-to none -map-by slot
-    -x LD_LIBRARY_PATH -x PATH -mca pml ob1 -mca btl ^openib
-    python train.py
-distributed:
-  mpi:
-    launcher:
-      resources:
-        limits:
-          cpu: 1
-          memory: 2Gi
-    worker:
-      count: 4
-      resources:
-        limits:
-          gpu: 4
-compute:
-  infrastructure: k8s
-  target: my-aks-cluster
-"""
+# ---------------------------------------------------------------- seed 001's draft form (support.seed_jobs)
 
 
 def write_job(tmp_path: Path, text: str) -> Path:

@@ -22,6 +22,7 @@ import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 
+from distrun import procfs
 from distrun.agent.cgroup import LaunchCgroup
 from distrun.agent.death_signal import setpriv_prefix
 from distrun.plan.model import ProcessSpec
@@ -121,38 +122,14 @@ def signal_group(pgid: int, sig: int) -> None:
 def marked_pids(launch_id: str, exclude: Iterable[int] = ()) -> list[int]:
     """Every live process that carries this launch's marker, or was reparented to us."""
     needle = f"{LAUNCH_MARKER}={launch_id}".encode()
-    me = os.getpid()
-    skip = {me, *exclude}
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        if pid in skip:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                environ = handle.read()
-        except OSError:
-            continue
-        if needle + b"\0" in environ + b"\0" and _alive(pid):
-            found.append(pid)
-    return found
+    skip = {os.getpid(), *exclude}
+    return [
+        pid for pid, environ in procfs.environments() if pid not in skip and needle in environ and procfs.is_alive(pid)
+    ]
 
 
 def alive_pids(pids: Iterable[int]) -> list[int]:
-    return [pid for pid in pids if _alive(pid)]
-
-
-def _alive(pid: int) -> bool:
-    """False for zombies: they are dead and only wait to be reaped."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return False
-    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-    return state not in (b"Z", b"X")
+    return [pid for pid in pids if procfs.is_alive(pid)]
 
 
 def kill_pids(pids: Iterable[int], sig: int) -> None:
@@ -169,18 +146,9 @@ def reap_orphans(known: set[int]) -> None:
     Only pids we did not start ourselves: our own children are reaped by their Popen, which
     needs their status.
     """
-    me = str(os.getpid()).encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in known:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and fields[1] == me and fields[0] in (b"Z", b"X"):
+    for pid in procfs.reapable_children(os.getpid()):
+        if pid not in known:
             try:
-                os.waitpid(int(entry), os.WNOHANG)
+                os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,22 +38,27 @@ def ray_cluster() -> Iterator[RayCluster]:
 
 
 @pytest.fixture
-def ray_target(run_cli, ray_cluster: RayCluster) -> str:
+def add_ray_target(distrun_home: Path, ray_cluster: RayCluster) -> Callable[..., str]:
+    """Add a compute target for the test cluster to DISTRUN_HOME, as `distrun compute create --type
+    ray` does (settings checked, then written), without a CLI process per test."""
+
+    def add(name: str, **settings: Any) -> str:
+        from distrun.backends.ray.backend import validate_settings
+        from distrun.backends.targets import add_target
+        from distrun.store.layout import Layout
+
+        settings = {"address": ray_cluster.address, **settings}
+        validate_settings(name, settings)
+        add_target(Layout(distrun_home).config_path, name, "ray", settings)
+        return name
+
+    return add
+
+
+@pytest.fixture
+def ray_target(add_ray_target: Callable[..., str]) -> str:
     """A compute target `rc` pointing at the test cluster (placement timeout kept short)."""
-    result = run_cli(
-        "compute",
-        "create",
-        "--name",
-        "rc",
-        "--type",
-        "ray",
-        "--set",
-        f"address={ray_cluster.address}",
-        "--set",
-        "placement_timeout=20",
-    )
-    assert result.returncode == 0, result.stderr
-    return "rc"
+    return add_ray_target("rc", placement_timeout=20)
 
 
 @pytest.fixture

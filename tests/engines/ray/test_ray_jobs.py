@@ -3,7 +3,12 @@
 The cluster and every `distrun` that talks to it run in a network namespace that has only
 `lo` (the `ray_cluster` fixture): nothing leaves 127.0.0.0/8. Each test gets its own
 DISTRUN_HOME with a compute target `rc` pointing at the cluster. Verbs that do not talk to
-Ray (`job show`, `job cancel`, `logs`) run from outside the namespace: any shell works.
+Ray (`job show`, `job cancel`, `logs`) run from outside the namespace: any shell works, and so
+does reading a job's record in this process (the driver writes it into DISTRUN_HOME).
+
+One job runs a framework for real (DDP over gloo); the frameworks themselves run end to end on
+local compute (tests/frameworks/). The others run small payloads (support.ray_jobs) that show
+what Ray changes: where each process ran and, to the exact value, what distrun gave it there.
 """
 
 from __future__ import annotations
@@ -22,33 +27,37 @@ from support.clusters.ray_cluster import RayCluster
 from support.jobs import (
     TORCHRUN_PER_NODE_JOB,
     four_rank_job,
+    mpi_job,
     only_job,
     processes_of_job,
     record,
-    torchrun_check,
+    tensorflow_job,
     wait_for,
+)
+from support.ray_jobs import (
+    DEEPSPEED_KEYS,
+    DEEPSPEED_PLATFORM_KEYS,
+    FAILING_RANK,
+    MPI_ALLREDUCE,
+    SHOW_ENV,
+    TF_TASK,
+    mpi_rank,
+    node_job_dir,
+    on_two_nodes,
+    picked,
+    placed,
+    plan,
+    pytorch_rank,
+    ray_variables,
+    shown,
+    tensorflow_task,
 )
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
 TIMEOUT = 900  # a loaded machine starts Ray workers slowly
+PLACEMENT_TIMEOUT = 2  # for the job that cannot be placed: it waits that long before it fails
 
 pytestmark = pytest.mark.slow
-
-# Rank 3 (node 1) fails once every rank is up; the others serve until stopped and say when.
-FAILING_RANK = """
-import os, signal, sys, time
-rank = os.environ["RANK"]
-def stopped(signum, frame):
-    print(f"stopped at {time.time():.3f}", flush=True)
-    sys.exit(143)
-signal.signal(signal.SIGTERM, stopped)
-print("up", rank, flush=True)
-if rank == "3":
-    time.sleep(3)
-    print(f"failing at {time.time():.3f}", flush=True)
-    raise ValueError("bad batch on rank 3")
-time.sleep(600)
-"""
 
 SLEEPING_RANKS = """
 import os, time
@@ -101,17 +110,19 @@ def test_ddp_two_by_two_with_ranks_on_both_ray_nodes(ray_cli, ray_target, distru
         text = (folder / "user_logs" / f"std_log_process_{rank:02d}.txt").read_text()
         assert f"rank {rank}/4 on node {rank // 2} (local rank {rank % 2})" in text
     # Two bundles of one STRICT_SPREAD group: two different Ray nodes ran the node agents.
-    placed = json.loads((folder / "system_logs" / "ray_placement.json").read_text())
-    assert placed["placement_group"]["strategy"] == "STRICT_SPREAD"
-    assert len({node["node_id"] for node in placed["nodes"]}) == 2
+    where = placed(folder)
+    assert where["placement_group"]["strategy"] == "STRICT_SPREAD"
+    assert len({node["node_id"] for node in where["nodes"]}) == 2
     # Outputs written on node 0's own copy of the job folder came back; the stream went by as it ran.
     assert (folder / "named-outputs" / "model" / "model.pt").stat().st_size > 0
     assert "[1/3] rank 3/4 on node 1" in out
     assert not job_processes(name)
 
 
-def test_failing_rank_on_node_1_stops_every_other_rank(ray_cli, ray_target, write_job, distrun_home):
-    job = write_job(four_rank_job("python ranks.py", grace=5), {"ranks.py": FAILING_RANK})
+def test_failing_rank_on_node_1_stops_every_other_rank(ray_cli, ray_target, write_job, distrun_home, tmp_path):
+    barrier = tmp_path / "up"
+    barrier.mkdir()
+    job = write_job(four_rank_job(f"python ranks.py {barrier}", grace=5), {"ranks.py": FAILING_RANK})
     proc = ray_cli("run", str(job), "--compute", ray_target)
     out, _ = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 1, out
@@ -120,8 +131,8 @@ def test_failing_rank_on_node_1_stops_every_other_rank(ray_cli, ray_target, writ
     assert rec["status"] == "Failed"
     root = rec["root_cause"]
     assert (root["name"], root["node_rank"], root["exit_code"]) == ("rank_3", 1, 1)
-    placed = json.loads((distrun_home / "jobs" / name / "system_logs" / "ray_placement.json").read_text())
-    assert root["host"] and root["address"] == placed["nodes"][1]["address"]  # the Ray node of bundle 1
+    where = placed(distrun_home / "jobs" / name)
+    assert root["host"] and root["address"] == where["nodes"][1]["address"]  # the Ray node of bundle 1
     assert "ValueError: bad batch on rank 3" in root["traceback"]
     assert root["log"] == str(distrun_home / "jobs" / name / "user_logs" / "std_log_process_03.txt")
     assert rec["reason"] == "rank 3 on node 1 exited with code 1"
@@ -147,11 +158,10 @@ def test_cancel_from_another_shell(ray_cli, run_cli, ray_target, write_job, dist
     assert created.returncode == 0, out
     name = json.loads(out[out.index("{") :])["name"]
     wait_for(lambda: all_up(distrun_home, name), timeout=TIMEOUT)
+    # Read from outside the namespace, as `job show` in any shell does: no Ray needed.
     assert record(distrun_home, name)["status"] == "Running"
-    shown = run_cli("job", "show", name, "-o", "json")  # from outside the namespace: no Ray needed
-    assert json.loads(shown.stdout)["status"] == "Running", shown.stdout + shown.stderr
     logs = run_cli("logs", name, "--rank", "2")
-    assert "up 2" in logs.stdout
+    assert "up 2" in logs.stdout, logs.stdout + logs.stderr
     result = run_cli("job", "cancel", name, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     rec = record(distrun_home, name)
@@ -159,7 +169,7 @@ def test_cancel_from_another_shell(ray_cli, run_cli, ray_target, write_job, dist
     wait_for(lambda: not job_processes(name), timeout=60)
 
 
-def test_sigkill_of_distrun_leaves_no_rank_and_a_true_record(ray_cli, run_cli, ray_target, write_job, distrun_home):
+def test_sigkill_of_distrun_leaves_no_rank_and_a_true_record(ray_cli, ray_target, write_job, distrun_home):
     job = write_job(four_rank_job("python ranks.py", grace=5), {"ranks.py": SLEEPING_RANKS})
     proc = ray_cli("run", str(job), "--compute", ray_target)
     wait_for(lambda: job_names(distrun_home), timeout=120)  # its record exists
@@ -171,28 +181,33 @@ def test_sigkill_of_distrun_leaves_no_rank_and_a_true_record(ray_cli, run_cli, r
     proc.wait(30)
     # Ray kills the driver's actors; each node agent (PDEATHSIG) stops its ranks.
     wait_for(lambda: not job_processes(name), timeout=120)
-    shown = json.loads(run_cli("job", "show", name, "-o", "json").stdout)
-    assert shown["status"] == "Failed" and "launcher lost" in shown["reason"], shown
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Failed" and "launcher lost" in rec["reason"], rec
 
 
 def test_unplaceable_job_fails_in_time_with_what_each_node_has(
-    ray_cli, ray_target, ray_cluster: RayCluster, write_job, distrun_home
+    ray_cli, add_ray_target, ray_cluster: RayCluster, write_job, distrun_home
 ):
+    # The timeout's length changes nothing but the wait: a short one.
+    target = add_ray_target("rc", placement_timeout=PLACEMENT_TIMEOUT)
     job = write_job(
         four_rank_job("python ranks.py").replace("instance_count: 2", "instance_count: 3"), {"ranks.py": ""}
     )
     started = time.monotonic()
-    proc = ray_cli("run", str(job), "--compute", ray_target)
+    proc = ray_cli("run", str(job), "--compute", target)
     out, _ = proc.communicate(timeout=TIMEOUT)
     took = time.monotonic() - started
     assert proc.returncode == 1, out
-    assert "Ray could not place the job within 20 s: it asks for 3 nodes (STRICT_SPREAD), each 1 CPU" in out
+    assert (
+        f"Ray could not place the job within {PLACEMENT_TIMEOUT} s: it asks for 3 nodes (STRICT_SPREAD), each 1 CPU"
+        in out
+    )
     assert "the cluster has 2 live nodes" in out
     assert out.count("  node 127.0.0.") == 2, out  # what each node has free
     assert "lower resources.instance_count to at most 2" in out
     rec = record(distrun_home, only_job(distrun_home))
     assert rec["status"] == "Failed" and "could not place" in rec["reason"]
-    print(f"unplaceable job reported after {took:.1f} s (placement_timeout 20 s)")
+    print(f"unplaceable job reported after {took:.1f} s (placement_timeout {PLACEMENT_TIMEOUT} s)")
     # The group was removed, not left pending.
     tables = "ray.util.placement_group_table().values()"
     check = f"import ray; ray.init(address={ray_cluster.address!r}); print(sorted({{g['state'] for g in {tables}}}))"
@@ -222,7 +237,7 @@ resources:
 distribution:
   type: ray
 limits:
-  grace_period: 5
+  grace_period: 1  # a Ray node drains for up to 30 s on SIGTERM: SIGKILL comes after the grace either way
 """
 
 
@@ -250,24 +265,70 @@ def test_type_ray_starts_a_cluster_over_the_nodes_runs_once_and_stops_it(
     assert not job_processes(name)
 
 
+# ---------------------------------------------------------------- what each process gets
+
+
+# The distribution of examples/tensorflow-ps/job.yml, with tasks that show their environment and
+# serve, or reach, the cluster's addresses instead of training (support.ray_jobs.TF_TASK).
+TF_PS_JOB = tensorflow_job("python tf_task.py chief", chief_count=1, worker_count=2, parameter_server_count=1)
+
+# Task k of the chief, the workers, the ps (in that order) runs on node k % 2: (role, index) -> (node, its log).
+TF_TASKS = {
+    ("chief", 0): (0, "std_log_node_00_chief.txt"),
+    ("worker", 0): (1, "std_log_node_01_worker.txt"),
+    ("worker", 1): (0, "std_log_node_00_worker.txt"),
+    ("ps", 0): (1, "std_log_node_01_ps.txt"),
+}
+
+
 def test_tensorflow_parameter_servers_on_the_other_ray_node_stop_when_the_chief_is_done(
-    ray_cli, ray_target, distrun_home
+    ray_cli, ray_target, write_job, distrun_home
 ):
     # chief, 2 workers, 1 ps over 2 Ray nodes: node 1 runs only servers (worker 0 and ps 0). Its
     # agent stops them once node 0's chief completed: the driver relays "main work done".
-    proc = ray_cli("run", str(REPO / "examples" / "tensorflow-ps" / "job.yml"), "--compute", ray_target)
+    proc = ray_cli("run", str(write_job(TF_PS_JOB, {"tf_task.py": TF_TASK})), "--compute", ray_target)
     out, _ = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 0, out
     name = only_job(distrun_home)
     rec = record(distrun_home, name)
     assert rec["status"] == "Completed"
-    node1 = [p for p in rec["processes"] if p["node_rank"] == 1]
-    assert node1 and all(p["stopped_by_distrun"] for p in node1)
-    assert "[ps 0]" in out
+    # The chief ended by itself; every server, on either node, was stopped by distrun.
+    assert {p["name"]: (p["node_rank"], p["stopped_by_distrun"]) for p in rec["processes"]} == {
+        "chief_0": (0, False),
+        "worker_0": (1, True),
+        "worker_1": (0, True),
+        "ps_0": (1, True),
+    }
+    folder = distrun_home / "jobs" / name
+    where, hosts = on_two_nodes(folder)
+    # The task ports are whatever was free on node 0 (apart from each other and MASTER_PORT); each
+    # task's host is its node's address.
+    wired = plan(folder)
+    ports = [int(a.rsplit(":", 1)[1]) for role in ("chief", "worker", "ps") for a in wired["tf_cluster"][role]]
+    assert len({*ports, wired["master_port"]}) == 5, wired["tf_cluster"]
+    cluster = {
+        "chief": [f"{hosts[0]}:{ports[0]}"],
+        "worker": [f"{hosts[1]}:{ports[1]}", f"{hosts[0]}:{ports[2]}"],
+        "ps": [f"{hosts[1]}:{ports[3]}"],
+    }
+    for (role, index), (node, log) in TF_TASKS.items():
+        got = shown((folder / "user_logs" / log).read_text())
+        expected = {
+            **tensorflow_task(name, hosts, wired["master_port"], cluster, role, index, node),
+            "TF_USE_LEGACY_KERAS": "1",  # the job's own variables reach every task
+            "DISTRUN_JOB_DIR": node_job_dir(where["nodes"][node], name),
+        }
+        assert picked(got["env"], expected) == expected, (role, index)
+        assert got["cwd"] == f"{expected['DISTRUN_JOB_DIR']}/code"
+        assert not ray_variables(got["env"]), (role, index)
+    # The chief reached every other task at its TF_CONFIG address, on both Ray nodes, and each
+    # address was served by the task TF_CONFIG names there.
+    chief = (folder / "user_logs" / "std_log_node_00_chief.txt").read_text()
+    for role in ("worker", "ps"):
+        for index, address in enumerate(cluster[role]):
+            assert f"{address} is {role} {index}" in chief, chief
+    assert f"[ps 0] ps 0 serving at {cluster['ps'][0]}" in out
     assert not job_processes(name)
-
-
-# ---------------------------------------------------------------- DeepSpeed, and a ray:// client address
 
 
 def completed_two_by_two(proc, home: Path) -> tuple[str, str]:
@@ -281,39 +342,37 @@ def completed_two_by_two(proc, home: Path) -> tuple[str, str]:
     return name, out
 
 
-def test_deepspeed_zero2_per_process_with_ranks_on_both_ray_nodes(ray_cli, ray_target, distrun_home):
-    from test_deepspeed_jobs import assert_same_weights, assert_trained
-
-    proc = ray_cli("run", str(REPO / "examples" / "deepspeed" / "job.yml"), "--compute", ray_target)
-    name, _ = completed_two_by_two(proc, distrun_home)
-    folder = distrun_home / "jobs" / name
-    texts = [(folder / "user_logs" / f"std_log_process_{rank:02d}.txt").read_text() for rank in range(4)]
-    assert_trained(texts[0])
-    assert_same_weights("\n".join(texts))  # ZeRO-2 across the two Ray nodes ended in one model
-    plan = json.loads((folder / "plan.json").read_text())
-    master = f"{plan['master_addr']}:{plan['master_port']}"  # node 0's address: either Ray node
-    assert plan["master_addr"] in ("127.0.0.1", "127.0.0.2")
-    for rank, text in enumerate(texts):
-        # DeepSpeed took the rank environment distrun set on each Ray node: no discovery of its own.
-        assert f"rank {rank}/4 local rank {rank % 2} (environment), master {master}" in text
-    assert (folder / "named-outputs" / "model" / "model.pt").stat().st_size > 0  # written on node 0, came back
-    assert not job_processes(name)
+# The per-node launcher form (support.jobs.TORCHRUN_PER_NODE_JOB) with show_env.py in torchrun's
+# place: the command line each node runs, expanded from that node's variables, is what it shows.
+PER_NODE_JOB = TORCHRUN_PER_NODE_JOB.replace("-m torch.distributed.run", "show_env.py").replace(" check.py", "")
 
 
-def test_per_node_torchrun_form_with_a_torchrun_on_each_ray_node(ray_cli, ray_target, write_job, distrun_home):
-    job = write_job(TORCHRUN_PER_NODE_JOB, torchrun_check('" group " + os.environ["GROUP_RANK"]'))
-    proc = ray_cli("run", str(job), "--compute", ray_target)
+def test_per_node_torchrun_form_gets_its_ray_nodes_values_on_its_command_line(
+    ray_cli, ray_target, write_job, distrun_home
+):
+    proc = ray_cli("run", str(write_job(PER_NODE_JOB, {"show_env.py": SHOW_ENV})), "--compute", ray_target)
     out, _ = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 0, out[-4000:]
     name = only_job(distrun_home)
+    rec = record(distrun_home, name)
+    assert rec["status"] == "Completed"
+    assert {p["rank"]: p["node_rank"] for p in rec["processes"]} == {0: 0, 1: 1}
     folder = distrun_home / "jobs" / name
-    placed = json.loads((folder / "system_logs" / "ray_placement.json").read_text())
-    assert len({node["node_id"] for node in placed["nodes"]}) == 2
-    # One process per node (the node's torchrun), each logging its node's two ranks.
+    where, hosts = on_two_nodes(folder)
+    master_port = plan(folder)["master_port"]
+    # One process per node (the node's torchrun), with what torchrun needs to join the other node's.
     for node in range(2):
-        text = (folder / "user_logs" / f"std_log_process_{node:02d}.txt").read_text()
-        for rank in (2 * node, 2 * node + 1):
-            assert f"rank {rank} of 4 sum 6 group {node}" in text, text
+        got = shown((folder / "user_logs" / f"std_log_process_{node:02d}.txt").read_text())
+        assert got["argv"] == [
+            *("--nnodes", "2", "--nproc-per-node", "2", "--node-rank", str(node)),
+            *("--master-addr", hosts[0], "--master-port", str(master_port)),
+        ]
+        expected = {
+            **pytorch_rank(name, hosts, master_port, node, per_node=1),
+            "DISTRUN_JOB_DIR": node_job_dir(where["nodes"][node], name),
+        }
+        assert picked(got["env"], expected) == expected, node
+        assert not ray_variables(got["env"]), node
     assert not job_processes(name)
 
 
@@ -335,9 +394,9 @@ def test_a_job_without_distribution_and_the_verbs_that_read_it_from_any_shell(
     assert proc.returncode == 0, out[-4000:]
     name = only_job(distrun_home)
     # The verbs below run outside the cluster's namespace: they read the job folder, not Ray.
-    shown = run_cli("job", "show", name, "-o", "json")
-    assert shown.returncode == 0, shown.stderr
-    rec = json.loads(shown.stdout)
+    described = run_cli("job", "show", name, "-o", "json")
+    assert described.returncode == 0, described.stderr
+    rec = json.loads(described.stdout)
     assert rec["status"] == "Completed" and rec["compute"] == "rc"
     assert sorted(p["node_rank"] for p in rec["processes"]) == [0, 1]
     logs = run_cli("logs", name, "--rank", "1")
@@ -351,53 +410,45 @@ def test_a_job_without_distribution_and_the_verbs_that_read_it_from_any_shell(
     assert not job_processes(name)
 
 
-def test_ray_client_address_runs_the_job_through_the_heads_client_server(
+def test_ray_client_address_runs_a_job_whose_ranks_on_both_nodes_get_what_deepspeed_reads(
     ray_cli, run_cli, ray_cluster: RayCluster, write_job, distrun_home
 ):
     made = run_cli(
         "compute", "create", "--name", "rclient", "--type", "ray", "--set", f"address={ray_cluster.client_address}"
     )
     assert made.returncode == 0, made.stdout + made.stderr
-    job = write_job(four_rank_job("python -c \"import os; print('up', os.environ['RANK'], flush=True)\""), {})
+    # examples/deepspeed/job.yml's form (type: pytorch, 2 x 2), driven through the head's client
+    # server. DeepSpeed takes the rank environment distrun sets on each Ray node, with no
+    # discovery of its own, when all five of its variables are there and no platform variable
+    # sends it down another path.
+    job = write_job(four_rank_job("python show_env.py"), {"show_env.py": SHOW_ENV})
     proc = ray_cli("run", str(job), "--compute", "rclient")
     name, out = completed_two_by_two(proc, distrun_home)
-    assert all_up(distrun_home, name)
-    placed = json.loads((distrun_home / "jobs" / name / "system_logs" / "ray_placement.json").read_text())
-    assert len({node["node_id"] for node in placed["nodes"]}) == 2
-    assert "[1/3] up 3" in out
+    assert "[1/3] ENV {" in out  # rank 3's line went by as it ran
+    folder = distrun_home / "jobs" / name
+    where, hosts = on_two_nodes(folder)
+    master_port = plan(folder)["master_port"]
+    for rank in range(4):
+        got = shown((folder / "user_logs" / f"std_log_process_{rank:02d}.txt").read_text())
+        expected = {
+            **pytorch_rank(name, hosts, master_port, rank, per_node=2),
+            **dict.fromkeys(DEEPSPEED_PLATFORM_KEYS),
+            "OMP_NUM_THREADS": "1",  # two ranks share a node: torchrun's habit
+            "DISTRUN_JOB_DIR": node_job_dir(where["nodes"][rank // 2], name),
+        }
+        assert picked(got["env"], expected) == expected, rank
+        assert all(got["env"].get(key) for key in DEEPSPEED_KEYS)
+        assert got["cwd"] == f"{expected['DISTRUN_JOB_DIR']}/code"
+        assert not ray_variables(got["env"]), rank
     assert not job_processes(name)
 
 
 # ---------------------------------------------------------------- type: mpi: mpirun inside the placement group
 
-MPI_ALLREDUCE = """
-import os
-from mpi4py import MPI
-
-comm = MPI.COMM_WORLD
-total = comm.allreduce(comm.Get_rank() + 1)
-node = os.environ["DISTRUN_LAUNCH_ID"].rsplit("-", 1)[1]  # the node agent that started this rank's tree
-print(f"rank {comm.Get_rank()} of {comm.Get_size()} sum {total} local {os.environ['OMPI_COMM_WORLD_LOCAL_RANK']} "
-      f"under {node}", flush=True)
-"""
-
-# Rank 3 (on node 1) fails once up; mpirun then ends the others, on both nodes.
-MPI_FAILING_RANK = """
-import os, time
-rank = os.environ["OMPI_COMM_WORLD_RANK"]
-print("up", rank, flush=True)
-if rank == "3":
-    time.sleep(2)
-    raise ValueError("bad batch on rank 3")
-time.sleep(600)
-"""
-
 
 def test_mpi_allreduce_with_ranks_started_on_both_ray_nodes_through_their_agents(
     ray_cli, ray_target, write_job, distrun_home
 ):
-    from test_mpi_jobs import mpi_job
-
     job = write_job(mpi_job("python -m mpi4py allreduce.py"), {"allreduce.py": MPI_ALLREDUCE})
     proc = ray_cli("run", str(job), "--compute", ray_target)
     out, _ = proc.communicate(timeout=TIMEOUT)
@@ -405,28 +456,32 @@ def test_mpi_allreduce_with_ranks_started_on_both_ray_nodes_through_their_agents
     name = only_job(distrun_home)
     assert record(distrun_home, name)["status"] == "Completed"
     folder = distrun_home / "jobs" / name
-    plan = json.loads((folder / "plan.json").read_text())
-    placed = json.loads((folder / "system_logs" / "ray_placement.json").read_text())
-    hosts = [node["address"] for node in placed["nodes"]]
+    wired = plan(folder)
+    where = placed(folder)
+    hosts = [node["address"] for node in where["nodes"]]
     assert sorted(hosts) == ["127.0.0.1", "127.0.0.2"]  # node rank k is bundle k, on whichever Ray node Ray chose
-    assert plan["nodes"][0]["files"]["mpi/hostfile"] == "".join(f"{host} slots=2\n" for host in hosts)
+    assert wired["nodes"][0]["files"]["mpi/hostfile"] == "".join(f"{host} slots=2\n" for host in hosts)
     # Ranks 2 and 3 run below node 1's agent, which starts mpirun's daemon there on request. On
     # this one-machine cluster mpirun takes 127.0.0.1 for itself wherever it runs: when Ray puts
     # node 0 on 127.0.0.2, mpirun starts node 1's ranks itself (still on the right slots).
     remote = hosts[0] == "127.0.0.1"
+    node0_dir = node_job_dir(where["nodes"][0], name)
     for rank in range(4):
         text = (folder / "user_logs" / f"std_log_process_{rank:02d}.txt").read_text()
         under = rank // 2 if remote else "0"
         assert f"rank {rank} of 4 sum 10 local {rank % 2} under node{under}" in text, text
+        # What mpirun passed on (-x) from node 0, on either node, and Open MPI's own rank variables.
+        expected = mpi_rank(name, hosts, wired["master_port"], rank, per_node=2, node0_dir=node0_dir)
+        assert picked(shown(text)["env"], expected) == expected, rank
     assert not job_processes(name)
 
 
 def test_mpi_rank_failing_on_node_1_fails_the_job_and_leaves_nothing_on_either_node(
-    ray_cli, ray_target, write_job, distrun_home
+    ray_cli, ray_target, write_job, distrun_home, tmp_path
 ):
-    from test_mpi_jobs import mpi_job
-
-    job = write_job(mpi_job("python ranks.py"), {"ranks.py": MPI_FAILING_RANK})
+    barrier = tmp_path / "up"
+    barrier.mkdir()
+    job = write_job(mpi_job(f"python ranks.py {barrier}"), {"ranks.py": FAILING_RANK})
     proc = ray_cli("run", str(job), "--compute", ray_target)
     out, _ = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 1, out[-4000:]

@@ -27,6 +27,7 @@ from support.jobs import (
     processes_of_job,
     python_ranks,
     record,
+    tensorflow_job,
     wait_for,
 )
 
@@ -147,26 +148,13 @@ TF_KEYS = ["TF_CONFIG", "SLURMD_NODENAME", "NODE_RANK", "AZUREML_CR_NODE_RANK", 
 TF_KEYS += ["DISTRUN_TASK_TYPE", "DISTRUN_TASK_INDEX", "TF_USE_LEGACY_KERAS", "RANK", "WORLD_SIZE", "MASTER_ADDR"]
 TF_KEYS += ["MASTER_PORT", "DISTRUN_PORTS"]
 
-# The distribution of examples/tensorflow-multiworker and examples/tensorflow-ps.
-TF_JOB = """
-    command: python tf_task.py {trainer}
-    code: src
-    environment_variables:
-      TF_USE_LEGACY_KERAS: "1"
-    resources:
-      instance_count: 2
-    distribution:
-      type: tensorflow
-      {tasks}
-"""
-
 
 def tf_job(write_job, trainer: str, **counts: int) -> Path:
     """A TensorFlow job of 2 nodes with `counts` tasks (worker_count=2, ...), each running tf_task.py
     (support.env_dump): tasks of role `trainer` reach every other task at its TF_CONFIG address,
     the others serve until stopped."""
-    tasks = "\n      ".join(f"{key}: {value}" for key, value in counts.items())
-    return write_job(TF_JOB.replace("{trainer}", trainer).replace("{tasks}", tasks), {"tf_task.py": tf_task(TF_KEYS)})
+    job = tensorflow_job(f"python tf_task.py {trainer}", **counts)
+    return write_job(job, {"tf_task.py": tf_task(TF_KEYS)})
 
 
 def tf_task_env(home: Path, name: str, log: str) -> dict:

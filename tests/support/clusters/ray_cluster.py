@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,19 @@ RESOURCE_PREFIX = "distrun_test_"
 NODE_PORT_BASE = 20100
 OBJECT_STORE_BYTES = 100 * 1024 * 1024  # a test cluster needs little; Ray's default is 30% of RAM
 STOP_WAIT_S = 20.0
-START_ATTEMPTS = 5  # a raylet waits a fixed 15 s for its dashboard agent: a loaded machine can miss it
+# Ray's own daemons (GCS server, raylets, their runtime env agents, the autoscaler monitor) do not
+# exit on SIGTERM: after a moment for whatever does, SIGKILL ends the rest of a cluster that is
+# thrown away anyway.
+TERM_WAIT_S = 1.0
+START_ATTEMPTS = 5  # a loaded machine can still miss one of Ray's own start deadlines
+# A raylet waits a fixed 15 s (no setting changes it) for its dashboard agent to write the port it
+# listens on into the session folder, and aborts its node when the file is not there: on a busy
+# machine the agent can need longer than that just to import. Each node here tells its agent that
+# port (--dashboard-agent-listen-port), so the cluster writes the file itself as soon as the
+# session folder exists, and the agent writes the same port again once it is up. The file is
+# named after the node's id, which Ray takes from NODE_ID_VARIABLE where it is set.
+AGENT_PORT_FILE = "dashboard_agent_listen_port_{}"
+NODE_ID_VARIABLE = "RAY_OVERRIDE_NODE_ID_FOR_TESTING"
 # Ray gives a starting node 60 s to register, its raylet 30 s to see its agents' ports and a
 # worker process 60 s to register: too little on a loaded test machine (the raylet aborts).
 # Same values as distrun's `type: ray`. And no worker processes started ahead of need (one per
@@ -191,6 +204,9 @@ class RayCluster:
             f"--object-manager-port={ports[5]}",
             f"--min-worker-port={30000 + 2000 * node}",
             f"--max-worker-port={30000 + 2000 * node + 1999}",
+            # Nothing reads the workers' logs through Ray (distrun's driver sets log_to_driver=False):
+            # a log monitor per node would only poll their files for the whole session.
+            "--include-log-monitor=false",
         ]
         if node == 0:
             argv += [
@@ -202,10 +218,41 @@ class RayCluster:
             ]
         else:
             argv += [f"--address={self.address}"]
-        result = self.run(argv, timeout=300)  # minutes on a loaded machine
+        node_id = self.node_id(node)
+        done = threading.Event()
+        writer = threading.Thread(target=self._write_agent_port, args=(node_id, ports[0], done), daemon=True)
+        writer.start()
+        try:
+            # minutes on a loaded machine
+            result = self.run(argv, timeout=300, env={**self.env(), NODE_ID_VARIABLE: node_id})
+        finally:
+            done.set()
+            writer.join()
         self.started.append(" ".join(argv))
         if result.returncode != 0:
             raise RayClusterError(f"ray start for node {node} failed:\n{result.stdout}\n{result.stderr}")
+
+    def node_id(self, node: int) -> str:
+        """Node k's Ray node id (28 bytes, in hex), fixed so that its files can be named ahead."""
+        return f"{node + 1:056x}"
+
+    def _write_agent_port(self, node_id: str, port: int, done: threading.Event) -> None:
+        """Write the node's AGENT_PORT_FILE into the attempt's session folder once there is one
+        (both nodes share it), unless the agent already did; stop when `ray start` has returned."""
+        name = AGENT_PORT_FILE.format(node_id)
+        while not done.is_set():
+            for session in self.temp_dir.glob("session_2*"):  # not `session_latest`, a link to it
+                target = session / name
+                if target.exists():
+                    return
+                hidden = session / f".{name}"
+                try:
+                    hidden.write_text(f"{port}")
+                    hidden.replace(target)  # read whole or not at all
+                    return
+                except OSError:
+                    break  # the attempt's folder went away: look again
+            done.wait(0.05)
 
     def log_tail(self) -> str:
         """The end of the Ray logs this attempt wrote (newest last), for an error message."""
@@ -276,7 +323,7 @@ class RayCluster:
     def _end_processes(self) -> list[int]:
         """SIGTERM, then SIGKILL, every process in the namespace; returns those that survived."""
         left: list[int] = []
-        for sig, wait in ((signal.SIGTERM, 8.0), (signal.SIGKILL, STOP_WAIT_S)):
+        for sig, wait in ((signal.SIGTERM, TERM_WAIT_S), (signal.SIGKILL, STOP_WAIT_S)):
             for pid in self.processes():
                 try:
                     os.kill(pid, sig)
