@@ -10,9 +10,7 @@ Beside them, the floor of any launcher built on distrun's libraries (`workloads/
 a fresh Python process that imports pydantic, ruamel.yaml and click and starts the same
 processes, nothing more). The targets are judged as the issue states them; each also shows what
 that floor alone takes, so a target no launcher on these libraries can meet is told apart from one
-that distrun's own work misses. And distrun once more with a resident process started
-(`distrun resident start`), which each `distrun run` hands its command to: the same command,
-without a fresh Python's start and imports; its targets are judged apart.
+that distrun's own work misses.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import shutil
 from benchmarks.bench import WORKLOADS, Bench
 from benchmarks.harness import Method, alternate
 from benchmarks.profiling import cprofile, import_profile
-from benchmarks.resident import RESIDENT, served_env, stop
 from benchmarks.results import DISTRUN, CaseResult, Row, Target
 
 TITLE = "launch and teardown"
@@ -53,7 +50,6 @@ def _methods(bench: Bench, ranks: int) -> list[Method]:
         Method(DISTRUN, lambda: _wall(bench, "b1-distrun", bench.distrun("run", str(job)), denv)),
         Method("bare loop", lambda: _wall(bench, "b1-loop", ["bash", "-c", loop], penv)),
         Method(FLOOR, lambda: _wall(bench, "b1-floor", floor, penv)),
-        Method(RESIDENT, lambda: _wall(bench, "b1-resident", bench.distrun("run", str(job)), served_env(bench))),
     ]
     if bench.wants("torchrun"):
         torchrun = [*peers.torchrun, "--standalone", "--nproc-per-node", str(ranks), "--no-python", py, "-c", "pass"]
@@ -75,7 +71,6 @@ def _one_true_methods(bench: Bench) -> list[Method]:
         Method(DISTRUN, lambda: _wall(bench, "b1-true-distrun", bench.distrun("run", str(job)), denv)),
         Method("bare loop", lambda: _wall(bench, "b1-true-loop", ["bash", "-c", f"{true} & wait"], penv)),
         Method(FLOOR, lambda: _wall(bench, "b1-true-floor", floor, penv)),
-        Method(RESIDENT, lambda: _wall(bench, "b1-true-res", bench.distrun("run", str(job)), served_env(bench))),
     ]
 
 
@@ -103,8 +98,7 @@ def run(bench: Bench) -> CaseResult:
             for metric in ("wall s", OWN_CPU):
                 result.rows.append(Row(case, method.name, metric, samples[method.name].values[metric]))
             result.reps[method.name] = reps
-        _targets(result, case, ranks, DISTRUN)
-        _targets(result, case, ranks, RESIDENT)
+        _targets(result, case, ranks)
         if any(t.met is False for t in result.targets) and not result.profiles:
             _profile(bench, result, ranks)
     bench.log(f"  B1 {ONE_TRUE}")
@@ -114,9 +108,7 @@ def run(bench: Bench) -> CaseResult:
         for metric in ("wall s", OWN_CPU):
             result.rows.append(Row(ONE_TRUE, method.name, metric, samples[method.name].values[metric]))
         result.reps[method.name] = reps
-    _one_true_target(result, DISTRUN)
-    _one_true_target(result, RESIDENT)
-    stop(bench)
+    _one_true_target(result)
     bench.log("  B1 CLI start-up (--help)")
     methods = _help_methods(bench)
     samples = alternate(methods, reps, bench.log)
@@ -142,25 +134,21 @@ def _profile(bench: Bench, result: CaseResult, ranks: int) -> None:
     result.profiles.append((f"`distrun run` ({ranks} ranks): cProfile, wall clock", cprofile(bench, args, env)))
 
 
-def _one_true_target(result: CaseResult, method: str) -> None:
-    mine = result.median(ONE_TRUE, method, "wall s")
+def _one_true_target(result: CaseResult) -> None:
+    mine = result.median(ONE_TRUE, DISTRUN, "wall s")
     floor = result.median(ONE_TRUE, FLOOR, "wall s")
     result.targets.append(
         Target(
             "B1",
-            f"{_who(method)} run of one true at most {MAX_ONE_TRUE} s",
+            f"distrun run of one true at most {MAX_ONE_TRUE} s",
             f"{mine:.3f} s (median); {FLOOR} {floor:.3f} s",
             None if math.isnan(mine) else mine <= MAX_ONE_TRUE,
         )
     )
 
 
-def _who(method: str) -> str:
-    return "distrun" if method == DISTRUN else "distrun (resident process started)"
-
-
-def _targets(result: CaseResult, case: str, ranks: int, method: str) -> None:
-    mine = result.median(case, method, "wall s")
+def _targets(result: CaseResult, case: str, ranks: int) -> None:
+    mine = result.median(case, DISTRUN, "wall s")
     loop = result.median(case, "bare loop", "wall s")
     if ranks in MAX_OVER_LOOP:
         limit = MAX_OVER_LOOP[ranks]
@@ -169,7 +157,7 @@ def _targets(result: CaseResult, case: str, ranks: int, method: str) -> None:
         result.targets.append(
             Target(
                 "B1",
-                f"{_who(method)} minus bare loop at most {limit} s at {ranks} ranks",
+                f"distrun minus bare loop at most {limit} s at {ranks} ranks",
                 f"{over:+.3f} s (medians); {FLOOR} {floor_over:+.3f} s",
                 None if math.isnan(over) else over <= limit,
             )
@@ -183,7 +171,7 @@ def _targets(result: CaseResult, case: str, ranks: int, method: str) -> None:
         result.targets.append(
             Target(
                 "B1",
-                f"{_who(method)} at least {need:g}x faster than {peer} at {ranks} ranks",
+                f"distrun at least {need:g}x faster than {peer} at {ranks} ranks",
                 f"{speedup:.1f}x (medians); {FLOOR} {floor_speedup:.1f}x",
                 None if math.isnan(speedup) else speedup >= need,
             )

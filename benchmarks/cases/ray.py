@@ -6,9 +6,7 @@ ranks as processes and waiting for them. Every rank writes the time.time() at wh
 (workloads/rank_started.py); the figure is the last of those minus the command's start. Both
 commands run inside the cluster's network namespace (`tests/support/clusters/ray_cluster.py`, only
 `lo`), against the same cluster, alternating. Without Ray, or without the test cluster's
-tools, the case is skipped, saying why. distrun is measured twice: as a fresh command, and handed
-to a resident process (`distrun resident start`, benchmarks/resident.py) started in the same
-namespace.
+tools, the case is skipped, saying why.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from benchmarks.bench import REPO, SRC, Bench, CaseError
 from benchmarks.cases.first_collective import read_stamps
 from benchmarks.cases.slurm import NODES, PER_NODE, RUNNING  # the same job and figure as B7
 from benchmarks.harness import Method, alternate
-from benchmarks.resident import RESIDENT, home_env, served_env, stop
 from benchmarks.results import DISTRUN, CaseResult, Row, Target
 
 TITLE = "Ray: submit to all ranks running"
@@ -101,7 +98,6 @@ def run(bench: Bench) -> CaseResult:
         cluster.start()
         _measure(bench, result, cluster)
     finally:
-        stop(bench)
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
     return result
@@ -117,30 +113,21 @@ def _wait_for_stamps(out: Path, count: int, what: str) -> dict[int, float]:
 def _measure(bench: Bench, result: CaseResult, cluster: Any) -> None:
     ranks = NODES * PER_NODE
     script = bench.workload("rank_started.py")
-    quiet = {"RAY_USAGE_STATS_ENABLED": "0"}
-    denv = bench.distrun_env(quiet)
+    denv = {**bench.distrun_env(), "RAY_USAGE_STATS_ENABLED": "0"}
     create = bench.distrun(
         "compute", "create", "--name", TARGET_NAME, "--type", "ray", "--set", f"address={cluster.address}"
     )
     bench.run("b8-target", [create], denv)
-    bench.run("b8-target-resident", [create], home_env(bench, quiet))  # the resident's DISTRUN_HOME
     hand = bench.folder("b8-script") / "by_hand.py"
     hand.write_text(HAND_SCRIPT)
 
-    def submit(what: str, env: dict[str, str]) -> dict[str, float]:
+    def distrun() -> dict[str, float]:
         out = bench.folder("b8-out")
         job = bench.job_file(f"{bench.python} {script}", nodes=NODES, per_node=PER_NODE, env={"BENCH_OUT": str(out)})
         argv = cluster.command(bench.distrun("run", str(job), "--compute", TARGET_NAME))
-        run, _ = bench.run(what, [argv], env, timeout=300)
-        stamps = _wait_for_stamps(out, ranks, f"{what} on Ray")
+        run, _ = bench.run("b8-distrun", [argv], denv, timeout=300)
+        stamps = _wait_for_stamps(out, ranks, "distrun on Ray")
         return {RUNNING: max(stamps.values()) - run.started, "wall s": run.wall}
-
-    def distrun() -> dict[str, float]:
-        return submit("b8-distrun", denv)
-
-    def resident() -> dict[str, float]:
-        # started inside the cluster's network namespace, where the commands it serves run
-        return submit("b8-resident", served_env(bench, quiet, cluster.command))
 
     def by_hand() -> dict[str, float]:
         out = bench.folder("b8-out")
@@ -153,25 +140,23 @@ def _measure(bench: Bench, result: CaseResult, cluster: Any) -> None:
 
     # One unmeasured run of each: Ray starts its worker processes (and caches) on first use.
     distrun()
-    resident()
     by_hand()
-    methods = [Method(DISTRUN, distrun), Method(RESIDENT, resident), Method(BY_HAND, by_hand)]
+    methods = [Method(DISTRUN, distrun), Method(BY_HAND, by_hand)]
     reps = bench.reps(5)
     case = f"{NODES} nodes x {PER_NODE} ranks"
     samples = alternate(methods, reps, bench.log)
     result.reps.update({m.name: reps for m in methods})
     result.rows += [Row(case, m.name, k, samples[m.name].values[k]) for m in methods for k in (RUNNING, "wall s")]
+    ours = result.median(case, DISTRUN, RUNNING)
     theirs = result.median(case, BY_HAND, RUNNING)
-    for method, who in ((DISTRUN, ""), (RESIDENT, " (resident process started)")):
-        ours = result.median(case, method, RUNNING)
-        result.targets.append(
-            Target(
-                "B9",
-                f"submit to all ranks running{who} within {GOAL_RATIO}x of a hand-written Ray script",
-                f"{ours:.2f} s vs {theirs:.2f} s ({ours / theirs:.2f}x)",
-                ours <= GOAL_RATIO * theirs,
-            )
+    result.targets.append(
+        Target(
+            "B9",
+            f"submit to all ranks running within {GOAL_RATIO}x of a hand-written Ray script",
+            f"{ours:.2f} s vs {theirs:.2f} s ({ours / theirs:.2f}x)",
+            ours <= GOAL_RATIO * theirs,
         )
+    )
     result.notes.append(
         "both start a Ray driver (ray.init), one STRICT_SPREAD placement group of 2 bundles and one actor per "
         "bundle; distrun's actor starts its node agent, which starts the ranks; the script's actor starts them itself"

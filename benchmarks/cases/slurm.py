@@ -12,9 +12,6 @@ cluster sets `batch_sched_delay=0`; Slurm's default lets a pass wait up to 3 s).
 follow each other at a steady pace would meet that pass at the same phase every time, which
 favoured one method by a fixed amount: each sample starts after a random pause of up to one
 pass, so both methods meet the pass at every phase alike.
-distrun is measured twice: as a fresh command, and handed to a resident process (`distrun resident
-start`, benchmarks/resident.py), which takes the command's own start off the part before sbatch.
-The node agents start inside the allocation either way, where no resident serves them.
 Needs distrun's Slurm backend and the test suite's cluster (`tests/support/clusters/slurm_cluster.py`,
 which starts munged, slurmctld and two slurmd); without either the case is skipped, saying why.
 """
@@ -34,7 +31,6 @@ from typing import Any
 from benchmarks.bench import REPO, Bench, CaseError
 from benchmarks.cases.first_collective import read_stamps
 from benchmarks.harness import Method, alternate
-from benchmarks.resident import RESIDENT, home_env, served_env, stop
 from benchmarks.results import DISTRUN, CaseResult, Row, Target
 
 TITLE = "Slurm: submit to all ranks running"
@@ -132,7 +128,6 @@ def run(bench: Bench) -> CaseResult:
     try:
         _measure(bench, result, cluster.env(bench.base_env()), str(cluster.conf_path))
     finally:
-        stop(bench)
         cluster.stop()
     return result
 
@@ -155,37 +150,35 @@ def _measure(bench: Bench, result: CaseResult, slurm_env: dict[str, str], conf: 
     denv = {**bench.distrun_env(), **slurm_vars}
     ranks = NODES * PER_NODE
     script = bench.workload("rank_started.py")
-    renv = {**home_env(bench), **slurm_vars}  # the resident's DISTRUN_HOME: the target is defined there too
-    for env in (denv, renv):
-        made = subprocess.run(
-            bench.distrun(
-                "compute",
-                "create",
-                "--name",
-                TARGET_NAME,
-                "--type",
-                "slurm",
-                "--set",
-                f"slurm_conf={conf}",
-                "--set",
-                f"setup={BATCH_STAMP}",
-            ),
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if made.returncode != 0:
-            raise CaseError(f"could not define the Slurm compute target: {made.stdout}{made.stderr}")
+    made = subprocess.run(
+        bench.distrun(
+            "compute",
+            "create",
+            "--name",
+            TARGET_NAME,
+            "--type",
+            "slurm",
+            "--set",
+            f"slurm_conf={conf}",
+            "--set",
+            f"setup={BATCH_STAMP}",
+        ),
+        env=denv,
+        capture_output=True,
+        text=True,
+    )
+    if made.returncode != 0:
+        raise CaseError(f"could not define the Slurm compute target: {made.stdout}{made.stderr}")
 
-    def submit(what: str, env: dict[str, str]) -> dict[str, float]:
+    def distrun() -> dict[str, float]:
         out = bench.folder("b7-out")
         time.sleep(random.uniform(0, SCHEDULER_PASS_S))
         job = bench.job_file(f"{bench.python} {script}", nodes=NODES, per_node=PER_NODE, env={"BENCH_OUT": str(out)})
         argv = bench.distrun("run", str(job), "--compute", TARGET_NAME)
-        run, _ = bench.run(what, [argv], {**env, "BENCH_OUT": str(out)}, timeout=120)
+        run, _ = bench.run("b7-distrun", [argv], {**denv, "BENCH_OUT": str(out)}, timeout=120)
         stamps = read_stamps(out, "start")
         if len(stamps) != ranks:
-            raise CaseError(f"{what} on Slurm: {len(stamps)} of {ranks} ranks ran")
+            raise CaseError(f"distrun on Slurm: {len(stamps)} of {ranks} ranks ran")
         return {**_phases(out, run.started, max(stamps.values())), "wall s": run.wall}
 
     def by_hand() -> dict[str, float]:
@@ -217,12 +210,7 @@ def _measure(bench: Bench, result: CaseResult, slurm_env: dict[str, str], conf: 
             time.sleep(0.05)
         return {**phases, "wall s": time.perf_counter() - t0}
 
-    methods = [
-        Method(DISTRUN, lambda: submit("b7-distrun", denv)),
-        # served_env starts the resident at its first sample, and finds it there after
-        Method(RESIDENT, lambda: submit("b7-resident", {**served_env(bench), **slurm_vars})),
-        Method("sbatch + srun", by_hand),
-    ]
+    methods = [Method(DISTRUN, distrun), Method("sbatch + srun", by_hand)]
     reps = bench.reps(9)  # the random pauses need more samples for steady medians
     case = f"{NODES} nodes x {PER_NODE} ranks"
     samples = alternate(methods, reps, bench.log)
@@ -233,20 +221,16 @@ def _measure(bench: Bench, result: CaseResult, slurm_env: dict[str, str], conf: 
     result.notes.append(
         "sbatch + srun's wall time runs until squeue is empty (polled every 50 ms); distrun's until it returns"
     )
-    _targets(result, case, DISTRUN, "sbatch + srun")
-    _targets(result, case, RESIDENT, "sbatch + srun")
+    _targets(result, case, "sbatch + srun")
 
 
-def _targets(result: CaseResult, case: str, method: str, peer: str) -> None:
+def _targets(result: CaseResult, case: str, peer: str) -> None:
     """The node agents' start, and all the launcher adds on the path to the ranks, each within 0.3 s."""
-    who = "" if method == DISTRUN else ", resident process started"
     for metric, goal in (
         (IN_ALLOCATION, "node agents' start (batch script to all ranks running)"),
-        (OWN, f"launcher's own time (command to sbatch, and batch script to all ranks running{who})"),
+        (OWN, "launcher's own time (command to sbatch, and batch script to all ranks running)"),
     ):
-        if method != DISTRUN and metric == IN_ALLOCATION:
-            continue  # the node agents start inside the allocation, where no resident serves them
-        mine, theirs = result.row(case, method, metric), result.row(case, peer, metric)
+        mine, theirs = result.row(case, DISTRUN, metric), result.row(case, peer, metric)
         if mine is None or theirs is None:
             continue
         gap = mine.median - theirs.median

@@ -435,11 +435,9 @@ def main() -> None:
 
 def _register_envdata() -> None:
     from distrun.cli_envdata import data_group, env_group
-    from distrun.cli_resident import resident_group
 
     cli.add_command(env_group)
     cli.add_command(data_group)
-    cli.add_command(resident_group)
 
 
 _register_envdata()

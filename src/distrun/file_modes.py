@@ -4,6 +4,8 @@ A world-writable job folder would let any local user change a job's code, inputs
 before or while it runs. So folders are created 0o775 and files 0o664, which the umask then
 narrows (022 gives 0o755/0o644, 077 gives 0o700/0o600), and copies of the user's files (the
 code snapshot, downloaded inputs) keep their own bits less the umask and less others' write.
+DISTRUN_HOME itself, which holds the job index, config.yaml and every job folder, is created
+without write for group or others whatever the umask (HOME_MODE).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from distrun.safe_files import open_regular
 DIR_MODE = 0o775
 FILE_MODE = 0o664
 _OTHERS_WRITE = 0o002
+_GROUP_OTHERS_WRITE = 0o022
+HOME_MODE = DIR_MODE & ~_GROUP_OTHERS_WRITE  # 0o755, which the umask can only narrow
 
 
 def current_umask() -> int:
@@ -47,6 +51,27 @@ def make_dirs(path: Path) -> None:
             folder.mkdir(mode=DIR_MODE)
         except FileExistsError:
             pass
+
+
+def make_home(home: Path) -> None:
+    """DISTRUN_HOME, and any missing folder above it, created HOME_MODE where missing.
+
+    A folder already there keeps its bits: distrun never changes the permissions of a folder
+    it did not create. One it creates is checked after, in case the filesystem did not apply
+    the mode as asked.
+    """
+    missing = []
+    while not home.exists():
+        missing.append(home)
+        home = home.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=HOME_MODE)
+        except FileExistsError:
+            continue
+        mode = folder.stat().st_mode & 0o7777
+        if mode & _GROUP_OTHERS_WRITE:
+            folder.chmod(mode & ~_GROUP_OTHERS_WRITE)
 
 
 def write_file(path: Path, data: bytes) -> None:

@@ -144,11 +144,6 @@ def test_tiny_run_of_every_case_writes_the_report(tmp_path):
     # B1 measured the issue's `distrun run` of one `true`, and the floor of its libraries beside it.
     assert "| 1 rank of true | libraries' floor | wall s |" in text
     assert "| B1 | distrun run of one true at most 0.12 s |" in text
-    # B1, B7 and B9 measured `distrun run` handed to a resident process beside the cold command.
-    assert "| 1 rank of true | distrun, resident | wall s |" in text
-    sections = {part.split(":", 1)[0]: part for part in text.split("\n## ")}
-    assert "| 2 nodes x 2 ranks | distrun, resident | launcher's own time s |" in sections["B7"]
-    assert "| 2 nodes x 2 ranks | distrun, resident | submit to all ranks running s |" in sections["B9"]
     # B4's checker ran on distrun's per-rank files and stream and found every line whole.
     assert "0 lost, split or fused lines (per-rank files and live stream) | 0 at worst | met |" in text
     # Every case was either measured or says why not.
@@ -205,17 +200,3 @@ def test_growth_curves_case_writes_raw_figures_the_report_and_plots(tmp_path):
     assert len(plots) == len(figures["curves"]) and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
     for plot in plots:
         assert f"(curves/{plot.name})" in text
-
-
-def test_resident_start_projection_runs_and_prints_every_figure():
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.resident_start", "--reps", "1"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    for name in ("cold", "resident", "floor", "client"):
-        assert f"  {name} " in result.stdout, result.stdout
-    assert "resident + client: " in result.stdout

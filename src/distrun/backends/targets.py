@@ -16,6 +16,7 @@ from typing import Any
 
 from distrun.backends.registry import COMPUTE_TYPES
 from distrun.errors import DistrunError
+from distrun.file_modes import make_home
 
 LOCAL = "local"
 TARGET_TYPES = COMPUTE_TYPES  # whether this install can run a type is the registry's to say, when it is used
@@ -103,7 +104,7 @@ def add_target(config_path: Path, name: str, kind: str, settings: dict[str, Any]
         data = yaml.load(config_path.read_text(encoding="utf-8")) or {}
     data.setdefault("compute", {})
     data["compute"][name] = {"type": kind, **settings}
-    config_path.parent.mkdir(parents=True, exist_ok=True)
+    make_home(config_path.parent)
     tmp = config_path.with_suffix(".yaml.tmp")
     with tmp.open("w", encoding="utf-8") as handle:
         yaml.dump(data, handle)

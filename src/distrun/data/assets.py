@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from distrun.errors import DistrunError
+from distrun.file_modes import make_home
 
 ASSET_TYPES = ("uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
@@ -49,6 +50,7 @@ def create_asset(home: Path, asset: DataAsset) -> DataAsset:
         raise DistrunError(f"data type {asset.type!r} is not known", f"use one of {', '.join(ASSET_TYPES)}")
     made = DataAsset(asset.name, version, asset.type, asset.path, asset.description, time.time(), asset.job)
     folder = assets_dir(home) / asset.name
+    make_home(home)
     folder.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(folder / f"{version}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from distrun.console import say as _say
 from distrun.errors import DistrunError
+from distrun.file_modes import make_home
 
 CHUNK = 1 << 20
 TIMEOUT = float(os.environ.get("DISTRUN_DOWNLOAD_TIMEOUT", "60"))
@@ -44,6 +45,7 @@ def fetch_url(url: str, home: Path, want_file: bool, materialize: bool, out: Tex
     folder = url_cache_dir(home, url)
     target = folder / "files" / file_name(url)
     if materialize:
+        make_home(home)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o664)
         try:

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from distrun.console import say as _say
 from distrun.data.locations import FSSPEC_PLUGINS, remote_fs_problem
 from distrun.errors import DistrunError
+from distrun.file_modes import make_home
 
 
 def fetch_remote(url: str, home: Path, materialize: bool, out: TextIO | None = None) -> Path:
@@ -47,6 +48,7 @@ def fetch_remote(url: str, home: Path, materialize: bool, out: TextIO | None = N
     tmp = base / f".fetch-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
+        make_home(home)
         tmp.mkdir(parents=True)
         if info.get("type") == "directory":
             fs.get(path.rstrip("/") + "/", str(tmp / "copy") + "/", recursive=True)

@@ -31,7 +31,7 @@ from distrun.console import say as _say
 from distrun.environments.conda_spec import EnvRequest, Requirement
 from distrun.environments.installer import Installer, choose_installer
 from distrun.errors import DistrunError
-from distrun.file_modes import DIR_MODE, make_dirs
+from distrun.file_modes import DIR_MODE, make_dirs, make_home
 
 MANIFEST = "distrun-env.json"
 LAST_USED = "distrun-last-used"
@@ -66,6 +66,7 @@ def ensure_environment(target: BuildTarget, home: Path, out: TextIO | None = Non
         _touch(final)
         _say(out, f"distrun: ranks run in environment {target.key[:12]} (cached): {final}")
         return final
+    make_home(home)
     make_dirs(envs_dir(home))
     with _locked(envs_dir(home) / f".{target.key}.lock", target.key, out):
         if is_ready(final):  # another job built it while this one waited

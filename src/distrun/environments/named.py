@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.errors import DistrunError, Position
+from distrun.file_modes import make_home
 from distrun.spec.source_map import SourceMap
 from distrun.user_paths import expand_user
 
@@ -85,7 +86,7 @@ def add_named(config_path: Path, name: str, body: dict[str, Any]) -> None:
         data = yaml.load(config_path.read_text(encoding="utf-8")) or {}
     data.setdefault("environments", {})
     data["environments"][name] = body
-    config_path.parent.mkdir(parents=True, exist_ok=True)
+    make_home(config_path.parent)
     tmp = config_path.with_suffix(f".yaml.{id(body)}.tmp")
     with tmp.open("w", encoding="utf-8") as handle:
         yaml.dump(data, handle)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.errors import DistrunError, JobNotFoundError
-from distrun.file_modes import make_dirs
+from distrun.file_modes import make_home
 from distrun.job_status import TERMINAL_STATUSES, JobStatus
 from distrun.store.index_repair import DamagedRecordError, checked_row, file_identity, recover_rows
 
@@ -133,7 +133,7 @@ class JobIndex:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            make_dirs(self.db_path.parent)
+            make_home(self.db_path.parent)  # the index lies in DISTRUN_HOME
             conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise self._error(f"cannot open the job index {self.db_path}: {exc}") from None
