@@ -10,11 +10,16 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from distrun.plan import build_plan
+from distrun.plan.model import Bindings, Placement
+from distrun.plan.mpi import hostfile_text
+from distrun.spec.loader import load_job_data
 from support.cli import REPO
 from support.jobs import only_job, processes_of_job, record
 
@@ -197,3 +202,68 @@ def test_failing_rank_under_the_deepspeed_launcher_stops_the_job(run_cli, distru
     assert "[rank2]: ValueError: bad batch on rank 2 at step 3" in Path(cause["log"]).read_text()
     assert cause["traceback"].startswith("Traceback (most recent call last):")
     assert processes_of_job(name) == []
+
+
+# ---------------------------------------------------------------- DeepSpeed reading what distrun writes
+
+# DeepSpeed's own readers, asked in a process of their own: importing DeepSpeed pulls in its
+# optional integrations (mlflow among them), half of which a later test's own `import mlflow` in
+# this process would then find. Reads the cases as JSON on stdin: hostfiles to parse, and
+# environments to run DeepSpeed's platform detection in.
+ASK_DEEPSPEED = """
+import json, os, sys
+from deepspeed.comm import comm
+from deepspeed.launcher.runner import _parse_hostfile
+cases = json.load(sys.stdin)
+pools = [list(_parse_hostfile(text.splitlines()).items()) for text in cases["hostfiles"]]
+platforms = []
+for env in cases["envs"]:
+    os.environ.clear()
+    os.environ.update(env)
+    platforms.append([comm.in_aml(), comm.in_aws_sm()])
+print(json.dumps({"pools": pools, "platforms": platforms}))
+"""
+
+HOST_LISTS = [
+    ("10.0.0.1",),
+    ("10.0.0.1", "10.0.0.2"),
+    ("node-3", "gpu-4.cluster", "node-3"),  # one host twice: its slots add up on one line
+    ("10.0.0.2", "10.0.0.1", "10.0.0.2", "node-3", "gpu-4.cluster", "gpu-4.cluster", "10.0.0.1", "node-3"),
+]
+
+
+def every_process_env(command: str, kind: str) -> list[dict[str, str]]:
+    data = {
+        "command": command,
+        "resources": {"instance_count": 2},
+        "distribution": {"type": kind, "process_count_per_instance": 2},
+    }
+    spec = load_job_data(data, Path(".")).spec
+    where = Placement(hosts=("127.0.0.1",) * 2, master_port=29511, job_dir="/var/jobs/j", run_id="j", simulated=True)
+    return [{**proc.env_defaults, **proc.env} for proc in build_plan(spec, where, Bindings()).processes()]
+
+
+def test_deepspeed_reads_every_hostfile_distrun_writes_and_takes_no_platform_path() -> None:
+    hostfiles = [
+        (hosts, slots, simulated, hostfile_text(hosts, slots, simulated))
+        for hosts in HOST_LISTS
+        for slots in (1, 3, 16)
+        for simulated in (False, True)
+    ]
+    # With AZUREML_EXPERIMENT_ID DeepSpeed would take an MPI job's ranks from OMPI variables, pin
+    # port 54965 when all ranks share a machine, and fail without NCCL_SOCKET_IFNAME.
+    launcher = "deepspeed --hostfile $AZUREML_MPI_HOSTFILE --no_ssh_check train.py"
+    forms = [("python train.py", "pytorch"), ("python -m mpi4py train.py", "mpi"), (launcher, "mpi")]
+    envs = [env for command, kind in forms for env in every_process_env(command, kind)]
+    assert all(any(name.startswith("AZUREML_") for name in env) for env in envs)  # distrun does set Azure ML names
+    cases = {"hostfiles": [text for *_, text in hostfiles], "envs": envs}
+    asked = subprocess.run(
+        [sys.executable, "-c", ASK_DEEPSPEED], input=json.dumps(cases), capture_output=True, text=True, timeout=300
+    )
+    assert asked.returncode == 0, asked.stderr[-3000:]
+    answers = json.loads(asked.stdout.splitlines()[-1])
+    for (hosts, slots, simulated, text), pool in zip(hostfiles, answers["pools"], strict=True):
+        assert sum(count for _, count in pool) == len(hosts) * slots, text
+        if not simulated:
+            assert [host for host, _ in pool] == list(dict.fromkeys(hosts)), text  # node order kept: node 0 first
+    assert answers["platforms"] == [[False, False]] * len(envs)

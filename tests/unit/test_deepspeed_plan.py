@@ -4,19 +4,15 @@ variable that would switch DeepSpeed's start-up onto its Azure ML path."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from unittest import mock
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from distrun.plan import build_plan
 from distrun.plan.common import shell_argv
 from distrun.plan.deepspeed import launcher_options
 from distrun.plan.model import Bindings, LaunchPlan, Placement
-from distrun.plan.mpi import HOSTFILE_PATH, hostfile_text, user_launcher
+from distrun.plan.mpi import HOSTFILE_PATH, user_launcher
 from distrun.spec.loader import load_job_data
 
 JOB_DIR = "/var/jobs/job-1"
@@ -89,22 +85,6 @@ def test_local_compute_gives_deepspeed_one_host_with_every_slot() -> None:
     assert deepspeed_notes(plan) == []  # the documented local command needs no advice
 
 
-@given(
-    hosts=st.lists(st.sampled_from(["10.0.0.1", "10.0.0.2", "node-3", "gpu-4.cluster"]), min_size=1, max_size=8),
-    slots=st.integers(min_value=1, max_value=16),
-    simulated=st.booleans(),
-)
-@settings(max_examples=60, deadline=None)
-def test_deepspeed_reads_every_hostfile_distrun_writes(hosts: list[str], slots: int, simulated: bool) -> None:
-    from deepspeed.launcher.runner import _parse_hostfile
-
-    text = hostfile_text(tuple(hosts), slots, simulated)
-    pool = _parse_hostfile(text.splitlines())  # raises on a repeated host
-    assert sum(pool.values()) == len(hosts) * slots
-    if not simulated:
-        assert list(pool) == list(dict.fromkeys(hosts))  # node order kept: node 0 first
-
-
 # ---------------------------------------------------------------- advice on launcher commands
 
 
@@ -154,32 +134,6 @@ def test_the_launcher_under_type_pytorch_is_flagged_when_it_would_run_more_than_
 
 
 # ---------------------------------------------------------------- DeepSpeed's platform detection
-
-
-def every_process_env(data: dict) -> list[dict[str, str]]:
-    plan = plan_of(data)
-    return [{**proc.env_defaults, **proc.env} for proc in plan.processes()]
-
-
-@pytest.mark.parametrize(
-    "data",
-    [
-        job("python train.py", kind="pytorch"),
-        job("python -m mpi4py train.py", kind="mpi"),
-        job(LOCAL_COMMAND, kind="mpi"),
-    ],
-    ids=["pytorch", "mpi", "launcher"],
-)
-def test_deepspeed_does_not_take_its_azure_ml_path(data: dict) -> None:
-    # DeepSpeed's own checks, on exactly the variables distrun gives each process: with
-    # AZUREML_EXPERIMENT_ID it would take an MPI job's ranks from OMPI variables, pin port
-    # 54965 when all ranks share a machine, and fail without NCCL_SOCKET_IFNAME.
-    from deepspeed.comm import comm
-
-    for env in every_process_env(data):
-        assert any(name.startswith("AZUREML_") for name in env)  # distrun does set Azure ML names
-        with mock.patch.dict(os.environ, env, clear=True):
-            assert not comm.in_aml() and not comm.in_aws_sm()
 
 
 def test_a_job_setting_azureml_experiment_id_is_told_what_it_does_to_deepspeed() -> None:
