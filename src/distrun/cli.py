@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
-from distrun.backends.registry import COMPUTE_TYPES
+from distrun.compute import COMPUTE_TYPES
 from distrun.errors import DistrunError, JobAlreadyEndedError
 from distrun.json_encoding import shown_json
 
@@ -344,7 +344,7 @@ job.add_command(logs, "logs")  # `distrun job logs NAME`, as `distrun job stream
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new points until the job ends.")
 def metrics(name: str, follow: bool) -> None:
     """Print a job's metrics (logged with mlflow.log_metric or Run.log), one point a line."""
-    from distrun.metrics.printing import print_metrics
+    from distrun.metrics_view import print_metrics
 
     print_metrics(_layout(), name, follow=follow)
 
@@ -376,7 +376,7 @@ def compute() -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str) -> None:
     """Define a compute target, e.g. --type slurm --set partition=debug."""
-    from distrun.backends.targets import add_target
+    from distrun.compute import add_target
     from distrun.spec.overrides import parse_override
 
     settings: dict[str, Any] = {}
@@ -399,7 +399,7 @@ def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 def compute_list(output: str) -> None:
     """List compute targets."""
-    from distrun.backends.targets import read_targets
+    from distrun.compute import read_targets
 
     targets = read_targets(_layout().config_path)
     shown = [{"name": "local", "type": "local"}] + [

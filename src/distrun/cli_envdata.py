@@ -145,7 +145,7 @@ def data_group() -> None:
 @click.option("--description", "-d", default=None)
 def data_create(name: str, version: str, path: str, kind: str, description: str | None) -> None:
     """Register a data asset (as `az ml data create`)."""
-    from distrun.data.assets import register_path
+    from distrun.data.register import register_path
 
     _print_json(register_path(_home(), name, version, path, kind, description, Path.cwd()).to_dict())
 

@@ -23,7 +23,7 @@ from distrun.errors import DistrunError
 
 if TYPE_CHECKING:
     from distrun.backends.base import Backend, RenderedJob
-    from distrun.backends.targets import ComputeTarget
+    from distrun.compute import ComputeTarget
     from distrun.spec.loader import LoadedJob
     from distrun.spec.models import JobSpec
     from distrun.store.index import JobRecord
@@ -57,7 +57,7 @@ def _check_restarts(backend: Backend, target: ComputeTarget, spec: JobSpec) -> N
 
 def _record_backend(layout: Layout, record: JobRecord) -> Backend:
     from distrun.backends.registry import backend_for
-    from distrun.backends.targets import resolve_target
+    from distrun.compute import resolve_target
 
     return backend_for(resolve_target(record.compute, layout.config_path).type)
 

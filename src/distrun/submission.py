@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.backends.targets import ComputeTarget, resolve_target
+from distrun.compute import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
 from distrun.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
 from distrun.plan.model import Bindings

@@ -12,53 +12,24 @@ the other layers do the work alone.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import signal
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-_PREFIX = "distrun-"
+from distrun.launch_sweep import (
+    cgroup2_mount,
+    cgroup_path,
+    kill_members,
+    member_pids,
+    own_cgroup,
+    remove_cgroup,
+    remove_launch_cgroup,
+)
 
-
-def _cgroup2_mount() -> Path | None:
-    try:
-        with open("/proc/self/mounts", encoding="utf-8") as handle:
-            for line in handle:
-                fields = line.split()
-                if len(fields) > 2 and fields[2] == "cgroup2":
-                    return Path(fields[1])
-    except OSError:
-        pass
-    return None
-
-
-def _own_cgroup() -> str | None:
-    """This process's cgroup v2 path ("0::/some/path" in /proc/self/cgroup)."""
-    try:
-        with open("/proc/self/cgroup", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("0::"):
-                    return line[3:].strip()
-    except OSError:
-        pass
-    return None
-
-
-def cgroup_path(launch_id: str) -> Path | None:
-    """Where the launch's cgroup lives: beside nothing, inside the cgroup we run in.
-
-    Computed the same way by the agent and by its watchdog (forked from it, so in the same
-    cgroup), which is how the watchdog finds it without being told.
-    """
-    mount, own = _cgroup2_mount(), _own_cgroup()
-    if mount is None or own is None:
-        return None
-    # A fixed-length name: job names may be up to 255 characters, a cgroup name no longer.
-    digest = hashlib.sha256(launch_id.encode()).hexdigest()[:20]
-    return mount / own.lstrip("/") / f"{_PREFIX}{digest}"
+# What finds and stops a launch's cgroup from outside (the watchdog, the job index) is
+# `distrun.launch_sweep`'s; here, the agent's side: creating it and starting ranks in it.
+__all__ = ["LaunchCgroup", "cgroup_path", "kill_members", "member_pids", "remove_launch_cgroup"]
 
 
 class LaunchCgroup:
@@ -79,7 +50,7 @@ class LaunchCgroup:
         try:
             procs_fd = os.open(path / "cgroup.procs", os.O_WRONLY)
         except OSError:
-            _remove(path)
+            remove_cgroup(path)
             return None
         return cls(path, procs_fd)
 
@@ -132,82 +103,15 @@ class LaunchCgroup:
             os.close(self._procs_fd)
             self._procs_fd = -1
         kill_members(self.path)
-        _remove(self.path)
+        remove_cgroup(self.path)
 
 
 def _own_procs_fd() -> int:
     """cgroup.procs of the cgroup this process runs in, open for writing; -1 where it cannot be."""
-    mount, own = _cgroup2_mount(), _own_cgroup()
+    mount, own = cgroup2_mount(), own_cgroup()
     if mount is None or own is None:
         return -1
     try:
         return os.open(mount / own.lstrip("/") / "cgroup.procs", os.O_WRONLY)
     except OSError:
         return -1
-
-
-def member_pids(path: Path) -> list[int]:
-    try:
-        text = (path / "cgroup.procs").read_text(encoding="ascii")
-    except OSError:
-        return []
-    return [int(line) for line in text.split()]
-
-
-def kill_members(path: Path, wait: float = 2.0) -> None:
-    """SIGKILL every member, also those forking while we kill (cgroup.kill is atomic)."""
-    if not member_pids(path):
-        return
-    try:
-        (path / "cgroup.kill").write_text("1", encoding="ascii")
-    except OSError:  # kernels before 5.14: one by one, until none is left
-        for _ in range(50):
-            pids = member_pids(path)
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.02)
-    give_up = time.monotonic() + wait
-    while member_pids(path) and time.monotonic() < give_up:
-        time.sleep(0.01)
-
-
-def remove_launch_cgroup(launch_id: str) -> None:
-    """For the watchdog, or a reader: kill and remove the cgroup of a launch whose agent died.
-
-    The watchdog runs in the agent's cgroup and computes the same path; a reader may run in
-    another one, so it looks for the launch's folder name anywhere in the hierarchy.
-    """
-    path = cgroup_path(launch_id)
-    if path is None or not path.is_dir():
-        path = _find_launch_cgroup(launch_id)
-    if path is not None and path.is_dir():
-        kill_members(path)
-        _remove(path)
-
-
-def _find_launch_cgroup(launch_id: str) -> Path | None:
-    mount = _cgroup2_mount()
-    if mount is None:
-        return None
-    wanted = f"{_PREFIX}{hashlib.sha256(launch_id.encode()).hexdigest()[:20]}"
-    for folder, dirs, _ in os.walk(mount):
-        if wanted in dirs:
-            return Path(folder) / wanted
-    return None
-
-
-def _remove(path: Path) -> None:
-    # A cgroup with members left (a process stuck in the kernel) cannot be removed: leave it.
-    for _ in range(20):
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.02)

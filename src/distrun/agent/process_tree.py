@@ -25,9 +25,21 @@ from collections.abc import Callable, Iterable, Mapping
 from distrun import procfs
 from distrun.agent.cgroup import LaunchCgroup
 from distrun.agent.death_signal import setpriv_prefix
+from distrun.launch_sweep import LAUNCH_MARKER, kill_pids, marked_pids
 from distrun.plan.model import ProcessSpec
 
-LAUNCH_MARKER = "DISTRUN_LAUNCH_ID"
+__all__ = [
+    "LAUNCH_MARKER",
+    "alive_pids",
+    "become_subreaper",
+    "child_env",
+    "kill_pids",
+    "marked_pids",
+    "reap_orphans",
+    "signal_group",
+    "spawn",
+]
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _libc: ctypes.CDLL | None = None
@@ -119,25 +131,8 @@ def signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def marked_pids(launch_id: str, exclude: Iterable[int] = ()) -> list[int]:
-    """Every live process that carries this launch's marker, or was reparented to us."""
-    needle = f"{LAUNCH_MARKER}={launch_id}".encode()
-    skip = {os.getpid(), *exclude}
-    return [
-        pid for pid, environ in procfs.environments() if pid not in skip and needle in environ and procfs.is_alive(pid)
-    ]
-
-
 def alive_pids(pids: Iterable[int]) -> list[int]:
     return [pid for pid in pids if procfs.is_alive(pid)]
-
-
-def kill_pids(pids: Iterable[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def reap_orphans(known: set[int]) -> None:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable
 
-from distrun.agent.cgroup import remove_launch_cgroup
-from distrun.agent.process_tree import kill_pids, marked_pids
+from distrun.launch_sweep import sweep_launch
 
 _DONE = b"done"
 
@@ -109,18 +107,3 @@ def _watch(read_fd: int, launch_id: str, on_lost: Callable[[], None]) -> None:
     # one, then every process carrying the launch marker.
     sweep_launch(launch_id)
     on_lost()
-
-
-def sweep_launch(launch_id: str) -> None:
-    """Kill every process of a launch whose agent is gone: its cgroup, then the marked ones.
-
-    Also run by the first reader that finds the agent gone (`store.index`), in case the
-    watchdog itself was killed.
-    """
-    remove_launch_cgroup(launch_id)
-    for _ in range(50):
-        pids = marked_pids(launch_id)
-        if not pids:
-            break
-        kill_pids(pids, signal.SIGKILL)
-        time.sleep(0.02)

@@ -2,10 +2,11 @@
 
 The contract every backend implements in full is `distrun.backends.base.Backend`; the registry
 (`distrun.backends.registry`) maps a compute type to its backend and imports it only when a job
-needs it. Adding a backend is one package plus one registry line. Here: `local` (simulated
-nodes on this machine, one in-process gang), `slurm`; `cluster` holds what every cluster
-backend shares (first failure across node outcomes, record refresh, run-and-stream watch),
-`ports` the one free-port finder, `targets` the compute targets of config.yaml. Only the
+needs it. Adding a backend is one package plus one registry line (in `distrun.compute.BACKENDS`).
+Here: `local` (simulated nodes on this machine, one in-process gang), `slurm`; `cluster` holds
+what every cluster backend shares (first failure across node outcomes, record refresh,
+run-and-stream watch), `values` the values the contract passes, `ports` the one free-port
+finder, `targets` the compute targets of config.yaml (`distrun.compute`'s). Only the
 orchestrator (`distrun.jobs`) calls a backend.
 """
 

@@ -5,7 +5,7 @@ A backend turns a prepared job into its engine's request (`render`), submits tha
 (`cancel`) and makes its per-rank logs readable in the job folder (`fetch_logs`). The
 orchestrator (`distrun.jobs`) is the only caller: the CLI and the SDK never ask which engine a
 job runs on. Adding a backend is one package that defines `BACKEND = YourBackend()` plus one line
-in `distrun.backends.registry`.
+in the registry's table (`distrun.compute.BACKENDS`).
 
 Inside the job, a cluster backend runs one engine-free node agent per node
 (`distrun.agent.node.run_node`): the backend's own small entry point builds the node's
@@ -27,23 +27,23 @@ The sequence the orchestrator follows:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
 from distrun.agent.node_facts import NodeFacts, NodeOutcome
 from distrun.agent.outcome_channel import MAIN_WORK_DONE, FolderOutcomeChannel, OutcomeChannel
+from distrun.backends import cluster
+from distrun.backends.values import EngineRequest, Observation, RenderedJob
 from distrun.job_status import TERMINAL_STATUSES, JobStatus
 from distrun.spec.models import DEFAULT_GRACE_PERIOD
+from distrun.submission import PreparedJob, bind
 
 if TYPE_CHECKING:
-    from distrun.backends.targets import ComputeTarget
-    from distrun.plan.model import LaunchPlan
-    from distrun.spec.loader import LoadedJob
+    from distrun.compute import ComputeTarget
+    from distrun.spec.loaded import LoadedJob
     from distrun.spec.models import JobSpec
     from distrun.store.index import JobRecord
     from distrun.store.layout import Layout
-    from distrun.submission import PreparedJob
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -59,81 +59,6 @@ __all__ = [
     "OutcomeChannel",
     "RenderedJob",
 ]
-
-
-class EngineRequest(Protocol):
-    """The engine's own request for one job, as `render` built it and `schedule` submits it.
-
-    Slurm: the sbatch script; Ray: the job's actors and resources; Kubernetes: the JobSet manifest;
-    local: the launcher command. Plain data: building it starts nothing and writes nothing.
-    """
-
-    def display(self) -> dict[str, Any]:
-        """What `distrun plan` shows of this request, as JSON-ready data.
-
-        The keys are merged into the plan output beside "compute", "type", "notes" and "plan".
-        A request that is a text file shows it as {"script_name": "<where it is written>",
-        "script": "<the exact text submitted>"}, which `distrun plan` prints verbatim; other
-        keys are shown in `-o json` output.
-        """
-        ...
-
-
-@dataclass(frozen=True)
-class RenderedJob:
-    """One job, rendered for one engine: what `distrun plan` prints and what `schedule` submits.
-
-    job         the prepared job (name, spec, folder, compute target, input/output bindings)
-    plan        the LaunchPlan as far as it is known before the engine places the job: values only
-                the nodes know (hosts, free ports) are placeholders, said so in `notes`
-    request     the engine's own request object (`EngineRequest`)
-    kind        the compute type ("slurm"), as in config.yaml
-    notes       what the user should know about running on this engine (shown by `distrun plan`)
-    warnings    what a user submitting from Python should be told once (the SDK prints them)
-    """
-
-    job: PreparedJob
-    plan: LaunchPlan
-    request: EngineRequest
-    kind: str
-    notes: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-
-    def show(self) -> dict[str, Any]:
-        """`distrun plan -o json`: compute, type, notes, the request's own display, then the plan."""
-        return {
-            "compute": self.job.target.name,
-            "type": self.kind,
-            "notes": list(self.notes),
-            **self.request.display(),
-            "plan": self.plan.to_dict(),
-        }
-
-
-@dataclass(frozen=True)
-class Observation:
-    """A live job's state as its engine (and its nodes' outcomes) tell it, in distrun's words.
-
-    status      the job's JobStatus now (terminal once the engine and every node are done)
-    reason      one line for the user ("" when there is nothing to say); for Queued, why it waits
-    root_cause  the process that failed first, across nodes (`NodeOutcome.root_cause`), when Failed
-    outcomes    the node outcomes read so far (their processes become the record's `processes`)
-    started_at  when the engine started the job (epoch s), if it says; None when unknown
-    ended_at    when the job ended (epoch s), for a terminal status; None to let the caller decide
-    attempts    with restarts: every attempt so far (`Attempt.to_dict`), the record's `attempts`; None: unchanged
-    """
-
-    status: JobStatus
-    reason: str = ""
-    root_cause: dict[str, Any] | None = None
-    outcomes: Sequence[NodeOutcome] = field(default_factory=tuple)
-    started_at: float | None = None
-    ended_at: float | None = None
-    attempts: list[dict[str, Any]] | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
 
 
 class Backend(ABC):
@@ -206,8 +131,6 @@ class Backend(ABC):
         request carries more than the job's files (Kubernetes: the code snapshot in its ConfigMap)
         overrides it so that the plan shows every byte submit would send.
         """
-        from distrun.submission import PreparedJob, bind
-
         spec = loaded.spec
         folder = layout.job(name)
         bindings = bind(loaded, spec, folder, materialize=False)
@@ -233,9 +156,7 @@ class Backend(ABC):
         `schedule`, then follow the per-rank log files while `observe` says the job is live
         (`distrun.backends.cluster.run_attached`). The local backend supervises in this process.
         """
-        from distrun.backends.cluster import run_attached
-
-        return run_attached(self, rendered, layout, out, color)
+        return cluster.run_attached(self, rendered, layout, out, color)
 
     # ------------------------------------------------------------ a job that was scheduled
 

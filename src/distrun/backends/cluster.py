@@ -13,7 +13,7 @@ import dataclasses
 import signal
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Protocol
 
 from distrun.agent.node_facts import NodeOutcome
 from distrun.errors import DistrunError
@@ -24,11 +24,29 @@ from distrun.report import execution_summary, stream_header
 from distrun.store.index import JobIndex, JobRecord
 
 if TYPE_CHECKING:
-    from distrun.backends.base import Backend, Observation, RenderedJob
+    from distrun.backends.values import Observation, RenderedJob
     from distrun.store.layout import Layout
 
 # How often `distrun run` asks the engine about a job it streams.
 POLL_S = 0.5
+
+
+class EngineBackend(Protocol):
+    """What the logic here asks of a backend: every `distrun.backends.base.Backend` is one.
+
+    Named by its calls, not imported: the contract's default `run_attached` is `run_attached` here.
+    """
+
+    engine: ClassVar[str]
+    cancel_command: ClassVar[str]
+
+    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord: ...
+
+    def observe(self, record: JobRecord, layout: Layout) -> Observation | None: ...
+
+    def cancel(self, record: JobRecord, layout: Layout) -> None: ...
+
+    def fetch_logs(self, record: JobRecord, layout: Layout) -> None: ...
 
 
 def first_failure(outcomes: Sequence[NodeOutcome]) -> NodeOutcome | None:
@@ -70,7 +88,7 @@ def record_changes(record: JobRecord, seen: Observation, now: float) -> dict[str
     return fields
 
 
-def refreshed(backend: Backend, record: JobRecord, layout: Layout) -> JobRecord:
+def refreshed(backend: EngineBackend, record: JobRecord, layout: Layout) -> JobRecord:
     """A live engine job's record brought up to date through `backend.observe` (and written down).
 
     An engine that does not answer changes nothing: the record stays as it was.
@@ -93,7 +111,9 @@ def refreshed(backend: Backend, record: JobRecord, layout: Layout) -> JobRecord:
     return record
 
 
-def run_attached(backend: Backend, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
+def run_attached(
+    backend: EngineBackend, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool
+) -> JobRecord:
     """`distrun run` on an engine: schedule, stream every rank's lines while it runs, summarize.
 
     Ctrl-C (or SIGTERM) cancels the job, as it cancels a local one, and the stream goes on
@@ -126,7 +146,7 @@ class EngineWatch:
     without leaving the log stream.
     """
 
-    def __init__(self, backend: Backend, layout: Layout, name: str, out: BinaryIO) -> None:
+    def __init__(self, backend: EngineBackend, layout: Layout, name: str, out: BinaryIO) -> None:
         self.backend = backend
         self.layout = layout
         self.index = JobIndex(layout.db_path)

@@ -33,7 +33,7 @@ from distrun.backends.base import Backend, Observation, RenderedJob
 from distrun.backends.job_launcher import acting_as_launcher
 from distrun.backends.local_gpus import probe_gpus
 from distrun.backends.ports import free_ports
-from distrun.backends.targets import ComputeTarget
+from distrun.compute import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.file_modes import open_append, write_file
 from distrun.job_status import JobStatus

@@ -1,36 +1,23 @@
-"""Compute type -> backend, loaded only when a job needs it. Adding a backend is one line here.
+"""Compute type -> backend, loaded only when a job needs it.
 
-Each entry names the module that defines `BACKEND` (an instance of `distrun.backends.base.Backend`;
-a backend package's `__init__`, or a module of it when the package must stay light to import) and
-the pip extra that brings its engine's client, if any. A backend whose package or engine
-library is missing from this install is reported with what to install, never with a traceback.
+The table (`BACKENDS`, one line per backend) is `distrun.compute`'s: each entry names the module
+that defines `BACKEND` (an instance of `distrun.backends.base.Backend`) and the pip extra that
+brings its engine's client, if any. A backend whose package or engine library is missing from
+this install is reported with what to install, never with a traceback.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from distrun.compute import BACKENDS, COMPUTE_TYPES, BackendEntry
 from distrun.errors import DistrunError
 
 if TYPE_CHECKING:
     from distrun.backends.base import Backend
 
-
-@dataclass(frozen=True)
-class BackendEntry:
-    module: str
-    extra: str | None = None  # `pip install 'distrun[<extra>]'` brings what it needs
-
-
-BACKENDS: dict[str, BackendEntry] = {
-    "local": BackendEntry("distrun.backends.local"),
-    "slurm": BackendEntry("distrun.backends.slurm.backend"),
-    "ray": BackendEntry("distrun.backends.ray.backend", extra="ray"),
-    "kubernetes": BackendEntry("distrun.backends.kubernetes.backend", extra="kubernetes"),
-}
-COMPUTE_TYPES = tuple(BACKENDS)
+__all__ = ["BACKENDS", "COMPUTE_TYPES", "BackendEntry", "backend_for"]
 
 _loaded: dict[str, Backend] = {}
 

@@ -1,112 +1,26 @@
-"""Compute targets: `local` (this machine) and the ones named in $DISTRUN_HOME/config.yaml.
-
-    compute:
-      hpc:
-        type: slurm
-        partition: debug
-
-A job says `compute: hpc` or Azure ML's `compute: azureml:hpc`; `--compute` overrides it.
-"""
+"""Compute targets, by their older name: they live in `distrun.compute`, below the backends
+(a prepared job names its target, and preparation comes before any backend)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from distrun.compute import (
+    INFRASTRUCTURE_TYPES,
+    LOCAL,
+    TARGET_TYPES,
+    ComputeTarget,
+    add_target,
+    read_targets,
+    resolve_target,
+    target_name,
+)
 
-from distrun.backends.registry import COMPUTE_TYPES
-from distrun.errors import DistrunError
-from distrun.file_modes import make_home
-
-LOCAL = "local"
-TARGET_TYPES = COMPUTE_TYPES  # whether this install can run a type is the registry's to say, when it is used
-
-
-@dataclass(frozen=True)
-class ComputeTarget:
-    name: str
-    type: str
-    settings: dict[str, Any] = field(default_factory=dict)
-
-
-def target_name(reference: str | None) -> str:
-    """`None`/`local` -> local; `azureml:NAME` -> NAME."""
-    if not reference:
-        return LOCAL
-    if reference.startswith("azureml:"):
-        reference = reference[len("azureml:") :]
-    return reference.strip() or LOCAL
-
-
-def read_targets(config_path: Path) -> dict[str, ComputeTarget]:
-    if not config_path.is_file():
-        return {}
-    from distrun.spec.yaml_source import read_yaml_file
-
-    data, smap = read_yaml_file(config_path)
-    section = (data or {}).get("compute") if isinstance(data, dict) else None
-    if section is None:
-        return {}
-    if not isinstance(section, dict):
-        raise DistrunError(f"{smap.find(('compute',))}: compute: expected a mapping of target names")
-    targets = {}
-    for name, body in section.items():
-        if not isinstance(body, dict) or body.get("type") not in TARGET_TYPES:
-            raise DistrunError(
-                f"{smap.find(('compute', name))}: compute.{name}: expected a mapping with type: "
-                + " | ".join(TARGET_TYPES)
-            )
-        settings = {k: v for k, v in body.items() if k != "type"}
-        targets[name] = ComputeTarget(name, body["type"], settings)
-    return targets
-
-
-# The seed draft's `compute: {infrastructure: k8s, target: NAME}` (or `type:`): which target type it means.
-INFRASTRUCTURE_TYPES = {"k8s": "kubernetes", "kubernetes": "kubernetes", "slurm": "slurm", "ray": "ray"}
-
-
-def resolve_target(reference: str | None, config_path: Path, infrastructure: str | None = None) -> ComputeTarget:
-    """The target a job names; `infrastructure` (the seed form's) must agree with its type."""
-    name = target_name(reference)
-    if name == LOCAL:
-        return ComputeTarget(LOCAL, LOCAL)
-    targets = read_targets(config_path)
-    wanted = INFRASTRUCTURE_TYPES.get(str(infrastructure).lower()) if infrastructure else None
-    if name not in targets:
-        known = ", ".join(["local", *sorted(targets)])
-        how = f"distrun compute create --name {name} --type {wanted}" if wanted else "distrun compute create"
-        if wanted == "kubernetes":
-            how += " --set context=CONTEXT --set namespace=NAMESPACE"
-        raise DistrunError(
-            f"unknown compute target {name!r}; known targets: {known}",
-            f"define it in {config_path} under `compute:` or with `{how}`",
-        )
-    target = targets[name]
-    if wanted and target.type != wanted:
-        raise DistrunError(
-            f"the job's compute says infrastructure {infrastructure} but target {name!r} is of type {target.type}",
-            f"point the job at a {wanted} target, or use --compute NAME",
-        )
-    return target
-
-
-def add_target(config_path: Path, name: str, kind: str, settings: dict[str, Any]) -> ComputeTarget:
-    """Add or replace one target in config.yaml, keeping the rest of the file."""
-    from ruamel.yaml import YAML
-
-    if kind not in TARGET_TYPES or kind == LOCAL:
-        raise DistrunError(f"unknown compute type {kind!r}", "use " + ", ".join(t for t in TARGET_TYPES if t != LOCAL))
-    if name == LOCAL or not name.replace("-", "").replace("_", "").isalnum():
-        raise DistrunError(f"compute name {name!r} is not allowed", "use letters, digits, - and _ (not 'local')")
-    yaml = YAML()
-    data: Any = {}
-    if config_path.is_file():
-        data = yaml.load(config_path.read_text(encoding="utf-8")) or {}
-    data.setdefault("compute", {})
-    data["compute"][name] = {"type": kind, **settings}
-    make_home(config_path.parent)
-    tmp = config_path.with_suffix(".yaml.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        yaml.dump(data, handle)
-    tmp.replace(config_path)
-    return ComputeTarget(name, kind, settings)
+__all__ = [
+    "INFRASTRUCTURE_TYPES",
+    "LOCAL",
+    "TARGET_TYPES",
+    "ComputeTarget",
+    "add_target",
+    "read_targets",
+    "resolve_target",
+    "target_name",
+]

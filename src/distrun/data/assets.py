@@ -64,28 +64,6 @@ def create_asset(home: Path, asset: DataAsset) -> DataAsset:
     return made
 
 
-def register_path(
-    home: Path, name: str, version: str, path: str, kind: str, description: str | None, cwd: Path
-) -> DataAsset:
-    """`data create`: check that `path` resolves (and is a folder or file as `kind` says), then record it.
-
-    A local path is kept absolute; a URI as written (resolved again when a job uses it).
-    """
-    from distrun.data.locations import input_location
-
-    location = input_location(path, cwd, home)
-    if location.url is None:
-        if location.path is None:
-            raise DistrunError(f"{path!r} is not a place distrun can read", "give a local path or a supported URI")
-        found = "uri_folder" if location.path.is_dir() else "uri_file" if location.path.exists() else None
-        if found is None:
-            raise DistrunError(f"{location.path} does not exist", "check the path")
-        if kind in ("uri_folder", "uri_file") and kind != found:
-            raise DistrunError(f"type {kind} but {location.path} is a {found.split('_')[1]}", f"use type {found}")
-    stored = str(location.path.resolve()) if location.path is not None and not path.startswith("azureml") else path
-    return create_asset(home, DataAsset(name, version, kind, stored, description))
-
-
 def list_assets(home: Path, name: str | None = None) -> list[DataAsset]:
     folder = assets_dir(home)
     if not folder.is_dir():

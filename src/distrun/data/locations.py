@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from distrun.data.remote_fs import FSSPEC_PLUGINS, fetch_remote, remote_fs_problem
 from distrun.errors import DistrunError
+from distrun.spec.paths import local_path
 from distrun.user_paths import expand_user
 
 _DATASTORE = re.compile(
@@ -29,19 +31,6 @@ _DATASTORE = re.compile(
 _JOB_OUTPUT = re.compile(r"^azureml://jobs/(?P<job>[^/]+)/outputs/(?P<out>[^/]+)/?(?:paths/(?P<sub>.*))?$")
 _ASSET = re.compile(r"^azureml:(?!//)(?P<name>[^:@/]+)(?::(?P<version>[^:@/]+)|@(?P<label>[^:@/]+))?$")
 HTTP_SCHEMES = ("http://", "https://")
-# fsspec protocol -> the package that provides it
-FSSPEC_PLUGINS = {
-    "s3": "s3fs",
-    "s3a": "s3fs",
-    "gs": "gcsfs",
-    "gcs": "gcsfs",
-    "wasbs": "adlfs",
-    "wasb": "adlfs",
-    "abfss": "adlfs",
-    "abfs": "adlfs",
-    "az": "adlfs",
-    "adl": "adlfs",
-}
 MAX_ASSET_DEPTH = 8
 
 
@@ -75,8 +64,6 @@ def input_location(text: str, base_dir: Path, home: Path, depth: int = 0) -> Loc
         return Location(url=text, origin=text)
     if scheme not in (None, "file"):
         return Location(origin=text)  # not a place distrun can read
-    from distrun.spec.checks import local_path
-
     return Location(local_path(base_dir, text), origin=text)
 
 
@@ -127,20 +114,6 @@ def _job_must_be_completed(home: Path, job: str, what: str) -> None:
         )
 
 
-def remote_fs_problem(scheme: str) -> None:
-    """A clear error, naming the package, when fsspec or the scheme's plugin is not installed."""
-    import importlib.util
-
-    plugin = FSSPEC_PLUGINS[scheme]
-    missing = [name for name in ("fsspec", plugin) if importlib.util.find_spec(name) is None]
-    if missing:
-        raise DistrunError(
-            f"{scheme}:// inputs are read through fsspec with {plugin}, which {'is' if len(missing) == 1 else 'are'} "
-            f"not installed ({', '.join(missing)})",
-            f"pip install {' '.join(missing)}" + (" (or pip install 'distrun[s3]')" if plugin == "s3fs" else ""),
-        )
-
-
 def output_location(path: str | None, output: str, job: str, home: Path) -> Path | None:
     """Where an output with a `path` is written; None: the job's own named-outputs folder.
 
@@ -184,6 +157,4 @@ def fetch_input(location: Location, home: Path, want_file: bool, materialize: bo
         from distrun.data.http_fetch import fetch_url
 
         return fetch_url(location.url, home, want_file, materialize, out)
-    from distrun.data.remote_fs import fetch_remote
-
     return fetch_remote(location.url, home, materialize, out)

@@ -17,9 +17,36 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distrun.console import say as _say
-from distrun.data.locations import FSSPEC_PLUGINS, remote_fs_problem
 from distrun.errors import DistrunError
 from distrun.file_modes import make_home
+
+# fsspec protocol -> the package that provides it
+FSSPEC_PLUGINS = {
+    "s3": "s3fs",
+    "s3a": "s3fs",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "wasbs": "adlfs",
+    "wasb": "adlfs",
+    "abfss": "adlfs",
+    "abfs": "adlfs",
+    "az": "adlfs",
+    "adl": "adlfs",
+}
+
+
+def remote_fs_problem(scheme: str) -> None:
+    """A clear error, naming the package, when fsspec or the scheme's plugin is not installed."""
+    import importlib.util
+
+    plugin = FSSPEC_PLUGINS[scheme]
+    missing = [name for name in ("fsspec", plugin) if importlib.util.find_spec(name) is None]
+    if missing:
+        raise DistrunError(
+            f"{scheme}:// inputs are read through fsspec with {plugin}, which {'is' if len(missing) == 1 else 'are'} "
+            f"not installed ({', '.join(missing)})",
+            f"pip install {' '.join(missing)}" + (" (or pip install 'distrun[s3]')" if plugin == "s3fs" else ""),
+        )
 
 
 def fetch_remote(url: str, home: Path, materialize: bool, out: TextIO | None = None) -> Path:

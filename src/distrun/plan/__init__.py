@@ -48,7 +48,7 @@ def task_port_count(job: JobSpec | PlanJob) -> int:
     """How many per-task ports a job needs besides MASTER_PORT (the backend finds them)."""
     job = plan_job(job)
     if job.distribution_type == "tensorflow":
-        from distrun.plan.tensorflow import task_count
+        from distrun.plan.tensorflow_tasks import task_count
 
         return task_count(job)  # one address:port per TF task, in cluster order
     if job.distribution_type == "ray":

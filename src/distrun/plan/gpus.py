@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from distrun.errors import DistrunError
 from distrun.plan.model import Placement
 from distrun.plan.plan_job import PlanJob
+from distrun.plan.tensorflow_tasks import layout, task_counts
 
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 ASK_KEY = "gpus_per_node"  # in resources.properties
@@ -70,8 +71,6 @@ def processes_per_node(job: PlanJob, node_count: int) -> int:
     """The most processes any node of the job runs (that each want a GPU of their own)."""
     kind = job.distribution_type
     if kind == "tensorflow":
-        from distrun.plan.tensorflow import layout, task_counts
-
         per_node = Counter(task.node_rank for task in layout(task_counts(job), node_count))
         return max(per_node.values(), default=0)
     return job.process_count_per_instance

@@ -19,53 +19,15 @@ worker 0 acts as chief, as in Azure ML, and the workers train until they exit.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 from distrun.errors import DistrunError
 from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
 from distrun.plan.gpus import slice_gpus
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec, tf_config
 from distrun.plan.plan_job import PlanJob
+from distrun.plan.tensorflow_tasks import ROLES, TensorFlowTask, is_auxiliary, layout, task_count, task_counts
 
-__all__ = ["plan_tensorflow", "tf_config"]
-
-ROLES = ("chief", "worker", "ps")  # TF_CONFIG's cluster order, and the port order
-
-
-@dataclass(frozen=True)
-class TensorFlowTask:
-    role: str  # chief | worker | ps
-    index: int  # index within the role, as in TF_CONFIG's task.index
-    sequence: int  # position in chief, workers, ps order: picks the port and the node
-    node_rank: int
-
-
-def task_counts(job: PlanJob) -> dict[str, int]:
-    """How many tasks of each role the job runs, in cluster order."""
-    dist = job.tensorflow
-    workers = dist.worker_count if dist.worker_count is not None else job.node_count
-    return {"chief": dist.chief_count, "worker": workers, "ps": dist.parameter_server_count}
-
-
-def task_count(job: PlanJob) -> int:
-    return sum(task_counts(job).values())
-
-
-def layout(counts: dict[str, int], node_count: int) -> list[TensorFlowTask]:
-    """Every task with its node: task k of the cluster-order sequence on node k % node_count."""
-    tasks = []
-    for role in ROLES:
-        for index in range(counts.get(role, 0)):
-            sequence = len(tasks)
-            tasks.append(TensorFlowTask(role, index, sequence, sequence % node_count))
-    return tasks
-
-
-def is_auxiliary(role: str, counts: dict[str, int]) -> bool:
-    """Tasks that serve until stopped: parameter servers; workers too under a chief with ps."""
-    if role == "ps":
-        return True
-    return role == "worker" and counts["chief"] > 0 and counts["ps"] > 0
+__all__ = ["is_auxiliary", "layout", "plan_tensorflow", "task_count", "task_counts", "tf_config"]
 
 
 def log_name(task: TensorFlowTask, same_role_on_node: int) -> str:

@@ -4,15 +4,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from distrun.sdk.notices import Recorded, note_ignored
 from distrun.sdk.plain import path_text, present
 
 if TYPE_CHECKING:
     from distrun.data.assets import DataAsset
-    from distrun.sdk.client import MLClient
     from distrun.sdk.job_settings import Environment
+    from distrun.store.layout import Layout
+
+
+class _Client(Protocol):
+    """What the operations here use of their `MLClient` (which creates them): its DISTRUN_HOME."""
+
+    @property
+    def layout(self) -> Layout: ...
 
 
 class Data(Recorded):
@@ -53,12 +60,12 @@ def _data_of(asset: DataAsset) -> Data:
 class DataOperations:
     """`MLClient.data`: create_or_update, get, list."""
 
-    def __init__(self, client: MLClient) -> None:
+    def __init__(self, client: _Client) -> None:
         self._client = client
 
     def create_or_update(self, data: Data, **kwargs: Any) -> Data:
         """Register a version (the next number when `version` is None); a local path is kept absolute."""
-        from distrun.data.assets import register_path
+        from distrun.data.register import register_path
         from distrun.errors import DistrunError
 
         note_ignored("data.create_or_update", kwargs)
@@ -85,7 +92,7 @@ class EnvironmentOperations:
     """`MLClient.environments`: create_or_update names the environment in config.yaml; jobs then
     use `azureml:NAME@latest` (or `NAME:VERSION`) and run in it."""
 
-    def __init__(self, client: MLClient) -> None:
+    def __init__(self, client: _Client) -> None:
         self._client = client
 
     def create_or_update(self, environment: Environment, **kwargs: Any) -> Environment:

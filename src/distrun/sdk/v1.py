@@ -107,7 +107,7 @@ class Workspace(Recorded):
     @property
     def compute_targets(self) -> dict[str, str]:
         """The compute targets distrun knows: `local` and those in $DISTRUN_HOME/config.yaml."""
-        from distrun.backends.targets import read_targets
+        from distrun.compute import read_targets
 
         return {"local": "local", **{name: name for name in read_targets(Layout().config_path)}}
 

@@ -13,9 +13,7 @@ from pathlib import Path
 from distrun.errors import DistrunError, Position, Problem
 from distrun.spec import models
 from distrun.spec.command_template import references
-from distrun.user_paths import expand_user
-
-REMOTE_SCHEMES = ("azureml:", "https://", "http://", "wasbs://", "abfss://", "adl://", "s3://", "gs://")
+from distrun.spec.paths import local_path
 
 PositionOf = Callable[..., Position]
 
@@ -224,16 +222,6 @@ def reference_problems(
 
 # Input modes whose data distrun copies into the job folder (submission.COPY_MODES).
 COPIED_MODES = ("download", "eval_download")
-
-
-def local_path(base_dir: Path, text: str) -> Path | None:
-    """A local path or file:// URL resolved against the job's folder; None for remote URIs."""
-    if text.startswith("file://"):
-        text = text[len("file://") :]
-    elif text.startswith(REMOTE_SCHEMES) or "://" in text:
-        return None
-    path = expand_user(Path(text))
-    return path if path.is_absolute() else (base_dir / path)
 
 
 _FETCHED = Path("/dev/null/fetched")  # stands for "remote: fetched when the job starts"

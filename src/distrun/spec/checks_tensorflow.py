@@ -12,8 +12,8 @@ from distrun.errors import Problem
 from distrun.spec import models
 from distrun.spec.checks import env_name_problems
 
-if TYPE_CHECKING:  # the loader imports this module to run the checks
-    from distrun.spec.loader import LoadedJob
+if TYPE_CHECKING:
+    from distrun.spec.loaded import LoadedJob
 
 # A parameter server per worker is already generous; beyond this many per training task the
 # count is almost surely a typo (and each one is a process that holds a port and memory).

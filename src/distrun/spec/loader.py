@@ -8,33 +8,23 @@ reported together, and nothing runs while there is one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import Position, Problem, ValidationError
-from distrun.spec import checks, models
-from distrun.spec.checks import REMOTE_SCHEMES
+from distrun.errors import Problem, ValidationError
+from distrun.spec import checks, models, paths
+from distrun.spec.checks_tensorflow import tensorflow_problems
 from distrun.spec.job_kind import not_a_command_job
+from distrun.spec.loaded import LoadedJob
 from distrun.spec.model_errors import translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import apply_overrides
+from distrun.spec.paths import REMOTE_SCHEMES
 from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import SourceMap
 from distrun.spec.yaml_source import read_yaml_file
 
 __all__ = ["REMOTE_SCHEMES", "LoadedJob", "load_job_data", "load_job_file", "local_path", "semantic_problems"]
-
-
-@dataclass
-class LoadedJob:
-    spec: models.JobSpec
-    base_dir: Path  # relative paths in the job resolve against this folder
-    source: str  # the job file, or "<python>" for SDK-built jobs
-    source_map: SourceMap
-
-    def position(self, *path: str | int) -> Position:
-        return self.source_map.find(tuple(path))
 
 
 def load_job_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedJob:
@@ -103,11 +93,9 @@ def _kind_name(value: Any) -> str:
 def semantic_problems(job: LoadedJob) -> list[Problem]:
     """Problems of a schema-valid job: undefined references, reserved variables, missing paths,
     and the rules of its distribution type."""
-    from distrun.spec.checks_tensorflow import tensorflow_problems  # imports LoadedJob from here
-
     return [*checks.semantic_problems(job.spec, job.base_dir, job.position), *tensorflow_problems(job)]
 
 
 def local_path(job: LoadedJob, text: str) -> Path | None:
     """A local path or file:// URL resolved against the job's folder; None for remote URIs."""
-    return checks.local_path(job.base_dir, text)
+    return paths.local_path(job.base_dir, text)

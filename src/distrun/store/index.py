@@ -280,7 +280,7 @@ class JobIndex:
         if record.compute == "local":
             # Its watchdog may have been killed too (by a job that hunted it down): whatever
             # the job left running goes now, before anyone is told the job has ended.
-            from distrun.agent.watchdog import sweep_launch
+            from distrun.launch_sweep import sweep_launch
 
             sweep_launch(f"{record.name}-{record.launcher_pid}")
         return self.get(record.name)

@@ -35,7 +35,7 @@ from distrun.backends.kubernetes.render import KubernetesRequest, render_request
 from distrun.backends.kubernetes.state import JobState, job_state, pod_view, termination_outcome
 from distrun.backends.kubernetes.target import KubernetesTarget
 from distrun.backends.submission_failure import recorded_as_not_submitted
-from distrun.backends.targets import ComputeTarget, resolve_target
+from distrun.compute import ComputeTarget, resolve_target
 from distrun.errors import DistrunError
 from distrun.file_modes import write_file
 from distrun.job_status import JobStatus

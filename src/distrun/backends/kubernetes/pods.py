@@ -167,7 +167,7 @@ def build_layout(
     roles: list[PodRole]
     if isinstance(dist, TensorFlowDistribution):
         from distrun.plan.plan_job import PlanJob
-        from distrun.plan.tensorflow import is_auxiliary, task_counts
+        from distrun.plan.tensorflow_tasks import is_auxiliary, task_counts
 
         counts = task_counts(PlanJob.of(job))
         ps = dist.parameter_server

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, ClassVar
 from distrun.backends.base import Backend, Observation, RenderedJob
 from distrun.backends.ray.placement import PlacementRequest, placement_request
 from distrun.backends.ray.target import RayTarget
-from distrun.backends.targets import ComputeTarget
+from distrun.compute import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement

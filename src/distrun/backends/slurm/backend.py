@@ -30,7 +30,7 @@ from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import JobState, distrun_status, job_state, read_canceled_at
 from distrun.backends.slurm.target import SlurmTarget, pinned_master_port, slurm_time_limit
 from distrun.backends.submission_failure import recorded_as_not_submitted
-from distrun.backends.targets import ComputeTarget, resolve_target
+from distrun.compute import ComputeTarget, resolve_target
 from distrun.file_modes import write_file
 from distrun.job_status import JobStatus
 from distrun.json_encoding import compact_json

@@ -15,7 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+# `slurm_states`, not `state`: the node agent uses this client for the allocation's hosts, and
+# `state` brings the job record's and the tracking store's modules (10 ms a node).
+from distrun.backends.slurm.slurm_states import distrun_status
 from distrun.errors import DistrunError
+from distrun.job_status import TERMINAL_STATUSES, JobStatus
 
 COMMAND_TIMEOUT_S = 60.0
 
@@ -156,11 +160,6 @@ class SlurmClient:
             raise SlurmUnavailableError(
                 f"could not read Slurm job {job_id}: {_one_line(text)}", "check `scontrol ping`"
             )
-        # Imported here, not at the top: the node agent uses this client for the allocation's hosts,
-        # and `state` brings the job record's and the tracking store's modules (10 ms a node).
-        from distrun.backends.slurm.state import TERMINAL, distrun_status
-        from distrun.job_status import JobStatus
-
         fields = parse_scontrol_line(out.stdout.strip().splitlines()[0] if out.stdout.strip() else "")
         state = fields.get("JobState")
         return SlurmJobInfo(
@@ -170,7 +169,7 @@ class SlurmClient:
             exit_code=fields.get("ExitCode", ""),
             node_list=fields.get("NodeList", ""),
             start_time=slurm_time(fields.get("StartTime")) if distrun_status(state) != JobStatus.QUEUED else None,
-            end_time=slurm_time(fields.get("EndTime")) if distrun_status(state) in TERMINAL else None,
+            end_time=slurm_time(fields.get("EndTime")) if distrun_status(state) in TERMINAL_STATUSES else None,
             fields=fields,
         )
 

@@ -6,7 +6,6 @@ outcomes say which rank failed first, across nodes, by wall clock (`cluster.firs
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -14,43 +13,27 @@ from typing import TYPE_CHECKING, Any
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
+from distrun.backends.slurm.slurm_states import SLURM_STATES, distrun_status, slurm_word
 from distrun.job_status import TERMINAL_STATUSES, JobStatus
 
 if TYPE_CHECKING:
     from distrun.backends.slurm.client import SlurmJobInfo
 
-__all__ = ["TERMINAL", "JobState", "distrun_status", "first_failure", "job_state", "read_canceled_at", "slurm_word"]
+__all__ = [
+    "SLURM_STATES",
+    "TERMINAL",
+    "JobState",
+    "distrun_status",
+    "first_failure",
+    "job_state",
+    "read_canceled_at",
+    "slurm_word",
+]
 
 # After Slurm ended a job, how long to wait for node outcomes to appear on the shared filesystem.
 OUTCOME_WAIT_S = 15.0
 
 
-SLURM_STATES: dict[str, JobStatus] = {
-    "PENDING": JobStatus.QUEUED,
-    "REQUEUED": JobStatus.QUEUED,
-    "REQUEUE_HOLD": JobStatus.QUEUED,
-    "REQUEUE_FED": JobStatus.QUEUED,
-    "RESV_DEL_HOLD": JobStatus.QUEUED,
-    "CONFIGURING": JobStatus.STARTING,
-    "RUNNING": JobStatus.RUNNING,
-    "RESIZING": JobStatus.RUNNING,
-    "SIGNALING": JobStatus.RUNNING,
-    "STAGE_OUT": JobStatus.FINALIZING,
-    "COMPLETING": JobStatus.FINALIZING,
-    "SUSPENDED": JobStatus.PAUSED,
-    "STOPPED": JobStatus.PAUSED,
-    "COMPLETED": JobStatus.COMPLETED,
-    "CANCELLED": JobStatus.CANCELED,
-    "FAILED": JobStatus.FAILED,
-    "TIMEOUT": JobStatus.FAILED,
-    "NODE_FAIL": JobStatus.FAILED,
-    "OUT_OF_MEMORY": JobStatus.FAILED,
-    "BOOT_FAIL": JobStatus.FAILED,
-    "DEADLINE": JobStatus.FAILED,
-    "PREEMPTED": JobStatus.FAILED,
-    "SPECIAL_EXIT": JobStatus.FAILED,
-    "REVOKED": JobStatus.CANCELED,
-}
 TERMINAL = TERMINAL_STATUSES
 SLURM_FAILURE_REASONS = {
     "TIMEOUT": "Slurm's time limit was reached",
@@ -60,18 +43,6 @@ SLURM_FAILURE_REASONS = {
     "DEADLINE": "the job reached its Slurm deadline",
     "PREEMPTED": "Slurm preempted the job",
 }
-
-
-def slurm_word(slurm_state: str | None) -> str | None:
-    """The state word: scontrol and squeue may add flags ("CANCELLED by 0", "RUNNING+")."""
-    if not slurm_state:
-        return None
-    return re.split(r"[^A-Z_]", slurm_state.upper(), maxsplit=1)[0]
-
-
-def distrun_status(slurm_state: str | None) -> JobStatus:
-    word = slurm_word(slurm_state)
-    return JobStatus.UNKNOWN if word is None else SLURM_STATES.get(word, JobStatus.UNKNOWN)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,42 @@
+"""`distrun metrics NAME [--follow]`: a job's metric points, printed as they come until it ends."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from distrun.errors import DistrunError
+from distrun.jobs import get_job
+from distrun.metrics.history import metric_history
+from distrun.metrics.printing import point_line
+from distrun.metrics.tracking import read_tracked_run
+from distrun.store.layout import Layout
+
+POLL_SECONDS = 1.0
+
+
+def print_metrics(layout: Layout, name: str, follow: bool) -> None:
+    record = get_job(layout, name)
+    run = read_tracked_run(layout.job(record.name))
+    if run is None:
+        raise DistrunError(
+            f"job {record.name} has no metrics: it ran without MLflow",
+            'install it (pip install "distrun[mlflow]") and later jobs get a run; mlflow.log_metric then lands there',
+        )
+    print(f"# MLflow run {run.run_id} (experiment {run.experiment_name}) at {run.tracking_uri}", flush=True)
+    seen: set[tuple[str, int, float, float]] = set()
+    while True:
+        ended = get_job(layout, record.name).terminal  # read first: points logged before the end are printed
+        fresh = []
+        for metric, points in metric_history(run).items():
+            for point in points:
+                key = (metric, point.step, point.timestamp, point.value)
+                if key not in seen:
+                    seen.add(key)
+                    fresh.append((point.timestamp, metric, point))
+        for _, metric, point in sorted(fresh, key=lambda item: (item[0], item[1], item[2].step)):
+            sys.stdout.write(point_line(metric, point) + "\n")
+        sys.stdout.flush()
+        if not follow or ended:
+            return
+        time.sleep(POLL_SECONDS)

@@ -1,0 +1,27 @@
+"""A job as the loader gives it: the validated `JobSpec` and where its file and keys are.
+
+Its own module, below the loader and its checks (`distrun.spec.loader` gives the same name),
+so that a check can name it and what takes a loaded job need not import the loader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from distrun.errors import Position
+from distrun.spec import models
+from distrun.spec.source_map import SourceMap
+
+__all__ = ["LoadedJob"]
+
+
+@dataclass
+class LoadedJob:
+    spec: models.JobSpec
+    base_dir: Path  # relative paths in the job resolve against this folder
+    source: str  # the job file, or "<python>" for SDK-built jobs
+    source_map: SourceMap
+
+    def position(self, *path: str | int) -> Position:
+        return self.source_map.find(tuple(path))
