@@ -1,12 +1,15 @@
 """A job's status, in Azure ML's words: the one vocabulary of the store, the agent, the backends and the faces.
 
-A module of its own that imports nothing, so that the store (at the bottom) and the node agent
-(which runs on cluster nodes) can use it without importing the layers above them.
+A module of its own that imports nothing of distrun, so that the store (at the bottom) and the
+node agent (which runs on cluster nodes) can use it without importing the layers above them.
+`JobState` is what a backend reads of a job from its engine, in that vocabulary.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 
 class JobStatus(str, Enum):
@@ -49,3 +52,27 @@ class JobStatus(str, Enum):
 
 
 TERMINAL_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.PREEMPTED})
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job's state as a backend reads it from its engine and its nodes' outcomes. Pure data.
+
+    status          the job's status now
+    reason          one line for the user ("" when there is nothing to say)
+    root_cause      the process that failed first, across nodes, when one did
+    processes       the processes' outcomes known so far (the record's `processes` once it ends)
+    stop_the_rest   the status is decided while part of the job still runs (the gang after a
+                    failure or a cancel, helpers such as parameter servers after success): the
+                    backend must end that part, and the job is terminal only once it has
+    """
+
+    status: JobStatus
+    reason: str = ""
+    root_cause: dict[str, Any] | None = None
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    stop_the_rest: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES and not self.stop_the_rest

@@ -1,9 +1,11 @@
 """Restarts and preemptions: whether a job that ended runs again, as attempt k+1 under the same name.
 
-Pure and engine-free, shared by every backend (the local supervisor between gangs, a cluster
-backend's node side or its observe): a backend runs attempts, and after each asks `decide`
-with every attempt so far. The whole gang restarts, never one rank: every rank was stopped
-before an attempt counts as ended.
+Engine-free, shared by every backend (the local supervisor between gangs, a cluster backend's
+node side or its observe): a backend runs attempts, and after each asks `decide` (pure) with
+every attempt so far. The whole gang restarts, never one rank: every rank was stopped before an
+attempt counts as ended. The attempts' bookkeeping is here too, the same on every engine:
+`keep_attempt` sets an ended attempt aside before the next one starts (its logs to
+user_logs/attempt_<k>/), and `Attempt.from_dict` reads one back as the record lists it.
 
     limits.max_restarts          restarts after a failure (default 0: none)
     limits.max_preemptions       restarts after a preemption; default unlimited when
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from distrun.attempt_logs import ATTEMPT_PREFIX, keep_attempt_logs, moved_root_cause
 from distrun.job_status import JobStatus
 
 if TYPE_CHECKING:
@@ -82,6 +86,48 @@ class Attempt:
         data["status"] = str(self.status)
         data.pop("processes")  # the record's `processes` are the last attempt's
         return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Attempt:
+        """An attempt as `to_dict` wrote it (the record's `attempts`, slurm/attempts.json), read back."""
+        return cls(
+            attempt=int(data.get("attempt", 0)),
+            status=JobStatus(data.get("status", JobStatus.FAILED)),
+            reason=str(data.get("reason", "")),
+            root_cause=data.get("root_cause"),
+            started_at=data.get("started_at"),
+            ended_at=data.get("ended_at"),
+            logs=str(data.get("logs", "user_logs")),
+            restarted=bool(data.get("restarted", False)),
+        )
+
+
+def kept_logs(attempt: int) -> str:
+    """Where a restarted attempt's logs are, relative to the job folder (its `Attempt.logs`)."""
+    return f"user_logs/{ATTEMPT_PREFIX}{attempt}"
+
+
+def keep_logs(user_logs: Path, attempt: int) -> Path | None:
+    """Attempt `attempt`'s logs out of the job folder's user_logs/ into `kept_logs(attempt)`, which
+    is returned: the next attempt starts with an empty user_logs/. None without a user_logs/."""
+    if not user_logs.is_dir():
+        return None
+    return keep_attempt_logs(user_logs, attempt)
+
+
+def keep_attempt(attempt: Attempt, user_logs: Path) -> None:
+    """Before the next attempt starts: `attempt` is marked restarted, and its logs move aside
+    (`keep_logs`), the record pointing at their new place (its root cause's log too).
+
+    `user_logs` is the job folder's user_logs/. An OSError while moving the logs is raised with
+    the attempt already marked restarted and its `logs` and root cause as they were.
+    """
+    attempt.restarted = True
+    target = keep_logs(user_logs, attempt.attempt)
+    if target is None:
+        return
+    attempt.logs = kept_logs(attempt.attempt)
+    attempt.root_cause = moved_root_cause(attempt.root_cause, user_logs, target)
 
 
 @dataclass(frozen=True)

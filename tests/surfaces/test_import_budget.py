@@ -286,6 +286,8 @@ def test_ray_node_check_catches_the_backend(tmp_path: Path) -> None:
 K8S_POD_FORBIDDEN = (
     "distrun.backends.kubernetes.backend",
     "distrun.backends.kubernetes.client",
+    "distrun.backends.kubernetes.cluster",
+    "distrun.backends.kubernetes.observe",
     "distrun.backends.base",
     "distrun.submission",
     "distrun.store.index",

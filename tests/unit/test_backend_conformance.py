@@ -24,13 +24,13 @@ from pydantic import BaseModel
 from distrun.agent.outcome import GangResult
 from distrun.backends.base import Backend, RenderedJob
 from distrun.backends.kubernetes.state import PodView, job_state
-from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.backends.local import record_result
 from distrun.backends.ray.driver import merged_end, record_end
-from distrun.backends.ray.target import RayTarget
+from distrun.backends.ray.target import RaySettings
 from distrun.backends.registry import BACKENDS, backend_for
 from distrun.backends.slurm.state import SLURM_STATES, distrun_status
-from distrun.backends.slurm.target import SlurmTarget
+from distrun.backends.slurm.target import SlurmSettings
 from distrun.backends.targets import resolve_target
 from distrun.errors import DistrunError
 from distrun.job_status import JobStatus
@@ -482,7 +482,7 @@ def test_the_table_has_every_state_word_slurm_is_mapped_from() -> None:
             "slurm",
             {"partiton": "debug", "cpus_per_node": 0},
             ("unknown setting 'partiton' (did you mean 'partition'?)", "cpus_per_node: "),
-            SlurmTarget,
+            SlurmSettings,
             None,
             id="slurm",
         ),
@@ -490,7 +490,7 @@ def test_the_table_has_every_state_word_slurm_is_mapped_from() -> None:
             "ray",
             {"address": "10.0.0.5", "placement_timout": 5},
             ("unknown setting 'placement_timout' (did you mean 'placement_timeout'?)", "not a Ray address"),
-            RayTarget,
+            RaySettings,
             None,
             id="ray",
         ),
@@ -498,7 +498,7 @@ def test_the_table_has_every_state_word_slurm_is_mapped_from() -> None:
             "kubernetes",
             {"namespce": "ml", "namespace": "Not_A_Label"},
             ("unknown setting 'namespce' (did you mean 'namespace'?)", "namespace: "),
-            KubernetesTarget,
+            KubernetesSettings,
             None,
             id="kubernetes",
         ),

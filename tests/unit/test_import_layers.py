@@ -60,10 +60,11 @@ LAYERS = {
     # 1 spec: what a job says (models, YAML with positions, older forms, overrides) and config.yaml's sections.
     "distrun.spec": 1,
     "distrun.config_sections": 1,
-    # 2 plan: pure planning, and the restart policy the plans and backends share.
+    # 2 plan: pure planning, and the restart policy the plans and backends share (with its attempts' logs).
     "distrun.plan": 2,
     "distrun.plan_text": 2,
     "distrun.restarts": 2,
+    "distrun.attempt_logs": 2,
     # 3 store: the job folder layout and the job index.
     "distrun.store": 3,
     # 4 what a job uses and leaves: data, environments, metrics; a record in words (report).

@@ -212,9 +212,9 @@ def test_code_over_the_configmap_limit_says_to_use_the_image(tmp_path: Path) -> 
 def test_target_settings_in_their_text_forms_are_accepted() -> None:
     """As `compute create --set K=V` gives them: lists comma-separated, mappings as JSON text.
     (A wrong or misspelled setting: tests/unit/test_backend_conformance.py.)"""
-    from distrun.backends.kubernetes.backend import validate_settings
+    from distrun.backends.kubernetes.backend import BACKEND
 
-    validate_settings(
+    BACKEND.validate_settings(
         "c",
         {
             "context": "aks",
@@ -298,8 +298,8 @@ def test_plan_with_jobset_auto_says_which_form_it_shows(tmp_path: Path) -> None:
 def test_the_text_plan_lists_the_files_in_the_configmap_and_yaml_keeps_every_byte(tmp_path: Path) -> None:
     import base64
 
-    from distrun.backends.kubernetes.backend import objects_yaml
     from distrun.backends.kubernetes.bundle import unpack
+    from distrun.backends.kubernetes.display import objects_yaml
 
     rendered = render(REPO / "examples" / "pytorch-ddp" / "job.yml", tmp_path)
     configmap = rendered["objects"][0]

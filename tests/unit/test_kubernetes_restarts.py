@@ -14,7 +14,7 @@ from distrun.backends.kubernetes.attempts import current_attempt, preemption_res
 from distrun.backends.kubernetes.backend import preview
 from distrun.backends.kubernetes.pod_agent import pod_exit_code, restart_attempt, with_restart_count
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
-from distrun.backends.kubernetes.state import PodView, job_state
+from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state
 from distrun.backends.targets import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.job_status import JobStatus
@@ -124,17 +124,24 @@ LAYOUT = PodLayout("job", True, (PodRole("worker", 2, 0, "img"),))
 POLICY = RestartPolicy(max_restarts=2, no_restart_exit_codes=frozenset({3}))
 
 
-def failed(pod_attempt: int, code: int, at: float = 100.0) -> dict:
+def failed(pod_attempt: int, code: int, at: float = 100.0) -> PodOutcome:
     root = {"name": "rank_1", "reason": f"rank_1 exited with code {code}", "exit_code": code}
-    return {"status": "Failed", "failed_at": at, "root_cause": root, "attempt": pod_attempt, "started_at": at - 5}
+    return PodOutcome.kept(
+        {"status": "Failed", "failed_at": at, "root_cause": root, "attempt": pod_attempt, "started_at": at - 5}
+    )
+
+
+def ended(status: str, pod_attempt: int) -> PodOutcome:
+    """An outcome as kept from a termination message: its status and attempt only."""
+    return PodOutcome.kept({"status": status, "attempt": pod_attempt})
 
 
 def pod(name: str, phase: str, attempt: int) -> PodView:
     return PodView(name=name, role="worker", index=0, phase=phase, node_name="n", attempt=attempt)
 
 
-def follow(views: list[PodView], outcomes: dict, current: int, active: bool = True):
-    mine = {p: o for p, o in outcomes.items() if o.get("attempt", 0) == current}
+def follow(views: list[PodView], outcomes: dict[str, PodOutcome], current: int, active: bool = True):
+    mine = {p: o for p, o in outcomes.items() if o.attempt == current}
     state = job_state(LAYOUT, [v for v in views if v.attempt == current], mine)
     live = any(v.phase in ("Pending", "Running") for v in views)
     return with_restarts(state, LAYOUT, POLICY, outcomes, current, jobset_active=active, live=live)
@@ -154,8 +161,8 @@ def test_restarted_attempts_are_listed_with_their_root_cause_and_the_last_one_co
     assert current_attempt(jobset, views) == 1 and current_attempt(None, [pod("e", "Pending", 2)]) == 2
     outcomes = {
         "a": failed(0, 1),
-        "b": {"status": "Canceled", "attempt": 0},
-        "c": {"status": "Completed", "attempt": 1},
+        "b": ended("Canceled", 0),
+        "c": ended("Completed", 1),
     }
     state, attempts = follow(views, outcomes, 1)
     assert state.status == "Completed"
@@ -179,7 +186,7 @@ def test_the_last_allowed_failure_or_a_no_restart_code_ends_the_job() -> None:
 
 
 def test_an_attempt_whose_pod_was_stopped_from_outside_is_a_preemption() -> None:
-    stopped = {"a": {"status": "Canceled", "attempt": 0}}  # its agent ended its ranks on SIGTERM
+    stopped = {"a": ended("Canceled", 0)}  # its agent ended its ranks on SIGTERM
     state, attempts = follow([pod("b", "Running", 1)], stopped, 1)
     assert state.status == "Running" and state.reason.startswith("attempt 1")
     (first,) = attempts

@@ -7,10 +7,13 @@ tests/unit/test_backend_conformance.py; here, what only Kubernetes has: roles, r
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from distrun.backends.kubernetes.collect import keep_outcome, read_outcomes
+from distrun.backends.kubernetes.job_files import K8sPaths
 from distrun.backends.kubernetes.pod_agent import TERMINATION_LIMIT, compact
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
-from distrun.backends.kubernetes.state import PodView, job_state, pod_view
+from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state, pod_view
 
 TF = PodLayout(
     "tf",
@@ -42,18 +45,12 @@ def test_unschedulable_pods_keep_the_job_queued_with_the_schedulers_message() ->
 
 
 def test_the_earliest_failure_is_the_root_cause_and_the_rest_is_stopped() -> None:
-    early = {
-        "status": "Failed",
-        "failed_at": 10.0,
-        "node_name": "n1",
-        "root_cause": {"name": "worker_1", "reason": "r1"},
-    }
-    late = {
-        "status": "Failed",
-        "failed_at": 12.0,
-        "node_name": "n2",
-        "root_cause": {"name": "worker_0", "reason": "r0"},
-    }
+    early = PodOutcome.kept(
+        {"status": "Failed", "failed_at": 10.0, "node_name": "n1", "root_cause": {"name": "worker_1", "reason": "r1"}}
+    )
+    late = PodOutcome.kept(
+        {"status": "Failed", "failed_at": 12.0, "node_name": "n2", "root_cause": {"name": "worker_0", "reason": "r0"}}
+    )
     pods = [view("w0", "worker", "Failed"), view("w1", "worker", "Failed"), view("ps", "ps", "Running")]
     state = job_state(TF, pods, {"w0": late, "w1": early})
     assert state.status == "Failed" and state.root_cause is not None
@@ -93,3 +90,18 @@ def test_termination_message_fits_kubernetes_limit_and_keeps_the_traceback_end()
     assert len(text.encode()) <= TERMINATION_LIMIT
     data = json.loads(text)
     assert "processes" not in data and data["root_cause"]["traceback"].endswith("ValueError: the end")
+
+
+def test_kept_outcomes_read_back_as_node_outcomes_with_their_pods_node_and_attempt(tmp_path: Path) -> None:
+    paths = K8sPaths(tmp_path)
+    report = {"node_rank": 1, "status": "Failed", "reason": "rank 3 failed", "pod": "w1", "node": "gpu-7"}
+    keep_outcome(paths, "w1", report, attempt=2)
+    keep_outcome(paths, "w0", {"status": "Completed"})  # a report without a node rank
+    (paths.outcomes / "broken.json").write_text("[1, 2]")
+    on_disk = json.loads((paths.outcomes / "w1.json").read_text())
+    assert on_disk == {**report, "attempt": 2}  # the file keeps the report as it came, plus its attempt
+    outcomes = read_outcomes(paths)
+    assert sorted(outcomes) == ["w0", "w1"]
+    w1, w0 = outcomes["w1"], outcomes["w0"]
+    assert (w1.node_rank, w1.status, w1.node, w1.attempt) == (1, "Failed", "gpu-7", 2)
+    assert (w0.node_rank, w0.status, w0.node, w0.attempt) == (-1, "Completed", "", 0)

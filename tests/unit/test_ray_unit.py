@@ -9,7 +9,7 @@ import pytest
 from distrun.backends.ray.driver import merged_end
 from distrun.backends.ray.node_agent import rank_base_env, rebased
 from distrun.backends.ray.placement import RayNodeFree, placement_request, unplaceable_hint, unplaceable_message
-from distrun.backends.ray.target import RayTarget
+from distrun.backends.ray.target import RaySettings
 from distrun.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, Placement
@@ -29,17 +29,17 @@ def job(**extra: object) -> JobSpec:
 
 @pytest.mark.parametrize("address", ["10.0.0.5:6379", "auto", "ray://head:10001"])
 def test_target_addresses(address: str) -> None:
-    assert RayTarget.from_settings("rc", {"address": address}).address == address
+    assert RaySettings.from_settings("rc", {"address": address}).address == address
 
 
 def test_a_target_without_an_address_says_to_set_it() -> None:
     # A wrong address and a misspelled setting: tests/unit/test_backend_conformance.py.
     with pytest.raises(DistrunError, match="'address' is missing"):
-        RayTarget.from_settings("rc", {})
+        RaySettings.from_settings("rc", {})
 
 
 def test_one_strict_spread_bundle_per_node_job_resources_win() -> None:
-    target = RayTarget.from_settings("rc", {"address": "auto", "cpus_per_node": 2, "gpus_per_node": 1})
+    target = RaySettings.from_settings("rc", {"address": "auto", "cpus_per_node": 2, "gpus_per_node": 1})
     request = placement_request(job(), target, "calm_otter_1")
     assert request.to_dict() == {
         "name": "distrun-calm_otter_1",
@@ -54,7 +54,7 @@ def test_one_strict_spread_bundle_per_node_job_resources_win() -> None:
 
 
 def test_unplaceable_error_says_what_was_asked_and_what_each_node_has_free() -> None:
-    request = placement_request(job(), RayTarget.from_settings("rc", {"address": "auto"}), "j")
+    request = placement_request(job(), RaySettings.from_settings("rc", {"address": "auto"}), "j")
     nodes = [
         RayNodeFree("10.0.0.5", "a" * 40, {"CPU": 2.0, "node0": 1.0}, {"CPU": 0.5}),
         RayNodeFree("10.0.0.6", "b" * 40, {"CPU": 2.0}, {"CPU": 2.0}),
@@ -127,9 +127,10 @@ def test_first_failure_across_nodes_is_the_root_cause() -> None:
     }
     later = {"status": "Failed", "reason": "later", "failed_at": 11.0, "processes": []}
     end = merged_end([victim, later, cause], None, "/home/u/jobs/j/user_logs")
-    assert end["status"] == "Failed" and end["reason"] == "rank 3 on node 1 exited with code 1"
-    assert end["root_cause"]["log"] == "/home/u/jobs/j/user_logs/std_log_process_03.txt"
-    assert end["processes"][0]["log"] == "/home/u/jobs/j/user_logs/std_log_process_00.txt"
+    assert end.status == "Failed" and end.reason == "rank 3 on node 1 exited with code 1"
+    assert end.root_cause is not None
+    assert end.root_cause["log"] == "/home/u/jobs/j/user_logs/std_log_process_03.txt"
+    assert end.processes[0]["log"] == "/home/u/jobs/j/user_logs/std_log_process_00.txt"
     # Which status each kind of end is: the state table in tests/unit/test_backend_conformance.py.
 
 

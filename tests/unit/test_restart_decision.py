@@ -1,11 +1,14 @@
-"""The restart decision (`distrun.restarts.decide`) and the pause between attempts: pure, no processes."""
+"""The restart decision (`distrun.restarts.decide`), the pause between attempts and the attempts'
+bookkeeping: no processes."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from distrun.job_status import JobStatus
-from distrun.restarts import Attempt, RestartPolicy, backoff_seconds, decide
+from distrun.restarts import Attempt, RestartPolicy, backoff_seconds, decide, keep_attempt, kept_logs
 
 
 def failed(attempt: int, code: int = 1) -> Attempt:
@@ -69,3 +72,22 @@ def test_the_test_suites_backoff_scale_only_shortens_the_pause(monkeypatch: pyte
     monkeypatch.setenv("DISTRUN_RESTART_BACKOFF_SCALE", scale)
     assert backoff_seconds(1) == pytest.approx(first)
     assert backoff_seconds(9) == pytest.approx(10 * first)
+
+
+def test_a_kept_attempt_points_at_its_moved_logs_and_reads_back_as_it_was(tmp_path: Path) -> None:
+    user_logs = tmp_path / "user_logs"
+    user_logs.mkdir()
+    (user_logs / "std_log_process_01.txt").write_text("boom\n")
+    attempt = failed(0)
+    attempt.root_cause = {"exit_code": 1, "log": str(user_logs / "std_log_process_01.txt")}
+    keep_attempt(attempt, user_logs)
+    kept = user_logs / "attempt_0"
+    assert attempt.restarted and attempt.logs == kept_logs(0) == "user_logs/attempt_0"
+    assert attempt.root_cause["log"] == str(kept / "std_log_process_01.txt")
+    assert (kept / "std_log_process_01.txt").read_text() == "boom\n"
+    assert not any(entry.is_file() for entry in user_logs.iterdir())
+    assert Attempt.from_dict(attempt.to_dict()) == attempt
+    # Nothing was logged (no user_logs/): the attempt is still marked, its logs where they would be.
+    other = failed(1)
+    keep_attempt(other, tmp_path / "elsewhere" / "user_logs")
+    assert other.restarted and other.logs == "user_logs"

@@ -12,7 +12,7 @@ from distrun.backends.slurm.client import SlurmJobInfo, parse_scontrol_line
 from distrun.backends.slurm.node_agent import TASK_LEVEL_SLURM_VARS, parse_args, rank_env
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import first_failure, job_state
-from distrun.backends.slurm.target import SlurmTarget, slurm_time_limit
+from distrun.backends.slurm.target import SlurmSettings, slurm_time_limit
 from distrun.errors import DistrunError
 from distrun.spec.loader import load_job_data
 from distrun.spec.models import JobSpec
@@ -31,7 +31,7 @@ def job(**extra: object) -> JobSpec:
 
 
 def script(spec: JobSpec, **settings: object) -> str:
-    target = SlurmTarget.from_settings("hpc", settings)
+    target = SlurmSettings.from_settings("hpc", settings)
     return render_batch_script(spec, target, job_name="calm_otter_1", job_dir=JOB_DIR, python="/opt/py/bin/python")
 
 
@@ -108,7 +108,7 @@ def test_tensorflow_task_ports_are_found_on_the_first_node_too() -> None:
 
 
 def test_time_limit_is_a_backstop_behind_the_agents_timeout() -> None:
-    target = SlurmTarget.from_settings("hpc", {"time_limit": "2:00:00"})
+    target = SlurmSettings.from_settings("hpc", {"time_limit": "2:00:00"})
     assert slurm_time_limit(job(), target) == "2:00:00"  # no limits.timeout: the target's default
     assert slurm_time_limit(job(limits={"timeout": 10}), target) == "1"  # 10 s + grace 10 s + margin: 1 min
     assert slurm_time_limit(job(limits={"timeout": 3600, "grace_period": 30}), target) == "61"
@@ -119,7 +119,7 @@ def test_time_limit_is_a_backstop_behind_the_agents_timeout() -> None:
 
 
 def test_keys_with_no_meaning_on_slurm_are_noted_once(tmp_path: Path) -> None:
-    target = SlurmTarget.from_settings("hpc", {})
+    target = SlurmSettings.from_settings("hpc", {})
     noted = _notes(
         job(resources={"instance_count": 2, "shm_size": "8g", "docker_args": "--ipc=host"}), target, tmp_path
     )
@@ -131,7 +131,7 @@ def test_keys_with_no_meaning_on_slurm_are_noted_once(tmp_path: Path) -> None:
 
 
 def test_job_dir_with_spaces_is_quoted() -> None:
-    target = SlurmTarget.from_settings("hpc", {})
+    target = SlurmSettings.from_settings("hpc", {})
     text = render_batch_script(job(), target, job_name="x", job_dir="/shared/my jobs/x", python="python3")
     assert '#SBATCH --output="/shared/my jobs/x/slurm/output.txt"' in text
     assert "--job-dir '/shared/my jobs/x'" in text
@@ -152,7 +152,7 @@ def test_job_dir_with_spaces_is_quoted() -> None:
 )
 def test_bad_settings_are_explained(settings: dict[str, object], expected: str) -> None:
     with pytest.raises(DistrunError) as caught:
-        SlurmTarget.from_settings("hpc", settings)
+        SlurmSettings.from_settings("hpc", settings)
     assert expected in caught.value.message
     assert caught.value.message.startswith("compute target 'hpc' (slurm): ")
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from distrun.job_status import JobStatus
+
+# `from_dict` of a subclass (Kubernetes' PodOutcome) returns that subclass.
+_Outcome = TypeVar("_Outcome", bound="NodeOutcome")
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ class NodeOutcome:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> NodeOutcome:
+    def from_dict(cls: type[_Outcome], data: Mapping[str, Any]) -> _Outcome:
         """Read back a published outcome; unknown keys are ignored, a missing status is Unknown."""
         known = {f.name for f in fields(cls)}
         values = {key: value for key, value in data.items() if key in known}

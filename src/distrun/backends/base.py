@@ -89,7 +89,7 @@ class Backend(ABC):
     restart, the whole job runs again under the same name and folder as attempt k+1, its plan
     built with `Placement.restart_count = k+1` (DISTRUN_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT),
     ./outputs kept, the ended attempt's logs moved to user_logs/attempt_<k>/
-    (`agent.attempt_logs`), and the record's `attempts` listing each attempt (`Attempt.to_dict`).
+    (`distrun.attempt_logs`), and the record's `attempts` listing each attempt (`Attempt.to_dict`).
     A SIGTERM from outside (not `cancel`, which marks its request first) ends an attempt as
     Preempted (`run_gang(preempted_by=...)`), which counts against max_preemptions only.
     The orchestrator refuses a job with restarts on a backend that says False, before recording it.

@@ -12,6 +12,7 @@ has nothing to add; `cancel` signals the supervisor.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
-from distrun.agent.attempt_logs import keep_attempt_logs, moved_root_cause
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
@@ -42,7 +42,7 @@ from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.report import execution_summary, local_notes, stream_header
-from distrun.restarts import Attempt, Decision, RestartPolicy, backoff_seconds, decide
+from distrun.restarts import Attempt, Decision, RestartPolicy, backoff_seconds, decide, keep_attempt
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord, process_start_time
 from distrun.store.layout import JobFolder, Layout
@@ -159,7 +159,8 @@ def _run_attempts(
             if decision.reason:
                 result.reason = f"{result.reason}; {decision.reason}"
             return result, attempts
-        _keep_attempt(attempts[-1], user_logs)
+        with contextlib.suppress(OSError):  # the logs stay in user_logs/ and the next attempt appends to them
+            keep_attempt(attempts[-1], user_logs)
         pause = backoff_seconds(count + 1)
         index.update(prepared.name, attempts=[a.to_dict() for a in attempts])
         if stream is not None:
@@ -172,17 +173,6 @@ def _time_left(timeout: float | None, deadline: float | None, count: int) -> flo
     if timeout is None or deadline is None or count == 0:
         return timeout
     return max(deadline - time.monotonic(), 0.001)
-
-
-def _keep_attempt(attempt: Attempt, user_logs: Path) -> None:
-    """The ended attempt's logs move beside user_logs/; the record then points at their new place."""
-    attempt.restarted = True
-    try:
-        target = keep_attempt_logs(user_logs, attempt.attempt)
-    except OSError:
-        return  # the logs stay in user_logs/ and the next attempt appends to them
-    attempt.logs = str(target.relative_to(user_logs.parent))
-    attempt.root_cause = moved_root_cause(attempt.root_cause, user_logs, target)
 
 
 def _pause(seconds: float, stop_signals: list[int]) -> None:

@@ -16,7 +16,7 @@ import pytest
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.slurm.attempts import attempt_state, read_preempted, restart_aware_status
 from distrun.backends.slurm.script import render_batch_script
-from distrun.backends.slurm.target import SlurmTarget
+from distrun.backends.slurm.target import SlurmSettings
 from distrun.job_status import JobStatus
 from distrun.spec.models import JobSpec
 from support.clusters.slurm_cluster import SlurmCluster
@@ -28,7 +28,7 @@ from support.restart_jobs import CHECKPOINTS, FAIL_ONCE, RANKS, with_limits
 
 def _script(limits: dict) -> str:
     spec = JobSpec.model_validate({"command": "python train.py", "limits": limits})
-    target = SlurmTarget.from_settings("hpc", {"partition": "debug"})
+    target = SlurmSettings.from_settings("hpc", {"partition": "debug"})
     return render_batch_script(spec, target, job_name="j", job_dir="/shared/jobs/j", python="python3")
 
 

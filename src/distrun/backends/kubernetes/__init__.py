@@ -9,9 +9,12 @@ files travel in a ConfigMap, the outcomes in the pods' termination messages and 
 
 Modules: `target` (settings), `pods` (roles, pod names, placement: pure), `manifests` (the
 objects: pure), `bundle` (the job's files as one ConfigMap), `render` (all of it for one job),
-`client` (the API), `state` (pods -> distrun's status: pure), `collect` (logs and outcomes
-into the job folder), `pod_agent` (runs in each pod), `backend` (the backend,
-`KubernetesBackend`: the contract of `distrun.backends.base`).
+`display` (the objects as `distrun plan` prints them), `client` (the API), `cluster` (the
+operations on one target's cluster: check, create, observe, stop, delete), `state` (pods ->
+distrun's status: pure), `attempts` (JobSet's restarts: pure), `observe` (one look at a job),
+`collect` (logs and outcomes into the job folder), `job_files` (the job folder's k8s/ files),
+`pod_agent` (runs in each pod), `backend` (the backend, `KubernetesBackend`: the contract of
+`distrun.backends.base`).
 
 This package's own import is light on purpose: every pod's agent imports it before its ranks
 start, and the backend (its API client, the job record, submission) added about 0.02 s there.

@@ -9,6 +9,8 @@ with its root cause. distrun keeps the same rules as on every compute (`distrun.
 when an attempt must not be restarted (its root cause's exit code is in
 limits.no_restart_exit_codes) but JobSet may restart it (a peer's Job failed first), it stops
 the job itself; otherwise JobSet decides what follows a failure, and distrun records it.
+Indexed Jobs cannot restart a whole job, and JobSet has no separate limit for preemptions:
+`check_restarts` refuses what Kubernetes cannot honour before anything is submitted.
 """
 
 from __future__ import annotations
@@ -17,13 +19,34 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from distrun.agent.attempt_logs import ATTEMPT_PREFIX
 from distrun.backends.kubernetes.pods import PodLayout
-from distrun.backends.kubernetes.state import JobState, PodView, job_state
-from distrun.job_status import JobStatus
-from distrun.restarts import Attempt, RestartPolicy, decide
+from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state
+from distrun.errors import DistrunError
+from distrun.job_status import JobState, JobStatus
+from distrun.restarts import Attempt, RestartPolicy, decide, kept_logs
+from distrun.spec.models import JobSpec
 
-ATTEMPT_KEY = "attempt"  # stamped on each kept outcome: the attempt of the pod that reported it
+
+def check_restarts(target_name: str, job: JobSpec, jobset: bool) -> None:
+    """Restarts are JobSet's: refuse what Kubernetes cannot honour, before anything is submitted."""
+    limits = job.limits
+    if not RestartPolicy.of(limits).on:
+        return
+    if limits.max_preemptions is not None:
+        raise DistrunError(
+            f"compute target {target_name!r} (Kubernetes) cannot honour limits.max_preemptions: JobSet restarts "
+            "a job for evicted or preempted pods without limit (or counts them against maxRestarts), never "
+            "up to a separate limit",
+            "remove limits.max_preemptions (preemptions are then unlimited, not counted against "
+            "limits.max_restarts), or raise limits.max_restarts",
+        )
+    if not jobset:
+        raise DistrunError(
+            f"compute target {target_name!r} runs jobs as Indexed Jobs (no JobSet CRD, or jobset: never), which "
+            "cannot restart a whole job: limits.max_restarts needs JobSet",
+            "install JobSet in the cluster (https://jobset.sigs.k8s.io) and set jobset: auto or always, "
+            "or remove limits.max_restarts (or --max-restarts) to run the job once",
+        )
 
 
 def preemption_restarts(jobset: Mapping[str, Any] | None) -> int | None:
@@ -41,33 +64,30 @@ def current_attempt(jobset: Mapping[str, Any] | None, views: Sequence[PodView]) 
     return max([int(restarts), *(v.attempt for v in views)])
 
 
-def of_attempt(outcomes: Mapping[str, dict[str, Any]], attempt: int) -> dict[str, dict[str, Any]]:
-    return {pod: o for pod, o in outcomes.items() if int(o.get(ATTEMPT_KEY) or 0) == attempt}
+def of_attempt(outcomes: Mapping[str, PodOutcome], attempt: int) -> dict[str, PodOutcome]:
+    return {pod: o for pod, o in outcomes.items() if o.attempt == attempt}
 
 
-def attempt_logs(attempt: int) -> str:
-    return f"user_logs/{ATTEMPT_PREFIX}{attempt}"
-
-
-def _times(outcomes: Mapping[str, dict[str, Any]]) -> tuple[float | None, float | None]:
-    starts = [float(o["started_at"]) for o in outcomes.values() if o.get("started_at")]
-    ends = [float(o["ended_at"]) for o in outcomes.values() if o.get("ended_at")]
+def _times(outcomes: Mapping[str, PodOutcome]) -> tuple[float | None, float | None]:
+    # An outcome kept without its times reads them back as 0: not a time.
+    starts = [float(o.started_at) for o in outcomes.values() if o.started_at]
+    ends = [float(o.ended_at) for o in outcomes.values() if o.ended_at]
     return (min(starts) if starts else None, max(ends) if ends else None)
 
 
-def ended_attempt(layout: PodLayout, attempt: int, outcomes: Mapping[str, dict[str, Any]]) -> Attempt:
+def ended_attempt(layout: PodLayout, attempt: int, outcomes: Mapping[str, PodOutcome]) -> Attempt:
     """An attempt JobSet restarted: Failed, with its root cause from its pods' outcomes; or
     Preempted when no rank failed and a pod's agent was stopped from outside (its pod evicted,
     preempted or deleted: Kubernetes sends SIGTERM, the agent stops its ranks and reports)."""
     state = job_state(layout, [], outcomes)
-    root = state.root_cause if state.status == "Failed" else None
+    root = state.root_cause if state.status == JobStatus.FAILED else None
     status, reason = JobStatus.FAILED, state.reason
-    if root is None and any(o.get("status") == "Canceled" for o in outcomes.values()):
+    if root is None and any(o.status == JobStatus.CANCELED for o in outcomes.values()):
         status, reason = JobStatus.PREEMPTED, "preempted: a pod was stopped from outside (evicted or deleted)"
     elif root is None:
         reason = "a pod of this attempt failed (no report of it came back)"
     started, ended = _times(outcomes)
-    return Attempt(attempt, status, reason, root, started, ended, attempt_logs(attempt), restarted=True)
+    return Attempt(attempt, status, reason, root, started, ended, kept_logs(attempt), restarted=True)
 
 
 def _preempted_without_report(ended: list[Attempt], preemptions: int) -> None:
@@ -92,7 +112,7 @@ def with_restarts(
     state: JobState,
     layout: PodLayout,
     policy: RestartPolicy,
-    outcomes: Mapping[str, dict[str, Any]],  # every attempt's, stamped with ATTEMPT_KEY
+    outcomes: Mapping[str, PodOutcome],  # every attempt's
     current: int,
     *,
     jobset_active: bool,  # the JobSet exists and has not ended: it may still restart the job
@@ -107,26 +127,26 @@ def with_restarts(
         if code is not None:  # JobSet restarted it (a peer's Job failed first): distrun ends it here
             reason = f"{attempt.reason}; not restarted: exit code {code} is in limits.no_restart_exit_codes"
             stop = live or jobset_active
-            final = JobState("Failed", reason, attempt.root_cause, terminal=not stop, stop_the_rest=stop)
+            final = JobState(JobStatus.FAILED, reason, attempt.root_cause, stop_the_rest=stop)
             return final, ended[: attempt.attempt] + [replace(attempt, restarted=False)]
     started, ended_at = _times(of_attempt(outcomes, current))
-    this = Attempt(current, JobStatus.of(state.status), state.reason, state.root_cause, started, ended_at)
-    if state.status == "Failed":
+    this = Attempt(current, state.status, state.reason, state.root_cause, started, ended_at)
+    if state.status == JobStatus.FAILED:
         decision = decide(policy, [*ended, this])
         if jobset_active and _no_restart_code(policy, this) is None:
             # JobSet restarts it, or fails the set once its restarts are used (it counts them, a
             # restart for a disrupted pod excepted): distrun follows.
             then = f"{decision.reason}: JobSet runs it again" if decision.restart else "JobSet decides what follows"
             reason = f"attempt {current} failed ({state.reason}); {then}"
-            return JobState("Running", reason, processes=state.processes), ended
+            return JobState(JobStatus.RUNNING, reason, processes=state.processes), ended
         if decision.reason:
             this.reason = f"{state.reason}; {decision.reason}"
         # An exit code that must not be restarted while the JobSet may restart (a peer's Job
         # failed first, or a code no container can exit with): distrun stops the job itself.
         stop = state.stop_the_rest or jobset_active
-        final = replace(state, reason=this.reason, terminal=not stop, stop_the_rest=stop)
+        final = replace(state, reason=this.reason, stop_the_rest=stop)
         return final, [*ended, this]
-    if state.terminal or state.status in ("Completed", "Canceled"):
+    if state.terminal or state.status in (JobStatus.COMPLETED, JobStatus.CANCELED):
         return state, [*ended, this]
     if current:
         state = replace(state, reason=f"attempt {current}" + (f": {state.reason}" if state.reason else ""))

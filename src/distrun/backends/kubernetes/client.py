@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.errors import DistrunError
 
 INSTALL_HINT = "install the Kubernetes extra: pip install 'distrun[kubernetes]'"
@@ -33,7 +33,7 @@ def _kubernetes() -> Any:
     return kubernetes
 
 
-def api_client(target: KubernetesTarget) -> Any:
+def api_client(target: KubernetesSettings) -> Any:
     """A configured ApiClient: the target's kubeconfig/context, else the default one, else in-cluster."""
     k8s = _kubernetes()
     from kubernetes.config.config_exception import ConfigException
@@ -77,7 +77,7 @@ def collection_path(kind: str, namespace: str) -> str:
 class KubernetesClient:
     """One namespace of one cluster."""
 
-    def __init__(self, target: KubernetesTarget, api: Any | None = None) -> None:
+    def __init__(self, target: KubernetesSettings, api: Any | None = None) -> None:
         self.target = target
         self.namespace = target.namespace
         self.api = api if api is not None else api_client(target)

@@ -18,21 +18,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from distrun.backends.kubernetes.job_files import K8sPaths
 from distrun.backends.kubernetes.manifests import OUTCOME_MARK
+from distrun.backends.kubernetes.state import ATTEMPT_KEY, PodOutcome
 from distrun.store.layout import JobFolder
-
-
-class K8sPaths:
-    def __init__(self, job_dir: Path) -> None:
-        self.folder = job_dir / "k8s"
-        self.objects = self.folder / "objects.json"
-        self.layout = self.folder / "layout.json"
-        self.cancel = self.folder / "cancel"
-        self.stopping = self.folder / "stopping"
-        self.offsets = self.folder / "log_offsets.json"
-        self.lock = self.folder / "collect.lock"
-        self.outcomes = self.folder / "outcomes"
-        self.attempt = self.folder / "attempt"  # the attempt whose logs user_logs/ holds
 
 
 @contextlib.contextmanager
@@ -121,17 +110,18 @@ def keep_outcome(paths: K8sPaths, pod: str, outcome: dict[str, Any], attempt: in
     with the attempt (JobSet restart) of the pod that reported it."""
     if "/" in pod or pod.startswith("."):
         return
-    outcome = {**outcome, "attempt": attempt}
+    outcome = {**outcome, ATTEMPT_KEY: attempt}
     paths.outcomes.mkdir(parents=True, exist_ok=True)
     tmp = paths.outcomes / f".{pod}.tmp"
     tmp.write_text(json.dumps(outcome), encoding="utf-8")
     tmp.replace(paths.outcomes / f"{pod}.json")
 
 
-def read_outcomes(paths: K8sPaths) -> dict[str, dict[str, Any]]:
+def read_outcomes(paths: K8sPaths) -> dict[str, PodOutcome]:
+    """Every pod's kept outcome, of every attempt, by pod name (the file's as written: `keep_outcome`)."""
     out = {}
     if paths.outcomes.is_dir():
         for file in paths.outcomes.glob("*.json"):
             with contextlib.suppress(OSError, ValueError):
-                out[file.stem] = json.loads(file.read_text(encoding="utf-8"))
+                out[file.stem] = PodOutcome.kept(json.loads(file.read_text(encoding="utf-8")))
     return out

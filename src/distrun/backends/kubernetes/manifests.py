@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from distrun.backends.kubernetes.pods import PodLayout, PodRole, pod_job_dir, remote_start_port_base
-from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.restarts import RestartPolicy
 from distrun.spec.models import JobSpec
 
@@ -46,7 +46,7 @@ def labels(layout: PodLayout, role: str | None = None) -> dict[str, str]:
     return out
 
 
-def metadata(name: str, layout: PodLayout, target: KubernetesTarget, job_name: str, **extra: str) -> dict[str, Any]:
+def metadata(name: str, layout: PodLayout, target: KubernetesSettings, job_name: str, **extra: str) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": name,
         "namespace": target.namespace,
@@ -68,7 +68,7 @@ def uses_remote_starts(layout: PodLayout) -> bool:
     return any(role.serves_remote_starts for role in layout.roles)
 
 
-def token_secret(layout: PodLayout, target: KubernetesTarget, job_name: str, token: str) -> dict[str, Any]:
+def token_secret(layout: PodLayout, target: KubernetesSettings, job_name: str, token: str) -> dict[str, Any]:
     """MPI: the token a worker pod's agent asks of whoever wants it to start a command (mpirun)."""
     return {
         "apiVersion": "v1",
@@ -80,7 +80,7 @@ def token_secret(layout: PodLayout, target: KubernetesTarget, job_name: str, tok
     }
 
 
-def config_map(layout: PodLayout, target: KubernetesTarget, job_name: str, bundle_b64: str) -> dict[str, Any]:
+def config_map(layout: PodLayout, target: KubernetesSettings, job_name: str, bundle_b64: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -90,7 +90,7 @@ def config_map(layout: PodLayout, target: KubernetesTarget, job_name: str, bundl
     }
 
 
-def headless_service(layout: PodLayout, target: KubernetesTarget, job_name: str) -> dict[str, Any]:
+def headless_service(layout: PodLayout, target: KubernetesSettings, job_name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -104,7 +104,7 @@ def headless_service(layout: PodLayout, target: KubernetesTarget, job_name: str)
     }
 
 
-def _remote_start_env(layout: PodLayout, job: JobSpec, target: KubernetesTarget) -> list[dict[str, Any]]:
+def _remote_start_env(layout: PodLayout, job: JobSpec, target: KubernetesSettings) -> list[dict[str, Any]]:
     token = {"secretKeyRef": {"name": secret_name(layout), "key": TOKEN_KEY}}
     return [
         {"name": "DISTRUN_K8S_REMOTE_START_PORT", "value": str(remote_start_port_base(job, target))},
@@ -113,7 +113,7 @@ def _remote_start_env(layout: PodLayout, job: JobSpec, target: KubernetesTarget)
 
 
 def _container(
-    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str
+    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesSettings, job_name: str
 ) -> dict[str, Any]:
     work = target.work_dir.rstrip("/")
     job_dir = pod_job_dir(target, job_name)
@@ -170,7 +170,7 @@ def _shm_size(text: str) -> str:
 
 
 def pod_template(
-    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, subdomain: str | None, job_name: str
+    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesSettings, subdomain: str | None, job_name: str
 ) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [
         {"name": "job", "emptyDir": {}},
@@ -206,7 +206,7 @@ def pod_template(
 
 
 def _job_spec(
-    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesTarget, subdomain: str | None, job_name: str
+    role: PodRole, layout: PodLayout, job: JobSpec, target: KubernetesSettings, subdomain: str | None, job_name: str
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
@@ -222,7 +222,7 @@ def _job_spec(
     return spec
 
 
-def _queue_labels(target: KubernetesTarget) -> dict[str, str]:
+def _queue_labels(target: KubernetesSettings) -> dict[str, str]:
     return {QUEUE_LABEL: target.queue} if target.queue else {}
 
 
@@ -275,7 +275,7 @@ def pod_failure_policy(job: JobSpec) -> dict[str, Any]:
     return {"rules": rules}
 
 
-def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str) -> dict[str, Any]:
+def jobset(layout: PodLayout, job: JobSpec, target: KubernetesSettings, job_name: str) -> dict[str, Any]:
     replicated = []
     restarts = RestartPolicy.of(job.limits).max_restarts > 0
     for role in layout.roles:
@@ -308,7 +308,7 @@ def jobset(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: 
     }
 
 
-def indexed_jobs(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str) -> list[dict[str, Any]]:
+def indexed_jobs(layout: PodLayout, job: JobSpec, target: KubernetesSettings, job_name: str) -> list[dict[str, Any]]:
     out = []
     for role in layout.roles:
         spec = _job_spec(role, layout, job, target, layout.object_name, job_name)
@@ -336,7 +336,7 @@ def indexed_jobs(layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_
 
 
 def render_objects(
-    layout: PodLayout, job: JobSpec, target: KubernetesTarget, job_name: str, bundle_b64: str, token: str
+    layout: PodLayout, job: JobSpec, target: KubernetesSettings, job_name: str, bundle_b64: str, token: str
 ) -> list[dict[str, Any]]:
     """Every object of the job, in the order they are created (files and token first: pods use them).
 

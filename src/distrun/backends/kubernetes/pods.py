@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.errors import DistrunError
 from distrun.plan.model import Placement
 from distrun.spec.models import EnvironmentSpec, JobSpec, MpiDistribution, TensorFlowDistribution
@@ -83,7 +83,7 @@ def object_name(job_name: str) -> str:
     return name
 
 
-def job_image(job: JobSpec, target: KubernetesTarget, named_image: str | None = None) -> str:
+def job_image(job: JobSpec, target: KubernetesSettings, named_image: str | None = None) -> str:
     """The image every pod runs: the job's environment image (or the image config.yaml's
     `environments:` maps its name to, `named_image`), else the target's."""
     env = job.environment
@@ -156,7 +156,7 @@ def _quantities(values: Any, where: str) -> dict[str, str]:
 
 
 def build_layout(
-    job: JobSpec, target: KubernetesTarget, job_name: str, jobset: bool, named_image: str | None = None
+    job: JobSpec, target: KubernetesSettings, job_name: str, jobset: bool, named_image: str | None = None
 ) -> PodLayout:
     image = job_image(job, target, named_image)
     props = job.properties or {}  # the seed draft's per-role settings (see spec.normalize)
@@ -215,7 +215,7 @@ def pinned_master_port(job: JobSpec) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def placement(job: JobSpec, target: KubernetesTarget, layout: PodLayout, job_name: str) -> Placement:
+def placement(job: JobSpec, target: KubernetesSettings, layout: PodLayout, job_name: str) -> Placement:
     """Where the plan's nodes are: pod DNS names, fixed ports (every task its own), the pod's job folder.
 
     Ports differ per task although each pod has its own address, so a job also runs where pods
@@ -234,7 +234,7 @@ def placement(job: JobSpec, target: KubernetesTarget, layout: PodLayout, job_nam
     )
 
 
-def remote_start_port_base(job: JobSpec, target: KubernetesTarget) -> int:
+def remote_start_port_base(job: JobSpec, target: KubernetesSettings) -> int:
     """MPI: node k's agent takes remote starts on this port + k, after the master and task ports
     (each pod has its own address, but pods may share one network: hostNetwork, one machine)."""
     from distrun.plan import task_port_count
@@ -242,6 +242,6 @@ def remote_start_port_base(job: JobSpec, target: KubernetesTarget) -> int:
     return target.port_base + 1 + task_port_count(job)
 
 
-def pod_job_dir(target: KubernetesTarget, job_name: str) -> str:
+def pod_job_dir(target: KubernetesSettings, job_name: str) -> str:
     """The job's folder in each pod, named after the job as on this machine (AZUREML_RUN_ID, ...)."""
     return f"{target.work_dir.rstrip('/')}/{job_name}"

@@ -13,7 +13,7 @@ from typing import Any
 from distrun.backends.kubernetes import bundle as job_bundle
 from distrun.backends.kubernetes.manifests import render_objects
 from distrun.backends.kubernetes.pods import PodLayout, build_layout, placement
-from distrun.backends.kubernetes.target import KubernetesTarget
+from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.json_encoding import compact_json
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, LaunchPlan, Placement
@@ -78,7 +78,7 @@ def job_files(spec: JobSpec, bindings: Bindings, where: Placement) -> dict[str, 
     }
 
 
-def _notes(spec: JobSpec, target: KubernetesTarget, layout: PodLayout, local: Bindings, job_dir: str) -> list[str]:
+def _notes(spec: JobSpec, target: KubernetesSettings, layout: PodLayout, local: Bindings, job_dir: str) -> list[str]:
     kind = "one JobSet" if layout.jobset else "a headless Service and one Indexed Job per role"
     notes = [
         f"Kubernetes namespace {target.namespace}: {kind} ({', '.join(f'{r.name} x{r.count}' for r in layout.roles)}); "
@@ -102,7 +102,7 @@ def _notes(spec: JobSpec, target: KubernetesTarget, layout: PodLayout, local: Bi
 
 def render_request(
     spec: JobSpec,
-    target: KubernetesTarget,
+    target: KubernetesSettings,
     *,
     job_name: str,
     bindings: Bindings,

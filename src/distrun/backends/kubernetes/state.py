@@ -1,23 +1,28 @@
 """Pods and the objects above them -> distrun's status, root cause and processes. Pure.
 
-Inputs are plain dicts as the API returns them. Outcomes come from each pod's distrun node
-agent (its final log record, else its termination message); a pod that failed without one
-(killed for memory, its image never ran) is reported from its container status.
+Pods come as plain dicts, as the API returns them. Outcomes come from each pod's distrun node
+agent (its final log record, else its termination message), kept in the job folder as
+`PodOutcome`s; a pod that failed without one (killed for memory, its image never ran) is
+reported from its container status.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
+from distrun.agent.node_facts import NodeOutcome
+from distrun.backends.cluster import merged_processes
 from distrun.backends.kubernetes.manifests import CONTAINER, RESTART_ATTEMPT_LABEL, ROLE_LABEL
 from distrun.backends.kubernetes.pods import PodLayout
+from distrun.job_status import JobState, JobStatus
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # Waiting reasons that will not clear by themselves: the job fails with them.
 FATAL_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError"})
+ATTEMPT_KEY = "attempt"  # stamped on each kept outcome: the attempt of the pod that reported it
 
 
 @dataclass(frozen=True)
@@ -82,13 +87,24 @@ def termination_outcome(view: PodView) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True)
-class JobState:
-    status: str  # Queued | Running | Completed | Failed | Canceled
-    reason: str = ""
-    root_cause: dict[str, Any] | None = None
-    terminal: bool = False
-    stop_the_rest: bool = False  # the client must end what still runs (gang, or auxiliaries after success)
-    processes: list[dict[str, Any]] = field(default_factory=list)
+class PodOutcome(NodeOutcome):
+    """A pod agent's `NodeOutcome`, as the job folder keeps it (k8s/outcomes/<pod>.json).
+
+    The pod adds what its agent cannot know: the Kubernetes node it ran on (`node`) and the
+    JobSet restart it belonged to (`attempt`, stamped when the outcome was kept).
+    """
+
+    node: str = ""
+    attempt: int = 0
+
+    @classmethod
+    def kept(cls, data: Mapping[str, Any]) -> PodOutcome:
+        """A kept outcome read back, as the agent reported it: without a node rank it reads -1 (not
+        known), without an attempt (kept before restarts were followed) 0."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a pod outcome is a JSON object, not {type(data).__name__}")
+        outcome = cls.from_dict({"node_rank": -1, **data})
+        return replace(outcome, node=str(data.get("node") or ""), attempt=int(data.get(ATTEMPT_KEY) or 0))
 
 
 def _pod_failure(view: PodView) -> dict[str, Any]:
@@ -114,7 +130,7 @@ def _first_failure(failures: list[tuple[float, dict[str, Any]]]) -> dict[str, An
 def job_state(
     layout: PodLayout,
     pods: Sequence[PodView],
-    outcomes: Mapping[str, dict[str, Any]],  # pod name -> its agent's outcome (kept after the pod is gone)
+    outcomes: Mapping[str, PodOutcome],  # pod name -> its agent's outcome (kept after the pod is gone)
     *,
     planned: Sequence[Mapping[str, Any]] = (),  # the plan's processes
     engine_failed: str = "",  # a JobSet/Job Failed condition's message
@@ -124,18 +140,16 @@ def job_state(
     live = [v for v in pods if v.phase in ("Pending", "Running")]
     processes = merged_processes(list(outcomes.values()))
     if canceled:
-        return JobState(
-            "Canceled", "canceled by the user", terminal=not live, stop_the_rest=bool(live), processes=processes
-        )
+        return JobState(JobStatus.CANCELED, "canceled by the user", stop_the_rest=bool(live), processes=processes)
 
     failures: list[tuple[float, dict[str, Any]]] = []
     for pod, out in outcomes.items():
-        if out.get("status") == "Failed":
-            root = out.get("root_cause") or {"reason": out.get("reason", "")}
+        if out.status == JobStatus.FAILED:
+            root = out.root_cause or {"reason": out.reason}
             failures.append(
                 (
-                    float(out.get("failed_at") or 0),
-                    {**root, "pod": pod, "host": out.get("node") or root.get("host") or out.get("node_name", "")},
+                    float(out.failed_at or 0),
+                    {**root, "pod": pod, "host": out.node or root.get("host") or out.node_name},
                 )
             )
     for view in pods:
@@ -146,15 +160,10 @@ def job_state(
     if failures:
         root = _first_failure(failures)
         return JobState(
-            "Failed",
-            root.get("reason", "a pod failed"),
-            root,
-            terminal=not live,
-            stop_the_rest=bool(live),
-            processes=processes,
+            JobStatus.FAILED, root.get("reason", "a pod failed"), root, stop_the_rest=bool(live), processes=processes
         )
     if engine_failed:
-        return JobState("Failed", engine_failed, None, terminal=not live, stop_the_rest=bool(live), processes=processes)
+        return JobState(JobStatus.FAILED, engine_failed, None, stop_the_rest=bool(live), processes=processes)
 
     succeeded: dict[str, int] = {}
     for view in pods:
@@ -162,10 +171,9 @@ def job_state(
             succeeded[view.role] = succeeded.get(view.role, 0) + 1
     if deciding and all(succeeded.get(role, 0) >= count for role, count in deciding.items()):
         return JobState(
-            "Completed",
+            JobStatus.COMPLETED,
             "",
             None,
-            terminal=not live,
             stop_the_rest=bool(live),
             processes=stopped_helpers(processes, planned, deciding),
         )
@@ -173,12 +181,14 @@ def job_state(
     waiting = [v for v in pods if v.phase == "Pending" and v.unschedulable]
     if waiting:
         return JobState(
-            "Queued", f"pod {waiting[0].name} cannot be scheduled: {waiting[0].unschedulable}", processes=processes
+            JobStatus.QUEUED,
+            f"pod {waiting[0].name} cannot be scheduled: {waiting[0].unschedulable}",
+            processes=processes,
         )
     if any(v.phase == "Running" for v in pods):
-        return JobState("Running", processes=processes)
+        return JobState(JobStatus.RUNNING, processes=processes)
     expected = sum(r.count for r in layout.roles)
-    return JobState("Queued", f"waiting for pods ({len(pods)} of {expected} created)", processes=processes)
+    return JobState(JobStatus.QUEUED, f"waiting for pods ({len(pods)} of {expected} created)", processes=processes)
 
 
 def stopped_helpers(
@@ -201,8 +211,3 @@ def stopped_helpers(
                 {**{k: proc.get(k) for k in keys}, "stopped_by_distrun": True, "exit_code": None, "signal": "SIGTERM"}
             )
     return sorted(out, key=lambda p: (p.get("node_rank", 0), p.get("rank") if p.get("rank") is not None else -1))
-
-
-def merged_processes(outcomes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    procs = [dict(p) for o in outcomes for p in (o.get("processes") or [])]
-    return sorted(procs, key=lambda p: (p.get("node_rank", 0), p.get("rank") if p.get("rank") is not None else -1))

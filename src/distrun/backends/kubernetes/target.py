@@ -16,7 +16,7 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
-class KubernetesTarget(BaseModel):
+class KubernetesSettings(BaseModel):
     """Where and how distrun's jobs are submitted to a Kubernetes cluster."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -65,7 +65,7 @@ class KubernetesTarget(BaseModel):
         return [value] if isinstance(value, dict) else value
 
     @classmethod
-    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> KubernetesTarget:
+    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> KubernetesSettings:
         from distrun.backends.settings import validated_settings
 
         return validated_settings(cls, "kubernetes", name, settings)

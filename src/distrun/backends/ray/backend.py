@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, ClassVar
 
 from distrun.backends.base import Backend, Observation, RenderedJob
 from distrun.backends.ray.placement import PlacementRequest, placement_request
-from distrun.backends.ray.target import RayTarget
+from distrun.backends.ray.target import RaySettings
 from distrun.compute import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
@@ -33,20 +33,20 @@ AGENT_MODULE = "distrun.backends.ray.node_agent"
 UNSUPPORTED: dict[str, str] = {}
 
 
-def ray_target(target: ComputeTarget) -> RayTarget:
-    return RayTarget.from_settings(target.name, target.settings)
+def ray_settings(target: ComputeTarget) -> RaySettings:
+    return RaySettings.from_settings(target.name, target.settings)
 
 
 def validate_settings(name: str, settings: Mapping[str, Any]) -> None:
     """`distrun compute create --type ray`: refuse settings a job could not use."""
-    RayTarget.from_settings(name, settings)
+    RaySettings.from_settings(name, settings)
 
 
 def preflight(target: ComputeTarget, job: JobSpec) -> None:
     """Before anything is recorded: Ray installed, the head answering, the job's type supported here."""
     from distrun.backends.ray.driver import check_reachable, import_ray
 
-    settings = ray_target(target)
+    settings = ray_settings(target)
     problem = UNSUPPORTED.get(job.distribution_type or "")
     if problem:
         raise DistrunError(problem, "run it on local compute or Slurm, or use type: pytorch; nothing was submitted")
@@ -100,7 +100,7 @@ def execute(
         if not started:
             return index.get(name)  # canceled before it could start
         try:
-            end = RayRun(prepared, index, ray_target(prepared.target), stream, signals, on_plan).run()
+            end = RayRun(prepared, index, ray_settings(prepared.target), stream, signals, on_plan).run()
         except DistrunError as exc:
             reason = exc.message + (f"\n{exc.hint}" if exc.hint else "")
             index.update(name, status=FAILED, reason=reason, ended_at=time.time())
@@ -162,13 +162,13 @@ class RayBackend(Backend):
     cancel_wait_s: ClassVar[float] = 30.0
 
     def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
-        RayTarget.from_settings(target_name, settings)
+        RaySettings.from_settings(target_name, settings)
 
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
         preflight(target, spec)
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
-        settings = ray_target(job.target)
+        settings = ray_settings(job.target)
         return RenderedJob(
             job=job,
             plan=preview_plan(job.spec, str(job.folder.root), job.bindings, job.name),

@@ -36,9 +36,10 @@ from distrun.backends.ray.placement import (
     unplaceable_hint,
     unplaceable_message,
 )
-from distrun.backends.ray.target import RayTarget
+from distrun.backends.ray.target import RaySettings
 from distrun.errors import DistrunError
 from distrun.file_modes import open_append, write_file
+from distrun.job_status import JobState
 from distrun.json_encoding import compact_json
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
@@ -94,7 +95,7 @@ def check_reachable(address: str) -> None:
         ) from None
 
 
-def connect(target: RayTarget) -> Any:
+def connect(target: RaySettings) -> Any:
     ray = import_ray()
     check_reachable(target.address)
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
@@ -193,7 +194,7 @@ class RayRun:
         self,
         prepared: PreparedJob,
         index: JobIndex,
-        target: RayTarget,
+        target: RaySettings,
         stream: BinaryIO | None,
         signals: list[int],
         on_plan: Callable[[LaunchPlan], None] | None,
@@ -214,8 +215,8 @@ class RayRun:
 
     # ------------------------------------------------------------ the whole run
 
-    def run(self) -> dict[str, Any]:
-        """The job's end as record fields (status, reason, root_cause, processes)."""
+    def run(self) -> JobState:
+        """The job's end: its status, reason, root cause and processes."""
         try:
             self.ray = connect(self.target)
             self._hold_stop_signals()
@@ -228,7 +229,7 @@ class RayRun:
                 [n.outcome or {} for n in self.nodes], self.canceled_by, str(self.prepared.folder.user_logs)
             )
         except StopRequested:
-            return {"status": CANCELED, "reason": "canceled before the job's processes started"}
+            return JobState(CANCELED, "canceled before the job's processes started")
         finally:
             self._release()
 
@@ -487,7 +488,7 @@ def first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def merged_end(outcomes: list[dict[str, Any]], canceled_by: int | None, user_logs: str) -> dict[str, Any]:
+def merged_end(outcomes: list[dict[str, Any]], canceled_by: int | None, user_logs: str) -> JobState:
     """The job's end from its nodes' outcomes. Pure.
 
     The root cause is the failure that happened first (wall clock across nodes); nodes distrun
@@ -506,20 +507,20 @@ def merged_end(outcomes: list[dict[str, Any]], canceled_by: int | None, user_log
         root = dict(first["root_cause"]) if first.get("root_cause") else None
         if root is not None and root.get("log"):
             root["log"] = f"{user_logs}/{os.path.basename(root['log'])}"
-        return {"status": FAILED, "reason": first.get("reason", ""), "root_cause": root, "processes": processes}
+        return JobState(FAILED, first.get("reason", ""), root, processes)
     if canceled_by is not None or any(o.get("status") == CANCELED for o in outcomes):
         how = f"canceled ({signal.Signals(canceled_by).name})" if canceled_by else "canceled"
-        return {"status": CANCELED, "reason": how, "root_cause": None, "processes": processes}
-    return {"status": COMPLETED, "reason": "all processes completed", "root_cause": None, "processes": processes}
+        return JobState(CANCELED, how, None, processes)
+    return JobState(COMPLETED, "all processes completed", None, processes)
 
 
-def record_end(index: JobIndex, name: str, end: dict[str, Any]) -> None:
+def record_end(index: JobIndex, name: str, end: JobState) -> None:
     index.update(name, status=FINALIZING)
     index.update(
         name,
-        status=end["status"],
-        reason=end.get("reason"),
-        root_cause=end.get("root_cause"),
-        processes=end.get("processes", []),
+        status=end.status,
+        reason=end.reason,
+        root_cause=end.root_cause,
+        processes=end.processes,
         ended_at=time.time(),
     )

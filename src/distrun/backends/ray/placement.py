@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distrun.backends.ray.target import RayTarget, bundle_for
+from distrun.backends.ray.target import RaySettings, bundle_for
 from distrun.spec.models import JobSpec
 
 STRATEGY = "STRICT_SPREAD"
@@ -39,7 +39,7 @@ class PlacementRequest:
         return f"{count} node{'s' if count != 1 else ''} ({self.strategy}), each {_resources(self.bundles[0])}"
 
 
-def placement_request(job: JobSpec, target: RayTarget, job_name: str) -> PlacementRequest:
+def placement_request(job: JobSpec, target: RaySettings, job_name: str) -> PlacementRequest:
     bundle = bundle_for(job, target)
     return PlacementRequest(
         name=f"distrun-{job_name}",

@@ -24,7 +24,7 @@ DEFAULT_PLACEMENT_TIMEOUT_S = 60.0
 JOB_RESOURCE_KEYS = ("cpus_per_node", "gpus_per_node")
 
 
-class RayTarget(BaseModel):
+class RaySettings(BaseModel):
     """A Ray cluster distrun places jobs on. Written in config.yaml or with `compute create --type ray`."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -54,7 +54,7 @@ class RayTarget(BaseModel):
         return value
 
     @classmethod
-    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> RayTarget:
+    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> RaySettings:
         from distrun.backends.settings import validated_settings
 
         if "address" not in settings:
@@ -69,7 +69,7 @@ class RayTarget(BaseModel):
         return self.address.startswith("ray://")
 
 
-def bundle_for(job: JobSpec, target: RayTarget) -> dict[str, float]:
+def bundle_for(job: JobSpec, target: RaySettings) -> dict[str, float]:
     """One node's bundle: the job's `resources.properties` cpus_per_node / gpus_per_node first, then the target's."""
     props = job.resources.properties or {}
     values = {"cpus_per_node": target.cpus_per_node, "gpus_per_node": target.gpus_per_node}

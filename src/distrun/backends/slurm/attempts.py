@@ -26,18 +26,17 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from distrun.agent.attempt_logs import keep_attempt_logs, moved_root_cause
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.state import read_canceled_at
 from distrun.errors import DistrunError
 from distrun.job_status import TERMINAL_STATUSES, JobStatus
-from distrun.restarts import Attempt, backoff_seconds, decide
+from distrun.restarts import Attempt, backoff_seconds, decide, keep_attempt
 
 # Node outcomes and peer markers of the outcome channel (slurm/node_NN.json, slurm/main_done_NN).
 CHANNEL_FILE = re.compile(r"^(node_\d+\.json|[a-z_]+_\d\d)$")
@@ -168,7 +167,7 @@ class AttemptBook:
         started = min((o.started_at for o in outcomes), default=None)
         ended = max((o.ended_at for o in outcomes), default=None) or time.time()
         attempt = Attempt(count, status, reason, root, started, ended)
-        history = [_as_attempt(a) for a in attempts] + [attempt]
+        history = [Attempt.from_dict(a) for a in attempts] + [attempt]
         decision = decide(self.policy, history)
         # A cancel the user asked for stops the job whatever the attempt's status: it is never restarted.
         if status == JobStatus.CANCELED or not decision.restart or self.paths.cancel.exists():
@@ -184,12 +183,7 @@ class AttemptBook:
 
     def _keep(self, attempt: Attempt) -> None:
         """The ended attempt's logs and node outcomes move aside; the next one starts clean."""
-        attempt.restarted = True
-        user_logs = self.job.folder.user_logs
-        if user_logs.is_dir():
-            target = keep_attempt_logs(user_logs, attempt.attempt)
-            attempt.logs = str(target.relative_to(user_logs.parent))
-            attempt.root_cause = moved_root_cause(attempt.root_cause, user_logs, target)
+        keep_attempt(attempt, self.job.folder.user_logs)
         kept = self.paths.attempt_folder(attempt.attempt)
         kept.mkdir(parents=True, exist_ok=True)
         for entry in self.paths.folder.iterdir():
@@ -223,15 +217,6 @@ def read_preempted(text: str) -> tuple[str, float | None]:
     except ValueError:
         noted_at, rest = None, text.strip()  # no time: the whole note is what it saw
     return f"preempted ({rest.strip() or 'SIGTERM from outside'})", noted_at
-
-
-def _as_attempt(data: Mapping[str, Any]) -> Attempt:
-    return Attempt(
-        attempt=int(data.get("attempt", 0)),
-        status=JobStatus(data.get("status", JobStatus.FAILED)),
-        reason=str(data.get("reason", "")),
-        root_cause=data.get("root_cause"),
-    )
 
 
 def restart_aware_status(

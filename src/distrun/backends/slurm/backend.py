@@ -27,12 +27,12 @@ from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo, SlurmSubmit
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.node_agent import outcome_channel
 from distrun.backends.slurm.script import render_batch_script
-from distrun.backends.slurm.state import JobState, distrun_status, job_state, read_canceled_at
-from distrun.backends.slurm.target import SlurmTarget, pinned_master_port, slurm_time_limit
+from distrun.backends.slurm.state import distrun_status, job_state, read_canceled_at
+from distrun.backends.slurm.target import SlurmSettings, pinned_master_port, slurm_time_limit
 from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.compute import ComputeTarget, resolve_target
 from distrun.file_modes import write_file
-from distrun.job_status import JobStatus
+from distrun.job_status import JobState, JobStatus
 from distrun.json_encoding import compact_json
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
@@ -61,7 +61,7 @@ class SlurmView:
 class SlurmCluster:
     """The Slurm commands for one compute target: preflight, submit, observe, cancel."""
 
-    def __init__(self, target: SlurmTarget, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, target: SlurmSettings, env: Mapping[str, str] | None = None) -> None:
         self.target = target
         self.client = SlurmClient(target.client_env(env))
 
@@ -110,8 +110,8 @@ class SlurmCluster:
         self.client.cancel(job_id)
 
 
-def slurm_target(target: ComputeTarget) -> SlurmTarget:
-    return SlurmTarget.from_settings(target.name, target.settings)
+def slurm_settings(target: ComputeTarget) -> SlurmSettings:
+    return SlurmSettings.from_settings(target.name, target.settings)
 
 
 # ---------------------------------------------------------------- what `distrun plan` shows
@@ -143,7 +143,7 @@ def preview_plan(job: JobSpec, job_dir: Path, bindings: Bindings, job_name: str)
     return slurm_mpi.for_slurm(build_plan(job, placement, bindings), hosts)
 
 
-def _notes(job: JobSpec, target: SlurmTarget, home: Path) -> list[str]:
+def _notes(job: JobSpec, target: SlurmSettings, home: Path) -> list[str]:
     notes = [
         "Slurm places the job: each node's agent learns its node rank from SLURM_NODEID; MASTER_ADDR is the "
         "first node of the allocation (scontrol show hostnames) and MASTER_PORT (and any task port) a port "
@@ -223,13 +223,13 @@ class SlurmBackend(Backend):
     restarts: ClassVar[bool] = True
 
     def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
-        SlurmTarget.from_settings(target_name, settings)
+        SlurmSettings.from_settings(target_name, settings)
 
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
-        SlurmCluster(slurm_target(target)).preflight(spec)
+        SlurmCluster(slurm_settings(target)).preflight(spec)
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
-        settings = slurm_target(job.target)
+        settings = slurm_settings(job.target)
         script = SlurmCluster(settings).script(job.spec, job_name=job.name, job_dir=str(job.folder.root))
         return RenderedJob(
             job=job,
@@ -246,7 +246,7 @@ class SlurmBackend(Backend):
         assert isinstance(request, SlurmBatchJob)
         index = JobIndex(layout.db_path)
         with recorded_as_not_submitted(index, job.name, "the job's Slurm files"):
-            cluster = SlurmCluster(slurm_target(job.target))
+            cluster = SlurmCluster(slurm_settings(job.target))
             # The plan as far as it is known here; node 0 replaces it with the real hosts and ports.
             write_file(job.folder.plan_json, compact_json(rendered.plan.to_dict()))
             # No second preflight: the orchestrator ran it just before the record was made, and a
@@ -259,7 +259,7 @@ class SlurmBackend(Backend):
         if not record.backend_id:
             return None
         target = resolve_target(record.compute, layout.config_path)
-        cluster = SlurmCluster(slurm_target(target))
+        cluster = SlurmCluster(slurm_settings(target))
         job_dir = Path(record.folder)
         limits = _limits(job_dir)
         seen = cluster.observe(job_dir, record.backend_id, int(limits["instance_count"]), time.time())
@@ -289,7 +289,7 @@ class SlurmBackend(Backend):
                 ended_at=time.time(),
             )
             return
-        cluster = SlurmCluster(slurm_target(resolve_target(record.compute, layout.config_path)))
+        cluster = SlurmCluster(slurm_settings(resolve_target(record.compute, layout.config_path)))
         cluster.cancel(Path(record.folder), record.backend_id, time.time())
 
     def fetch_logs(self, record: JobRecord, layout: Layout) -> None:

@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 
 from distrun.backends.slurm.layout import SlurmPaths
-from distrun.backends.slurm.target import SlurmTarget, node_resources, pinned_master_port, slurm_time_limit
+from distrun.backends.slurm.target import SlurmSettings, node_resources, pinned_master_port, slurm_time_limit
 from distrun.plan import task_port_count
 from distrun.restarts import RestartPolicy
 from distrun.spec.models import JobSpec
@@ -23,7 +23,7 @@ from distrun.spec.models import JobSpec
 PREEMPTION_MARGIN_S = 30
 
 
-def sbatch_directives(job: JobSpec, target: SlurmTarget, *, job_name: str, job_dir: str) -> list[str]:
+def sbatch_directives(job: JobSpec, target: SlurmSettings, *, job_name: str, job_dir: str) -> list[str]:
     paths = SlurmPaths(Path(job_dir))
     res = node_resources(job, target)
     options = [
@@ -68,7 +68,7 @@ def preemption_notice_s(job: JobSpec) -> int:
     return math.ceil(job.limits.grace_seconds) + PREEMPTION_MARGIN_S
 
 
-def render_batch_script(job: JobSpec, target: SlurmTarget, *, job_name: str, job_dir: str, python: str) -> str:
+def render_batch_script(job: JobSpec, target: SlurmSettings, *, job_name: str, job_dir: str, python: str) -> str:
     """The sbatch script for a job: pure; `distrun plan --compute <slurm target>` prints it."""
     res = node_resources(job, target)
     nodes = job.node_count

@@ -7,14 +7,13 @@ outcomes say which rank failed first, across nodes, by wall clock (`cluster.firs
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.slurm_states import SLURM_STATES, distrun_status, slurm_word
-from distrun.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.job_status import TERMINAL_STATUSES, JobState, JobStatus
 
 if TYPE_CHECKING:
     from distrun.backends.slurm.client import SlurmJobInfo
@@ -45,18 +44,6 @@ SLURM_FAILURE_REASONS = {
 }
 
 
-@dataclass(frozen=True)
-class JobState:
-    status: JobStatus
-    reason: str = ""
-    root_cause: dict[str, Any] | None = None
-    slurm_state: str | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
-
-
 def job_state(
     slurm: SlurmJobInfo,
     outcomes: Sequence[NodeOutcome],
@@ -76,42 +63,39 @@ def job_state(
     reported = {o.node_rank for o in outcomes}
     missing = sorted(set(range(node_count)) - reported)
     live = slurm_status not in TERMINAL and slurm_status != JobStatus.UNKNOWN
-    state = slurm.state
     if live and missing:
         if canceled_at is not None:
-            return JobState(JobStatus.CANCEL_REQUESTED, "Slurm is stopping the job", None, state)
+            return JobState(JobStatus.CANCEL_REQUESTED, "Slurm is stopping the job")
         # Why Slurm keeps it waiting (Resources, Priority, ...); "None" until the scheduler looked.
         waiting = slurm.reason if slurm_status == JobStatus.QUEUED and slurm.reason not in ("", "None") else ""
-        return JobState(slurm_status, waiting, None, state)
+        return JobState(slurm_status, waiting)
     ran = slurm.node_list not in ("", "(null)") and canceled_at is None
     if ran and missing and slurm.end_time is not None and now is not None and now - slurm.end_time < OUTCOME_WAIT_S:
         # Files written on another node may take a moment to show here (NFS caches).
-        return JobState(JobStatus.FINALIZING, "waiting for the nodes' outcomes in the job folder", None, state)
+        return JobState(JobStatus.FINALIZING, "waiting for the nodes' outcomes in the job folder")
     if not missing and all(o.status == JobStatus.COMPLETED for o in outcomes):
         # The agents are done; while Slurm ends the batch step the job is finalizing.
-        return JobState(JobStatus.FINALIZING if live else JobStatus.COMPLETED, "", None, state)
+        return JobState(JobStatus.FINALIZING if live else JobStatus.COMPLETED, "")
     cause = first_failure(outcomes)
     if cause is not None and (canceled_at is None or (cause.failed_at or float("inf")) < canceled_at):
         root = dict(cause.root_cause) if cause.root_cause else None
-        return JobState(JobStatus.FAILED, cause.reason or "a process failed", root, state)
+        return JobState(JobStatus.FAILED, cause.reason or "a process failed", root)
     if canceled_at is not None:
-        return JobState(JobStatus.CANCELED, "canceled by the user", None, state)
+        return JobState(JobStatus.CANCELED, "canceled by the user")
     if word == "CANCELLED":
-        return JobState(JobStatus.CANCELED, "canceled in Slurm (scancel or an administrator)", None, state)
+        return JobState(JobStatus.CANCELED, "canceled in Slurm (scancel or an administrator)")
     if word in SLURM_FAILURE_REASONS:
-        return JobState(JobStatus.FAILED, SLURM_FAILURE_REASONS[word], None, state)
+        return JobState(JobStatus.FAILED, SLURM_FAILURE_REASONS[word])
     stopped = [o for o in outcomes if o.status == JobStatus.CANCELED]
     if stopped and not missing:
-        return JobState(JobStatus.CANCELED, stopped[0].reason or "stopped by a signal", None, state)
+        return JobState(JobStatus.CANCELED, stopped[0].reason or "stopped by a signal")
     if not missing:
-        return JobState(JobStatus.FAILED, "the nodes reported no failure but did not all complete", None, state)
+        return JobState(JobStatus.FAILED, "the nodes reported no failure but did not all complete")
     ended = f"ended {word} (exit code {slurm.exit_code})" if word else "is no longer known to Slurm"
     return JobState(
         JobStatus.FAILED,
         f"Slurm job {slurm.job_id} {ended} and node(s) {', '.join(map(str, missing))} wrote no outcome: "
         "see slurm/output.txt in the job folder, and check that DISTRUN_HOME is on a filesystem every node sees",
-        None,
-        state,
     )
 
 

@@ -23,7 +23,7 @@ from distrun.spec.models import JobSpec
 SLURM_TIME_MARGIN_S = 30.0
 
 
-class SlurmTarget(BaseModel):
+class SlurmSettings(BaseModel):
     """A Slurm compute target: where and how distrun's jobs are submitted.
 
     Written in `$DISTRUN_HOME/config.yaml` or with `distrun compute create --type slurm --set K=V`.
@@ -86,7 +86,7 @@ class SlurmTarget(BaseModel):
         return value
 
     @classmethod
-    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> SlurmTarget:
+    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> SlurmSettings:
         """Validate a target's settings; every mistake becomes one `DistrunError` that says how to fix it."""
         from distrun.backends.settings import validated_settings
 
@@ -126,14 +126,14 @@ class NodeResources:
 JOB_RESOURCE_KEYS = ("cpus_per_node", "memory_per_node", "gpus_per_node")
 
 
-def node_resources(job: JobSpec, target: SlurmTarget) -> NodeResources:
+def node_resources(job: JobSpec, target: SlurmSettings) -> NodeResources:
     """Per-node CPUs, memory and GPUs: the job's `resources.properties` first, then the target's."""
     props = job.resources.properties or {}
     merged = target.model_copy()
     overrides = {key: props[key] for key in JOB_RESOURCE_KEYS if props.get(key) is not None}
     if overrides:
         try:
-            merged = SlurmTarget.model_validate({**target.model_dump(), **overrides})
+            merged = SlurmSettings.model_validate({**target.model_dump(), **overrides})
         except Exception as exc:  # pydantic's ValidationError: report in distrun's words
             raise DistrunError(
                 f"job resources.properties: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}",  # type: ignore[attr-defined]
@@ -145,7 +145,7 @@ def node_resources(job: JobSpec, target: SlurmTarget) -> NodeResources:
 SLURM_MAX_MINUTES = 100 * 365 * 24 * 60
 
 
-def slurm_time_limit(job: JobSpec, target: SlurmTarget) -> str | None:
+def slurm_time_limit(job: JobSpec, target: SlurmSettings) -> str | None:
     """sbatch --time: limits.timeout plus the grace period and a margin, in whole minutes.
 
     The node agent stops the job at exactly limits.timeout; Slurm's limit only catches an

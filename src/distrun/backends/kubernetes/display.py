@@ -1,0 +1,38 @@
+"""A job's Kubernetes objects as `distrun plan` prints them: YAML documents, in the order they are created."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+
+def _bundle_summary(data: str) -> dict[str, Any]:
+    """The ConfigMap's bundle as sizes and a file list: the text plan stays readable (the data is
+    up to 1 MiB of base64), and `--output yaml` or `json` still prints every byte that is submitted."""
+    from distrun.backends.kubernetes.bundle import listing
+
+    raw = base64.b64decode(data)
+    return {
+        "summary": f"{len(data)} base64 characters: a gzipped tar of {len(raw)} bytes (--output yaml prints it)",
+        "files": listing(raw),
+    }
+
+
+def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str:
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+
+    shown = objects
+    if abbreviate:
+        shown = []
+        for obj in objects:
+            if obj.get("binaryData"):
+                obj = {**obj, "binaryData": {k: _bundle_summary(v) for k, v in obj["binaryData"].items()}}
+            shown.append(obj)
+    yaml = YAML()
+    yaml.default_flow_style = False
+    buffer = StringIO()
+    yaml.dump_all(json.loads(json.dumps(shown)), buffer)
+    return buffer.getvalue()
