@@ -3,9 +3,10 @@
 # everything the tests need installed into it, then pytest in it.
 # Usage: bash scripts/test.sh [pytest args...]      e.g. bash scripts/test.sh tests/unit tests/agent
 #
-# DISTRUN_TEST_WORKERS=N runs the tests on N pytest-xdist workers (tests/README.md, "Side by
-# side"); the default, 0, runs them in this one process, as CI does. The 25 slowest tests are
-# listed at the end.
+# The tests run on DISTRUN_TEST_WORKERS pytest-xdist workers (default 2), which overlap the
+# tests' waits (cluster start-ups, requeues, jobs' grace periods); each cluster's tests and the
+# real frameworks keep to one worker (tests/README.md, "Side by side"). DISTRUN_TEST_WORKERS=0
+# runs them all in this one process. The 25 slowest tests are listed at the end.
 #
 # The environment is created fresh on every run in .test-venv/ of this checkout
 # (DISTRUN_TEST_VENV puts it elsewhere); see scripts/lib/test-venv.sh. System packages the
@@ -23,4 +24,4 @@ cd "$repo"
 # newest few runs, so a second suite on the same machine could remove this one's folders.
 basetemp="$(mktemp -d "${TMPDIR:-/tmp}/distrun-tests-XXXXXX")"
 trap 'rm -rf "$basetemp"' EXIT
-python -m pytest -n "${DISTRUN_TEST_WORKERS:-0}" --dist loadgroup --durations=25 --basetemp="$basetemp/t" "$@"
+python -m pytest -n "${DISTRUN_TEST_WORKERS:-2}" --dist loadgroup --durations=25 --basetemp="$basetemp/t" "$@"
