@@ -40,17 +40,26 @@ def copied_mode(source_mode: int) -> int:
     return source_mode & 0o7777 & ~current_umask() & ~_OTHERS_WRITE
 
 
-def make_dirs(path: Path) -> None:
-    """`mkdir -p` where every folder created gets DIR_MODE (Path.mkdir gives parents 0o777)."""
+def _create_missing(path: Path, mode: int) -> list[Path]:
+    """`mkdir -p` with `mode` for every folder created (Path.mkdir gives parents 0o777); the
+    folders this call created, outermost first."""
     missing = []
     while not path.exists():
         missing.append(path)
         path = path.parent
+    created = []
     for folder in reversed(missing):
         try:
-            folder.mkdir(mode=DIR_MODE)
+            folder.mkdir(mode=mode)
         except FileExistsError:
-            pass
+            continue
+        created.append(folder)
+    return created
+
+
+def make_dirs(path: Path) -> None:
+    """`mkdir -p` where every folder created gets DIR_MODE."""
+    _create_missing(path, DIR_MODE)
 
 
 def make_home(home: Path) -> None:
@@ -60,15 +69,7 @@ def make_home(home: Path) -> None:
     it did not create. One it creates is checked after, in case the filesystem did not apply
     the mode as asked.
     """
-    missing = []
-    while not home.exists():
-        missing.append(home)
-        home = home.parent
-    for folder in reversed(missing):
-        try:
-            folder.mkdir(mode=HOME_MODE)
-        except FileExistsError:
-            continue
+    for folder in _create_missing(home, HOME_MODE):
         mode = folder.stat().st_mode & 0o7777
         if mode & _GROUP_OTHERS_WRITE:
             folder.chmod(mode & ~_GROUP_OTHERS_WRITE)
