@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distrun.config_sections import write_entry
 from distrun.errors import DistrunError
-from distrun.file_modes import make_home
 
 
 @dataclass(frozen=True)
@@ -115,21 +115,9 @@ def resolve_target(reference: str | None, config_path: Path, infrastructure: str
 
 def add_target(config_path: Path, name: str, kind: str, settings: dict[str, Any]) -> ComputeTarget:
     """Add or replace one target in config.yaml, keeping the rest of the file."""
-    from ruamel.yaml import YAML
-
     if kind not in TARGET_TYPES or kind == LOCAL:
         raise DistrunError(f"unknown compute type {kind!r}", "use " + ", ".join(t for t in TARGET_TYPES if t != LOCAL))
     if name == LOCAL or not name.replace("-", "").replace("_", "").isalnum():
         raise DistrunError(f"compute name {name!r} is not allowed", "use letters, digits, - and _ (not 'local')")
-    yaml = YAML()
-    data: Any = {}
-    if config_path.is_file():
-        data = yaml.load(config_path.read_text(encoding="utf-8")) or {}
-    data.setdefault("compute", {})
-    data["compute"][name] = {"type": kind, **settings}
-    make_home(config_path.parent)
-    tmp = config_path.with_suffix(".yaml.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        yaml.dump(data, handle)
-    tmp.replace(config_path)
+    write_entry(config_path, "compute", name, {"type": kind, **settings})
     return ComputeTarget(name, kind, settings)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from distrun.errors import DistrunError
+from distrun.file_modes import make_home
 from distrun.spec.source_map import SourceMap
 
 
@@ -22,3 +24,21 @@ def read_section(config_path: Path, key: str, example: str) -> tuple[dict[Any, A
     if not isinstance(section, dict):
         raise DistrunError(f"{smap.find((key,))}: {key}: expected a mapping of names", f"e.g. {example}")
     return section, smap
+
+
+def write_entry(config_path: Path, key: str, name: str, body: dict[str, Any]) -> None:
+    """Add or replace `name` in section `key`, keeping the rest of the file (comments too), and
+    replace the file whole: a reader sees the old file or the new one, never half of one."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    data: Any = {}
+    if config_path.is_file():
+        data = yaml.load(config_path.read_text(encoding="utf-8")) or {}
+    data.setdefault(key, {})
+    data[key][name] = body
+    make_home(config_path.parent)
+    tmp = config_path.with_suffix(f".yaml.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        yaml.dump(data, handle)
+    tmp.replace(config_path)

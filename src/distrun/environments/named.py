@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distrun.config_sections import write_entry
 from distrun.errors import DistrunError, Position
-from distrun.file_modes import make_home
 from distrun.spec.source_map import SourceMap
 from distrun.user_paths import expand_user
 
@@ -76,21 +76,9 @@ def find_named(reference: str, config_path: Path) -> NamedEnvironment | None:
 
 def add_named(config_path: Path, name: str, body: dict[str, Any]) -> None:
     """Add or replace one environment in config.yaml, keeping the rest of the file."""
-    from ruamel.yaml import YAML
-
     if not name or any(c.isspace() for c in name) or "/" in name:
         raise DistrunError(f"environment name {name!r} is not allowed", "use letters, digits, '-', '_', '.'")
-    yaml = YAML()
-    data: Any = {}
-    if config_path.is_file():
-        data = yaml.load(config_path.read_text(encoding="utf-8")) or {}
-    data.setdefault("environments", {})
-    data["environments"][name] = body
-    make_home(config_path.parent)
-    tmp = config_path.with_suffix(f".yaml.{id(body)}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        yaml.dump(data, handle)
-    tmp.replace(config_path)
+    write_entry(config_path, "environments", name, body)
 
 
 def environment_body(
