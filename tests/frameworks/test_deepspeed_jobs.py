@@ -63,8 +63,15 @@ def assert_same_weights(text: str) -> None:
     assert len(set(found.values())) == 1, found
 
 
+# A rank left waiting in a collective after another failed waits for DeepSpeed's (torch's)
+# 30-minute collective timeout. The failing-rank tests bound the whole run well below that,
+# and well above what two suites on a 2-core machine make of a one-minute job.
+LEFT_TO_TIME_OUT_S = 30 * 60
+STOPPED_WITHIN_S = 600
+
+
 def run_example(run_cli, job: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_cli("run", str(EXAMPLE / job), *extra, timeout=300, env=env)
+    return run_cli("run", str(EXAMPLE / job), *extra, timeout=STOPPED_WITHIN_S + 60, env=env)
 
 
 @pytest.fixture
@@ -164,7 +171,8 @@ def test_failing_rank_is_the_root_cause_with_its_traceback(job, command, run_cli
     result = run_example(
         run_cli, job, "--set", f"command={command}", "--set", "limits.grace_period=3", env=loopback_hostname
     )
-    assert time.monotonic() - started < 150  # the other ranks were stopped, not left to time out
+    # The other ranks were stopped, not left to time out.
+    assert time.monotonic() - started < STOPPED_WITHIN_S < LEFT_TO_TIME_OUT_S
     assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-4000:]
     name = only_job(distrun_home)
     rec = record(distrun_home, name)
@@ -189,7 +197,7 @@ def test_failing_rank_under_the_deepspeed_launcher_stops_the_job(run_cli, distru
     )
     started = time.monotonic()
     result = run_example(run_cli, "job-launcher.yml", "--set", f"command={command}")
-    assert time.monotonic() - started < 150
+    assert time.monotonic() - started < STOPPED_WITHIN_S < LEFT_TO_TIME_OUT_S
     assert result.returncode == 1, result.stdout[-4000:] + result.stderr[-4000:]
     name = only_job(distrun_home)
     rec = record(distrun_home, name)
