@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distrun.config_sections import write_entry
 from distrun.errors import DistrunError
+
+if TYPE_CHECKING:
+    from distrun.store.index import JobRecord
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,36 @@ class ComputeTarget:
     name: str
     type: str
     settings: dict[str, Any] = field(default_factory=dict)
+
+    def stored(self) -> dict[str, Any]:
+        """What a job's record keeps of its target (`JobRecord.target`), as plain JSON values."""
+        return {"type": self.type, "settings": _plain(self.settings)}
+
+
+def _plain(value: Any) -> Any:
+    # config.yaml's loader gives its own mapping, sequence and scalar types; the record keeps JSON.
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    for kind in (int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return str(value)
+
+
+def submitted_target(record: JobRecord, config_path: Path) -> ComputeTarget:
+    """The target a job was submitted to, as it was then: a job never follows its target's name
+    to another engine or other settings when config.yaml changes (or loses the target) later.
+
+    Records written before distrun kept the target have only its name; they read config.yaml.
+    """
+    stored = record.target
+    if isinstance(stored, dict) and isinstance(stored.get("type"), str) and isinstance(stored.get("settings"), dict):
+        return ComputeTarget(record.compute, stored["type"], dict(stored["settings"]))
+    return resolve_target(record.compute, config_path)
 
 
 def target_name(reference: str | None) -> str:

@@ -57,9 +57,9 @@ def _check_restarts(backend: Backend, target: ComputeTarget, spec: JobSpec) -> N
 
 def _record_backend(layout: Layout, record: JobRecord) -> Backend:
     from distrun.backends.registry import backend_for
-    from distrun.compute import resolve_target
+    from distrun.compute import submitted_target
 
-    return backend_for(resolve_target(record.compute, layout.config_path).type)
+    return backend_for(submitted_target(record, layout.config_path).type)
 
 
 # ---------------------------------------------------------------- starting a job

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.compute import ComputeTarget, resolve_target
+from distrun.compute import ComputeTarget, resolve_target, submitted_target
 from distrun.errors import DistrunError
 from distrun.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
 from distrun.plan.model import Bindings
@@ -111,6 +111,7 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         launcher_pid=os.getpid(),
         launcher_host=socket.gethostname(),
         launcher_started=process_start_time(os.getpid()),
+        target=target.stored(),
     )
     if folder.root.exists():
         raise DistrunError(f"a job folder for {job_name!r} already exists at {folder.root}", "choose another name")
@@ -284,7 +285,7 @@ def load_prepared(layout: Layout, name: str) -> PreparedJob:
     folder = layout.job(name)
     spec = models.JobSpec.model_validate(json.loads(folder.job_json.read_text(encoding="utf-8")))
     record = JobIndex(layout.db_path).get(name)
-    target = resolve_target(record.compute, layout.config_path)
+    target = submitted_target(record, layout.config_path)
     return PreparedJob(name, spec, folder, target, load_bindings(folder))
 
 

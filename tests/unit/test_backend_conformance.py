@@ -32,6 +32,7 @@ from distrun.backends.registry import BACKENDS, backend_for
 from distrun.backends.slurm.state import SLURM_STATES, distrun_status
 from distrun.backends.slurm.target import SlurmSettings
 from distrun.backends.targets import resolve_target
+from distrun.compute import ComputeTarget, add_target, submitted_target
 from distrun.errors import DistrunError
 from distrun.job_status import JobStatus
 from distrun.jobs import plan_job, submit_job
@@ -290,6 +291,26 @@ def test_a_job_the_engine_never_got_is_canceled_at_once(kind: str, reason: str, 
     canceled = index.get(job.name)
     assert (canceled.status, canceled.reason) == (JobStatus.CANCELED, reason)
     assert canceled.terminal and canceled.ended_at is not None and canceled.backend_id is None
+
+
+@pytest.mark.parametrize("kind", [kind for kind in ENGINES if kind != "local"])
+def test_a_job_keeps_its_target_as_it_was_when_submitted(kind: str, home: Path, loaded: LoadedJob) -> None:
+    """config.yaml's target replaced by another engine's, then removed: the job still names its own."""
+    layout = Layout(home)
+    job = prepared(layout, loaded, kind)
+    name, settings = TARGETS[kind]
+    other = "ray" if kind != "ray" else "slurm"
+    add_target(layout.config_path, name, other, TARGETS[other][1])
+    record = JobIndex(layout.db_path).get(job.name)
+    assert record.target == {"type": kind, "settings": settings}
+    assert submitted_target(record, layout.config_path) == ComputeTarget(name, kind, settings)
+    layout.config_path.write_text("compute: {}\n")
+    assert submitted_target(record, layout.config_path) == ComputeTarget(name, kind, settings)
+    assert backend_for(submitted_target(record, layout.config_path).type).kind == kind
+    # A record from before distrun kept the target has only its name: config.yaml says, as it did.
+    add_target(layout.config_path, name, other, TARGETS[other][1])
+    older = replace(record, target=None)
+    assert submitted_target(older, layout.config_path).type == other
 
 
 # ---------------------------------------------------------------- 4. engine states -> JobStatus

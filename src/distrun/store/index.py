@@ -58,12 +58,13 @@ CREATE TABLE IF NOT EXISTS jobs (
     launcher_started REAL,
     backend_id TEXT,
     tags TEXT,
-    attempts TEXT
+    attempts TEXT,
+    target TEXT
 )
 """
-_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts")
+_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts", "target")
 # Columns added after the first release: (name, type), added to an older index when it is opened.
-_ADDED_COLUMNS = (("attempts", "TEXT"),)
+_ADDED_COLUMNS = (("attempts", "TEXT"), ("target", "TEXT"))
 # How long the first connections to a new index retry its set-up (see _initialize).
 _INIT_SECONDS = 60.0
 # Below this much free space, an index error is put down to the full filesystem.
@@ -91,6 +92,10 @@ class JobRecord:
     backend_id: str | None = None  # e.g. the Slurm job id
     tags: dict[str, str] = field(default_factory=dict)
     attempts: list[dict[str, Any]] | None = None  # a job that ran more than once: each run, oldest first
+    # The compute target as it was when the job was submitted ({"type": ..., "settings": {...}}):
+    # every later show, cancel, logs or download goes to that engine, whatever config.yaml says
+    # by then. None in records written before distrun kept it (they read config.yaml).
+    target: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)

@@ -17,7 +17,7 @@ from typing import Any
 
 from distrun.errors import DistrunError
 
-_JSON_FIELDS = {"root_cause": dict, "processes": list, "tags": dict}
+_JSON_FIELDS = {"root_cause": dict, "processes": list, "tags": dict, "attempts": list, "target": dict}
 _NUMBERS = ("created_at", "started_at", "ended_at", "launcher_started")
 _TEXTS = ("name", "status", "compute", "folder")
 

@@ -149,7 +149,7 @@ def test_job_cancel_still_cancels_a_job_with_restarts(start_cli, write_job, dist
     assert [a["status"] for a in JobIndex(distrun_home / "jobs.db").get("stop_it").attempts or []] == ["Canceled"]
 
 
-def test_an_older_index_gains_the_attempts_column(tmp_path: Path) -> None:
+def test_an_older_index_gains_the_attempts_and_target_columns(tmp_path: Path) -> None:
     import sqlite3
 
     db = tmp_path / "jobs.db"
@@ -168,6 +168,7 @@ def test_an_older_index_gains_the_attempts_column(tmp_path: Path) -> None:
     index.update("old", only_if_not_terminal=False, attempts=[{"attempt": 0}])
     assert index.get("old").attempts == [{"attempt": 0}]
     assert json.loads(json.dumps(index.get("old").to_dict()))["attempts"] == [{"attempt": 0}]
+    assert index.get("old").target is None  # an older job: its target is read from config.yaml by name
 
 
 def test_a_backend_that_cannot_restart_refuses_the_job_before_recording_it(run_cli, write_job, distrun_home):

@@ -296,10 +296,23 @@ def _running_job(home: Path, ranks: int = 4) -> str:
     return name
 
 
-def test_cancel_while_running(run_cli, write_job, hpc, distrun_home, slurm_cluster):
+def test_cancel_while_running_reaches_slurm_after_the_target_is_replaced(
+    run_cli, write_job, hpc, distrun_home, slurm_cluster
+):
+    """A job remembers its engine: the target it was submitted to is replaced in config.yaml by a
+    Kubernetes one of the same name while it runs, and `show`, `logs` and `cancel` still go to Slurm."""
     job = write_job(python_ranks("time.sleep(120)"))
     assert run_cli("run", "-d", str(job), "--compute", hpc, "-o", "json").returncode == 0
     name = _running_job(distrun_home)
+    replaced = run_cli("compute", "create", "--name", hpc, "--type", "kubernetes", "--set", "namespace=jobs")
+    assert replaced.returncode == 0, replaced.stderr
+    assert "type: kubernetes" in (distrun_home / "config.yaml").read_text()
+    assert record(distrun_home, name)["target"]["type"] == "slurm"
+    shown = run_cli("job", "show", name, "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"] == "Running"
+    logs = run_cli("job", "logs", name)
+    assert logs.returncode == 0 and "up 3" in logs.stdout, logs.stdout + logs.stderr
     result = run_cli("job", "cancel", name)
     assert result.returncode == 0, result.stderr
     rec = record(distrun_home, name)

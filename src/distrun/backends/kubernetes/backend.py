@@ -32,7 +32,7 @@ from distrun.backends.kubernetes.pods import build_layout
 from distrun.backends.kubernetes.render import KubernetesRequest, render_request
 from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.backends.submission_failure import recorded_as_not_submitted
-from distrun.compute import ComputeTarget, resolve_target
+from distrun.compute import ComputeTarget, submitted_target
 from distrun.errors import DistrunError
 from distrun.file_modes import write_file
 from distrun.job_status import JobStatus
@@ -265,8 +265,8 @@ def _for_cluster(
 
 
 def _cluster_of(record: JobRecord, layout: Layout) -> KubernetesCluster:
-    """The cluster a submitted job runs on: its record's compute target, as config.yaml says now."""
-    return KubernetesCluster(kubernetes_settings(resolve_target(record.compute, layout.config_path)))
+    """The cluster a submitted job runs on: its record's compute target, as it was when the job was submitted."""
+    return KubernetesCluster(kubernetes_settings(submitted_target(record, layout.config_path)))
 
 
 BACKEND = KubernetesBackend()

@@ -30,7 +30,7 @@ from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import distrun_status, job_state, read_canceled_at
 from distrun.backends.slurm.target import SlurmSettings, pinned_master_port, slurm_time_limit
 from distrun.backends.submission_failure import recorded_as_not_submitted
-from distrun.compute import ComputeTarget, resolve_target
+from distrun.compute import ComputeTarget, submitted_target
 from distrun.file_modes import write_file
 from distrun.job_status import JobState, JobStatus
 from distrun.json_encoding import compact_json
@@ -258,7 +258,7 @@ class SlurmBackend(Backend):
     def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
         if not record.backend_id:
             return None
-        target = resolve_target(record.compute, layout.config_path)
+        target = submitted_target(record, layout.config_path)
         cluster = SlurmCluster(slurm_settings(target))
         job_dir = Path(record.folder)
         limits = _limits(job_dir)
@@ -289,7 +289,7 @@ class SlurmBackend(Backend):
                 ended_at=time.time(),
             )
             return
-        cluster = SlurmCluster(slurm_settings(resolve_target(record.compute, layout.config_path)))
+        cluster = SlurmCluster(slurm_settings(submitted_target(record, layout.config_path)))
         cluster.cancel(Path(record.folder), record.backend_id, time.time())
 
     def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
