@@ -6,27 +6,44 @@
 
 from __future__ import annotations
 
+import fcntl
+import random
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from support.cli import SRC
 from support.clusters.k8s_emulator import EmulatedCluster
 
+# Port ranges in use by an emulated cluster of any test run on this machine: a second suite run
+# side by side scans the same ranges, and two clusters' pods on one port base find each other's
+# rank 0 (their pod names, and so their loopback addresses, are the same too).
+PORT_LOCKS = Path(tempfile.gettempdir()) / "distrun-test-k8s-ports"
 
-def free_port_base(count: int = 16) -> int:
-    """A base port with `count` free ports after it (pods of one test share this machine's ports)."""
-    for base in range(31000, 60000, 97):
+
+def reserve_port_base(count: int = 16) -> tuple[int, IO[bytes]]:
+    """A base port with `count` free ports after it, held for this test (the returned file's lock)
+    against every other test run on this machine: the pods start only later, so a port that is
+    free now proves nothing to a second run looking at the same moment."""
+    PORT_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    bases = list(range(31000, 60000, 97))
+    start = random.randrange(len(bases))  # runs started together do not queue on the same locks
+    for base in bases[start:] + bases[:start]:
+        lock = open(PORT_LOCKS / str(base), "ab")
         try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             for port in range(base, base + count):
                 with socket.socket() as sock:
                     sock.bind(("", port))
         except OSError:
+            lock.close()
             continue
-        return base
+        return base, lock
     raise RuntimeError("no free port range")
 
 
@@ -44,14 +61,16 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Emulated
 
 
 @pytest.fixture
-def k8s(cluster: EmulatedCluster, distrun_home: Path) -> EmulatedCluster:
+def k8s(cluster: EmulatedCluster, distrun_home: Path) -> Iterator[EmulatedCluster]:
     """The compute target `k8s` for the cluster, defined as `distrun compute create` does it (in
     process: that command itself is tested in tests/surfaces/test_kubernetes_plan_command.py)."""
     from distrun.backends.registry import backend_for
     from distrun.backends.targets import add_target
     from distrun.store.layout import Layout
 
-    settings = cluster.settings(python=sys.executable, port_base=free_port_base(), image="reg/distrun:test")
-    backend_for("kubernetes").validate_settings("k8s", settings)
-    add_target(Layout(distrun_home).config_path, "k8s", "kubernetes", settings)
-    return cluster
+    port_base, lock = reserve_port_base()
+    with lock:
+        settings = cluster.settings(python=sys.executable, port_base=port_base, image="reg/distrun:test")
+        backend_for("kubernetes").validate_settings("k8s", settings)
+        add_target(Layout(distrun_home).config_path, "k8s", "kubernetes", settings)
+        yield cluster
