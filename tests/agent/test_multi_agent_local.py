@@ -139,3 +139,26 @@ def test_the_first_failure_across_agents_is_the_root_cause(write_job, distrun_ho
     assert outcomes[0].status in ("Failed", "Canceled")  # its ranks lost their peer, or were stopped
     if outcomes[0].status == "Failed":
         assert outcomes[0].failed_at > cause.failed_at
+
+
+def test_a_nodes_launch_marker_is_unique_on_the_machine_even_for_the_same_job_and_engine_id(tmp_path):
+    """Two clusters on one machine number their jobs alike (two Slurm test clusters side by side
+    both call a job 12): the marker a node's sweep and cgroup go by must still differ."""
+    from distrun.agent.node import node_launch_id
+    from distrun.agent.node_facts import NodeFacts
+
+    def facts() -> NodeFacts:
+        return NodeFacts(
+            node_rank=1,
+            node_names=("n1", "n2"),
+            addresses=("127.0.0.1", "127.0.0.1"),
+            master_port=29500,
+            task_ports=(),
+            job_dir=tmp_path / "peer",
+            engine="Slurm",
+            engine_job_id="12",
+        )
+
+    first, second = node_launch_id(facts()), node_launch_id(facts())
+    assert first != second
+    assert first.startswith("peer-slurm12-node1-") and second.startswith("peer-slurm12-node1-")

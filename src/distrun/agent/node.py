@@ -266,6 +266,17 @@ def waited_outcome(
     return process_free_outcome(facts, JobStatus.CANCELED, f"stopped with the job ({said})", started_at, now)
 
 
+def node_launch_id(facts: NodeFacts) -> str:
+    """The marker of this node's processes (their environment and cgroup), unique on the machine.
+
+    The job's name and the engine's job id alone are not: two clusters on one machine (Slurm
+    test clusters side by side, two emulated Kubernetes clusters) number their jobs alike, and a
+    sweep of one node's leftovers would stop the other cluster's ranks of a job of the same name.
+    """
+    engine = f"{facts.engine.lower()}{facts.engine_job_id}"
+    return f"{facts.job_dir.name}-{engine}-node{facts.node_rank}-{os.urandom(6).hex()}"
+
+
 def run_node(
     facts: NodeFacts,
     channel: OutcomeChannel,
@@ -319,7 +330,7 @@ def run_node(
             grace_period=job.plan_job.grace_seconds,
             timeout=job.plan_job.timeout,
             base_env=facts.base_env,
-            launch_id=f"{facts.job_dir.name}-{facts.engine.lower()}{facts.engine_job_id}-node{facts.node_rank}",
+            launch_id=node_launch_id(facts),
             # Parameter servers on this node wait until every node's training tasks are done.
             peers=ChannelPeers(channel, facts.node_rank, len(plan.nodes)),
             preempted_by=preempted_by,
