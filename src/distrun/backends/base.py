@@ -14,6 +14,13 @@ Inside the job, a cluster backend runs one engine-free node agent per node
 The agent reports a `NodeOutcome` per node through it; `distrun.backends.cluster` has the logic
 every cluster backend shares (first failure across nodes, record refresh, run-and-stream watch).
 
+Every backend is of one of two families, each of which writes its shared rules once:
+
+    EngineBackend      (distrun.backends.engine: Slurm, Kubernetes) an engine that keeps the
+                       job's state; a job it never got is Canceled at once, `observe` asks it
+    SupervisedBackend  (distrun.backends.supervised: local, Ray) a distrun process supervises
+                       the job and writes its record itself; `observe` has nothing to add
+
 The sequence the orchestrator follows:
 
     plan:    render(preview_job(...))                 -> RenderedJob.show() is printed
@@ -28,11 +35,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Protocol
 
 from distrun.agent.node_facts import NodeFacts, NodeOutcome
 from distrun.agent.outcome_channel import MAIN_WORK_DONE, FolderOutcomeChannel, OutcomeChannel
-from distrun.backends import cluster
 from distrun.backends.values import EngineRequest, Observation, RenderedJob
 from distrun.job_status import TERMINAL_STATUSES, JobStatus
 from distrun.spec.models import DEFAULT_GRACE_PERIOD
@@ -58,7 +64,17 @@ __all__ = [
     "Observation",
     "OutcomeChannel",
     "RenderedJob",
+    "TargetSettings",
 ]
+
+
+class TargetSettings(Protocol):
+    """A compute type's settings model (`SlurmSettings`...): a target's settings, checked and typed."""
+
+    @classmethod
+    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> Any:
+        """The settings of target `name`; a `DistrunError` naming the target and every wrong key."""
+        ...
 
 
 class Backend(ABC):
@@ -71,6 +87,9 @@ class Backend(ABC):
 
     kind: ClassVar[str]
     """The compute type in config.yaml (`type: slurm`), also the registry key."""
+
+    settings_model: ClassVar[type[TargetSettings]]
+    """The model of a target's settings (config.yaml, `--set K=V`): `validate_settings` and `target_settings`."""
 
     engine: ClassVar[str]
     """The engine's name in messages ("Slurm")."""
@@ -97,14 +116,19 @@ class Backend(ABC):
 
     # ------------------------------------------------------------ before anything is recorded
 
-    @abstractmethod
     def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
         """Check a compute target's settings (config.yaml, `distrun compute create --set K=V`).
 
         Raise `DistrunError` naming the target, every wrong key with what is expected ("did you
         mean ...?" for a misspelling), and the known keys. Pure: no engine is contacted. Called by
-        `compute create` before the target is written, and before every job on it.
+        `compute create` before the target is written, and before every job on it. The
+        `settings_model` says all of it (`distrun.backends.settings.validated_settings`).
         """
+        self.settings_model.from_settings(target_name, settings)
+
+    def target_settings(self, target: ComputeTarget) -> Any:
+        """The target's settings as this backend's `settings_model` (checked again: config.yaml may have changed)."""
+        return self.settings_model.from_settings(target.name, target.settings)
 
     @abstractmethod
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
@@ -148,15 +172,15 @@ class Backend(ABC):
         never a half-written record, never a job left running in the engine.
         """
 
+    @abstractmethod
     def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
         """`distrun run`: submit, stream every rank's lines to `out` until the job ends, print the summary.
 
         Returns the final record. Ctrl-C or SIGTERM cancels the job and keeps streaming until the
-        engine has ended it; a second one stops waiting. The default (every cluster backend):
-        `schedule`, then follow the per-rank log files while `observe` says the job is live
-        (`distrun.backends.cluster.run_attached`). The local backend supervises in this process.
+        engine has ended it; a second one stops waiting. An engine backend schedules, then follows
+        the per-rank log files while `observe` says the job is live
+        (`distrun.backends.cluster.run_attached`); a supervised one supervises in this process.
         """
-        return cluster.run_attached(self, rendered, layout, out, color)
 
     # ------------------------------------------------------------ a job that was scheduled
 
