@@ -3,16 +3,18 @@
 A backend turns a prepared job into its engine's request (`render`), submits that very object
 (`schedule`), maps the engine's view of a running job back to distrun's (`observe`), stops it
 (`cancel`) and makes its per-rank logs readable in the job folder (`fetch_logs`). The
-orchestrator (`distrun.jobs`) is the only caller: the CLI and the SDK never ask which engine a
-job runs on. Adding a backend is one package that defines `BACKEND = YourBackend()` plus one line
-in the registry's table (`distrun.compute.BACKENDS`).
+orchestrator (`distrun.jobs`, with `distrun.runner` for `distrun run`) is the only caller: the
+CLI and the SDK never ask which engine a job runs on. Adding a backend is one package that
+defines `BACKEND = YourBackend()` plus one line in the registry's table
+(`distrun.compute.BACKENDS`).
 
 Inside the job, a cluster backend runs one engine-free node agent per node
 (`distrun.agent.node.run_node`): the backend's own small entry point builds the node's
 `NodeFacts` from its engine and picks an `OutcomeChannel` (a shared folder,
 `FolderOutcomeChannel`, when the nodes share the job folder; the engine's own means otherwise).
 The agent reports a `NodeOutcome` per node through it; `distrun.backends.cluster` has the logic
-every cluster backend shares (first failure across nodes, record refresh, run-and-stream watch).
+every cluster backend shares (first failure across nodes, record refresh). A backend never
+prints: `distrun run`'s header, stream and summary are `distrun.runner`'s, for every backend.
 
 Every backend is of one of two families, each of which writes its shared rules once:
 
@@ -26,7 +28,9 @@ The sequence the orchestrator follows:
     plan:    render(preview_job(...))                 -> RenderedJob.show() is printed
     submit:  validate target -> preflight -> prepare_job (record Queued/Starting, folder filled)
              -> render(job) -> schedule(rendered)      (never a second rendering)
-    run:     the same, then run_attached(rendered)     (stream every rank's lines until the end)
+    run:     the same, then `distrun.runner.run_attached` (header, every rank's lines, summary):
+             an engine's job is schedule(rendered) and followed through observe() and its log
+             files; a supervised job is supervise(rendered, ...) in this process
     get:     record from the store -> refresh through observe() while it is live
     cancel:  cancel(record) -> wait (grace period + cancel_wait_s) until the record is terminal
 """
@@ -35,7 +39,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from distrun.agent.node_facts import NodeFacts, NodeOutcome
 from distrun.agent.outcome_channel import MAIN_WORK_DONE, FolderOutcomeChannel, OutcomeChannel
@@ -170,16 +174,6 @@ class Backend(ABC):
         record's `backend_id` (the engine's job id) and status (Queued). On failure the
         record says Failed with reason "not submitted: <why>" and a `DistrunError` is raised:
         never a half-written record, never a job left running in the engine.
-        """
-
-    @abstractmethod
-    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-        """`distrun run`: submit, stream every rank's lines to `out` until the job ends, print the summary.
-
-        Returns the final record. Ctrl-C or SIGTERM cancels the job and keeps streaming until the
-        engine has ended it; a second one stops waiting. An engine backend schedules, then follows
-        the per-rank log files while `observe` says the job is live
-        (`distrun.backends.cluster.run_attached`); a supervised one supervises in this process.
         """
 
     # ------------------------------------------------------------ a job that was scheduled

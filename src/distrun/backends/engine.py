@@ -3,22 +3,22 @@
 distrun hands the job to the engine (`schedule` records the engine's id as `backend_id`) and
 from then on asks the engine about it (`observe`). Until the engine has the job there is no
 one to ask: such a record has nothing to observe, and canceling it is only writing it down.
-Those rules, and `distrun run` as schedule-then-follow, are written here once.
+Those rules are written here once. `distrun run` on an engine is `schedule`, then following
+the per-rank log files while `observe` says the job is live (`distrun.runner`).
 """
 
 from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
-from distrun.backends import cluster
 from distrun.backends.base import Backend
 from distrun.job_status import JobStatus
 from distrun.store.index import JobIndex, JobRecord
 
 if TYPE_CHECKING:
-    from distrun.backends.values import Observation, RenderedJob
+    from distrun.backends.values import Observation
     from distrun.store.layout import Layout
 
 NOT_SUBMITTED = "canceled before it was submitted"
@@ -26,10 +26,6 @@ NOT_SUBMITTED = "canceled before it was submitted"
 
 class EngineBackend(Backend):
     """A backend whose engine holds the job once `schedule` submitted it (a record with a `backend_id`)."""
-
-    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-        """Schedule, then follow the per-rank log files while `observe` says the job is live."""
-        return cluster.run_attached(self, rendered, layout, out, color)
 
     def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
         """The engine's view of a submitted job; a record the engine never got has none."""

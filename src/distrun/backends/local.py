@@ -4,7 +4,7 @@ Every simulated node has address 127.0.0.1; MASTER_PORT (and any per-task port) 
 port found by binding, never a fixed one, so two jobs at once never collide. All simulated
 nodes run in one gang (`agent.gang`): nothing to gain from one agent per simulated node, and
 one event loop makes the gang immediate. The job's processes are supervised in this process
-(`distrun run`: `run_attached`) or in a detached launcher process (`distrun job create`
+(`distrun run`: `supervise`) or in a detached launcher process (`distrun job create`
 without --stream: `schedule`); a forked watchdog records the job as lost, and kills what is
 left, if the supervising process dies. The supervisor writes the record itself, so `observe`
 has nothing to add; `cancel` signals the supervisor (both the supervised family's).
@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, ClassVar
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals
-from distrun.agent.terminal_output import NonBlockingOutput
+from distrun.agent.terminal_output import say
 from distrun.backends.base import RenderedJob
 from distrun.backends.job_launcher import acting_as_launcher
 from distrun.backends.local_gpus import probe_gpus
@@ -33,12 +33,12 @@ from distrun.backends.supervised import SupervisedBackend, cancel_marker, mark_c
 from distrun.compute import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.file_modes import write_file
+from distrun.job_notes import local_notes
 from distrun.job_status import JobStatus
 from distrun.json_encoding import compact_json
 from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
-from distrun.report import execution_summary, local_notes, stream_header
 from distrun.restarts import Attempt, Decision, RestartPolicy, backoff_seconds, decide, keep_attempt
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord
@@ -159,7 +159,7 @@ def _run_attempts(
         pause = backoff_seconds(count + 1)
         index.update(prepared.name, attempts=[a.to_dict() for a in attempts])
         if stream is not None:
-            _say(stream, f"distrun: attempt {count} {decision.reason}: attempt {count + 1} starts in {pause:g} s")
+            say(stream, f"distrun: attempt {count} {decision.reason}: attempt {count + 1} starts in {pause:g} s")
         _pause(pause, stop_signals)
 
 
@@ -255,19 +255,6 @@ class LocalLaunch:
         return {}  # the plan says it all; ports are chosen when the job starts
 
 
-def _say(out: BinaryIO, text: str) -> None:
-    """Text for the user's terminal, which may have gone (closed window: EIO; `| head`: EPIPE)."""
-    try:
-        out.write((text + "\n").encode())
-        out.flush()
-    except (OSError, ValueError):
-        # What is still buffered would fail again when Python exits (exit status 120).
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
-
-
 class LocalSettings:
     """Local compute's settings: none (it runs on this machine)."""
 
@@ -317,26 +304,23 @@ class LocalBackend(SupervisedBackend):
             warnings=tuple(said),
         )
 
-    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-        """`distrun run`: supervise here, stream every line, end with the execution summary."""
-        prepared = rendered.job
+    def supervise(
+        self,
+        rendered: RenderedJob,
+        layout: Layout,
+        stream: BinaryIO,
+        color: bool,
+        on_plan: Callable[[LaunchPlan], None],
+    ) -> JobRecord:
+        """Run the gang in this process (`execute`), every rank's lines to `stream` as they come."""
+        return execute(rendered.job, layout, stream=stream, color=color, on_plan=on_plan)
 
-        def header(plan: LaunchPlan) -> None:
-            record = JobIndex(layout.db_path).get(prepared.name)
-            lines = [f"distrun: {text}" for text in local_notes(prepared.spec) + list(plan.notes)]
-            lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
-            _say(out, "\n".join(lines))
+    def attached_notes(self, rendered: RenderedJob, plan: LaunchPlan) -> list[str]:
+        return local_notes(rendered.job.spec) + list(plan.notes)
 
-        live = NonBlockingOutput.wrap(out)  # a reader that stops reading never stalls supervision
-        record = execute(prepared, layout, stream=live, color=color, on_plan=header)  # type: ignore[arg-type]
-        # The record is final: a stop signal now (a `job cancel` that raced the job's own end)
-        # changes nothing, so it is held and dropped rather than cutting the summary short.
-        with held_stop_signals():
-            if isinstance(live, NonBlockingOutput):
-                live.finish()  # the record is written: now the reader may take its time
-            _say(out, execution_summary(record))
-            finish_run(prepared.folder, record.status)  # after the summary: the user does not wait on MLflow
-        return record
+    def finished(self, rendered: RenderedJob, record: JobRecord) -> None:
+        """Close the job's MLflow run (the launcher does it for a job started in the background)."""
+        finish_run(rendered.job.folder, record.status)
 
 
 BACKEND = LocalBackend()

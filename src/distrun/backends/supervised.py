@@ -4,6 +4,8 @@ That supervisor (`distrun run` itself, or a launcher started in the background b
 writes the job's record as the job goes, and a watchdog records it lost if the supervisor dies:
 there is no engine to observe and no log to fetch (the supervisor writes every rank's log into
 the job folder). Stopping the job is signalling its supervisor, which stops every rank.
+`distrun run` supervises in its own process (`supervise`); what it prints around the stream is
+`distrun.runner`'s.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import socket
 import subprocess
 import sys
 import time
+from abc import abstractmethod
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, BinaryIO, ClassVar
 
 from distrun.agent.stop_signals import stop_signals_blocked
 from distrun.backends.base import Backend
@@ -26,6 +30,7 @@ from distrun.store.index import JobIndex, JobRecord, process_start_time
 
 if TYPE_CHECKING:
     from distrun.backends.values import Observation, RenderedJob
+    from distrun.plan.model import LaunchPlan
     from distrun.store.layout import JobFolder, Layout
     from distrun.submission import PreparedJob
 
@@ -79,6 +84,31 @@ class SupervisedBackend(Backend):
         """Start the job's supervisor in the background; returns at once."""
         start_detached(rendered.job, layout, self.launcher_argv(rendered.job.name))
         return JobIndex(layout.db_path).get(rendered.job.name)
+
+    @abstractmethod
+    def supervise(
+        self,
+        rendered: RenderedJob,
+        layout: Layout,
+        stream: BinaryIO,
+        color: bool,
+        on_plan: Callable[[LaunchPlan], None],
+    ) -> JobRecord:
+        """`distrun run`: supervise the job in this process until it ends; returns its final record.
+
+        Every rank's lines go to `stream` as they come (with their prefixes; `color` for ANSI
+        ones), and so do the supervisor's own lines about the job's course ("distrun: ...").
+        `on_plan` is called once the job's plan is known, before any rank starts. A stop signal
+        stops the job (Canceled) as `cancel` would. Prints nothing else: the header and the
+        summary are the runner's.
+        """
+
+    @abstractmethod
+    def attached_notes(self, rendered: RenderedJob, plan: LaunchPlan) -> list[str]:
+        """What `distrun run` says before the stream's header, once the plan is known (one line each)."""
+
+    def finished(self, rendered: RenderedJob, record: JobRecord) -> None:
+        """After `distrun run` printed the summary of a job supervised here: what is left to do (nothing)."""
 
     def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
         """The supervisor writes the record itself (and the store notices a lost one): nothing to add."""

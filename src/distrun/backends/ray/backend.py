@@ -20,7 +20,6 @@ from distrun.compute import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
-from distrun.report import execution_summary, stream_header
 from distrun.spec.models import JobSpec
 from distrun.store.index import FAILED, JobIndex, JobRecord
 from distrun.store.layout import Layout
@@ -88,24 +87,6 @@ def execute(
     return index.get(name)
 
 
-def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-    """`distrun run --compute <ray target>`: place, stream every rank's lines, end with the summary."""
-
-    def header(plan: LaunchPlan) -> None:
-        record = JobIndex(layout.db_path).get(prepared.name)
-        hosts = ", ".join(f"node {n.node_rank} {n.host}" for n in plan.nodes)
-        lines = [f"distrun: {note}" for note in plan.notes]
-        lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
-        lines.insert(-1, f"distrun: placed on Ray compute {prepared.target.name}: {hosts}")
-        out.write(("\n".join(lines) + "\n").encode())
-        out.flush()
-
-    record = execute(prepared, layout, out, on_plan=header)
-    out.write((execution_summary(record) + "\n").encode())
-    out.flush()
-    return record
-
-
 # ---------------------------------------------------------------- the contract
 
 
@@ -168,8 +149,20 @@ class RayBackend(SupervisedBackend):
             notes=NOTES + (MPI_NOTE,) if job.spec.distribution_type == "mpi" else NOTES,
         )
 
-    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-        return run_streaming(rendered.job, layout, out, color)
+    def supervise(
+        self,
+        rendered: RenderedJob,
+        layout: Layout,
+        stream: BinaryIO,
+        color: bool,
+        on_plan: Callable[[LaunchPlan], None],
+    ) -> JobRecord:
+        """Drive the job from this process (`execute`); lines come as the nodes' agents prefixed them."""
+        return execute(rendered.job, layout, stream, on_plan=on_plan)
+
+    def attached_notes(self, rendered: RenderedJob, plan: LaunchPlan) -> list[str]:
+        hosts = ", ".join(f"node {n.node_rank} {n.host}" for n in plan.nodes)
+        return [*plan.notes, f"placed on Ray compute {rendered.job.target.name}: {hosts}"]
 
 
 BACKEND = RayBackend()

@@ -33,11 +33,11 @@ from distrun.backends.slurm.target import SlurmSettings, pinned_master_port, slu
 from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.compute import ComputeTarget, resolve_target
 from distrun.file_modes import write_file
+from distrun.job_notes import unused_keys_note
 from distrun.job_status import JobState, JobStatus
 from distrun.json_encoding import compact_json
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
-from distrun.report import unused_keys_note
 from distrun.restarts import RestartPolicy
 from distrun.spec.models import JobLimits, JobSpec
 from distrun.store.index import JobIndex, JobRecord
