@@ -18,12 +18,11 @@ from typing import Any, NoReturn
 
 import click
 
-from distrun.compute import COMPUTE_TYPES
+from distrun.compute import USER_KINDS
 from distrun.errors import DistrunError, JobAlreadyEndedError
 from distrun.json_encoding import shown_json
 
 EXIT_FAILED = 1
-CLUSTER_TYPES = [kind for kind in COMPUTE_TYPES if kind != "local"]  # `local` is built in, never created
 EXIT_CANCELED = 130
 
 _set_option = click.option(
@@ -371,7 +370,7 @@ def compute() -> None:
 
 @compute.command("create")
 @click.option("--name", required=True)
-@click.option("--type", "kind", required=True, type=click.Choice(CLUSTER_TYPES))
+@click.option("--type", "kind", required=True, type=click.Choice(USER_KINDS))
 @_set_option
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str) -> None:

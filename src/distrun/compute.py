@@ -32,17 +32,21 @@ if TYPE_CHECKING:
 class BackendEntry:
     module: str
     extra: str | None = None  # `pip install 'distrun[<extra>]'` brings what it needs
+    # False for a type distrun provides itself (local: its one target is always there), which
+    # `distrun compute create --type` neither offers nor accepts.
+    user_created: bool = True
 
 
 # Each entry names the module that defines `BACKEND` (an instance of `distrun.backends.base.Backend`;
 # a backend package's `__init__`, or a module of it when the package must stay light to import).
 BACKENDS: dict[str, BackendEntry] = {
-    "local": BackendEntry("distrun.backends.local"),
+    "local": BackendEntry("distrun.backends.local", user_created=False),
     "slurm": BackendEntry("distrun.backends.slurm.backend"),
     "ray": BackendEntry("distrun.backends.ray.backend", extra="ray"),
     "kubernetes": BackendEntry("distrun.backends.kubernetes.backend", extra="kubernetes"),
 }
 COMPUTE_TYPES = tuple(BACKENDS)
+USER_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.user_created)  # `compute create --type`
 
 LOCAL = "local"
 TARGET_TYPES = COMPUTE_TYPES  # whether this install can run a type is the registry's to say, when it is used
@@ -148,8 +152,8 @@ def resolve_target(reference: str | None, config_path: Path, infrastructure: str
 
 def add_target(config_path: Path, name: str, kind: str, settings: dict[str, Any]) -> ComputeTarget:
     """Add or replace one target in config.yaml, keeping the rest of the file."""
-    if kind not in TARGET_TYPES or kind == LOCAL:
-        raise DistrunError(f"unknown compute type {kind!r}", "use " + ", ".join(t for t in TARGET_TYPES if t != LOCAL))
+    if kind not in USER_KINDS:
+        raise DistrunError(f"unknown compute type {kind!r}", "use " + ", ".join(USER_KINDS))
     if name == LOCAL or not name.replace("-", "").replace("_", "").isalnum():
         raise DistrunError(f"compute name {name!r} is not allowed", "use letters, digits, - and _ (not 'local')")
     write_entry(config_path, "compute", name, {"type": kind, **settings})

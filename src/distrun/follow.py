@@ -10,7 +10,6 @@ a job plants there (to another user's file, say) is never read through.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -18,32 +17,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distrun.agent.line_stream import LineStream
-from distrun.plan.common import process_log_name
-from distrun.safe_files import open_regular, read_text
+from distrun.safe_files import open_regular
 from distrun.store.layout import JobFolder
+from distrun.store.log_labels import log_labels
+
+__all__ = ["follow_logs", "lines_of", "log_files", "log_labels", "tail_bytes"]
 
 POLL_SECONDS = 0.2
-
-
-def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
-    """log file name -> (stream label, node rank), from the job's plan."""
-    labels = {}
-    try:
-        plan = json.loads(read_text(folder.plan_json))
-        nodes = plan.get("nodes", [])
-        for node in nodes:
-            for proc in node.get("processes", []):
-                labels[proc["log_name"]] = (proc["label"], node["node_rank"])
-                if proc.get("output_demux"):
-                    # An MPI launcher: its ranks' logs are split out of its output, rank r on node
-                    # r // (ranks per node), as the agent labels them in the live stream.
-                    world = min(int(plan.get("world_size") or 0), 1 << 20)  # a plan the job rewrote stays bounded
-                    per_node = max(1, world // max(1, len(nodes)))
-                    for rank in range(world):
-                        labels[process_log_name(rank)] = (f"{rank // per_node}/{rank}", rank // per_node)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        pass  # no plan, or one the job's processes overwrote (they can write its folder)
-    return labels
 
 
 def log_files(folder: JobFolder) -> list[Path]:

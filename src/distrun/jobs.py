@@ -2,7 +2,7 @@
 
     plan_job    load -> target -> backend.render(preview)           (`distrun plan`)
     submit_job  target -> preflight -> prepare_job -> render -> schedule   (`job create`, SDK)
-    run_job     target -> preflight -> prepare_job -> render -> run_attached  (`distrun run`)
+    run_job     target -> preflight -> prepare_job -> render -> runner.run_attached  (`distrun run`)
     get_job / list_jobs   the store's records, live engine jobs refreshed through observe
     stream_job  follow a job's per-rank logs until it ends, then its execution summary
     cancel_job  backend.cancel, then wait (grace period + the backend's margin) for the end
@@ -134,6 +134,7 @@ def run_job(
     loaded: LoadedJob, layout: Layout, out: BinaryIO, color: bool, compute: str | None = None, name: str | None = None
 ) -> JobRecord:
     """`distrun run`: start the job and stream every rank's lines until it ends; returns the final record."""
+    from distrun.runner import run_attached
     from distrun.submission import interrupts_raised
 
     # From the record's creation until the supervisor holds the stop signals itself, Ctrl-C,
@@ -141,7 +142,7 @@ def run_job(
     with interrupts_raised():
         backend, rendered = _prepared(loaded, layout, compute, name)
         try:
-            return backend.run_attached(rendered, layout, out, color)
+            return run_attached(backend, rendered, layout, out, color)
         except KeyboardInterrupt:
             _canceled_before_running(layout, rendered.job.name)
             final = _final_record(layout, rendered.job.name)

@@ -67,11 +67,11 @@ LAYERS = {
     "distrun.attempt_logs": 2,
     # 3 store: the job folder layout and the job index.
     "distrun.store": 3,
-    # 4 what a job uses and leaves: data, environments, metrics; a record in words (report).
+    # 4 what a job uses and leaves: data, environments, metrics; what is said once about a job (job_notes).
     "distrun.data": 4,
     "distrun.environments": 4,
     "distrun.metrics": 4,
-    "distrun.report": 4,
+    "distrun.job_notes": 4,
     # 5 job loading: a job file read and checked against this machine (paths, data, environments).
     "distrun.spec.loader": 5,
     "distrun.spec.checks": 5,
@@ -80,13 +80,16 @@ LAYERS = {
     # 6 preparation: compute types and targets, and a job recorded with its folder filled (PreparedJob).
     "distrun.compute": 6,
     "distrun.submission": 6,
-    # 7 agent: the engine-free node agent; following the log files it writes.
+    # 7 agent: the engine-free node agent.
     "distrun.agent": 7,
-    "distrun.follow": 7,
     # 8 backends: the contract, the registry and every engine.
     "distrun.backends": 8,
-    # 9 orchestration: what the faces call (plan, submit, run, get, cancel, logs, download).
+    # 9 orchestration: what the faces call (plan, submit, run, get, cancel, logs, download); the one
+    # runner of `distrun run` and what it prints (report: a record in words; follow: the log files).
     "distrun.jobs": 9,
+    "distrun.runner": 9,
+    "distrun.report": 9,
+    "distrun.follow": 9,
     "distrun.logs_view": 9,
     "distrun.metrics_view": 9,
     "distrun.download": 9,

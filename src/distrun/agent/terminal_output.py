@@ -113,3 +113,16 @@ class NonBlockingOutput:
         )
         self._skipped = 0
         return text.encode()
+
+
+def say(out: BinaryIO, text: str) -> None:
+    """Text for the user's terminal, which may have gone (closed window: EIO; `| head`: EPIPE)."""
+    try:
+        out.write((text + "\n").encode())
+        out.flush()
+    except (OSError, ValueError):
+        # What is still buffered would fail again when Python exits (exit status 120).
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass

@@ -3,23 +3,34 @@
 A backend turns a prepared job into its engine's request (`render`), submits that very object
 (`schedule`), maps the engine's view of a running job back to distrun's (`observe`), stops it
 (`cancel`) and makes its per-rank logs readable in the job folder (`fetch_logs`). The
-orchestrator (`distrun.jobs`) is the only caller: the CLI and the SDK never ask which engine a
-job runs on. Adding a backend is one package that defines `BACKEND = YourBackend()` plus one line
-in the registry's table (`distrun.compute.BACKENDS`).
+orchestrator (`distrun.jobs`, with `distrun.runner` for `distrun run`) is the only caller: the
+CLI and the SDK never ask which engine a job runs on. Adding a backend is one package that
+defines `BACKEND = YourBackend()` plus one line in the registry's table
+(`distrun.compute.BACKENDS`).
 
 Inside the job, a cluster backend runs one engine-free node agent per node
 (`distrun.agent.node.run_node`): the backend's own small entry point builds the node's
 `NodeFacts` from its engine and picks an `OutcomeChannel` (a shared folder,
 `FolderOutcomeChannel`, when the nodes share the job folder; the engine's own means otherwise).
 The agent reports a `NodeOutcome` per node through it; `distrun.backends.cluster` has the logic
-every cluster backend shares (first failure across nodes, record refresh, run-and-stream watch).
+every cluster backend shares (first failure across nodes, record refresh). A backend never
+prints: `distrun run`'s header, stream and summary are `distrun.runner`'s, for every backend.
+
+Every backend is of one of two families, each of which writes its shared rules once:
+
+    EngineBackend      (distrun.backends.engine: Slurm, Kubernetes) an engine that keeps the
+                       job's state; a job it never got is Canceled at once, `observe` asks it
+    SupervisedBackend  (distrun.backends.supervised: local, Ray) a distrun process supervises
+                       the job and writes its record itself; `observe` has nothing to add
 
 The sequence the orchestrator follows:
 
     plan:    render(preview_job(...))                 -> RenderedJob.show() is printed
     submit:  validate target -> preflight -> prepare_job (record Queued/Starting, folder filled)
              -> render(job) -> schedule(rendered)      (never a second rendering)
-    run:     the same, then run_attached(rendered)     (stream every rank's lines until the end)
+    run:     the same, then `distrun.runner.run_attached` (header, every rank's lines, summary):
+             an engine's job is schedule(rendered) and followed through observe() and its log
+             files; a supervised job is supervise(rendered, ...) in this process
     get:     record from the store -> refresh through observe() while it is live
     cancel:  cancel(record) -> wait (grace period + cancel_wait_s) until the record is terminal
 """
@@ -28,11 +39,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from distrun.agent.node_facts import NodeFacts, NodeOutcome
 from distrun.agent.outcome_channel import MAIN_WORK_DONE, FolderOutcomeChannel, OutcomeChannel
-from distrun.backends import cluster
 from distrun.backends.values import EngineRequest, Observation, RenderedJob
 from distrun.job_status import TERMINAL_STATUSES, JobStatus
 from distrun.spec.models import DEFAULT_GRACE_PERIOD
@@ -58,7 +68,17 @@ __all__ = [
     "Observation",
     "OutcomeChannel",
     "RenderedJob",
+    "TargetSettings",
 ]
+
+
+class TargetSettings(Protocol):
+    """A compute type's settings model (`SlurmSettings`...): a target's settings, checked and typed."""
+
+    @classmethod
+    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> Any:
+        """The settings of target `name`; a `DistrunError` naming the target and every wrong key."""
+        ...
 
 
 class Backend(ABC):
@@ -71,6 +91,9 @@ class Backend(ABC):
 
     kind: ClassVar[str]
     """The compute type in config.yaml (`type: slurm`), also the registry key."""
+
+    settings_model: ClassVar[type[TargetSettings]]
+    """The model of a target's settings (config.yaml, `--set K=V`): `validate_settings` and `target_settings`."""
 
     engine: ClassVar[str]
     """The engine's name in messages ("Slurm")."""
@@ -97,14 +120,19 @@ class Backend(ABC):
 
     # ------------------------------------------------------------ before anything is recorded
 
-    @abstractmethod
     def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
         """Check a compute target's settings (config.yaml, `distrun compute create --set K=V`).
 
         Raise `DistrunError` naming the target, every wrong key with what is expected ("did you
         mean ...?" for a misspelling), and the known keys. Pure: no engine is contacted. Called by
-        `compute create` before the target is written, and before every job on it.
+        `compute create` before the target is written, and before every job on it. The
+        `settings_model` says all of it (`distrun.backends.settings.validated_settings`).
         """
+        self.settings_model.from_settings(target_name, settings)
+
+    def target_settings(self, target: ComputeTarget) -> Any:
+        """The target's settings as this backend's `settings_model` (checked again: config.yaml may have changed)."""
+        return self.settings_model.from_settings(target.name, target.settings)
 
     @abstractmethod
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
@@ -147,16 +175,6 @@ class Backend(ABC):
         record says Failed with reason "not submitted: <why>" and a `DistrunError` is raised:
         never a half-written record, never a job left running in the engine.
         """
-
-    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-        """`distrun run`: submit, stream every rank's lines to `out` until the job ends, print the summary.
-
-        Returns the final record. Ctrl-C or SIGTERM cancels the job and keeps streaming until the
-        engine has ended it; a second one stops waiting. The default (every cluster backend):
-        `schedule`, then follow the per-rank log files while `observe` says the job is live
-        (`distrun.backends.cluster.run_attached`). The local backend supervises in this process.
-        """
-        return cluster.run_attached(self, rendered, layout, out, color)
 
     # ------------------------------------------------------------ a job that was scheduled
 

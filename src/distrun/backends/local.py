@@ -1,13 +1,13 @@
-"""The local backend (`distrun.backends.base.Backend`): M simulated nodes on this machine, one gang.
+"""The local backend (a `distrun.backends.supervised.SupervisedBackend`): M simulated nodes on this machine, one gang.
 
 Every simulated node has address 127.0.0.1; MASTER_PORT (and any per-task port) is a free
 port found by binding, never a fixed one, so two jobs at once never collide. All simulated
 nodes run in one gang (`agent.gang`): nothing to gain from one agent per simulated node, and
 one event loop makes the gang immediate. The job's processes are supervised in this process
-(`distrun run`: `run_attached`) or in a detached launcher process (`distrun job create`
+(`distrun run`: `supervise`) or in a detached launcher process (`distrun job create`
 without --stream: `schedule`); a forked watchdog records the job as lost, and kills what is
 left, if the supervising process dies. The supervisor writes the record itself, so `observe`
-has nothing to add; `cancel` signals the supervisor.
+has nothing to add; `cancel` signals the supervisor (both the supervised family's).
 """
 
 from __future__ import annotations
@@ -15,44 +15,39 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
-from distrun.agent.stop_signals import held_stop_signals, stop_signals_blocked
-from distrun.agent.terminal_output import NonBlockingOutput
-from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.agent.stop_signals import held_stop_signals
+from distrun.agent.terminal_output import say
+from distrun.backends.base import RenderedJob
 from distrun.backends.job_launcher import acting_as_launcher
 from distrun.backends.local_gpus import probe_gpus
 from distrun.backends.ports import free_ports
+from distrun.backends.supervised import SupervisedBackend, cancel_marker, mark_cancel
 from distrun.compute import ComputeTarget
 from distrun.errors import DistrunError
-from distrun.file_modes import open_append, write_file
+from distrun.file_modes import write_file
+from distrun.job_notes import local_notes
 from distrun.job_status import JobStatus
 from distrun.json_encoding import compact_json
 from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
-from distrun.report import execution_summary, local_notes, stream_header
 from distrun.restarts import Attempt, Decision, RestartPolicy, backoff_seconds, decide, keep_attempt
 from distrun.spec.models import JobSpec
-from distrun.store.index import JobIndex, JobRecord, process_start_time
+from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import JobFolder, Layout
 from distrun.store.port_leases import PortLeases
 from distrun.submission import PreparedJob
 
 LOCAL_ADDRESS = "127.0.0.1"
 LAUNCHER_MODULE = "distrun.backends.local_launcher"
-NOT_RUNNING_YET = "canceled before it was running"
-CANCEL_MARKER = "cancel_requested"  # in the job folder (see cancel_marker)
 
 
 def local_placement(prepared: PreparedJob, leases: PortLeases | None = None, restart_count: int = 0) -> Placement:
@@ -164,7 +159,7 @@ def _run_attempts(
         pause = backoff_seconds(count + 1)
         index.update(prepared.name, attempts=[a.to_dict() for a in attempts])
         if stream is not None:
-            _say(stream, f"distrun: attempt {count} {decision.reason}: attempt {count + 1} starts in {pause:g} s")
+            say(stream, f"distrun: attempt {count} {decision.reason}: attempt {count + 1} starts in {pause:g} s")
         _pause(pause, stop_signals)
 
 
@@ -182,24 +177,12 @@ def _pause(seconds: float, stop_signals: list[int]) -> None:
         time.sleep(0.05)
 
 
-def cancel_marker(folder: JobFolder) -> Path:
-    """Written by `job cancel` before it signals the supervisor: that SIGTERM is a cancel, not a preemption."""
-    return folder.root / CANCEL_MARKER
-
-
 def _preemption_test(policy: RestartPolicy, folder: JobFolder) -> Callable[[int], bool] | None:
     """A SIGTERM without `job cancel`'s marker preempts a job that has restarts; without, it cancels as always."""
     if not policy.on:
         return None
     marker = cancel_marker(folder)
     return lambda signum: signum == signal.SIGTERM and not marker.exists()
-
-
-def _mark_cancel(folder: JobFolder) -> None:
-    try:
-        write_file(cancel_marker(folder), b"")
-    except OSError:
-        pass  # the SIGTERM that follows still stops the job (as a preemption, if it has restarts)
 
 
 def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases, restart_count: int = 0) -> LaunchPlan:
@@ -223,7 +206,7 @@ def _noting_running(index: JobIndex, name: str, folder: JobFolder) -> Callable[[
             return
         if not running and threading.current_thread() is threading.main_thread():
             # `job cancel` canceled it in the index while it was starting: stop, as if signalled.
-            _mark_cancel(folder)
+            mark_cancel(folder)
             os.kill(os.getpid(), signal.SIGTERM)
 
     return started
@@ -259,31 +242,6 @@ def _launch_id(prepared: PreparedJob) -> str:
     return f"{prepared.name}-{os.getpid()}"
 
 
-def launcher_argv(name: str) -> list[str]:
-    """The background process that supervises job `name` (`distrun job create` without --stream)."""
-    return [sys.executable, "-m", LAUNCHER_MODULE, name]
-
-
-def start_detached(prepared: PreparedJob, layout: Layout, argv: list[str] | None = None) -> int:
-    """Supervise the job from a new background process (`argv`: another backend's launcher); returns its pid."""
-    log = os.fdopen(open_append(prepared.folder.launcher_log), "ab")
-    env = dict(os.environ, DISTRUN_HOME=str(layout.home))
-    # A SIGTERM right after `job create` reaches the launcher while Python starts: held until
-    # `execute` can act on it, instead of killing it before it records anything.
-    with stop_signals_blocked():
-        proc = subprocess.Popen(
-            argv or launcher_argv(prepared.name),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-        )
-    log.close()
-    JobIndex(layout.db_path).set_launcher(prepared.name, proc.pid)
-    return proc.pid
-
-
 # ---------------------------------------------------------------- the contract
 
 
@@ -297,34 +255,29 @@ class LocalLaunch:
         return {}  # the plan says it all; ports are chosen when the job starts
 
 
-def _say(out: BinaryIO, text: str) -> None:
-    """Text for the user's terminal, which may have gone (closed window: EIO; `| head`: EPIPE)."""
-    try:
-        out.write((text + "\n").encode())
-        out.flush()
-    except (OSError, ValueError):
-        # What is still buffered would fail again when Python exits (exit status 120).
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
+class LocalSettings:
+    """Local compute's settings: none (it runs on this machine)."""
+
+    @classmethod
+    def from_settings(cls, name: str, settings: Mapping[str, Any]) -> LocalSettings:
+        if settings:
+            raise DistrunError(
+                f"compute target {name!r} (local): local compute takes no settings "
+                f"(got {', '.join(map(str, settings))})",
+                "leave them out; local compute runs on this machine",
+            )
+        return cls()
 
 
-class LocalBackend(Backend):
+class LocalBackend(SupervisedBackend):
     """Simulated nodes on this machine, all in one gang supervised by a distrun process here."""
 
     kind: ClassVar[str] = "local"
     engine: ClassVar[str] = "local"
     cancel_wait_s: ClassVar[float] = 15.0
     restarts: ClassVar[bool] = True
-
-    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
-        if settings:
-            raise DistrunError(
-                f"compute target {target_name!r} (local): local compute takes no settings "
-                f"(got {', '.join(map(str, settings))})",
-                "leave them out; local compute runs on this machine",
-            )
+    settings_model: ClassVar[type[LocalSettings]] = LocalSettings
+    launcher_module: ClassVar[str] = LAUNCHER_MODULE
 
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
         """A job this machine cannot start (an MPI job without mpirun, GPUs it does not have) leaves nothing behind."""
@@ -345,68 +298,29 @@ class LocalBackend(Backend):
         return RenderedJob(
             job=job,
             plan=plan_local(job),
-            request=LocalLaunch(tuple(launcher_argv(job.name))),
+            request=LocalLaunch(tuple(self.launcher_argv(job.name))),
             kind=self.kind,
             notes=tuple(notes + said),
             warnings=tuple(said),
         )
 
-    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
-        """Start the job's supervisor in the background; returns at once."""
-        start_detached(rendered.job, layout)
-        return JobIndex(layout.db_path).get(rendered.job.name)
+    def supervise(
+        self,
+        rendered: RenderedJob,
+        layout: Layout,
+        stream: BinaryIO,
+        color: bool,
+        on_plan: Callable[[LaunchPlan], None],
+    ) -> JobRecord:
+        """Run the gang in this process (`execute`), every rank's lines to `stream` as they come."""
+        return execute(rendered.job, layout, stream=stream, color=color, on_plan=on_plan)
 
-    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-        """`distrun run`: supervise here, stream every line, end with the execution summary."""
-        prepared = rendered.job
+    def attached_notes(self, rendered: RenderedJob, plan: LaunchPlan) -> list[str]:
+        return local_notes(rendered.job.spec) + list(plan.notes)
 
-        def header(plan: LaunchPlan) -> None:
-            record = JobIndex(layout.db_path).get(prepared.name)
-            lines = [f"distrun: {text}" for text in local_notes(prepared.spec) + list(plan.notes)]
-            lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
-            _say(out, "\n".join(lines))
-
-        live = NonBlockingOutput.wrap(out)  # a reader that stops reading never stalls supervision
-        record = execute(prepared, layout, stream=live, color=color, on_plan=header)  # type: ignore[arg-type]
-        # The record is final: a stop signal now (a `job cancel` that raced the job's own end)
-        # changes nothing, so it is held and dropped rather than cutting the summary short.
-        with held_stop_signals():
-            if isinstance(live, NonBlockingOutput):
-                live.finish()  # the record is written: now the reader may take its time
-            _say(out, execution_summary(record))
-            finish_run(prepared.folder, record.status)  # after the summary: the user does not wait on MLflow
-        return record
-
-    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
-        """The supervisor writes the record itself (and the store notices a lost one): nothing to add."""
-        return None
-
-    def cancel(self, record: JobRecord, layout: Layout) -> None:
-        """Ask the supervising process to stop the job (SIGTERM); a job not yet running is canceled in the record."""
-        index = JobIndex(layout.db_path)
-        name = record.name
-        if index.cancel_if_not_running(name, NOT_RUNNING_YET):
-            return  # its supervisor sees the record and starts nothing more
-        record = index.get(name)  # it moved on meanwhile: Running now, or ended
-        if record.terminal:
-            return
-        if record.launcher_pid is None or record.launcher_host != socket.gethostname():
-            index.update(name, status=JobStatus.CANCELED, reason=NOT_RUNNING_YET, ended_at=time.time())
-            return
-        if process_start_time(record.launcher_pid) != record.launcher_started:
-            return  # the reader's check records it as launcher lost
-        _mark_cancel(layout.job(name))  # this SIGTERM is a cancel, not a preemption
-        try:
-            os.kill(record.launcher_pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            raise DistrunError(
-                f"not allowed to signal the process supervising {name} (pid {record.launcher_pid})"
-            ) from None
-
-    def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
-        """Nothing to fetch: the gang writes every rank's log into the job folder."""
+    def finished(self, rendered: RenderedJob, record: JobRecord) -> None:
+        """Close the job's MLflow run (the launcher does it for a job started in the background)."""
+        finish_run(rendered.job.folder, record.status)
 
 
 BACKEND = LocalBackend()

@@ -1,9 +1,11 @@
 """Compute type -> backend, loaded only when a job needs it.
 
 The table (`BACKENDS`, one line per backend) is `distrun.compute`'s: each entry names the module
-that defines `BACKEND` (an instance of `distrun.backends.base.Backend`) and the pip extra that
-brings its engine's client, if any. A backend whose package or engine library is missing from
-this install is reported with what to install, never with a traceback.
+that defines `BACKEND` (an instance of `distrun.backends.base.Backend`), the pip extra that
+brings its engine's client, if any, and whether users create its targets (`USER_KINDS`, what
+`distrun compute create --type` offers) or distrun provides it (local). A backend whose package
+or engine library is missing from this install is reported with what to install, never with a
+traceback.
 """
 
 from __future__ import annotations
@@ -11,13 +13,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from distrun.compute import BACKENDS, COMPUTE_TYPES, BackendEntry
+from distrun.compute import BACKENDS, COMPUTE_TYPES, USER_KINDS, BackendEntry
 from distrun.errors import DistrunError
 
 if TYPE_CHECKING:
     from distrun.backends.base import Backend
 
-__all__ = ["BACKENDS", "COMPUTE_TYPES", "BackendEntry", "backend_for"]
+__all__ = ["BACKENDS", "COMPUTE_TYPES", "USER_KINDS", "BackendEntry", "backend_for"]
 
 _loaded: dict[str, Backend] = {}
 

@@ -1,8 +1,8 @@
 """The values the backend contract passes: the engine's request, the rendered job, an observation.
 
-`distrun.backends.base` (the contract) gives the same names. They live here, below it, so that
-what every cluster backend shares (`distrun.backends.cluster`) can use them while the contract's
-default `run_attached` uses that module.
+`distrun.backends.base` (the contract) gives the same names. They live here, in a module of
+their own, so that a module that needs only the values (`distrun.backends.cluster`) does not
+import the contract.
 """
 
 from __future__ import annotations

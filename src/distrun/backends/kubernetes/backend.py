@@ -1,4 +1,4 @@
-"""The Kubernetes backend (`BACKEND`, `KubernetesBackend`: the contract of `distrun.backends.base`).
+"""The Kubernetes backend (`BACKEND`, `KubernetesBackend`: a `distrun.backends.engine.EngineBackend`).
 
 The package's docstring says how a job runs on Kubernetes. Here: the contract, and what it
 renders; the calls to the cluster are `cluster`'s, the files in the job folder `job_files`'.
@@ -7,13 +7,12 @@ renders; the calls to the cluster are `cluster`'s, the files in the job folder `
 from __future__ import annotations
 
 import tempfile
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.base import Observation, RenderedJob
+from distrun.backends.engine import EngineBackend
 from distrun.backends.kubernetes.attempts import check_restarts
 from distrun.backends.kubernetes.client import KubernetesApiError
 from distrun.backends.kubernetes.cluster import KubernetesCluster, use_jobset
@@ -45,10 +44,6 @@ from distrun.store.layout import Layout
 from distrun.submission import PreparedJob, bind
 
 STOP_WAIT_S = 120.0
-
-
-def kubernetes_settings(target: ComputeTarget) -> KubernetesSettings:
-    return KubernetesSettings.from_settings(target.name, target.settings)
 
 
 def render_job(
@@ -115,7 +110,7 @@ def preview(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str 
     bindings = bind(loaded, spec, folder, materialize=False)
     with tempfile.TemporaryDirectory(prefix="distrun-plan-") as tmp:
         code = None
-        if spec.code is not None and not kubernetes_settings(target).code_in_image:
+        if spec.code is not None and not BACKEND.target_settings(target).code_in_image:
             source = local_path(loaded, spec.code)
             assert source is not None  # the loader checked it
             code = Path(tmp) / "code"
@@ -123,7 +118,7 @@ def preview(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str 
         return BACKEND.render(PreparedJob(job_name, spec, folder, target, bindings), layout, code_dir=code)
 
 
-class KubernetesBackend(Backend):
+class KubernetesBackend(EngineBackend):
     """Jobs as a JobSet (or Indexed Jobs and a headless Service); one distrun node agent per pod."""
 
     kind: ClassVar[str] = "kubernetes"
@@ -133,9 +128,7 @@ class KubernetesBackend(Backend):
     # JobSet's failurePolicy restarts the whole job (limits.max_restarts); Indexed Jobs and
     # limits.max_preemptions are refused with a reason (`check_restarts`).
     restarts: ClassVar[bool] = True
-
-    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
-        KubernetesSettings.from_settings(target_name, settings)
+    settings_model: ClassVar[type[KubernetesSettings]] = KubernetesSettings
 
     def plan(self, loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str) -> RenderedJob:
         return preview(loaded, layout, target, name)
@@ -145,7 +138,7 @@ class KubernetesBackend(Backend):
 
         What can be told without the cluster is checked first, before an API client is made.
         """
-        settings = kubernetes_settings(target)
+        settings: KubernetesSettings = self.target_settings(target)
         check_restarts(target.name, spec, settings.jobset != "never")
         named = named_image(spec, Layout().config_path)
         build_layout(spec, settings, spec.name or "job", jobset=True, named_image=named)  # image, per-role resources
@@ -157,7 +150,7 @@ class KubernetesBackend(Backend):
         """The objects and the plan; no cluster is asked (`distrun plan` works offline). With
         `jobset: auto` the JobSet form is rendered; schedule asks the cluster and renders the
         Indexed Jobs form instead when the JobSet CRD is not installed."""
-        settings = kubernetes_settings(job.target)
+        settings: KubernetesSettings = self.target_settings(job.target)
         notes: list[str] = []
         jobset = use_jobset(settings, None)
         if settings.jobset == "auto":
@@ -187,22 +180,20 @@ class KubernetesBackend(Backend):
         index = JobIndex(layout.db_path)
         paths = K8sPaths(job.folder.root)
         with recorded_as_not_submitted(index, job.name, "the job's files"):
-            cluster = KubernetesCluster(kubernetes_settings(job.target))
+            cluster = KubernetesCluster(self.target_settings(job.target))
             request = _for_cluster(rendered, request, cluster, layout)
             write_file(job.folder.plan_json, compact_json(request.plan.to_dict()))
             save_layout(paths, request.layout)
             write_json(paths.objects, request.objects)
             cluster.submit(request)
-        namespace = kubernetes_settings(job.target).namespace
+        namespace = self.target_settings(job.target).namespace
         index.update(job.name, status=JobStatus.QUEUED, backend_id=f"{namespace}/{request.layout.object_name}")
         return index.get(job.name)
 
-    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+    def observe_submitted(self, record: JobRecord, layout: Layout) -> Observation | None:
         """Pods, logs and outcomes -> the job's state. Also ends what must end, since no controller
         does it for Indexed Jobs: the whole gang after a failure or a cancel, parameter servers
         after success (Finalizing until their pods are gone, at most STOP_WAIT_S)."""
-        if not record.backend_id:
-            return None
         folder = layout.job(record.name)
         cluster = _cluster_of(record, layout)
         pod_layout = load_layout(folder)
@@ -225,13 +216,8 @@ class KubernetesBackend(Backend):
             attempts=None if seen.attempts is None else [a.to_dict() for a in seen.attempts],
         )
 
-    def cancel(self, record: JobRecord, layout: Layout) -> None:
+    def cancel_submitted(self, record: JobRecord, layout: Layout) -> None:
         """Delete the JobSet (or Jobs) with foreground propagation, after noting the request."""
-        if not record.backend_id:
-            JobIndex(layout.db_path).update(
-                record.name, status=JobStatus.CANCELED, reason="canceled before it was submitted", ended_at=time.time()
-            )
-            return
         folder = layout.job(record.name)
         note_cancel(K8sPaths(folder.root))
         cluster = _cluster_of(record, layout)
@@ -266,7 +252,7 @@ def _for_cluster(
 
 def _cluster_of(record: JobRecord, layout: Layout) -> KubernetesCluster:
     """The cluster a submitted job runs on: its record's compute target, as it was when the job was submitted."""
-    return KubernetesCluster(kubernetes_settings(submitted_target(record, layout.config_path)))
+    return KubernetesCluster(BACKEND.target_settings(submitted_target(record, layout.config_path)))
 
 
 BACKEND = KubernetesBackend()

@@ -22,6 +22,7 @@ from distrun.backends.kubernetes.job_files import K8sPaths
 from distrun.backends.kubernetes.manifests import OUTCOME_MARK
 from distrun.backends.kubernetes.state import ATTEMPT_KEY, PodOutcome
 from distrun.store.layout import JobFolder
+from distrun.store.log_labels import log_labels
 
 
 @contextlib.contextmanager
@@ -37,8 +38,6 @@ def collecting(paths: K8sPaths) -> Iterator[None]:
 
 def label_files(folder: JobFolder) -> dict[str, str]:
     """stream label -> log file name, from the job's plan."""
-    from distrun.follow import log_labels
-
     return {label: name for name, (label, _node) in log_labels(folder).items()}
 
 

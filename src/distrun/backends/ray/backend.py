@@ -1,4 +1,4 @@
-"""The Ray backend (`BACKEND`, `RayBackend`: the `distrun.backends.base.Backend` contract).
+"""The Ray backend (`BACKEND`, `RayBackend`: a `distrun.backends.supervised.SupervisedBackend`).
 
 `execute` drives a job (`distrun run`, or `python -m distrun.backends.ray.launcher` in the
 background). The package's docstring says how a job runs on Ray.
@@ -7,20 +7,19 @@ background). The package's docstring says how a job runs on Ray.
 from __future__ import annotations
 
 import os
-import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, ClassVar
 
-from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.base import RenderedJob
 from distrun.backends.ray.placement import PlacementRequest, placement_request
 from distrun.backends.ray.target import RaySettings
+from distrun.backends.supervised import SupervisedBackend
 from distrun.compute import ComputeTarget
 from distrun.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
-from distrun.report import execution_summary, stream_header
 from distrun.spec.models import JobSpec
 from distrun.store.index import FAILED, JobIndex, JobRecord
 from distrun.store.layout import Layout
@@ -31,28 +30,6 @@ AGENT_MODULE = "distrun.backends.ray.node_agent"
 # Distribution types a Ray target refuses, with why (none today: mpirun reaches the other Ray
 # nodes through their node agents, distrun.agent.remote_start).
 UNSUPPORTED: dict[str, str] = {}
-
-
-def ray_settings(target: ComputeTarget) -> RaySettings:
-    return RaySettings.from_settings(target.name, target.settings)
-
-
-def validate_settings(name: str, settings: Mapping[str, Any]) -> None:
-    """`distrun compute create --type ray`: refuse settings a job could not use."""
-    RaySettings.from_settings(name, settings)
-
-
-def preflight(target: ComputeTarget, job: JobSpec) -> None:
-    """Before anything is recorded: Ray installed, the head answering, the job's type supported here."""
-    from distrun.backends.ray.driver import check_reachable, import_ray
-
-    settings = ray_settings(target)
-    problem = UNSUPPORTED.get(job.distribution_type or "")
-    if problem:
-        raise DistrunError(problem, "run it on local compute or Slurm, or use type: pytorch; nothing was submitted")
-    placement_request(job, settings, "check")  # the job's per-node resources are valid
-    import_ray()
-    check_reachable(settings.address)
 
 
 def preview_plan(job: JobSpec, job_dir: str, bindings: Any, job_name: str) -> LaunchPlan:
@@ -100,31 +77,14 @@ def execute(
         if not started:
             return index.get(name)  # canceled before it could start
         try:
-            end = RayRun(prepared, index, ray_settings(prepared.target), stream, signals, on_plan).run()
+            settings: RaySettings = BACKEND.target_settings(prepared.target)
+            end = RayRun(prepared, index, settings, stream, signals, on_plan).run()
         except DistrunError as exc:
             reason = exc.message + (f"\n{exc.hint}" if exc.hint else "")
             index.update(name, status=FAILED, reason=reason, ended_at=time.time())
             return index.get(name)
         record_end(index, name, end)
     return index.get(name)
-
-
-def run_streaming(prepared: PreparedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-    """`distrun run --compute <ray target>`: place, stream every rank's lines, end with the summary."""
-
-    def header(plan: LaunchPlan) -> None:
-        record = JobIndex(layout.db_path).get(prepared.name)
-        hosts = ", ".join(f"node {n.node_rank} {n.host}" for n in plan.nodes)
-        lines = [f"distrun: {note}" for note in plan.notes]
-        lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
-        lines.insert(-1, f"distrun: placed on Ray compute {prepared.target.name}: {hosts}")
-        out.write(("\n".join(lines) + "\n").encode())
-        out.flush()
-
-    record = execute(prepared, layout, out, on_plan=header)
-    out.write((execution_summary(record) + "\n").encode())
-    out.flush()
-    return record
 
 
 # ---------------------------------------------------------------- the contract
@@ -154,21 +114,33 @@ class RayRequest:
         return {"placement": self.placement.to_dict(), "script_name": "Ray placement request", "script": script}
 
 
-class RayBackend(Backend):
-    """A Ray cluster: the job's nodes are bundles of one placement group, driven from the `distrun` process."""
+class RayBackend(SupervisedBackend):
+    """A Ray cluster: the job's nodes are bundles of one placement group, driven from the `distrun` process.
+
+    The driver is a process on this machine (`distrun run`, or the launcher `schedule` starts):
+    it writes the record and every rank's log, and `cancel` signals it; it stops every node.
+    """
 
     kind: ClassVar[str] = "ray"
     engine: ClassVar[str] = "Ray"
     cancel_wait_s: ClassVar[float] = 30.0
-
-    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
-        RaySettings.from_settings(target_name, settings)
+    settings_model: ClassVar[type[RaySettings]] = RaySettings
+    launcher_module: ClassVar[str] = "distrun.backends.ray.launcher"
 
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
-        preflight(target, spec)
+        """Before anything is recorded: Ray installed, the head answering, the job's type supported here."""
+        from distrun.backends.ray.driver import check_reachable, import_ray
+
+        settings: RaySettings = self.target_settings(target)
+        problem = UNSUPPORTED.get(spec.distribution_type or "")
+        if problem:
+            raise DistrunError(problem, "run it on local compute or Slurm, or use type: pytorch; nothing was submitted")
+        placement_request(spec, settings, "check")  # the job's per-node resources are valid
+        import_ray()
+        check_reachable(settings.address)
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
-        settings = ray_settings(job.target)
+        settings: RaySettings = self.target_settings(job.target)
         return RenderedJob(
             job=job,
             plan=preview_plan(job.spec, str(job.folder.root), job.bindings, job.name),
@@ -177,28 +149,22 @@ class RayBackend(Backend):
             notes=NOTES + (MPI_NOTE,) if job.spec.distribution_type == "mpi" else NOTES,
         )
 
-    def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
-        """Drive the job from a background process (`python -m distrun.backends.ray.launcher`); returns at once."""
-        from distrun.backends.local import start_detached
+    def supervise(
+        self,
+        rendered: RenderedJob,
+        layout: Layout,
+        stream: BinaryIO,
+        color: bool,
+        on_plan: Callable[[LaunchPlan], None],
+    ) -> JobRecord:
+        """Drive the job from this process (`execute`); lines come as the nodes' agents prefixed them."""
+        return execute(rendered.job, layout, stream, on_plan=on_plan)
 
-        start_detached(rendered.job, layout, [sys.executable, "-m", "distrun.backends.ray.launcher", rendered.job.name])
-        return JobIndex(layout.db_path).get(rendered.job.name)
-
-    def run_attached(self, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
-        return run_streaming(rendered.job, layout, out, color)
-
-    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
-        """The driver writes the record itself (and the store notices a lost driver): nothing to add."""
-        return None
-
-    def cancel(self, record: JobRecord, layout: Layout) -> None:
-        """The driver is a process on this machine: signal it, as for a local job; it stops every node."""
-        from distrun.backends.local import BACKEND as LOCAL
-
-        LOCAL.cancel(record, layout)
-
-    def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
-        """Nothing to fetch: the driver streams every rank's log into the job folder as it is written."""
+    def attached_notes(self, rendered: RenderedJob, plan: LaunchPlan) -> list[str]:
+        hosts = ", ".join(f"node {n.node_rank} {n.host}" for n in plan.nodes)
+        return [*plan.notes, f"placed on Ray compute {rendered.job.target.name}: {hosts}"]
 
 
 BACKEND = RayBackend()
+# `distrun compute create --type ray` as a function (the Ray test cluster's fixture calls it).
+validate_settings = BACKEND.validate_settings

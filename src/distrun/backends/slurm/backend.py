@@ -1,4 +1,4 @@
-"""The Slurm backend (`distrun.backends.base.Backend`): one sbatch script per job; Slurm places it.
+"""The Slurm backend (a `distrun.backends.engine.EngineBackend`): one sbatch script per job; Slurm places it.
 
 `render` builds the batch script (`script.render_batch_script`, pure) and the plan every node
 will build, with placeholders where only the nodes know the value; `distrun plan` prints both.
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from distrun.agent.node_facts import NodeOutcome
-from distrun.backends.base import Backend, Observation, RenderedJob
+from distrun.backends.base import Observation, RenderedJob
+from distrun.backends.engine import EngineBackend
 from distrun.backends.slurm import mpi as slurm_mpi
 from distrun.backends.slurm.attempts import read_attempts, restart_aware_status
 from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo, SlurmSubmitError
@@ -32,11 +33,11 @@ from distrun.backends.slurm.target import SlurmSettings, pinned_master_port, slu
 from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.compute import ComputeTarget, submitted_target
 from distrun.file_modes import write_file
+from distrun.job_notes import unused_keys_note
 from distrun.job_status import JobState, JobStatus
 from distrun.json_encoding import compact_json
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
-from distrun.report import unused_keys_note
 from distrun.restarts import RestartPolicy
 from distrun.spec.models import JobLimits, JobSpec
 from distrun.store.index import JobIndex, JobRecord
@@ -108,10 +109,6 @@ class SlurmCluster:
         if not paths.cancel.exists():
             paths.cancel.write_text(f"{now}\n", encoding="utf-8")
         self.client.cancel(job_id)
-
-
-def slurm_settings(target: ComputeTarget) -> SlurmSettings:
-    return SlurmSettings.from_settings(target.name, target.settings)
 
 
 # ---------------------------------------------------------------- what `distrun plan` shows
@@ -213,7 +210,7 @@ def _limits(job_dir: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------- the contract
 
 
-class SlurmBackend(Backend):
+class SlurmBackend(EngineBackend):
     """Jobs as sbatch scripts; one node agent per node under srun; state from scontrol and the nodes' outcomes."""
 
     kind: ClassVar[str] = "slurm"
@@ -221,15 +218,16 @@ class SlurmBackend(Backend):
     cancel_command: ClassVar[str] = "scancel"
     cancel_wait_s: ClassVar[float] = 60.0
     restarts: ClassVar[bool] = True
+    settings_model: ClassVar[type[SlurmSettings]] = SlurmSettings
 
-    def validate_settings(self, target_name: str, settings: Mapping[str, Any]) -> None:
-        SlurmSettings.from_settings(target_name, settings)
+    def cluster(self, target: ComputeTarget) -> SlurmCluster:
+        return SlurmCluster(self.target_settings(target))
 
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
-        SlurmCluster(slurm_settings(target)).preflight(spec)
+        self.cluster(target).preflight(spec)
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
-        settings = slurm_settings(job.target)
+        settings: SlurmSettings = self.target_settings(job.target)
         script = SlurmCluster(settings).script(job.spec, job_name=job.name, job_dir=str(job.folder.root))
         return RenderedJob(
             job=job,
@@ -246,7 +244,7 @@ class SlurmBackend(Backend):
         assert isinstance(request, SlurmBatchJob)
         index = JobIndex(layout.db_path)
         with recorded_as_not_submitted(index, job.name, "the job's Slurm files"):
-            cluster = SlurmCluster(slurm_settings(job.target))
+            cluster = self.cluster(job.target)
             # The plan as far as it is known here; node 0 replaces it with the real hosts and ports.
             write_file(job.folder.plan_json, compact_json(rendered.plan.to_dict()))
             # No second preflight: the orchestrator ran it just before the record was made, and a
@@ -255,11 +253,10 @@ class SlurmBackend(Backend):
         index.update(job.name, status=JobStatus.QUEUED, backend_id=job_id)
         return index.get(job.name)
 
-    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
-        if not record.backend_id:
-            return None
+    def observe_submitted(self, record: JobRecord, layout: Layout) -> Observation | None:
+        assert record.backend_id
         target = submitted_target(record, layout.config_path)
-        cluster = SlurmCluster(slurm_settings(target))
+        cluster = self.cluster(target)
         job_dir = Path(record.folder)
         limits = _limits(job_dir)
         seen = cluster.observe(job_dir, record.backend_id, int(limits["instance_count"]), time.time())
@@ -279,17 +276,10 @@ class SlurmBackend(Backend):
             attempts=attempts or None,
         )
 
-    def cancel(self, record: JobRecord, layout: Layout) -> None:
+    def cancel_submitted(self, record: JobRecord, layout: Layout) -> None:
         """scancel (after noting the time in slurm/cancel, so a failure before it still wins)."""
-        if not record.backend_id:
-            JobIndex(layout.db_path).update(
-                record.name,
-                status=JobStatus.CANCELED,
-                reason="canceled before it was submitted",
-                ended_at=time.time(),
-            )
-            return
-        cluster = SlurmCluster(slurm_settings(submitted_target(record, layout.config_path)))
+        assert record.backend_id
+        cluster = self.cluster(submitted_target(record, layout.config_path))
         cluster.cancel(Path(record.folder), record.backend_id, time.time())
 
     def fetch_logs(self, record: JobRecord, layout: Layout) -> None:

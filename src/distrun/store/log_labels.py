@@ -1,0 +1,34 @@
+"""Which stream label (and node) each of a job's log files has, from the plan in its folder.
+
+A reader of the log files (`distrun.follow`) prefixes each line as the live stream did; an engine
+without a shared filesystem (Kubernetes) splits its pods' logs back into those files by label.
+"""
+
+from __future__ import annotations
+
+import json
+
+from distrun.plan.common import process_log_name
+from distrun.safe_files import read_text
+from distrun.store.layout import JobFolder
+
+
+def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
+    """log file name -> (stream label, node rank), from the job's plan."""
+    labels = {}
+    try:
+        plan = json.loads(read_text(folder.plan_json))
+        nodes = plan.get("nodes", [])
+        for node in nodes:
+            for proc in node.get("processes", []):
+                labels[proc["log_name"]] = (proc["label"], node["node_rank"])
+                if proc.get("output_demux"):
+                    # An MPI launcher: its ranks' logs are split out of its output, rank r on node
+                    # r // (ranks per node), as the agent labels them in the live stream.
+                    world = min(int(plan.get("world_size") or 0), 1 << 20)  # a plan the job rewrote stays bounded
+                    per_node = max(1, world // max(1, len(nodes)))
+                    for rank in range(world):
+                        labels[process_log_name(rank)] = (f"{rank // per_node}/{rank}", rank // per_node)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # no plan, or one the job's processes overwrote (they can write its folder)
+    return labels
