@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from distrun import procfs
+from distrun.core import procfs
 
 SAMPLE_MARKER = "BENCH_SAMPLE_ID"
 _TICKS = os.sysconf("SC_CLK_TCK")

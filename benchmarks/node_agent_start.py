@@ -33,7 +33,7 @@ from distrun.agent.node_facts import NodeFacts
 from distrun.backends.targets import resolve_target
 from distrun.spec.loader import load_job_data
 from distrun.store.layout import Layout
-from distrun.submission import prepare_job
+from distrun.prepare.submission import prepare_job
 
 work, count, command = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 layout = Layout()

@@ -5,7 +5,7 @@ distrun checks a job with pydantic, reads YAML through ruamel.yaml (which keeps 
 its error messages) and parses its command line with click. This script imports those three,
 then starts the ranks the way a launcher must (each in its own session, output into a pipe) and
 waits for them. It validates nothing, records nothing and keeps no logs, and it leaves without
-the interpreter's teardown (as distrun does, distrun.process_exit), so whatever distrun takes
+the interpreter's teardown (as distrun does, distrun.core.process_exit), so whatever distrun takes
 beyond it is distrun's own work; what it takes itself no launcher on these libraries can go
 below in a fresh process.
 

@@ -35,8 +35,8 @@ class CountingSink:
 
 def main(job_file: str, nodes: int) -> None:
     t_import = time.perf_counter()
-    from distrun.errors import DistrunError
-    from distrun.json_encoding import shown_json
+    from distrun.core.errors import DistrunError
+    from distrun.core.json_encoding import shown_json
     from distrun.plan import Bindings, Placement, build_plan, task_port_count
     from distrun.spec.loader import load_job_file
 

@@ -8,9 +8,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from distrun.errors import DistrunError as DistrunError
-    from distrun.errors import JobFailedError as JobFailedError
-    from distrun.errors import ValidationError as ValidationError
+    from distrun.core.errors import DistrunError as DistrunError
+    from distrun.core.errors import JobFailedError as JobFailedError
+    from distrun.core.errors import ValidationError as ValidationError
 
 __version__ = "0.1.0"
 
@@ -69,7 +69,7 @@ def not_run_here(name: str) -> ImportError:
 
 
 def __getattr__(name: str) -> Any:
-    module_name = "distrun.errors" if name in _ERRORS else _SDK_EXPORTS.get(name)
+    module_name = "distrun.core.errors" if name in _ERRORS else _SDK_EXPORTS.get(name)
     if module_name is None:
         if name in _NOT_RUN_HERE:
             raise not_run_here(name)

@@ -1,3 +1,3 @@
-from distrun.entry import main
+from distrun.cli.entry import main
 
 main()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from distrun.process_exit import exit_status
+from distrun.core.process_exit import exit_status
 from support.cli import SRC
 
 # argv[1]: a file the atexit handler writes; argv[2]: a file written when the interpreter tears
@@ -35,7 +35,7 @@ if mode == "thread":
     threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
 sys.stdout.write("x" * 200_000)  # buffered, never flushed by the probe
 sys.argv = ["distrun", *sys.argv[4:]]
-from distrun.entry import main
+from distrun.cli.entry import main
 main()
 """
 

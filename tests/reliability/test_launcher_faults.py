@@ -19,7 +19,7 @@ import time
 import pytest
 
 from distrun.agent.cgroup import cgroup_path
-from distrun.jobs import cancel_job
+from distrun.runner.jobs import cancel_job
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from support.cli import cli_env

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from distrun.errors import ValidationError
+from distrun.core.errors import ValidationError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.plan.mpi import HOSTFILE_PATH

@@ -41,7 +41,7 @@ def _log(home) -> bytes:  # type: ignore[no-untyped-def]
 
 
 def _ended(home) -> bool:  # type: ignore[no-untyped-def]
-    from distrun.errors import JobNotFoundError
+    from distrun.core.errors import JobNotFoundError
 
     if not (home / "jobs.db").exists():
         return False

@@ -17,7 +17,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distrun.terminal_text import neutral
+from distrun.core.terminal_text import neutral
 from support.cli import cli_env
 from support.reliability import run_bytes, run_capped
 

@@ -17,7 +17,7 @@ import traceback
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from distrun.cli import cli
+from distrun.cli.main import cli
 
 STATUSES = {"Queued", "Starting", "Running", "Finalizing", "Completed", "Failed", "Canceled"}
 TERMINAL = {"Completed", "Failed", "Canceled"}

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from distrun import procfs
+from distrun.core import procfs
 from support.knobs import poll_interval
 
 FOUR_RANK_JOB = """
@@ -99,7 +99,7 @@ dist.destroy_process_group()
 
 def record(home: Path, name: str) -> dict:
     """A job's record as distrun shows it (not through the CLI): a cluster job's brought up to date."""
-    from distrun.jobs import get_job
+    from distrun.runner.jobs import get_job
     from distrun.store.layout import Layout
 
     return dict(get_job(Layout(home), name).__dict__)
@@ -155,9 +155,9 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: flo
 def prepare_local_job(job_file: Path, name: str) -> Any:
     """`job_file` prepared for local compute in DISTRUN_HOME, as a backend prepares a job (a `PreparedJob`)."""
     from distrun.backends.targets import resolve_target
+    from distrun.prepare.submission import prepare_job
     from distrun.spec.loader import load_job_file
     from distrun.store.layout import Layout
-    from distrun.submission import prepare_job
 
     layout = Layout()
     return prepare_job(load_job_file(job_file), layout, resolve_target("local", layout.config_path), name)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from distrun import procfs
+from distrun.core import procfs
 from support.cli import cli_env, distrun_cli
 from support.jobs import only_job, processes_of_job, record, wait_for
 

@@ -46,7 +46,7 @@ def test_the_node_agent_imports_no_backend() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             for name in names:
-                assert not name.startswith(("distrun.backends", "distrun.submission", "distrun.jobs")), (
+                assert not name.startswith(("distrun.backends", "distrun.prepare.submission", "distrun.runner.jobs")), (
                     f"{path.name} imports {name}"
                 )
     modules = [f"distrun.agent.{p.stem}" for p in sorted(agent.glob("*.py")) if p.stem != "__init__"]
@@ -55,7 +55,7 @@ def test_the_node_agent_imports_no_backend() -> None:
 
 def test_a_backend_missing_from_this_install_says_what_to_install(monkeypatch) -> None:
     from distrun.backends import registry
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
 
     monkeypatch.setitem(registry.BACKENDS, "ray", registry.BackendEntry("distrun.backends.no_such_ray", "ray"))
     registry._loaded.pop("ray", None)
@@ -73,7 +73,8 @@ def test_compute_create_refuses_a_type_this_install_cannot_run(distrun_home: Pat
     code = (
         "import sys; from distrun.backends import registry; "
         "registry.BACKENDS['ray'] = registry.BackendEntry('distrun.backends.no_such_ray', 'ray'); "
-        "from distrun.cli import main; sys.argv = ['distrun', 'compute', 'create', '--name', 'rc', '--type', 'ray']; "
+        "from distrun.cli.main import main; "
+        "sys.argv = ['distrun', 'compute', 'create', '--name', 'rc', '--type', 'ray']; "
         "main()"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
@@ -85,7 +86,7 @@ def test_compute_create_refuses_a_type_this_install_cannot_run(distrun_home: Pat
 
 
 def test_a_grace_period_of_zero_is_zero_when_canceling(distrun_home: Path) -> None:
-    from distrun.jobs import _grace_seconds
+    from distrun.runner.jobs import _grace_seconds
     from distrun.spec.models import DEFAULT_GRACE_PERIOD
     from distrun.store.layout import Layout
 

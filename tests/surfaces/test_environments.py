@@ -251,8 +251,8 @@ def test_v2_sdk_registered_environment(sdk_env: Path, wheels: Path, capsys: pyte
 
 
 def test_conda_dependencies_become_pip_requirements(tmp_path: Path) -> None:
+    from distrun.core.errors import Position
     from distrun.environments.conda_spec import cache_key, read_conda_data
-    from distrun.errors import Position
 
     (tmp_path / "wheels").mkdir()
     data = {

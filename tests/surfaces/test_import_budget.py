@@ -37,7 +37,7 @@ FORBIDDEN = (
     "requests",
     "rich.table",
     "rich.live",
-    # pydantic's plugin discovery imports it (14 ms); the command skips that (distrun.pydantic_plugins).
+    # pydantic's plugin discovery imports it (14 ms); the command skips that (distrun.core.pydantic_plugins).
     "importlib.metadata",
     # Only an invalid job needs "did you mean" suggestions.
     "difflib",
@@ -64,7 +64,7 @@ _PROBE = (
     _RECORD_IMPORTS
     + """
 sys.argv = ["distrun", "run", sys.argv[2]]
-from distrun.entry import main
+from distrun.cli.entry import main
 main()
 """
 )
@@ -126,7 +126,7 @@ def heavy(modules: set[str]) -> list[str]:
 
 def test_run_path_imports_no_heavy_module(tmp_path: Path) -> None:
     modules = imported_by_run(tmp_path)
-    assert "distrun.cli" in modules  # the probe really ran the CLI
+    assert "distrun.cli.main" in modules  # the probe really ran the CLI
     assert heavy(modules) == [], f"`distrun run` now imports {heavy(modules)}: import it lazily where it is used"
 
 
@@ -177,7 +177,7 @@ def test_node_check_catches_the_job_models(tmp_path: Path, distrun_home: Path) -
 
 # A Slurm job's batch script runs `python -m distrun.backends.ports N` on the first node before
 # it starts the node agents: each module it imports delays every rank. It needs socket and random.
-PORTS_STEP_FORBIDDEN = ("typing", "dataclasses", "distrun.errors", "distrun.backends.registry", "pydantic")
+PORTS_STEP_FORBIDDEN = ("typing", "dataclasses", "distrun.core.errors", "distrun.backends.registry", "pydantic")
 
 _PORTS_PROBE = (
     _RECORD_IMPORTS
@@ -204,8 +204,8 @@ def test_the_ports_step_imports_only_what_finding_ports_needs(tmp_path: Path) ->
 
 
 def test_ports_step_check_catches_a_new_import(tmp_path: Path) -> None:
-    modules = imported_by_ports_step(tmp_path, extra_import="distrun.errors")
-    assert sorted(m for m in PORTS_STEP_FORBIDDEN if m in modules)[:2] == ["dataclasses", "distrun.errors"]
+    modules = imported_by_ports_step(tmp_path, extra_import="distrun.core.errors")
+    assert sorted(m for m in PORTS_STEP_FORBIDDEN if m in modules)[:2] == ["dataclasses", "distrun.core.errors"]
 
 
 def test_the_ports_step_prints_free_ports_and_names_bad_usage(tmp_path: Path) -> None:
@@ -262,7 +262,7 @@ _RAY_NODE_PROBE = (
     + """
 import distrun.backends.ray.actor, distrun.backends.ray.node_agent
 # What the Ray node agent's run imports when it starts.
-import distrun.agent.node, distrun.agent.outcome_channel, distrun.agent.watchdog, distrun.file_modes
+import distrun.agent.node, distrun.agent.outcome_channel, distrun.agent.watchdog, distrun.core.file_modes
 import distrun.store.layout
 """
 )
@@ -289,7 +289,7 @@ K8S_POD_FORBIDDEN = (
     "distrun.backends.kubernetes.cluster",
     "distrun.backends.kubernetes.observe",
     "distrun.backends.base",
-    "distrun.submission",
+    "distrun.prepare.submission",
     "distrun.store.index",
     "sqlite3",
 )
@@ -300,7 +300,7 @@ _K8S_POD_PROBE = (
 import distrun.backends.kubernetes.pod_agent
 # What run_pod imports when it starts.
 import distrun.agent.node, distrun.backends.kubernetes.render, distrun.backends.kubernetes.bundle
-import distrun.spec.models, distrun.agent.watchdog, distrun.restarts, distrun.job_status
+import distrun.spec.models, distrun.agent.watchdog, distrun.restarts.policy, distrun.core.job_status
 """
 )
 
@@ -315,7 +315,7 @@ def test_pod_check_catches_the_backend(tmp_path: Path) -> None:
     _, found = probe_forbidden(
         tmp_path, _K8S_POD_PROBE, K8S_POD_FORBIDDEN, extra_import="distrun.backends.kubernetes.backend"
     )
-    assert {"distrun.backends.kubernetes.backend", "distrun.backends.base", "distrun.submission"} <= set(found)
+    assert {"distrun.backends.kubernetes.backend", "distrun.backends.base", "distrun.prepare.submission"} <= set(found)
 
 
 def test_the_ports_step_says_when_no_port_is_free(monkeypatch, capsys) -> None:

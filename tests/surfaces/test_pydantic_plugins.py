@@ -38,7 +38,7 @@ def probe(before: str) -> str:
 
 def test_the_command_validates_without_looking_for_plugins() -> None:
     # pydantic's own loader is not imported, nor importlib.metadata, which it needs to look.
-    assert probe("from distrun.pydantic_plugins import skip_plugin_discovery\nskip_plugin_discovery()\n") == (
+    assert probe("from distrun.core.pydantic_plugins import skip_plugin_discovery\nskip_plugin_discovery()\n") == (
         "False False"
     )
 
@@ -53,6 +53,6 @@ def test_a_loader_pydantic_already_used_is_kept() -> None:
         "from pydantic import BaseModel\n"
         "class First(BaseModel):\n    x: int\n"
         "First(x=1)\n"
-        "from distrun.pydantic_plugins import skip_plugin_discovery\nskip_plugin_discovery()\n"
+        "from distrun.core.pydantic_plugins import skip_plugin_discovery\nskip_plugin_discovery()\n"
     )
     assert probe(before) == "True True"

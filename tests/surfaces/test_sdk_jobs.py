@@ -12,7 +12,7 @@ import pytest
 
 import distrun
 from distrun import Input, MLClient, Output, command, load_job
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.sdk import operations
 from distrun.store.layout import Layout
 from distrun.v1 import (

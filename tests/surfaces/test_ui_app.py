@@ -189,7 +189,7 @@ def test_duration_of_an_ended_job_is_never_shorter_than_its_first_failure() -> N
 def test_ui_without_the_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
     from distrun.ui import server
 
     real = importlib.util.find_spec
@@ -200,7 +200,7 @@ def test_ui_without_the_extra_says_what_to_install(monkeypatch: pytest.MonkeyPat
 
 
 def test_non_loopback_address_needs_expose(tmp_path: Path) -> None:
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
     from distrun.ui import server
 
     with pytest.raises(DistrunError) as caught:

@@ -7,7 +7,7 @@ import os
 import signal
 import time
 
-from distrun.errors import JobFailedError
+from distrun.core.errors import JobFailedError
 from support.jobs import four_rank_job, only_job, processes_of_job, record, wait_for
 
 

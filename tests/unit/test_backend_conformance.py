@@ -32,14 +32,14 @@ from distrun.backends.registry import BACKENDS, backend_for
 from distrun.backends.slurm.state import SLURM_STATES, distrun_status
 from distrun.backends.slurm.target import SlurmSettings
 from distrun.backends.targets import resolve_target
-from distrun.compute import ComputeTarget, add_target, submitted_target
-from distrun.errors import DistrunError
-from distrun.job_status import JobStatus
-from distrun.jobs import plan_job, submit_job
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobStatus
+from distrun.prepare.compute import ComputeTarget, add_target, submitted_target
+from distrun.prepare.submission import PreparedJob, prepare_job
+from distrun.runner.jobs import plan_job, submit_job
 from distrun.spec.loader import LoadedJob
 from distrun.store.index import JobIndex, JobRecord, process_start_time
 from distrun.store.layout import Layout
-from distrun.submission import PreparedJob, prepare_job
 from support.backend_contract import POD_LAYOUT, home_files, masked, pod, refuse_engines, unborn_pid
 from support.job_files import load_text
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from distrun.backends.targets import add_target
-from distrun.file_modes import make_home
+from distrun.core.file_modes import make_home
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 

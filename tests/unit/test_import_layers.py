@@ -43,64 +43,39 @@ LAYER_NAMES = {
 
 LAYERS = {
     # 0 core: words and helpers every layer uses; nothing of distrun's job machinery.
-    "distrun.errors": 0,
-    "distrun.terminal_text": 0,
-    "distrun.safe_files": 0,
-    "distrun.file_modes": 0,
-    "distrun.json_encoding": 0,
-    "distrun.job_status": 0,
+    "distrun.core": 0,
     "distrun.constants": 0,
     "distrun.identity": 0,
-    "distrun.user_paths": 0,
-    "distrun.console": 0,
-    "distrun.procfs": 0,
-    "distrun.launch_sweep": 0,
-    "distrun.process_exit": 0,
-    "distrun.pydantic_plugins": 0,
     # 1 spec: what a job says (models, YAML with positions, older forms, overrides) and config.yaml's sections.
     "distrun.spec": 1,
-    "distrun.config_sections": 1,
     # 2 plan: pure planning, and the restart policy the plans and backends share (with its attempts' logs).
     "distrun.plan": 2,
-    "distrun.plan_text": 2,
     "distrun.restarts": 2,
-    "distrun.attempt_logs": 2,
     # 3 store: the job folder layout and the job index.
     "distrun.store": 3,
-    # 4 what a job uses and leaves: data, environments, metrics; what is said once about a job (job_notes).
+    # 4 what a job uses and leaves: data, environments, metrics.
     "distrun.data": 4,
     "distrun.environments": 4,
     "distrun.metrics": 4,
-    "distrun.job_notes": 4,
     # 5 job loading: a job file read and checked against this machine (paths, data, environments).
     "distrun.spec.loader": 5,
     "distrun.spec.checks": 5,
     "distrun.spec.checks_tensorflow": 5,
     "distrun.spec.raw_checks": 5,
-    # 6 preparation: compute types and targets, and a job recorded with its folder filled (PreparedJob).
-    "distrun.compute": 6,
-    "distrun.submission": 6,
+    # 6 preparation: compute types and targets, a job recorded with its folder filled (PreparedJob),
+    # and what is said once about a job on a compute type (job_notes).
+    "distrun.prepare": 6,
     # 7 agent: the engine-free node agent.
     "distrun.agent": 7,
     # 8 backends: the contract, the registry and every engine.
     "distrun.backends": 8,
     # 9 orchestration: what the faces call (plan, submit, run, get, cancel, logs, download); the one
-    # runner of `distrun run` and what it prints (report: a record in words; follow: the log files).
-    "distrun.jobs": 9,
+    # runner of `distrun run` (attach) and what it prints (report: a record in words; follow: the log files).
     "distrun.runner": 9,
-    "distrun.report": 9,
-    "distrun.follow": 9,
-    "distrun.logs_view": 9,
-    "distrun.metrics_view": 9,
-    "distrun.download": 9,
-    "distrun.views": 9,
-    "distrun.unrecorded_cancel": 9,
-    # 10 faces: the CLI, the SDK, the web UI and their entry points.
+    # 10 faces: the CLI (its commands, entry point and text views), the SDK, the web UI.
     "distrun": 10,
     "distrun.__main__": 10,
-    "distrun.entry": 10,
     "distrun.cli": 10,
-    "distrun.cli_envdata": 10,
     "distrun.sdk": 10,
     "distrun.v1": 10,
     "distrun.entities": 10,
@@ -242,13 +217,13 @@ def graph() -> tuple[dict[str, tuple[Path, bool]], list[Import]]:
 
 def test_the_walk_sees_distruns_modules_and_their_imports(graph) -> None:
     modules, found = graph
-    assert {"distrun", "distrun.jobs", "distrun.backends.base", "distrun.spec.loader"} <= set(modules)
+    assert {"distrun", "distrun.runner.jobs", "distrun.backends.base", "distrun.spec.loader"} <= set(modules)
     # A top-level, a function-level, a TYPE_CHECKING and a relative-free `from package import module` edge.
     edges = {(i.source, i.target) for i in found}
-    assert ("distrun.jobs", "distrun.backends.base") in edges
-    assert ("distrun.sdk.client", "distrun.download") in edges  # inside a method
+    assert ("distrun.runner.jobs", "distrun.backends.base") in edges
+    assert ("distrun.sdk.client", "distrun.runner.download") in edges  # inside a method
     assert ("distrun.backends.registry", "distrun.backends.base") in edges  # under TYPE_CHECKING
-    assert ("distrun.unrecorded_cancel", "distrun.procfs") in edges  # from distrun import procfs
+    assert ("distrun.runner.unrecorded_cancel", "distrun.core.procfs") in edges  # from distrun.core import procfs
 
 
 def test_every_module_has_a_layer(graph) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from distrun.errors import ValidationError
+from distrun.core.errors import ValidationError
 from distrun.spec.loader import load_job_file
 
 CORPUS = Path(__file__).parents[1] / "data" / "invalid"

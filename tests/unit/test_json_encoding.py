@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from distrun.json_encoding import MAX_INDENTED_BYTES, compact_json, shown_json
+from distrun.core.json_encoding import MAX_INDENTED_BYTES, compact_json, shown_json
 from distrun.plan import Bindings, Placement, build_plan
 from distrun.spec.loader import load_job_data
 

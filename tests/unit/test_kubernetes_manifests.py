@@ -16,7 +16,7 @@ import pytest
 from distrun.backends.kubernetes.backend import preview
 from distrun.backends.kubernetes.pods import object_name
 from distrun.backends.targets import ComputeTarget
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.spec.loader import load_job_file
 from distrun.store.layout import Layout
 from support.cli import REPO
@@ -147,7 +147,7 @@ def test_seed_tensorflow_ps_gets_its_own_image_env_and_resources(tmp_path: Path)
 
 
 def test_every_process_gets_the_environment_it_gets_locally(tmp_path: Path) -> None:
-    from distrun.jobs import plan_job
+    from distrun.runner.jobs import plan_job
 
     job = REPO / "examples" / "pytorch-ddp" / "job.yml"
     k8s = render(job, tmp_path / "a")["plan"]

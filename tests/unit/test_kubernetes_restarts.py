@@ -16,9 +16,9 @@ from distrun.backends.kubernetes.pod_agent import pod_exit_code, restart_attempt
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
 from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state
 from distrun.backends.targets import ComputeTarget
-from distrun.errors import DistrunError
-from distrun.job_status import JobStatus
-from distrun.restarts import RestartPolicy
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobStatus
+from distrun.restarts.policy import RestartPolicy
 from distrun.spec.loader import load_job_file
 from distrun.store.layout import Layout
 from support.cli import REPO
@@ -92,7 +92,7 @@ def test_restarts_on_indexed_jobs_or_max_preemptions_are_refused_with_what_to_do
 def test_the_pod_agent_gives_every_process_the_jobset_restart_count(tmp_path: Path) -> None:
     assert restart_attempt({"DISTRUN_K8S_RESTART_ATTEMPT": "2"}) == 2
     assert restart_attempt({"DISTRUN_K8S_RESTART_ATTEMPT": ""}) == 0  # the label is missing: first attempt
-    from distrun.jobs import plan_job
+    from distrun.runner.jobs import plan_job
 
     home = tmp_path / "home"
     home.mkdir()

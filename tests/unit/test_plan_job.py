@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from distrun.agent.node import read_job
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Placement
 from distrun.plan.plan_job import PlanJob
-from distrun.restarts import RestartPolicy
+from distrun.restarts.policy import RestartPolicy
 from distrun.spec.loader import load_job_data, load_job_file
 from distrun.spec.models import JobSpec
 from support.cli import REPO
@@ -185,7 +185,7 @@ def test_a_node_never_blocks_on_or_follows_what_a_rank_put_in_place_of_job_json(
 ) -> None:
     import os
 
-    from distrun.safe_files import UnsafeFileError
+    from distrun.core.safe_files import UnsafeFileError
 
     folder = _prepared_folder(write_job, "swapped")
     job_json = folder / "job.json"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distrun.errors import DistrunError, ValidationError
+from distrun.core.errors import DistrunError, ValidationError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement, ProcessSpec
 from distrun.plan.plan_job import PlanJob

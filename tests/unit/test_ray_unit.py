@@ -10,7 +10,7 @@ from distrun.backends.ray.driver import merged_end
 from distrun.backends.ray.node_agent import rank_base_env, rebased
 from distrun.backends.ray.placement import RayNodeFree, placement_request, unplaceable_hint, unplaceable_message
 from distrun.backends.ray.target import RaySettings
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, Placement
 from distrun.spec.loader import load_job_data

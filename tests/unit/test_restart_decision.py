@@ -1,4 +1,4 @@
-"""The restart decision (`distrun.restarts.decide`), the pause between attempts and the attempts'
+"""The restart decision (`distrun.restarts.policy.decide`), the pause between attempts and the attempts'
 bookkeeping: no processes."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from distrun.job_status import JobStatus
-from distrun.restarts import Attempt, RestartPolicy, backoff_seconds, decide, keep_attempt, kept_logs
+from distrun.core.job_status import JobStatus
+from distrun.restarts.policy import Attempt, RestartPolicy, backoff_seconds, decide, keep_attempt, kept_logs
 
 
 def failed(attempt: int, code: int = 1) -> Attempt:

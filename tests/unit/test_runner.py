@@ -1,4 +1,4 @@
-"""`distrun run`'s one runner (`distrun.runner`): what it prints around a job, for each family of backend.
+"""`distrun run`'s one runner (`distrun.runner.attach`): what it prints around a job, for each family of backend.
 
 The backends' hooks that would start something (`supervise`, `schedule`, `observe`) are replaced
 by stand-ins that record the job as the real ones would; the runner's own part (notes, header,
@@ -19,11 +19,11 @@ from distrun.backends.registry import BACKENDS, backend_for
 from distrun.backends.supervised import SupervisedBackend
 from distrun.backends.targets import resolve_target
 from distrun.backends.values import Observation, RenderedJob
-from distrun.job_status import JobStatus
-from distrun.runner import run_attached
+from distrun.core.job_status import JobStatus
+from distrun.prepare.submission import prepare_job
+from distrun.runner.attach import run_attached
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
-from distrun.submission import prepare_job
 from support.backend_contract import refuse_engines
 from support.job_files import load_text
 

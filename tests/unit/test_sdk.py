@@ -12,6 +12,7 @@ import pytest
 
 import distrun
 from distrun import Input, MLClient, Output, command, load_job
+from distrun.core.errors import DistrunError
 from distrun.entities import (
     CommandJob,
     Environment,
@@ -20,7 +21,6 @@ from distrun.entities import (
     ResourceConfiguration,
     TensorFlowDistribution,
 )
-from distrun.errors import DistrunError
 from distrun.sdk.notices import IgnoredArgumentWarning
 from distrun.v1 import (
     Environment as V1Environment,

@@ -13,7 +13,7 @@ from distrun.backends.slurm.node_agent import TASK_LEVEL_SLURM_VARS, parse_args,
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import first_failure, job_state
 from distrun.backends.slurm.target import SlurmSettings, slurm_time_limit
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.spec.loader import load_job_data
 from distrun.spec.models import JobSpec
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from distrun.errors import ValidationError
+from distrun.core.errors import ValidationError
 from distrun.spec.loader import LoadedJob, load_job_data, load_job_file
 from distrun.spec.models import JobSpec
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from distrun.errors import ValidationError
+from distrun.core.errors import ValidationError
 from distrun.spec import models
 from distrun.spec.command_template import references, render_command, render_value
 from distrun.spec.loader import LoadedJob, load_job_data, load_job_file

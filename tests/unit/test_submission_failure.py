@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from distrun.backends.submission_failure import recorded_as_not_submitted
-from distrun.errors import DistrunError
-from distrun.job_status import JobStatus
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobStatus
 from distrun.store.index import JobIndex, JobRecord
 
 

@@ -39,7 +39,7 @@ from distrun.agent.outcome import (
 from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
 from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
-from distrun.file_modes import make_dirs, open_append
+from distrun.core.file_modes import make_dirs, open_append
 from distrun.plan.model import LaunchPlan, ProcessSpec
 from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-from distrun.terminal_text import neutral
+from distrun.core.terminal_text import neutral
 
 # A line longer than this is passed on in pieces (the log file keeps it whole): memory is
 # bounded whatever a process writes.

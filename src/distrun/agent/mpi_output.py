@@ -22,7 +22,7 @@ from typing import Any
 from distrun.agent.line_stream import LineStream
 from distrun.agent.outcome import ProcessOutcome, root_cause_of, signal_name
 from distrun.agent.traceback_finder import last_traceback, tail_bytes
-from distrun.file_modes import open_append
+from distrun.core.file_modes import open_append
 from distrun.plan import deepspeed
 from distrun.plan.common import SHELL, process_log_name
 from distrun.plan.model import LaunchPlan, ProcessSpec

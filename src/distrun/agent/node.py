@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from distrun.agent.node_facts import NodeFacts, NodeOutcome
 from distrun.agent.outcome_channel import ChannelPeers, FolderOutcomeChannel, OutcomeChannel
-from distrun.job_status import JobStatus
+from distrun.core.job_status import JobStatus
 
 if TYPE_CHECKING:
     from distrun.agent.outcome import GangResult
@@ -70,7 +70,7 @@ def read_job(job_dir: Path) -> NodeJob:
 
 def read_job_and_spec(job_dir: Path) -> tuple[NodeJob, JobSpec]:
     """`read_job`, and the whole job validated again, for an agent that needs more than its plan."""
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
     from distrun.plan.plan_job import PlanJob
     from distrun.spec.models import JobSpec
     from distrun.store.layout import JobFolder
@@ -88,7 +88,7 @@ def read_job_and_spec(job_dir: Path) -> tuple[NodeJob, JobSpec]:
 
 
 def _bindings(folder: JobFolder) -> Bindings:
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
     from distrun.plan.model import Bindings
 
     try:
@@ -100,8 +100,8 @@ def _bindings(folder: JobFolder) -> Bindings:
 def _folder_json(path: Path) -> object:
     """A JSON file of the job folder, where the job's processes can write (between attempts too):
     only a regular file of bounded size is read, and one that is not JSON is named, not a traceback."""
-    from distrun.errors import DistrunError
-    from distrun.safe_files import read_text
+    from distrun.core.errors import DistrunError
+    from distrun.core.safe_files import read_text
 
     try:
         return json.loads(read_text(path))
@@ -295,8 +295,8 @@ def run_node(
     `preempted_by` tells a stop signal that preempts the job from one that cancels it (`run_gang`).
     """
     from distrun.agent.gang import run_gang
-    from distrun.file_modes import write_file
-    from distrun.json_encoding import compact_json
+    from distrun.core.file_modes import write_file
+    from distrun.core.json_encoding import compact_json
 
     stops = stop_requested if stop_requested is not None else []
     stream = out if out is not None else sys.stdout.buffer
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     data: dict[str, Any] = json.loads(args.facts.read_text(encoding="utf-8"))
     data.setdefault("base_env", dict(os.environ))
     facts = NodeFacts.from_dict(data)
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
 
     try:
         job = read_job(facts.job_dir)

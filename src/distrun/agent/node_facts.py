@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from distrun.job_status import JobStatus
+from distrun.core.job_status import JobStatus
 
 # `from_dict` of a subclass (Kubernetes' PodOutcome) returns that subclass.
 _Outcome = TypeVar("_Outcome", bound="NodeOutcome")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from distrun.file_modes import make_dirs, write_file
+from distrun.core.file_modes import make_dirs, write_file
 from distrun.plan.model import NodePlan
 
 

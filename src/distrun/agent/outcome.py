@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from distrun.agent.traceback_finder import log_tail
-from distrun.job_status import JobStatus
+from distrun.core.job_status import JobStatus
 
 COMPLETED = JobStatus.COMPLETED
 FAILED = JobStatus.FAILED

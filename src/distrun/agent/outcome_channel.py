@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from distrun.agent.node_facts import NodeOutcome
-from distrun.safe_files import read_text
+from distrun.core.safe_files import read_text
 from distrun.store.layout import NodeChannelPaths
 
 # The marker an agent sets when its node's main (non-auxiliary) processes all completed.

@@ -22,10 +22,10 @@ import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 
-from distrun import procfs
 from distrun.agent.cgroup import LaunchCgroup
 from distrun.agent.death_signal import setpriv_prefix
-from distrun.launch_sweep import LAUNCH_MARKER, kill_pids, marked_pids
+from distrun.core import procfs
+from distrun.core.launch_sweep import LAUNCH_MARKER, kill_pids, marked_pids
 from distrun.plan.model import ProcessSpec
 
 __all__ = [

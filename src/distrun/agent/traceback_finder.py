@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from distrun.safe_files import open_regular, tail_of
+from distrun.core.safe_files import open_regular, tail_of
 
 _HEAD = b"Traceback (most recent call last):"
 _TAIL_BYTES = 256 * 1024

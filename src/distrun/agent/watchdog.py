@@ -14,7 +14,7 @@ import os
 import signal
 from collections.abc import Callable
 
-from distrun.launch_sweep import sweep_launch
+from distrun.core.launch_sweep import sweep_launch
 
 _DONE = b"done"
 

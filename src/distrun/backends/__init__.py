@@ -4,12 +4,12 @@ The contract every backend implements in full is `distrun.backends.base.Backend`
 of its two families: `engine` (an engine keeps the job's state: Slurm, Kubernetes) and
 `supervised` (a distrun process here supervises it: local, Ray). The registry
 (`distrun.backends.registry`) maps a compute type to its backend and imports it only when a job
-needs it. Adding a backend is one package plus one registry line (in `distrun.compute.BACKENDS`).
+needs it. Adding a backend is one package plus one registry line (in `distrun.prepare.compute.BACKENDS`).
 Here: `local` (simulated nodes on this machine, one in-process gang), `slurm`; `cluster` holds
 what every cluster backend shares (first failure across node outcomes, record refresh),
 `values` the values the contract passes, `ports` the one free-port finder, `targets` the compute
-targets of config.yaml (`distrun.compute`'s). Only the orchestrator (`distrun.jobs`, and
-`distrun.runner` for `distrun run`) calls a backend; a backend never prints.
+targets of config.yaml (`distrun.prepare.compute`'s). Only the orchestrator (`distrun.runner.jobs`, and
+`distrun.runner.attach` for `distrun run`) calls a backend; a backend never prints.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 A backend turns a prepared job into its engine's request (`render`), submits that very object
 (`schedule`), maps the engine's view of a running job back to distrun's (`observe`), stops it
 (`cancel`) and makes its per-rank logs readable in the job folder (`fetch_logs`). The
-orchestrator (`distrun.jobs`, with `distrun.runner` for `distrun run`) is the only caller: the
+orchestrator (`distrun.runner.jobs`, with `distrun.runner.attach` for `distrun run`) is the only caller: the
 CLI and the SDK never ask which engine a job runs on. Adding a backend is one package that
 defines `BACKEND = YourBackend()` plus one line in the registry's table
-(`distrun.compute.BACKENDS`).
+(`distrun.prepare.compute.BACKENDS`).
 
 Inside the job, a cluster backend runs one engine-free node agent per node
 (`distrun.agent.node.run_node`): the backend's own small entry point builds the node's
@@ -14,7 +14,7 @@ Inside the job, a cluster backend runs one engine-free node agent per node
 `FolderOutcomeChannel`, when the nodes share the job folder; the engine's own means otherwise).
 The agent reports a `NodeOutcome` per node through it; `distrun.backends.cluster` has the logic
 every cluster backend shares (first failure across nodes, record refresh). A backend never
-prints: `distrun run`'s header, stream and summary are `distrun.runner`'s, for every backend.
+prints: `distrun run`'s header, stream and summary are `distrun.runner.attach`'s, for every backend.
 
 Every backend is of one of two families, each of which writes its shared rules once:
 
@@ -28,7 +28,7 @@ The sequence the orchestrator follows:
     plan:    render(preview_job(...))                 -> RenderedJob.show() is printed
     submit:  validate target -> preflight -> prepare_job (record Queued/Starting, folder filled)
              -> render(job) -> schedule(rendered)      (never a second rendering)
-    run:     the same, then `distrun.runner.run_attached` (header, every rank's lines, summary):
+    run:     the same, then `distrun.runner.attach.run_attached` (header, every rank's lines, summary):
              an engine's job is schedule(rendered) and followed through observe() and its log
              files; a supervised job is supervise(rendered, ...) in this process
     get:     record from the store -> refresh through observe() while it is live
@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from distrun.agent.node_facts import NodeFacts, NodeOutcome
 from distrun.agent.outcome_channel import MAIN_WORK_DONE, FolderOutcomeChannel, OutcomeChannel
 from distrun.backends.values import EngineRequest, Observation, RenderedJob
-from distrun.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.prepare.submission import PreparedJob, bind
 from distrun.spec.models import DEFAULT_GRACE_PERIOD
-from distrun.submission import PreparedJob, bind
 
 if TYPE_CHECKING:
-    from distrun.compute import ComputeTarget
+    from distrun.prepare.compute import ComputeTarget
     from distrun.spec.loaded import LoadedJob
     from distrun.spec.models import JobSpec
     from distrun.store.index import JobRecord
@@ -107,12 +107,12 @@ class Backend(ABC):
     restarts: ClassVar[bool] = False
     """Whether this backend runs jobs with restarts (`limits.max_restarts`, `limits.max_preemptions`).
 
-    A backend that says True implements, with the pure pieces of `distrun.restarts`: after an
+    A backend that says True implements, with the pure pieces of `distrun.restarts.policy`: after an
     attempt ends (every rank stopped), `decide(RestartPolicy.of(spec.limits), attempts)`; on a
     restart, the whole job runs again under the same name and folder as attempt k+1, its plan
     built with `Placement.restart_count = k+1` (DISTRUN_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT),
     ./outputs kept, the ended attempt's logs moved to user_logs/attempt_<k>/
-    (`distrun.attempt_logs`), and the record's `attempts` listing each attempt (`Attempt.to_dict`).
+    (`distrun.restarts.attempt_logs`), and the record's `attempts` listing each attempt (`Attempt.to_dict`).
     A SIGTERM from outside (not `cancel`, which marks its request first) ends an attempt as
     Preempted (`run_gang(preempted_by=...)`), which counts against max_preemptions only.
     The orchestrator refuses a job with restarts on a backend that says False, before recording it.

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from distrun.agent.node_facts import NodeOutcome
-from distrun.errors import DistrunError
-from distrun.job_status import JobStatus
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobStatus
 from distrun.metrics.tracking import finish_run
 from distrun.store.index import JobIndex, JobRecord
 

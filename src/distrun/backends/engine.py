@@ -4,7 +4,7 @@ distrun hands the job to the engine (`schedule` records the engine's id as `back
 from then on asks the engine about it (`observe`). Until the engine has the job there is no
 one to ask: such a record has nothing to observe, and canceling it is only writing it down.
 Those rules are written here once. `distrun run` on an engine is `schedule`, then following
-the per-rank log files while `observe` says the job is live (`distrun.runner`).
+the per-rank log files while `observe` says the job is live (`distrun.runner.attach`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from abc import abstractmethod
 from typing import TYPE_CHECKING
 
 from distrun.backends.base import Backend
-from distrun.job_status import JobStatus
+from distrun.core.job_status import JobStatus
 from distrun.store.index import JobIndex, JobRecord
 
 if TYPE_CHECKING:

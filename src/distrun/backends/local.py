@@ -30,21 +30,21 @@ from distrun.backends.job_launcher import acting_as_launcher
 from distrun.backends.local_gpus import probe_gpus
 from distrun.backends.ports import free_ports
 from distrun.backends.supervised import SupervisedBackend, cancel_marker, mark_cancel
-from distrun.compute import ComputeTarget
-from distrun.errors import DistrunError
-from distrun.file_modes import write_file
-from distrun.job_notes import local_notes
-from distrun.job_status import JobStatus
-from distrun.json_encoding import compact_json
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import write_file
+from distrun.core.job_status import JobStatus
+from distrun.core.json_encoding import compact_json
 from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
-from distrun.restarts import Attempt, Decision, RestartPolicy, backoff_seconds, decide, keep_attempt
+from distrun.prepare.compute import ComputeTarget
+from distrun.prepare.job_notes import local_notes
+from distrun.prepare.submission import PreparedJob
+from distrun.restarts.policy import Attempt, Decision, RestartPolicy, backoff_seconds, decide, keep_attempt
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import JobFolder, Layout
 from distrun.store.port_leases import PortLeases
-from distrun.submission import PreparedJob
 
 LOCAL_ADDRESS = "127.0.0.1"
 LAUNCHER_MODULE = "distrun.backends.local_launcher"
@@ -85,7 +85,7 @@ def execute(
     From here until the record is written, Ctrl-C, SIGTERM (`job cancel`) and SIGHUP are held
     (agent.stop_signals): one that arrives before the processes start cancels the job before
     anything runs, one that arrives after they ended leaves the job's own outcome standing.
-    A job with restarts (`distrun.restarts`) runs again, as a whole gang, after a failure or a
+    A job with restarts (`distrun.restarts.policy`) runs again, as a whole gang, after a failure or a
     preemption, until its policy says no.
     """
     index = JobIndex(layout.db_path)

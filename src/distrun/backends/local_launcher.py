@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 
 from distrun.backends.local import execute
-from distrun.errors import DistrunError
-from distrun.job_status import JobStatus
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobStatus
 from distrun.metrics.tracking import finish_run
+from distrun.prepare.submission import load_prepared
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
-from distrun.submission import load_prepared
 
 
 def main(name: str) -> int:

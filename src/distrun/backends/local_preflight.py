@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.spec import models
 
 

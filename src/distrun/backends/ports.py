@@ -39,7 +39,7 @@ def free_ports(count: int, leases: PortLeases | None = None, *, address: str = A
         while len(chosen) < count:
             tries += 1
             if tries > 50 * (count + 10):
-                from distrun.errors import DistrunError
+                from distrun.core.errors import DistrunError
 
                 raise DistrunError(f"no {count} free TCP port(s) found in {PORT_RANGE[0]}-{PORT_RANGE[1]}")
             port = random.randint(*PORT_RANGE)
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(",".join(map(str, free_ports(int(args[0])))))
     except Exception as exc:  # a DistrunError, whose class is imported only when one is raised
-        from distrun.errors import DistrunError
+        from distrun.core.errors import DistrunError
 
         if not isinstance(exc, DistrunError):
             raise

@@ -1,6 +1,6 @@
 """Compute type -> backend, loaded only when a job needs it.
 
-The table (`BACKENDS`, one line per backend) is `distrun.compute`'s: each entry names the module
+The table (`BACKENDS`, one line per backend) is `distrun.prepare.compute`'s: each entry names the module
 that defines `BACKEND` (an instance of `distrun.backends.base.Backend`), the pip extra that
 brings its engine's client, if any, and whether users create its targets (`USER_KINDS`, what
 `distrun compute create --type` offers) or distrun provides it (local). A backend whose package
@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from distrun.compute import BACKENDS, COMPUTE_TYPES, USER_KINDS, BackendEntry
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
+from distrun.prepare.compute import BACKENDS, COMPUTE_TYPES, USER_KINDS, BackendEntry
 
 if TYPE_CHECKING:
     from distrun.backends.base import Backend

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 
 Settings = TypeVar("Settings", bound=BaseModel)
 

@@ -6,8 +6,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from distrun.errors import DistrunError
-from distrun.job_status import JobStatus
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobStatus
 from distrun.store.index import JobIndex
 
 

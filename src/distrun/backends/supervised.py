@@ -5,7 +5,7 @@ writes the job's record as the job goes, and a watchdog records it lost if the s
 there is no engine to observe and no log to fetch (the supervisor writes every rank's log into
 the job folder). Stopping the job is signalling its supervisor, which stops every rank.
 `distrun run` supervises in its own process (`supervise`); what it prints around the stream is
-`distrun.runner`'s.
+`distrun.runner.attach`'s.
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, BinaryIO, ClassVar
 
 from distrun.agent.stop_signals import stop_signals_blocked
 from distrun.backends.base import Backend
-from distrun.errors import DistrunError
-from distrun.file_modes import open_append, write_file
-from distrun.job_status import JobStatus
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import open_append, write_file
+from distrun.core.job_status import JobStatus
 from distrun.store.index import JobIndex, JobRecord, process_start_time
 
 if TYPE_CHECKING:
     from distrun.backends.values import Observation, RenderedJob
     from distrun.plan.model import LaunchPlan
+    from distrun.prepare.submission import PreparedJob
     from distrun.store.layout import JobFolder, Layout
-    from distrun.submission import PreparedJob
 
 NOT_RUNNING_YET = "canceled before it was running"
 CANCEL_MARKER = "cancel_requested"  # in the job folder (see cancel_marker)

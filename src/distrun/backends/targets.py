@@ -1,9 +1,9 @@
-"""Compute targets, by their older name: they live in `distrun.compute`, below the backends
+"""Compute targets, by their older name: they live in `distrun.prepare.compute`, below the backends
 (a prepared job names its target, and preparation comes before any backend)."""
 
 from __future__ import annotations
 
-from distrun.compute import (
+from distrun.prepare.compute import (
     INFRASTRUCTURE_TYPES,
     LOCAL,
     TARGET_TYPES,

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from distrun.agent.node_facts import NodeOutcome
-from distrun.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
 
 if TYPE_CHECKING:
     from distrun.plan.model import LaunchPlan
-    from distrun.submission import PreparedJob
+    from distrun.prepare.submission import PreparedJob
 
 __all__ = ["EngineRequest", "Observation", "RenderedJob"]
 

@@ -17,8 +17,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from distrun.errors import DistrunError
-from distrun.file_modes import make_home
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import make_home
 
 ASSET_TYPES = ("uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from distrun.errors import DistrunError
-from distrun.user_paths import expand_user
+from distrun.core.errors import DistrunError
+from distrun.core.user_paths import expand_user
 
 
 def datastore_root(home: Path, name: str) -> Path:
@@ -37,7 +37,7 @@ def datastore_path(home: Path, name: str, sub: str) -> Path:
 
 
 def _configured(config_path: Path) -> dict[str, str]:
-    from distrun.config_sections import read_section
+    from distrun.spec.config_sections import read_section
 
     section, smap = read_section(config_path, "datastores", "datastores: {workspaceblobstore: /mnt/shared/blob}")
     out = {}

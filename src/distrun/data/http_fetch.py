@@ -23,9 +23,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
-from distrun.console import say as _say
-from distrun.errors import DistrunError
-from distrun.file_modes import make_home
+from distrun.core.console import say as _say
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import make_home
 
 CHUNK = 1 << 20
 TIMEOUT = float(os.environ.get("DISTRUN_DOWNLOAD_TIMEOUT", "60"))

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from distrun.core.errors import DistrunError
+from distrun.core.user_paths import expand_user
 from distrun.data.remote_fs import FSSPEC_PLUGINS, fetch_remote, remote_fs_problem
-from distrun.errors import DistrunError
 from distrun.spec.paths import local_path
-from distrun.user_paths import expand_user
 
 _DATASTORE = re.compile(
     r"^azureml://(?:subscriptions/[^/]+/resource[gG]roups/[^/]+/(?:providers/Microsoft\.MachineLearningServices/)?"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distrun.core.file_modes import make_dirs
 from distrun.data.locations import job_output_uri, output_location
-from distrun.file_modes import make_dirs
 from distrun.spec import models
 
 

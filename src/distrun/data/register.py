@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distrun.core.errors import DistrunError
 from distrun.data.assets import DataAsset, create_asset
 from distrun.data.locations import input_location
-from distrun.errors import DistrunError
 
 
 def register_path(

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from distrun.console import say as _say
-from distrun.errors import DistrunError
-from distrun.file_modes import make_home
+from distrun.core.console import say as _say
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import make_home
 
 # fsspec protocol -> the package that provides it
 FSSPEC_PLUGINS = {

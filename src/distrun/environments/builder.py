@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from distrun.console import say as _say
+from distrun.core.console import say as _say
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import DIR_MODE, make_dirs, make_home
 from distrun.environments.conda_spec import EnvRequest, Requirement
 from distrun.environments.installer import Installer, choose_installer
-from distrun.errors import DistrunError
-from distrun.file_modes import DIR_MODE, make_dirs, make_home
 
 MANIFEST = "distrun-env.json"
 LAST_USED = "distrun-last-used"
@@ -123,7 +123,7 @@ def _build(target: BuildTarget, final: Path, out: TextIO) -> None:
 
 
 def _umask() -> int:
-    from distrun.file_modes import current_umask
+    from distrun.core.file_modes import current_umask
 
     return current_umask()
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import Position, Problem
-from distrun.user_paths import expand_user
+from distrun.core.errors import Position, Problem
+from distrun.core.user_paths import expand_user
 
 # Bumped when the way an environment is built changes, so old builds are not reused.
 BUILD_FORMAT = 1

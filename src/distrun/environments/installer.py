@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 
 
 def uv_binary() -> str | None:

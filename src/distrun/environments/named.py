@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distrun.config_sections import write_entry
-from distrun.errors import DistrunError, Position
+from distrun.core.errors import DistrunError, Position
+from distrun.core.user_paths import expand_user
+from distrun.spec.config_sections import write_entry
 from distrun.spec.source_map import SourceMap
-from distrun.user_paths import expand_user
 
 ENV_KEYS = ("conda_file", "python", "image", "description")
 
@@ -50,7 +50,7 @@ def reference_name(reference: str) -> tuple[str, str | None]:
 
 
 def read_named(config_path: Path) -> dict[str, NamedEnvironment]:
-    from distrun.config_sections import read_section
+    from distrun.spec.config_sections import read_section
 
     section, smap = read_section(config_path, "environments", "environments: {my-env: {conda_file: env.yml}}")
     named = {}

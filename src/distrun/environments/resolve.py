@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from distrun.core.errors import Position, Problem
+from distrun.core.user_paths import expand_user
 from distrun.environments.conda_spec import EnvRequest, cache_key, read_conda_data
 from distrun.environments.interpreters import available_versions, find_python, own_version
 from distrun.environments.named import NamedEnvironment, find_named
-from distrun.errors import Position, Problem
-from distrun.user_paths import expand_user
 
 if TYPE_CHECKING:  # the builder (installers, locks) is imported only when an environment is built
     from distrun.environments.builder import BuildTarget
@@ -109,7 +109,7 @@ def _from_conda_file(
                     "check the path (relative paths start at the job file's folder)",
                 )
             ]
-        from distrun.errors import ValidationError
+        from distrun.core.errors import ValidationError
         from distrun.spec.yaml_source import read_yaml_file
 
         try:
@@ -185,7 +185,7 @@ def job_variables(
     now (config.yaml changed since) is raised the same way."""
     found, problems = rank_python(environment, base_dir, home, position)
     if problems:
-        from distrun.errors import ValidationError
+        from distrun.core.errors import ValidationError
 
         raise ValidationError(problems)
     return {} if found is None else rank_variables(found, home, materialize)

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from distrun.core.errors import DistrunError
 from distrun.environments.builder import LAST_USED, MANIFEST, envs_dir, is_ready
-from distrun.errors import DistrunError
 
 
 def list_environments(home: Path) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """The metrics part of `distrun job show`, and a metric point as `distrun metrics` prints it
-(`distrun.metrics_view`)."""
+(`distrun.cli.metrics_view`)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from distrun.file_modes import make_dirs, write_file
+from distrun.core.file_modes import make_dirs, write_file
 from distrun.metrics import sqlite_store
 from distrun.store.layout import JobFolder
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec, with_shared_env
 from distrun.plan.plan_job import PlanJob
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from distrun.plan.model import Bindings, Placement
 from distrun.plan.plan_job import PlanJob
-from distrun.restarts import restart_env
+from distrun.restarts.policy import restart_env
 from distrun.spec.command_template import render_command
 
 SHELL = "bash"  # Azure ML runs the command under bash; `$RANK` etc. expand per process

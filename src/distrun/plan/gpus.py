@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.plan.model import Placement
 from distrun.plan.plan_job import PlanJob
 from distrun.plan.tensorflow_tasks import layout, task_counts

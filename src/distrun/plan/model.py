@@ -23,7 +23,7 @@ class Placement:
     simulated: bool = False  # local compute: nodes are simulated on one machine
     # Simulated nodes: this machine's GPUs, to be sliced between them (plan.gpus); None: not probed.
     gpus: tuple[str, ...] | None = None
-    restart_count: int = 0  # which attempt of the job this is (distrun.restarts)
+    restart_count: int = 0  # which attempt of the job this is (distrun.restarts.policy)
 
     @property
     def master_addr(self) -> str:

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from distrun.errors import DistrunError
-from distrun.restarts import RestartPolicy
+from distrun.core.errors import DistrunError
+from distrun.restarts.policy import RestartPolicy
 from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
 
 if TYPE_CHECKING:

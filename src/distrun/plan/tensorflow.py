@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.plan.common import code_dir, job_env, rendered_command, shell_argv
 from distrun.plan.gpus import slice_gpus
 from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, ProcessSpec, tf_config

@@ -65,8 +65,8 @@ class DataOperations:
 
     def create_or_update(self, data: Data, **kwargs: Any) -> Data:
         """Register a version (the next number when `version` is None); a local path is kept absolute."""
+        from distrun.core.errors import DistrunError
         from distrun.data.register import register_path
-        from distrun.errors import DistrunError
 
         note_ignored("data.create_or_update", kwargs)
         if not data.name or data.path is None:
@@ -96,8 +96,8 @@ class EnvironmentOperations:
         self._client = client
 
     def create_or_update(self, environment: Environment, **kwargs: Any) -> Environment:
+        from distrun.core.errors import DistrunError
         from distrun.environments.named import environment_body, register_environment
-        from distrun.errors import DistrunError
 
         note_ignored("environments.create_or_update", kwargs)
         if not environment.name:
@@ -113,8 +113,8 @@ class EnvironmentOperations:
         return environment
 
     def get(self, name: str, version: str | None = None, label: str | None = None) -> Environment:
+        from distrun.core.errors import DistrunError
         from distrun.environments.named import find_named
-        from distrun.errors import DistrunError
         from distrun.sdk.job_settings import Environment
 
         reference = f"azureml:{name}:{version}" if version else f"azureml:{name}@{label or 'latest'}"

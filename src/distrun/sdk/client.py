@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import DistrunError, ValidationError
-from distrun.jobs import get_job, list_jobs
+from distrun.core.errors import DistrunError, ValidationError
+from distrun.runner.jobs import get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.command_job import Command, job_from_data, status_of
 from distrun.sdk.notices import note_ignored
@@ -216,7 +216,7 @@ class JobOperations:
 
     def begin_cancel(self, name: str) -> Poller:
         """Cancel a job: SIGTERM to its processes, SIGKILL after the grace period. `.result()` waits."""
-        from distrun.jobs import cancel_job
+        from distrun.runner.jobs import cancel_job
 
         get_job(self._layout, name)  # an unknown name fails here, not in the background
         layout = self._layout
@@ -226,7 +226,7 @@ class JobOperations:
         self, name: str, *, download_path: Any = ".", output_name: str | None = None, all: bool = False
     ) -> list[Path]:
         """Artifacts to `<download_path>/artifacts/`, named outputs to `<download_path>/named-outputs/<name>/`."""
-        from distrun.download import download_job
+        from distrun.runner.download import download_job
 
         return download_job(self._layout, name, Path(download_path), output_name, all)
 
@@ -269,7 +269,7 @@ def _with_output_paths(job: Command) -> Command:
 
 def _runnable_again(data: dict[str, Any], folder: Any) -> dict[str, Any]:
     """A recorded job whose code and data paths point at what it ran with, so it can be sent again."""
-    from distrun.submission import load_bindings
+    from distrun.prepare.submission import load_bindings
 
     data = dict(data)
     if "code" in data:

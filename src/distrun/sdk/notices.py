@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from distrun.errors import Position
+from distrun.core.errors import Position
 
 # distrun's own files, as imported and as resolved (an install may reach them through a link).
 _PACKAGE_DIRS = tuple(

@@ -1,8 +1,8 @@
 """What the SDK does with a job: the CLI's own path, called from Python.
 
     job data -> distrun.spec.loader.load_job_data  (the one validation path)
-             -> distrun.jobs.submit_job  (preflight, record, render, schedule: as `distrun job create`)
-    stream   -> distrun.jobs.stream_job  (like `distrun job stream`)
+             -> distrun.runner.jobs.submit_job  (preflight, record, render, schedule: as `distrun job create`)
+    stream   -> distrun.runner.jobs.stream_job  (like `distrun job stream`)
 
 Both SDK styles (v2 `MLClient`, v1 `Experiment`/`Run`) come through here, so a job built in
 Python is recorded, run, listed and followed exactly like one from a YAML file.
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from distrun.errors import JobFailedError, Position
-from distrun.job_status import JobStatus
+from distrun.core.errors import JobFailedError, Position
+from distrun.core.job_status import JobStatus
 from distrun.sdk.notices import say_once
 from distrun.spec.loader import LoadedJob, load_job_data
 from distrun.spec.source_map import SourceMap
@@ -48,7 +48,7 @@ def python_source(data: dict[str, Any], base_dir: Path, where: Position) -> JobS
 
 def submit(job: JobSource, layout: Layout, compute: str | None = None) -> JobRecord:
     """Validate, record and start a job in the background, as `distrun job create` does."""
-    from distrun.jobs import submit_job
+    from distrun.runner.jobs import submit_job
 
     record, rendered = submit_job(job.load(), layout, compute)
     for warning in rendered.warnings:
@@ -58,7 +58,7 @@ def submit(job: JobSource, layout: Layout, compute: str | None = None) -> JobRec
 
 def stream(layout: Layout, name: str, out: TextIO) -> JobRecord:
     """Print a job's logs until it ends, then its execution summary (`distrun job stream`)."""
-    from distrun.jobs import stream_job
+    from distrun.runner.jobs import stream_job
 
     def say(text: str) -> None:
         out.write(text + "\n")
@@ -70,7 +70,7 @@ def stream(layout: Layout, name: str, out: TextIO) -> JobRecord:
 
 def wait(layout: Layout, name: str) -> JobRecord:
     """Wait quietly until a job ends."""
-    from distrun.jobs import wait_job
+    from distrun.runner.jobs import wait_job
 
     return wait_job(layout, name)
 

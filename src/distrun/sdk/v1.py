@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import Problem, ValidationError
-from distrun.job_status import JobStatus
-from distrun.jobs import get_job, list_jobs
+from distrun.core.errors import Problem, ValidationError
+from distrun.core.job_status import JobStatus
+from distrun.runner.jobs import get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.notices import Recorded, caller_position, note_ignored, recordable
 from distrun.sdk.plain import path_text
@@ -107,7 +107,7 @@ class Workspace(Recorded):
     @property
     def compute_targets(self) -> dict[str, str]:
         """The compute targets distrun knows: `local` and those in $DISTRUN_HOME/config.yaml."""
-        from distrun.compute import read_targets
+        from distrun.prepare.compute import read_targets
 
         return {"local": "local", **{name: name for name in read_targets(Layout().config_path)}}
 
@@ -548,7 +548,7 @@ class Run:
         base = folder.root if name.startswith(("user_logs/", "system_logs/")) else folder.code
         path = folder.inside(base / name)
         if not path.is_file():
-            from distrun.errors import DistrunError
+            from distrun.core.errors import DistrunError
 
             raise DistrunError(f"run {self.id} has no file {name!r}", "run.get_file_names() lists them")
         return path

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from distrun.errors import DistrunError, Position, Problem
+from distrun.core.errors import DistrunError, Position, Problem
 from distrun.spec import models
 from distrun.spec.command_template import references
 from distrun.spec.paths import local_path
@@ -252,7 +252,7 @@ def _special_kind(path: Path) -> str | None:
     """'a named pipe', 'a socket', 'a character device'...: what no copy can be made of."""
     import stat
 
-    from distrun.safe_files import kind_of
+    from distrun.core.safe_files import kind_of
 
     try:
         mode = path.stat().st_mode

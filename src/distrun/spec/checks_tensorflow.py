@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from distrun.errors import Problem
+from distrun.core.errors import Problem
 from distrun.spec import models
 from distrun.spec.checks import env_name_problems
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrun.errors import Problem
+from distrun.core.errors import Problem
 from distrun.spec.source_map import SourceMap
 
 # `$schema` file names (and `type:` values) of Azure ML documents distrun does not run.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.errors import Position
+from distrun.core.errors import Position
 from distrun.spec import models
 from distrun.spec.source_map import SourceMap
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import Problem, ValidationError
+from distrun.core.errors import Problem, ValidationError
 from distrun.spec import checks, models, paths
 from distrun.spec.checks_tensorflow import tensorflow_problems
 from distrun.spec.job_kind import not_a_command_job

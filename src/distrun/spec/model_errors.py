@@ -12,7 +12,7 @@ import re
 import typing
 from typing import Any
 
-from distrun.errors import Problem
+from distrun.core.errors import Problem
 from distrun.spec import models
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 

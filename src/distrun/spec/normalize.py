@@ -17,7 +17,7 @@ import copy
 import re
 from typing import Any
 
-from distrun.errors import Problem, ValidationError
+from distrun.core.errors import Problem, ValidationError
 from distrun.spec.model_errors import LAUNCHER_NOTE
 from distrun.spec.source_map import SourceMap
 

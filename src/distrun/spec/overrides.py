@@ -15,7 +15,7 @@ import copy
 import re
 from typing import Any
 
-from distrun.errors import Position, Problem, ValidationError
+from distrun.core.errors import Position, Problem, ValidationError
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 
 _KEY_PART = re.compile(r"[A-Za-z_$][A-Za-z0-9_\-$]*|[0-9]+")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from distrun.user_paths import expand_user
+from distrun.core.user_paths import expand_user
 
 REMOTE_SCHEMES = ("azureml:", "https://", "http://", "wasbs://", "abfss://", "adl://", "s3://", "gs://")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrun.errors import Problem
+from distrun.core.errors import Problem
 from distrun.spec import checks, models
 from distrun.spec.source_map import SourceMap
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from distrun.errors import Position
+from distrun.core.errors import Position
 
 KeyPath = tuple[str | int, ...]
 

@@ -15,7 +15,7 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import Position, Problem, ValidationError
+from distrun.core.errors import Position, Problem, ValidationError
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 
 MAX_DEPTH = 64  # nesting levels; real jobs use fewer than ten
@@ -308,7 +308,7 @@ def _read_job_file(path: Path) -> bytes:
     import os
     import stat
 
-    from distrun.safe_files import kind_of
+    from distrun.core.safe_files import kind_of
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     try:

@@ -4,7 +4,7 @@ WAL mode and a long busy timeout let many readers (`job list` in a loop) and sev
 launchers share the file; every update is one statement, so no reader sees a torn record.
 A job whose launcher died is turned into Failed ("launcher lost") by the first reader that
 notices, so nothing shows Running forever. A job on a cluster engine (a record with a
-`backend_id`) is brought up to date by the orchestrator (`distrun.jobs`), which asks its
+`backend_id`) is brought up to date by the orchestrator (`distrun.runner.jobs`), which asks its
 backend: the store imports nothing above itself and never starts a process.
 """
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import DistrunError, JobNotFoundError
-from distrun.file_modes import make_home
-from distrun.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.core.errors import DistrunError, JobNotFoundError
+from distrun.core.file_modes import make_home
+from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
 from distrun.store.index_repair import DamagedRecordError, checked_row, file_identity, recover_rows
 
 QUEUED = JobStatus.QUEUED
@@ -285,7 +285,7 @@ class JobIndex:
         if record.compute == "local":
             # Its watchdog may have been killed too (by a job that hunted it down): whatever
             # the job left running goes now, before anyone is told the job has ended.
-            from distrun.launch_sweep import sweep_launch
+            from distrun.core.launch_sweep import sweep_launch
 
             sweep_launch(f"{record.name}-{record.launcher_pid}")
         return self.get(record.name)

@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 
 _JSON_FIELDS = {"root_cause": dict, "processes": list, "tags": dict, "attempts": list, "target": dict}
 _NUMBERS = ("created_at", "started_at", "ended_at", "launcher_started")

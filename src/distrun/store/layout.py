@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 
 ARTIFACT_DIRS = ("outputs", "logs")
 

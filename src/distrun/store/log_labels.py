@@ -1,6 +1,6 @@
 """Which stream label (and node) each of a job's log files has, from the plan in its folder.
 
-A reader of the log files (`distrun.follow`) prefixes each line as the live stream did; an engine
+A reader of the log files (`distrun.runner.follow`) prefixes each line as the live stream did; an engine
 without a shared filesystem (Kubernetes) splits its pods' logs back into those files by label.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
+from distrun.core.safe_files import read_text
 from distrun.plan.common import process_log_name
-from distrun.safe_files import read_text
 from distrun.store.layout import JobFolder
 
 

@@ -17,9 +17,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import DistrunError
-from distrun.file_modes import DIR_MODE, copied_mode, make_dirs
-from distrun.safe_files import kind_of
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import DIR_MODE, copied_mode, make_dirs
+from distrun.core.safe_files import kind_of
 
 IGNORE_FILES = (".amlignore", ".gitignore")
 INDEX_FILE_PREFIX = "jobs.db"  # jobs.db, jobs.db-wal, jobs.db-shm in DISTRUN_HOME

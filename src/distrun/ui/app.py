@@ -19,8 +19,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from distrun.errors import DistrunError, JobNotFoundError
-from distrun.job_status import JobStatus
+from distrun.core.errors import DistrunError, JobNotFoundError
+from distrun.core.job_status import JobStatus
 from distrun.metrics.history import History, last_values, metric_history
 from distrun.metrics.tracking import read_tracked_run
 from distrun.store.index import JobRecord

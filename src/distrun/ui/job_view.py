@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from distrun.report import job_duration
+from distrun.runner.report import job_duration
 from distrun.store.index import JobRecord
 from distrun.store.layout import JobFolder
 

@@ -1,4 +1,4 @@
-"""Where the web UI gets jobs from: the orchestrator (`distrun.jobs`), as the CLI and the SDK do.
+"""Where the web UI gets jobs from: the orchestrator (`distrun.runner.jobs`), as the CLI and the SDK do.
 
 The UI never asks which engine a job runs on: it lists, reads and cancels jobs through these
 calls, whatever backend ran them (an engine job's record is brought up to date from its engine
@@ -7,7 +7,7 @@ by the orchestrator), and finds each job's folder through the store's layout.
 
 from __future__ import annotations
 
-from distrun import jobs
+from distrun.runner import jobs
 from distrun.store.index import JobRecord
 from distrun.store.layout import JobFolder, Layout
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.follow import log_files, log_labels
+from distrun.runner.follow import log_files, log_labels
 from distrun.store.layout import JobFolder
 
 READ_LIMIT = 256 * 1024  # bytes read from one file for one event; a longer line goes in pieces

@@ -6,7 +6,7 @@ import importlib.util
 import socket
 import sys
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.store.layout import Layout
 from distrun.ui.guard import is_loopback
 

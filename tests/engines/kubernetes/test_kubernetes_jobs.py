@@ -50,7 +50,7 @@ def write_job(folder: Path, script: str, job: str) -> Path:
 def submit(home: Path, job: Path, name: str) -> None:
     """`distrun job create --file JOB --compute k8s --name NAME` in this process (what the command
     calls), for tests about what the cluster then does; the cancel tests run the command itself."""
-    from distrun.jobs import submit_job
+    from distrun.runner.jobs import submit_job
     from distrun.spec.loader import load_job_file
     from distrun.store.layout import Layout
 
@@ -60,7 +60,7 @@ def submit(home: Path, job: Path, name: str) -> None:
 def shown(home: Path, name: str) -> dict[str, Any]:
     """The job's record as `distrun job show NAME -o json` prints it (less the metrics), read in
     this process: a live job is brought up to date from the cluster on the way, as the command does."""
-    from distrun.jobs import get_job
+    from distrun.runner.jobs import get_job
     from distrun.store.layout import Layout
 
     return get_job(Layout(home), name).to_dict()

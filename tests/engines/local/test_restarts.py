@@ -1,6 +1,6 @@
 """Restarts and preemption on local compute: real ranks, real signals, the record and the logs.
 
-The restart decision itself is pure (`distrun.restarts.decide`): tests/unit/test_restart_decision.py.
+The restart decision itself is pure (`distrun.restarts.policy.decide`): tests/unit/test_restart_decision.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from distrun.jobs import cancel_job
-from distrun.restarts import backoff_seconds
+from distrun.restarts.policy import backoff_seconds
+from distrun.runner.jobs import cancel_job
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from support.jobs import processes_of_job, record, wait_for

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from distrun.jobs import list_jobs
+from distrun.runner.jobs import list_jobs
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from support.cli import REPO, cli_env
@@ -685,7 +685,7 @@ def test_controller_down(run_cli, write_job, slurm_cluster, distrun_home, tmp_pa
 def test_the_sdk_checks_the_cluster_before_recording_too(slurm_cluster, distrun_home, tmp_path, monkeypatch):
     from distrun import MLClient, command
     from distrun.backends.targets import add_target
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
 
     add_target(distrun_home / "config.yaml", "down", "slurm", {"slurm_conf": str(down_conf(slurm_cluster, tmp_path))})
     monkeypatch.chdir(tmp_path)

@@ -17,7 +17,7 @@ from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.slurm.attempts import attempt_state, read_preempted, restart_aware_status
 from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.target import SlurmSettings
-from distrun.job_status import JobStatus
+from distrun.core.job_status import JobStatus
 from distrun.spec.models import JobSpec
 from support.clusters.slurm_cluster import SlurmCluster
 from support.jobs import processes_of_job, record, wait_for

@@ -5,7 +5,7 @@ set after a failed Job: it deletes every Job, counts the restart in `status.rest
 creates the Jobs again, their pods labelled `jobset.sigs.k8s.io/restart-attempt` with that
 count. distrun groups pods and their agents' outcomes by that label: the current attempt (the
 highest) decides the job's state, each earlier one becomes an entry of the record's `attempts`
-with its root cause. distrun keeps the same rules as on every compute (`distrun.restarts.decide`):
+with its root cause. distrun keeps the same rules as on every compute (`distrun.restarts.policy.decide`):
 when an attempt must not be restarted (its root cause's exit code is in
 limits.no_restart_exit_codes) but JobSet may restart it (a peer's Job failed first), it stops
 the job itself; otherwise JobSet decides what follows a failure, and distrun records it.
@@ -21,9 +21,9 @@ from typing import Any
 
 from distrun.backends.kubernetes.pods import PodLayout
 from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state
-from distrun.errors import DistrunError
-from distrun.job_status import JobState, JobStatus
-from distrun.restarts import Attempt, RestartPolicy, decide, kept_logs
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobState, JobStatus
+from distrun.restarts.policy import Attempt, RestartPolicy, decide, kept_logs
 from distrun.spec.models import JobSpec
 
 

@@ -31,17 +31,17 @@ from distrun.backends.kubernetes.pods import build_layout
 from distrun.backends.kubernetes.render import KubernetesRequest, render_request
 from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.backends.submission_failure import recorded_as_not_submitted
-from distrun.compute import ComputeTarget, submitted_target
-from distrun.errors import DistrunError
-from distrun.file_modes import write_file
-from distrun.job_status import JobStatus
-from distrun.json_encoding import compact_json
-from distrun.restarts import RestartPolicy
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import write_file
+from distrun.core.job_status import JobStatus
+from distrun.core.json_encoding import compact_json
+from distrun.prepare.compute import ComputeTarget, submitted_target
+from distrun.prepare.submission import PreparedJob, bind
+from distrun.restarts.policy import RestartPolicy
 from distrun.spec.loader import LoadedJob, local_path
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import Layout
-from distrun.submission import PreparedJob, bind
 
 STOP_WAIT_S = 120.0
 

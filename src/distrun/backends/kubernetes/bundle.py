@@ -17,7 +17,7 @@ import tarfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 
 BUNDLE_LIMIT = 700 * 1024
 CODE = "code"

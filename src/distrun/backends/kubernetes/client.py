@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.backends.kubernetes.target import KubernetesSettings
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 
 INSTALL_HINT = "install the Kubernetes extra: pip install 'distrun[kubernetes]'"
 JOBSET_GROUP, JOBSET_VERSION = "jobset.x-k8s.io", "v1alpha2"

@@ -16,9 +16,9 @@ from distrun.backends.kubernetes.pods import PodLayout
 from distrun.backends.kubernetes.render import KubernetesRequest
 from distrun.backends.kubernetes.state import pod_view
 from distrun.backends.kubernetes.target import KubernetesSettings
-from distrun.errors import DistrunError
-from distrun.job_status import JobState, JobStatus
-from distrun.restarts import RestartPolicy
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobState, JobStatus
+from distrun.restarts.policy import RestartPolicy
 from distrun.store.layout import JobFolder
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from distrun.backends.kubernetes.pods import PodLayout, PodRole, pod_job_dir, remote_start_port_base
 from distrun.backends.kubernetes.target import KubernetesSettings
-from distrun.restarts import RestartPolicy
+from distrun.restarts.policy import RestartPolicy
 from distrun.spec.models import JobSpec
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"

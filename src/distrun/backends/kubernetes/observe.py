@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from distrun.agent.node_facts import NodeOutcome
-from distrun.attempt_logs import attempt_folder
 from distrun.backends.kubernetes.attempts import current_attempt, of_attempt, preemption_restarts, with_restarts
 from distrun.backends.kubernetes.client import KubernetesClient
 from distrun.backends.kubernetes.collect import collect_pod_log, collecting, keep_outcome, label_files, read_outcomes
@@ -27,8 +26,9 @@ from distrun.backends.kubernetes.job_files import (
 from distrun.backends.kubernetes.manifests import JOB_LABEL
 from distrun.backends.kubernetes.pods import PodLayout
 from distrun.backends.kubernetes.state import PodOutcome, job_state, pod_view, termination_outcome
-from distrun.job_status import JobState, JobStatus
-from distrun.restarts import Attempt, RestartPolicy, keep_logs
+from distrun.core.job_status import JobState, JobStatus
+from distrun.restarts.attempt_logs import attempt_folder
+from distrun.restarts.policy import Attempt, RestartPolicy, keep_logs
 from distrun.store.layout import JobFolder
 
 

@@ -105,7 +105,7 @@ def compact(outcome: Mapping[str, Any], limit: int = TERMINATION_LIMIT) -> str:
 
 
 def node_rank_from(env: Mapping[str, str]) -> int:
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
 
     index, first = env.get("JOB_COMPLETION_INDEX", ""), env.get("DISTRUN_K8S_FIRST_NODE", "")
     if not index.isdigit() or not first.isdigit():
@@ -143,7 +143,7 @@ def with_restart_count(plan: LaunchPlan, attempt: int) -> LaunchPlan:
     """The plan with every process's restart variables set to `attempt` (the job files say 0)."""
     import dataclasses
 
-    from distrun.restarts import restart_env
+    from distrun.restarts.policy import restart_env
 
     if attempt == 0:
         return plan
@@ -164,7 +164,7 @@ def pod_exit_code(outcome: NodeOutcome, spec: JobSpec) -> int:
     """The agent's exit status; a failed rank's own code when it is one that must not be restarted."""
     from distrun.agent.node import exit_code
     from distrun.backends.kubernetes.manifests import no_restart_codes
-    from distrun.job_status import JobStatus
+    from distrun.core.job_status import JobStatus
 
     code = (outcome.root_cause or {}).get("exit_code")
     if outcome.status == JobStatus.FAILED and code in no_restart_codes(spec):
@@ -224,7 +224,7 @@ def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
 
 
 def _token(env: Mapping[str, str]) -> str:
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
 
     token = env.get(f"{ENV_PREFIX}REMOTE_START_TOKEN", "")
     if not token:
@@ -269,7 +269,7 @@ def serve_remote_starts(env: Mapping[str, str], job_dir: Path, port: int, stop_r
 
 def main() -> int:
     from distrun.agent.node import setup_failure_outcome
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
 
     env = dict(os.environ)
     pod = env.get(f"{ENV_PREFIX}POD_NAME", "")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distrun.backends.kubernetes.target import KubernetesSettings
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.plan.model import Placement
 from distrun.spec.models import EnvironmentSpec, JobSpec, MpiDistribution, TensorFlowDistribution
 

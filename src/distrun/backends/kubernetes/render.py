@@ -14,7 +14,7 @@ from distrun.backends.kubernetes import bundle as job_bundle
 from distrun.backends.kubernetes.manifests import render_objects
 from distrun.backends.kubernetes.pods import PodLayout, build_layout, placement
 from distrun.backends.kubernetes.target import KubernetesSettings
-from distrun.json_encoding import compact_json
+from distrun.core.json_encoding import compact_json
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.spec.models import JobSpec

@@ -17,7 +17,7 @@ from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.cluster import merged_processes
 from distrun.backends.kubernetes.manifests import CONTAINER, RESTART_ATTEMPT_LABEL, ROLE_LABEL
 from distrun.backends.kubernetes.pods import PodLayout
-from distrun.job_status import JobState, JobStatus
+from distrun.core.job_status import JobState, JobStatus
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # Waiting reasons that will not clear by themselves: the job fails with them.

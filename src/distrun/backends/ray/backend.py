@@ -16,14 +16,14 @@ from distrun.backends.base import RenderedJob
 from distrun.backends.ray.placement import PlacementRequest, placement_request
 from distrun.backends.ray.target import RaySettings
 from distrun.backends.supervised import SupervisedBackend
-from distrun.compute import ComputeTarget
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
+from distrun.prepare.compute import ComputeTarget
+from distrun.prepare.submission import PreparedJob
 from distrun.spec.models import JobSpec
 from distrun.store.index import FAILED, JobIndex, JobRecord
 from distrun.store.layout import Layout
-from distrun.submission import PreparedJob
 
 PLACEHOLDER_HOST = "<ray node {}>"
 AGENT_MODULE = "distrun.backends.ray.node_agent"

@@ -37,14 +37,14 @@ from distrun.backends.ray.placement import (
     unplaceable_message,
 )
 from distrun.backends.ray.target import RaySettings
-from distrun.errors import DistrunError
-from distrun.file_modes import open_append, write_file
-from distrun.job_status import JobState
-from distrun.json_encoding import compact_json
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import open_append, write_file
+from distrun.core.job_status import JobState
+from distrun.core.json_encoding import compact_json
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
+from distrun.prepare.submission import PreparedJob
 from distrun.store.index import CANCELED, COMPLETED, FAILED, FINALIZING, RUNNING, JobIndex
-from distrun.submission import PreparedJob
 
 POLL_S = 0.1
 ACTOR_START_TIMEOUT_S = 180.0  # a Ray worker process per node must start (slow on a loaded machine)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 
 from distrun.backends.ray.backend import execute
-from distrun.job_status import JobStatus
+from distrun.core.job_status import JobStatus
+from distrun.prepare.submission import load_prepared
 from distrun.store.layout import Layout
-from distrun.submission import load_prepared
 
 
 def main(name: str) -> int:

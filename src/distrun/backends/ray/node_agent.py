@@ -88,7 +88,7 @@ def run(workdir: Path) -> int:
     from distrun.agent.node import exit_code, note_stop_requests, read_job, run_node
     from distrun.agent.outcome_channel import FolderOutcomeChannel
     from distrun.agent.watchdog import Watchdog
-    from distrun.file_modes import write_file
+    from distrun.core.file_modes import write_file
     from distrun.store.layout import NodeChannelPaths
 
     stop_requested = note_stop_requests()

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.spec.models import JobSpec
 
 DEFAULT_PLACEMENT_TIMEOUT_S = 60.0

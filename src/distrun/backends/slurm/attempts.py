@@ -1,6 +1,6 @@
 """Restarts of a Slurm job: the batch script's bookkeeping between attempts, and how `observe` reads it.
 
-With restarts on (`distrun.restarts`), the batch script runs attempts in a loop, asking this
+With restarts on (`distrun.restarts.policy`), the batch script runs attempts in a loop, asking this
 module before and after each:
 
     python -m distrun.backends.slurm.attempts --job-dir DIR begin
@@ -34,9 +34,9 @@ from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.state import read_canceled_at
-from distrun.errors import DistrunError
-from distrun.job_status import TERMINAL_STATUSES, JobStatus
-from distrun.restarts import Attempt, backoff_seconds, decide, keep_attempt
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.restarts.policy import Attempt, backoff_seconds, decide, keep_attempt
 
 # Node outcomes and peer markers of the outcome channel (slurm/node_NN.json, slurm/main_done_NN).
 CHANNEL_FILE = re.compile(r"^(node_\d+\.json|[a-z_]+_\d\d)$")

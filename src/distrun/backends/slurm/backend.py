@@ -31,18 +31,18 @@ from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import distrun_status, job_state, read_canceled_at
 from distrun.backends.slurm.target import SlurmSettings, pinned_master_port, slurm_time_limit
 from distrun.backends.submission_failure import recorded_as_not_submitted
-from distrun.compute import ComputeTarget, submitted_target
-from distrun.file_modes import write_file
-from distrun.job_notes import unused_keys_note
-from distrun.job_status import JobState, JobStatus
-from distrun.json_encoding import compact_json
+from distrun.core.file_modes import write_file
+from distrun.core.job_status import JobState, JobStatus
+from distrun.core.json_encoding import compact_json
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
-from distrun.restarts import RestartPolicy
+from distrun.prepare.compute import ComputeTarget, submitted_target
+from distrun.prepare.job_notes import unused_keys_note
+from distrun.prepare.submission import PreparedJob
+from distrun.restarts.policy import RestartPolicy
 from distrun.spec.models import JobLimits, JobSpec
 from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import JobFolder, Layout
-from distrun.submission import PreparedJob
 
 PLACEHOLDER_HOST = "<slurm node {}>"
 

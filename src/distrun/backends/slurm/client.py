@@ -18,8 +18,8 @@ from pathlib import Path
 # `slurm_states`, not `state`: the node agent uses this client for the allocation's hosts, and
 # `state` brings the job record's and the tracking store's modules (10 ms a node).
 from distrun.backends.slurm.slurm_states import distrun_status
-from distrun.errors import DistrunError
-from distrun.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
 
 COMMAND_TIMEOUT_S = 60.0
 

@@ -7,7 +7,7 @@ slurm/node_NN.json    each node's outcome (status, root cause with traceback, wa
 slurm/main_done_NN    node NN's training processes all completed (the agents' peer marker)
 slurm/cancel          the time `distrun job cancel` asked, written before it runs scancel
 slurm/preempted       when (line 1, epoch s) a SIGTERM from outside reached the batch script (a job with restarts)
-slurm/attempts.json   a job with restarts: every attempt that ended (`distrun.restarts.Attempt`)
+slurm/attempts.json   a job with restarts: every attempt that ended (`distrun.restarts.policy.Attempt`)
 slurm/attempt_K/      the node outcomes of attempt K, once a later attempt started
 """
 

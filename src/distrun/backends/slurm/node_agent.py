@@ -74,7 +74,7 @@ def slurm_facts(env: Mapping[str, str], job_dir: Path, pinned_port: int | None, 
     """Node rank from SLURM_NODEID, hosts from `scontrol show hostnames`, ports from the batch script."""
     from distrun.agent.node_facts import NodeFacts
     from distrun.backends.slurm.client import SlurmClient
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
 
     missing = [key for key in ("SLURM_NODEID", "SLURM_JOB_NODELIST", "SLURM_JOB_ID") if not env.get(key)]
     if missing:
@@ -151,7 +151,7 @@ def preemption_test(job: NodeJob, channel: FolderOutcomeChannel) -> Callable[[in
     import signal
 
     from distrun.backends.slurm.layout import SlurmPaths
-    from distrun.job_status import JobStatus
+    from distrun.core.job_status import JobStatus
 
     if not job.plan_job.restarts.on:
         return None
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         from distrun.backends import ports
 
         return ports.main([str(free_port_count)])  # the ports step batch scripts now run themselves
-    from distrun.errors import DistrunError
+    from distrun.core.errors import DistrunError
 
     assert job_dir is not None  # argparse requires one of the two
     job_dir = job_dir.absolute()

@@ -15,7 +15,7 @@ from pathlib import Path
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.target import SlurmSettings, node_resources, pinned_master_port, slurm_time_limit
 from distrun.plan import task_port_count
-from distrun.restarts import RestartPolicy
+from distrun.restarts.policy import RestartPolicy
 from distrun.spec.models import JobSpec
 
 # Beyond the grace period: time for the batch script to reach the node agents, and for them to

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from distrun.job_status import JobStatus
+from distrun.core.job_status import JobStatus
 
 SLURM_STATES: dict[str, JobStatus] = {
     "PENDING": JobStatus.QUEUED,

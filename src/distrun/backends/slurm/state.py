@@ -13,7 +13,7 @@ from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.slurm_states import SLURM_STATES, distrun_status, slurm_word
-from distrun.job_status import TERMINAL_STATUSES, JobState, JobStatus
+from distrun.core.job_status import TERMINAL_STATUSES, JobState, JobStatus
 
 if TYPE_CHECKING:
     from distrun.backends.slurm.client import SlurmJobInfo

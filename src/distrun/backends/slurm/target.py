@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 from distrun.spec.models import JobSpec
 
 # Slurm checks time limits about every 30 s and counts in whole minutes: its limit is a

@@ -25,9 +25,9 @@ from distrun.agent.terminal_output import NonBlockingOutput, say
 from distrun.backends.cluster import refreshed
 from distrun.backends.engine import EngineBackend
 from distrun.backends.supervised import SupervisedBackend
-from distrun.follow import follow_logs
-from distrun.job_status import JobStatus
-from distrun.report import execution_summary, stream_header
+from distrun.core.job_status import JobStatus
+from distrun.runner.follow import follow_logs
+from distrun.runner.report import execution_summary, stream_header
 from distrun.store.index import JobIndex
 
 if TYPE_CHECKING:

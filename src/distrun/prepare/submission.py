@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.compute import ComputeTarget, resolve_target, submitted_target
-from distrun.errors import DistrunError
-from distrun.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
 from distrun.plan.model import Bindings
+from distrun.prepare.compute import ComputeTarget, resolve_target, submitted_target
 from distrun.spec import models
 from distrun.spec.command_template import render_value
 from distrun.spec.loader import LoadedJob, local_path

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from distrun.errors import DistrunError
-from distrun.file_modes import make_home
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import make_home
 from distrun.spec.source_map import SourceMap
 
 

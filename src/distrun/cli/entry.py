@@ -1,7 +1,7 @@
 """The `distrun` command's entry point: a Ctrl-C while Python is still importing distrun
 (the first few tenths of a second) ends quietly, like one a moment later; pydantic looks for
-no plugins in the command's process (distrun.pydantic_plugins); the command ends without
-Python's interpreter teardown where that is safe (distrun.process_exit)."""
+no plugins in the command's process (distrun.core.pydantic_plugins); the command ends without
+Python's interpreter teardown where that is safe (distrun.core.process_exit)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ EXIT_INTERRUPTED = 130
 
 
 def main() -> None:
-    from distrun.pydantic_plugins import skip_plugin_discovery
+    from distrun.core.pydantic_plugins import skip_plugin_discovery
 
     skip_plugin_discovery()
     try:
-        from distrun.cli import main as cli_main
+        from distrun.cli.main import main as cli_main
     except KeyboardInterrupt:
         raise SystemExit(EXIT_INTERRUPTED) from None
-    from distrun.process_exit import leave
+    from distrun.core.process_exit import leave
 
     try:
         cli_main()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from distrun.agent.line_stream import LineStream
-from distrun.safe_files import open_regular
+from distrun.core.safe_files import open_regular
 from distrun.store.layout import JobFolder
 from distrun.store.log_labels import log_labels
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 
 
 def _home() -> Path:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from distrun.file_modes import make_dirs
+from distrun.core.file_modes import make_dirs
 
 ATTEMPT_PREFIX = "attempt_"
 

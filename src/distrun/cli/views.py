@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from distrun.report import job_duration
+from distrun.runner.report import job_duration
 from distrun.store.index import JobRecord
 
 WIDTH = 80  # what the tables fit in when the terminal's width is not known

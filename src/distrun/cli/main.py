@@ -1,4 +1,4 @@
-"""The `distrun` command line: a thin face over the job orchestrator (`distrun.jobs`).
+"""The `distrun` command line: a thin face over the job orchestrator (`distrun.runner.jobs`).
 
 Verbs follow `az ml job` (create/show/list/stream/cancel/download/validate) plus `run`,
 `plan` and `logs`. Heavy modules are imported inside the commands that need them, so
@@ -18,9 +18,9 @@ from typing import Any, NoReturn
 
 import click
 
-from distrun.compute import USER_KINDS
-from distrun.errors import DistrunError, JobAlreadyEndedError
-from distrun.json_encoding import shown_json
+from distrun.core.errors import DistrunError, JobAlreadyEndedError
+from distrun.core.json_encoding import shown_json
+from distrun.prepare.compute import USER_KINDS
 
 EXIT_FAILED = 1
 EXIT_CANCELED = 130
@@ -79,7 +79,7 @@ def _load(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def
 def _run(
     file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool, output: str = "text"
 ) -> NoReturn:
-    from distrun import jobs
+    from distrun.runner import jobs
 
     layout = _layout()
     loaded = _load(file, overrides)
@@ -95,13 +95,13 @@ def _run(
 
 
 def _exit_code(status: str) -> int:
-    from distrun.job_status import JobStatus
+    from distrun.core.job_status import JobStatus
 
     return {JobStatus.COMPLETED: 0, JobStatus.CANCELED: EXIT_CANCELED}.get(JobStatus.of(status), EXIT_FAILED)
 
 
 def views():  # type: ignore[no-untyped-def]
-    from distrun import views
+    from distrun.cli import views
 
     return views
 
@@ -146,7 +146,7 @@ def run(
 @click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Dry run: every process, its command and its environment; nothing starts."""
-    from distrun.jobs import plan_job
+    from distrun.runner.jobs import plan_job
 
     rendered = plan_job(_load(file, overrides), _layout(), compute).show()
     if output == "json":
@@ -155,7 +155,7 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     if output == "yaml":
         _echo_yaml(rendered)
         return
-    from distrun.plan_text import plan_as_text
+    from distrun.plan.text import plan_as_text
 
     click.echo(plan_as_text(rendered))
 
@@ -209,7 +209,7 @@ def _name_arg(func: Any) -> Any:
 def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> str:
     chosen = name or name_opt
     if not chosen and newest:
-        from distrun.jobs import list_jobs
+        from distrun.runner.jobs import list_jobs
 
         latest = list_jobs(_layout(), 1)
         if latest:
@@ -225,7 +225,7 @@ def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> s
 @click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
 def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     """Show a job (the newest without a name): status, root cause, every process, outputs."""
-    from distrun.jobs import get_job
+    from distrun.runner.jobs import get_job
 
     record = get_job(_layout(), _job_name(name, name_opt, newest=True))
     data = record.to_dict()
@@ -245,7 +245,7 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 def job_list(max_results: int, output: str) -> None:
     """List jobs, newest first."""
-    from distrun.jobs import list_jobs
+    from distrun.runner.jobs import list_jobs
 
     records = list_jobs(_layout(), max_results)
     if output == "json":
@@ -258,7 +258,7 @@ def job_list(max_results: int, output: str) -> None:
 @_name_arg
 def job_stream(name: str | None, name_opt: str | None) -> None:
     """Stream a job's logs (the newest job without a name) until it ends; exits non-zero if it failed."""
-    from distrun.jobs import stream_job
+    from distrun.runner.jobs import stream_job
 
     chosen = _job_name(name, name_opt, newest=True)
     with _still_running_on_interrupt(chosen):
@@ -286,7 +286,7 @@ def _still_running_on_interrupt(name: str) -> Iterator[None]:
 @_name_arg
 def job_cancel(name: str | None, name_opt: str | None) -> None:
     """Cancel a job: its processes get SIGTERM, then SIGKILL after the grace period."""
-    from distrun.jobs import cancel_job, get_job
+    from distrun.runner.jobs import cancel_job, get_job
 
     chosen = _job_name(name, name_opt)
     try:
@@ -308,7 +308,7 @@ def job_download(
     name: str | None, name_opt: str | None, download_path: str, output_name: str | None, all_: bool
 ) -> None:
     """Download a finished job's artifacts and named outputs."""
-    from distrun.download import download_job
+    from distrun.runner.download import download_job
 
     written = download_job(_layout(), _job_name(name, name_opt), Path(download_path), output_name, all_)
     for path in written:
@@ -325,7 +325,7 @@ def job_download(
 @click.option("--tail", type=int, default=None, help="Only the last N lines of each log.")
 def logs(name: str | None, name_opt: str | None, rank: int | None, follow: bool, tail: int | None) -> None:
     """Print a job's per-process logs (the newest job without a name), each line prefixed with its process."""
-    from distrun.logs_view import show_logs
+    from distrun.cli.logs_view import show_logs
 
     chosen = _job_name(name, name_opt, newest=True)
     with _still_running_on_interrupt(chosen):
@@ -343,7 +343,7 @@ job.add_command(logs, "logs")  # `distrun job logs NAME`, as `distrun job stream
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new points until the job ends.")
 def metrics(name: str, follow: bool) -> None:
     """Print a job's metrics (logged with mlflow.log_metric or Run.log), one point a line."""
-    from distrun.metrics_view import print_metrics
+    from distrun.cli.metrics_view import print_metrics
 
     print_metrics(_layout(), name, follow=follow)
 
@@ -375,7 +375,7 @@ def compute() -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str) -> None:
     """Define a compute target, e.g. --type slurm --set partition=debug."""
-    from distrun.compute import add_target
+    from distrun.prepare.compute import add_target
     from distrun.spec.overrides import parse_override
 
     settings: dict[str, Any] = {}
@@ -398,7 +398,7 @@ def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
 def compute_list(output: str) -> None:
     """List compute targets."""
-    from distrun.compute import read_targets
+    from distrun.prepare.compute import read_targets
 
     targets = read_targets(_layout().config_path)
     shown = [{"name": "local", "type": "local"}] + [
@@ -433,7 +433,7 @@ def main() -> None:
 
 
 def _register_envdata() -> None:
-    from distrun.cli_envdata import data_group, env_group
+    from distrun.cli.envdata import data_group, env_group
 
     cli.add_command(env_group)
     cli.add_command(data_group)

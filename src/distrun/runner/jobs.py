@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
 
 if TYPE_CHECKING:
     from distrun.backends.base import Backend, RenderedJob
-    from distrun.compute import ComputeTarget
+    from distrun.prepare.compute import ComputeTarget
     from distrun.spec.loader import LoadedJob
     from distrun.spec.models import JobSpec
     from distrun.store.index import JobRecord
@@ -44,7 +44,7 @@ def backend_of(target: ComputeTarget) -> Backend:
 
 def _check_restarts(backend: Backend, target: ComputeTarget, spec: JobSpec) -> None:
     """A job with restarts on a backend that cannot restart: an error, not a job that silently runs once."""
-    from distrun.restarts import RestartPolicy
+    from distrun.restarts.policy import RestartPolicy
 
     if backend.restarts or not RestartPolicy.of(spec.limits).on:
         return
@@ -57,7 +57,7 @@ def _check_restarts(backend: Backend, target: ComputeTarget, spec: JobSpec) -> N
 
 def _record_backend(layout: Layout, record: JobRecord) -> Backend:
     from distrun.backends.registry import backend_for
-    from distrun.compute import submitted_target
+    from distrun.prepare.compute import submitted_target
 
     return backend_for(submitted_target(record, layout.config_path).type)
 
@@ -67,7 +67,7 @@ def _record_backend(layout: Layout, record: JobRecord) -> Backend:
 
 def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> RenderedJob:
     """What the job would be on its compute target, computed without touching the store or the engine."""
-    from distrun.submission import choose_target
+    from distrun.prepare.submission import choose_target
 
     target = choose_target(loaded, layout, compute)
     backend = backend_of(target)
@@ -77,7 +77,7 @@ def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> R
 
 
 def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str | None) -> tuple[Backend, RenderedJob]:
-    from distrun.submission import choose_target, prepare_job
+    from distrun.prepare.submission import choose_target, prepare_job
 
     target = choose_target(loaded, layout, compute)
     backend = backend_of(target)
@@ -113,7 +113,7 @@ def _canceled_before_running(layout: Layout, name: str) -> None:
 
 
 def _not_started(layout: Layout, name: str, message: str) -> None:
-    from distrun.job_status import JobStatus
+    from distrun.core.job_status import JobStatus
     from distrun.store.index import JobIndex
 
     JobIndex(layout.db_path).update(name, status=JobStatus.FAILED, reason=message, ended_at=time.time())
@@ -123,7 +123,7 @@ def submit_job(
     loaded: LoadedJob, layout: Layout, compute: str | None = None, name: str | None = None
 ) -> tuple[JobRecord, RenderedJob]:
     """Validate, record and start a job in the background (`distrun job create`); returns at once."""
-    from distrun.submission import interrupts_raised
+    from distrun.prepare.submission import interrupts_raised
 
     with interrupts_raised():
         backend, rendered = _prepared(loaded, layout, compute, name)
@@ -134,8 +134,8 @@ def run_job(
     loaded: LoadedJob, layout: Layout, out: BinaryIO, color: bool, compute: str | None = None, name: str | None = None
 ) -> JobRecord:
     """`distrun run`: start the job and stream every rank's lines until it ends; returns the final record."""
-    from distrun.runner import run_attached
-    from distrun.submission import interrupts_raised
+    from distrun.prepare.submission import interrupts_raised
+    from distrun.runner.attach import run_attached
 
     # From the record's creation until the supervisor holds the stop signals itself, Ctrl-C,
     # SIGTERM and SIGHUP raise KeyboardInterrupt, so the record can end Canceled.
@@ -210,8 +210,8 @@ def is_finished(layout: Layout, name: str) -> Callable[[], bool]:
 
 def stream_job(layout: Layout, name: str, out: BinaryIO, say: Callable[[str], None], color: bool = False) -> JobRecord:
     """`distrun job stream`: say the header, follow every rank's log until the job ends, say the summary."""
-    from distrun.follow import follow_logs
-    from distrun.report import execution_summary
+    from distrun.runner.follow import follow_logs
+    from distrun.runner.report import execution_summary
 
     record = get_job(layout, name)
     say(f"RunId: {record.name}\nStreaming {record.folder}/user_logs")
@@ -242,7 +242,7 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
     try:
         record = get_job(layout, name)
     except DistrunError as exc:  # not in the index (removed, replaced) or a damaged record
-        from distrun.unrecorded_cancel import cancel_unrecorded
+        from distrun.runner.unrecorded_cancel import cancel_unrecorded
 
         return cancel_unrecorded(layout, name, exc, _grace_seconds(layout, name))
     if record.terminal:
@@ -260,7 +260,7 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
 
 def _grace_seconds(layout: Layout, name: str) -> float:
     """The job's grace period (0 means 0), from its resolved job in the folder; the default if unreadable."""
-    from distrun.safe_files import read_text
+    from distrun.core.safe_files import read_text
     from distrun.spec.models import DEFAULT_GRACE_PERIOD
 
     # job.json is in the job's folder, which its processes can write: read it bounded and never

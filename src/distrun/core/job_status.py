@@ -18,7 +18,7 @@ class JobStatus(str, Enum):
     A job goes Queued -> Starting -> Running -> Finalizing -> one of the terminal states
     (Completed, Failed, Canceled, Preempted); it may skip states, never go back. Preempted
     (distrun's word): stopped from outside (a SIGTERM that is not `job cancel`: Slurm
-    preemption, a spot eviction) with no restart left (`distrun.restarts`). CancelRequested, Paused and
+    preemption, a spot eviction) with no restart left (`distrun.restarts.policy`). CancelRequested, Paused and
     Unknown are what an engine may report of a live job (Slurm: being canceled, suspended,
     no answer); they are not terminal.
     """

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distrun.attempt_logs import ATTEMPT_PREFIX, keep_attempt_logs, moved_root_cause
-from distrun.job_status import JobStatus
+from distrun.core.job_status import JobStatus
+from distrun.restarts.attempt_logs import ATTEMPT_PREFIX, keep_attempt_logs, moved_root_cause
 
 if TYPE_CHECKING:
     from distrun.spec.models import JobLimits

@@ -13,8 +13,8 @@ import signal
 import sys
 import time
 
-from distrun import procfs
-from distrun.errors import DistrunError
+from distrun.core import procfs
+from distrun.core.errors import DistrunError
 from distrun.store.index import CANCELED, JobIndex, JobRecord
 from distrun.store.layout import Layout
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from distrun.job_status import JobStatus
+from distrun.core.job_status import JobStatus
+from distrun.core.terminal_text import neutral_text
 from distrun.store.index import JobRecord
-from distrun.terminal_text import neutral_text
 
 RULE = "=" * 60
 
@@ -22,7 +22,7 @@ def execution_summary(record: JobRecord) -> str:
         lines.append(f"Duration: {duration:.2f} s")
     if record.status != JobStatus.COMPLETED and record.reason:
         lines.append(f"Reason: {record.reason}")
-    if record.attempts and len(record.attempts) > 1:  # a job that restarted (distrun.restarts)
+    if record.attempts and len(record.attempts) > 1:  # a job that restarted (distrun.restarts.policy)
         lines.append(f"Attempts: {len(record.attempts)}")
         lines.extend(f"  attempt {a.get('attempt')}: {a.get('status')}, {a.get('reason')}" for a in record.attempts)
     cause = record.root_cause

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 import time
 
-from distrun.errors import DistrunError
-from distrun.jobs import get_job
+from distrun.core.errors import DistrunError
 from distrun.metrics.history import metric_history
 from distrun.metrics.printing import point_line
 from distrun.metrics.tracking import read_tracked_run
+from distrun.runner.jobs import get_job
 from distrun.store.layout import Layout
 
 POLL_SECONDS = 1.0

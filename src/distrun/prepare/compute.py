@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distrun.config_sections import write_entry
-from distrun.errors import DistrunError
+from distrun.core.errors import DistrunError
+from distrun.spec.config_sections import write_entry
 
 if TYPE_CHECKING:
     from distrun.store.index import JobRecord

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from distrun import procfs
+from distrun.core import procfs
 
 LAUNCH_MARKER = "DISTRUN_LAUNCH_ID"
 CGROUP_PREFIX = "distrun-"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from distrun.errors import DistrunError
-from distrun.follow import follow_logs, lines_of, log_files, log_labels, tail_bytes
-from distrun.jobs import fetch_logs, get_job, is_finished
+from distrun.core.errors import DistrunError
+from distrun.core.safe_files import read_text
+from distrun.core.terminal_text import neutral
 from distrun.plan.common import process_log_name
-from distrun.safe_files import read_text
+from distrun.runner.follow import follow_logs, lines_of, log_files, log_labels, tail_bytes
+from distrun.runner.jobs import fetch_logs, get_job, is_finished
 from distrun.store.layout import Layout
-from distrun.terminal_text import neutral
 
 
 def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail: int | None, color: bool) -> None:

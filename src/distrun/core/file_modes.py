@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from distrun.safe_files import open_regular
+from distrun.core.safe_files import open_regular
 
 DIR_MODE = 0o775
 FILE_MODE = 0o664

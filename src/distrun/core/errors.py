@@ -45,7 +45,7 @@ class Problem:
 
 
 def _neutral(text: str) -> str:
-    from distrun.terminal_text import neutral_text
+    from distrun.core.terminal_text import neutral_text
 
     return neutral_text(text)
 

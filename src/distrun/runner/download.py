@@ -18,10 +18,10 @@ import stat
 import sys
 from pathlib import Path
 
-from distrun.errors import DistrunError
-from distrun.file_modes import DIR_MODE, FILE_MODE, copied_mode
-from distrun.jobs import get_job
-from distrun.safe_files import kind_of, open_regular
+from distrun.core.errors import DistrunError
+from distrun.core.file_modes import DIR_MODE, FILE_MODE, copied_mode
+from distrun.core.safe_files import kind_of, open_regular
+from distrun.runner.jobs import get_job
 from distrun.store.layout import ARTIFACT_DIRS, Layout
 
 

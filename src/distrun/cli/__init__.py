@@ -1,0 +1,1 @@
+"""The `distrun` command line: its commands (`main`), entry point and text views."""

@@ -1,0 +1,1 @@
+"""Preparation: compute targets and a job recorded with its folder filled (`PreparedJob`)."""
