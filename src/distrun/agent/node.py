@@ -274,7 +274,7 @@ def node_launch_id(facts: NodeFacts) -> str:
     sweep of one node's leftovers would stop the other cluster's ranks of a job of the same name.
     """
     engine = f"{facts.engine.lower()}{facts.engine_job_id}"
-    return f"{facts.job_dir.name}-{engine}-node{facts.node_rank}-{os.urandom(6).hex()}"
+    return f"{facts.job_dir.name}-{engine}-{os.urandom(6).hex()}-node{facts.node_rank}"
 
 
 def run_node(
