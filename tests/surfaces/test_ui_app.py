@@ -26,13 +26,15 @@ pytestmark = pytest.mark.xdist_group("ui_app")
 
 TOKEN = "test-token-123"
 # Rank 2 fails only once every rank has printed both lines (a marker per rank in outputs, waited
-# for up to 60 s): otherwise a slow start of another rank loses its lines to the gang stop.
+# for up to 60 s): otherwise a slow start of another rank loses its lines to the gang stop. The
+# others then wait to be stopped by distrun: one that ended on its own (a short sleep, on a machine
+# slow enough that rank 2 saw the markers late) would not be "stopped by distrun" on the page.
 FAILING = "r = int(os.environ['RANK']); print('line one', r, flush=True); print('line two', r, flush=True); " + (
     "os.makedirs('outputs/sub', exist_ok=True); open('outputs/sub/result.txt', 'w').write('42'); "
     "open('outputs/printed_' + str(r), 'w').close(); "
     "r == 2 and [t for t in range(1200) if len([n for n in os.listdir('outputs') if n[:8] == 'printed_']) < 4 "
     "and not time.sleep(0.05)]; "
-    "r == 2 and sys.exit('bad batch on rank 2'); time.sleep(0.2)"
+    "r == 2 and sys.exit('bad batch on rank 2'); time.sleep(120)"
 )
 
 
