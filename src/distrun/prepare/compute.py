@@ -17,6 +17,7 @@ A job says `compute: hpc` or Azure ML's `compute: azureml:hpc`; `--compute` over
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,21 +61,8 @@ class ComputeTarget:
 
     def stored(self) -> dict[str, Any]:
         """What a job's record keeps of its target (`JobRecord.target`), as plain JSON values."""
-        return {"type": self.type, "settings": _plain(self.settings)}
-
-
-def _plain(value: Any) -> Any:
-    # config.yaml's loader gives its own mapping, sequence and scalar types; the record keeps JSON.
-    if isinstance(value, dict):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    for kind in (int, float, str):
-        if isinstance(value, kind):
-            return kind(value)
-    return str(value)
+        # config.yaml's loader gives its own mapping and scalar types; the record keeps plain JSON.
+        return {"type": self.type, "settings": json.loads(json.dumps(self.settings, default=str))}
 
 
 def submitted_target(record: JobRecord, config_path: Path) -> ComputeTarget:
