@@ -114,6 +114,21 @@ def only_job(home: Path) -> str:
     return names[0]
 
 
+def recorded_job(home: Path) -> str | None:
+    """The name of the one job in this DISTRUN_HOME once it is recorded; None before (for `wait_for`).
+
+    The index file exists a moment before the job's row is in it, so "jobs.db exists" alone does
+    not mean there is a job yet.
+    """
+    from distrun.store.index import JobIndex
+
+    if not (home / "jobs.db").exists():
+        return None
+    names = JobIndex(home / "jobs.db").names()
+    assert len(names) <= 1, names
+    return names[0] if names else None
+
+
 def processes_of_job(name: str, home: Path | str | None = None) -> list[int]:
     """Live processes carrying the job's name in their environment, of this test's jobs only.
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from support.cli import REPO, cli_env
-from support.jobs import four_rank_job, only_job, processes_of_job, wait_for
+from support.jobs import four_rank_job, only_job, processes_of_job, recorded_job, wait_for
 
 EXAMPLE = REPO / "examples" / "pytorch-ddp" / "job.yml"
 FAIL_PY = """
@@ -140,7 +140,7 @@ def test_ctrl_c_says_how_long_distrun_waits_and_that_a_second_one_kills(write_jo
         text=True,
         env=cli_env(distrun_home),
     )
-    name = wait_for(lambda: (distrun_home / "jobs.db").exists() and only_job(distrun_home), timeout=120)
+    name = wait_for(lambda: recorded_job(distrun_home), timeout=120)
     wait_for(lambda: len(processes_of_job(name)) == 4, timeout=120)
     lines: list[str] = []
     while sum("up" in line for line in lines) < 4:

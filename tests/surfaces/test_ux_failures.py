@@ -8,7 +8,7 @@ import signal
 import time
 
 from distrun.core.errors import JobFailedError
-from support.jobs import four_rank_job, only_job, processes_of_job, record, wait_for
+from support.jobs import four_rank_job, only_job, processes_of_job, record, recorded_job, wait_for
 
 
 def test_a_failure_without_a_traceback_shows_the_last_lines_of_the_log(run_cli, write_job, distrun_home):
@@ -56,7 +56,7 @@ def test_ranks_that_fail_in_the_same_instant_are_not_marked_stopped(start_cli, w
     job = write_job(four_rank_job("python rank.py"), {"rank.py": script})
     proc = start_cli("run", str(job))
     try:
-        name = wait_for(lambda: (distrun_home / "jobs.db").exists() and only_job(distrun_home), timeout=120)
+        name = wait_for(lambda: recorded_job(distrun_home), timeout=120)
         wait_for(lambda: len(processes_of_job(name)) == 4, timeout=120)
         time.sleep(0.5)
         os.kill(proc.pid, signal.SIGSTOP)
