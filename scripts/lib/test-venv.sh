@@ -80,6 +80,12 @@ fresh_test_venv() {
     rm -rf "$venv"
     "$uv" venv -q --python "$base" "$venv"
     export VIRTUAL_ENV="$venv"
+    # uv installs without compiling bytecode, so with PYTHONDONTWRITEBYTECODE set (some shells and
+    # CI images set it) every process of the suite compiled torch, Ray and TensorFlow from source
+    # again: about 3 s of CPU per `import torch` on the 2-core machine, and enough, under a second
+    # suite's load, to make Ray's agents miss the raylet's 15 s start-up wait. Unset, the first
+    # import writes __pycache__ into this environment and every later process reuses it.
+    unset PYTHONDONTWRITEBYTECODE
     export PATH="$venv/bin:$PATH"
     export DISTRUN_UV="$uv"
     hash -r
