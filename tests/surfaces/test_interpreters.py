@@ -35,7 +35,9 @@ def layout(home: Path) -> dict[str, Path]:
     """A home with pyenv, uv-managed Pythons and a shim folder on PATH; returns the paths made."""
     return {
         "pyenv": link(home / ".pyenv" / "versions" / f"{OWN}.99" / "bin" / f"python{OWN}", REAL),
-        "uv": link(home / ".local/share/uv/python" / f"cpython-{OWN}.98-linux-x86_64-gnu" / "bin" / f"python{OWN}", REAL),
+        "uv": link(
+            home / ".local/share/uv/python" / f"cpython-{OWN}.98-linux-x86_64-gnu" / "bin" / f"python{OWN}", REAL
+        ),
         # pyenv knows 3.2 but it is not the selected version: its shim fails, as in the field.
         "shim": script(home / ".pyenv" / "shims" / "python3.2", SHIM.format(v="3.2")),
         # A version folder left behind by an uninstall: its interpreter links to nothing.

@@ -250,7 +250,9 @@ def test_the_progress_line_counts_mpis_ranks_not_its_one_launcher() -> None:
     from distrun.runner.report import stream_header
     from distrun.store.index import JobRecord
 
-    launch = mpi_plan({"command": "python train.py", "resources": {"instance_count": 2}, "distribution": {"type": "mpi"}})
+    launch = mpi_plan(
+        {"command": "python train.py", "resources": {"instance_count": 2}, "distribution": {"type": "mpi"}}
+    )
     assert len(list(launch.processes())) == 1
     assert launch.process_count() == 2
     record = JobRecord(name="hvd", status="Running", compute="local", folder="/jobs/hvd", created_at=0.0)
@@ -258,7 +260,9 @@ def test_the_progress_line_counts_mpis_ranks_not_its_one_launcher() -> None:
         "Streaming /jobs/hvd/user_logs (2 processes on 2 nodes)"
     )
     pytorch = build_plan(
-        load_job_data({"command": "x", "resources": {"instance_count": 2}, "distribution": {"type": "pytorch"}}, Path(".")).spec,
+        load_job_data(
+            {"command": "x", "resources": {"instance_count": 2}, "distribution": {"type": "pytorch"}}, Path(".")
+        ).spec,
         placement(2),
         Bindings(),
     )
