@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,13 @@ def _home() -> Path:
     from distrun.store.layout import distrun_home
 
     return distrun_home()
+
+
+def resource_file_option(help_text: str) -> Callable[[Any], Any]:
+    """`--file/-f FILE` of a `create` verb that reads Azure ML's YAML for the resource, as `az ml` does."""
+    return click.option(
+        "--file", "-f", "file", default=None, type=click.Path(dir_okay=False, exists=True), help=help_text
+    )
 
 
 def _print_json(data: Any) -> None:
@@ -81,14 +89,7 @@ def env_prune(unused_days: float | None, everything: bool) -> None:
 
 @env_group.command("create")
 @click.option("--name", "-n", default=None, help="The name jobs use: azureml:NAME@latest.")
-@click.option(
-    "--file",
-    "-f",
-    "file",
-    default=None,
-    type=click.Path(dir_okay=False, exists=True),
-    help="An Azure ML environment YAML (name, conda_file, image).",
-)
+@resource_file_option("An Azure ML environment YAML (name, conda_file, image).")
 @click.option("--conda-file", default=None, type=click.Path(dir_okay=False, exists=True))
 @click.option("--python", "python", default=None, help="An existing interpreter's path, or a version such as 3.11.")
 @click.option("--image", default=None, help="An image, for backends that run images.")
@@ -136,13 +137,8 @@ def data_group() -> None:
 
 
 @data_group.command("create")
-@click.option(
-    "--file",
-    "-f",
-    "file",
-    default=None,
-    type=click.Path(dir_okay=False, exists=True),
-    help="An Azure ML data asset YAML (name, version, type, path); its relative path starts at its folder.",
+@resource_file_option(
+    "An Azure ML data asset YAML (name, version, type, path); its relative path starts at its folder."
 )
 @click.option("--name", "-n", default=None, help="The asset's name (overrides the file's).")
 @click.option("--version", "-v", default=None, help="Default: one more than the highest numbered version.")

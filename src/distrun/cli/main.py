@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
+from distrun.cli.envdata import resource_file_option
 from distrun.core.errors import DistrunError, JobAlreadyEndedError
 from distrun.core.json_encoding import shown_json
 from distrun.prepare.compute import USER_KINDS
@@ -373,14 +374,7 @@ def compute() -> None:
 
 
 @compute.command("create")
-@click.option(
-    "--file",
-    "-f",
-    "file",
-    default=None,
-    type=click.Path(dir_okay=False, exists=True),
-    help="A compute YAML: name, type and the target's settings (--set changes its keys).",
-)
+@resource_file_option("A compute YAML: name, type and the target's settings (--set changes its keys).")
 @click.option("--name", "-n", default=None)
 @click.option("--type", "kind", default=None, type=click.Choice(USER_KINDS))
 @_set_option
