@@ -59,6 +59,24 @@ def test_runs_the_command_on_the_node_and_relays_its_output_and_exit_code(server
     assert out == b"out 42\n" and err == b"err\n"
 
 
+def test_commands_start_in_the_nodes_code_folder_with_outputs_and_logs_there(tmp_path: Path):
+    # The ranks mpirun starts on a node that does not share the job folder (Ray, Kubernetes)
+    # write ./outputs like node 0's ranks do: the folder is there before any command comes.
+    code = tmp_path / "job" / "code"
+    code.mkdir(parents=True)
+    port = free_ports(1)[0]
+    started = RemoteStartServer(TOKEN, port, host="127.0.0.1", cwd=str(code))
+    try:
+        proc = client(port, "node1", "echo from-node1 > outputs/x.txt && echo log > logs/y.txt && pwd")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        started.close()
+    assert proc.returncode == 0, err
+    assert out.decode().strip() == str(code)
+    assert (code / "outputs" / "x.txt").read_text() == "from-node1\n"
+    assert (code / "logs" / "y.txt").read_text() == "log\n"
+
+
 def test_a_wrong_token_or_an_unknown_host_runs_nothing(server, tmp_path: Path):
     _, port = server
     flag = tmp_path / "ran"

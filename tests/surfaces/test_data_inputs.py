@@ -121,6 +121,32 @@ def test_sdk_two_job_chaining_with_returned_output_path(sdk_env: Path) -> None:
     assert seen.read_text() == "cifar\n"
 
 
+def test_data_asset_from_an_azure_ml_data_file_with_overrides(run_cli: RunCli, tmp_path: Path) -> None:
+    folder = tmp_path / "setup"
+    (folder / "images").mkdir(parents=True)
+    (folder / "more").mkdir()
+    data_file = folder / "data.yml"
+    data_file.write_text(
+        "$schema: https://azuremlschemas.azureedge.net/latest/data.schema.json\n"
+        "name: cifar10\nversion: 1\ntype: uri_folder\npath: ./images\ndescription: CIFAR-10\ntags: {a: b}\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    created = json.loads(ok(run_cli("data", "create", "-f", str(data_file), cwd=elsewhere)))
+    # The file's relative path starts at the file's folder, not at the shell's.
+    assert (created["name"], created["version"], created["path"]) == ("cifar10", "1", str(folder / "images"))
+    assert created["description"] == "CIFAR-10"
+    again = json.loads(
+        ok(run_cli("data", "create", "--file", str(data_file), "--set", "version=2", "--set", "path=./more"))
+    )
+    assert (again["version"], again["path"]) == ("2", str(folder / "more"))
+
+    data_file.write_text("name: cifar10\npath: ./images\nlocal_path: ./images\n")
+    wrong = run_cli("data", "create", "-f", str(data_file))
+    assert wrong.returncode == 2 and f"{data_file}:3:" in wrong.stderr
+    assert "local_path: unknown key of a data asset" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
 def test_data_asset_versions_and_output_registration(
     run_cli: RunCli, write_job: WriteJob, distrun_home: Path, tmp_path: Path
 ) -> None:

@@ -106,6 +106,33 @@ def test_conda_file_job_runs_in_its_built_environment_and_second_job_reuses_it(
     assert built(distrun_home) == []
 
 
+def test_a_built_environment_has_pip_and_a_jobs_pip_install_lands_in_it(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path, tmp_path: Path
+) -> None:
+    # A second package, installed by the job's own command (`pip install -r requirements.txt`
+    # in many Azure ML examples). A `pip` earlier on distrun's PATH than anything else stands
+    # for the user's or distrun's own: the job must never reach it.
+    make_wheel(wheels, "distrun-late-pkg", "2.0", "VALUE = 'late-2.0'\n")
+    trap = tmp_path / "users-bin"
+    (trap / "pip").parent.mkdir()
+    (trap / "pip").write_text("#!/bin/sh\necho 'the wrong pip' >&2\nexit 9\n")
+    (trap / "pip").chmod(0o755)
+    command = (
+        f"python -m pip --version && pip install --no-index --find-links {wheels} distrun-late-pkg "
+        '&& python -c "import distrun_late_pkg, sys; print(distrun_late_pkg.VALUE, sys.prefix)"'
+    )
+    job = write_job(conda_job(wheels, command=command).replace("instance_count: 2", "instance_count: 1"))
+    result = run_cli("run", str(job), env={"PATH": f"{trap}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    [env] = built(distrun_home)
+    assert f"from {env}/lib/" in result.stdout  # `python -m pip` is the environment's own
+    assert f"late-2.0 {env}" in result.stdout
+    assert "the wrong pip" not in result.stdout + result.stderr
+    assert list(env.glob("lib/python*/site-packages/distrun_late_pkg.py"))
+    # Nothing reached distrun's own environment.
+    assert subprocess.run([sys.executable, "-c", "import distrun_late_pkg"], capture_output=True).returncode != 0
+
+
 def test_broken_requirement_fails_naming_it_and_leaves_nothing(
     run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
 ) -> None:
@@ -130,7 +157,7 @@ def test_conda_only_package_and_missing_python_are_refused_before_anything_start
         environment:
           conda_file:
             dependencies:
-              - python=2.7
+              - python=3.2
               - cudatoolkit=11.3
               - pip:
                   - numpy
@@ -140,7 +167,7 @@ def test_conda_only_package_and_missing_python_are_refused_before_anything_start
     assert result.returncode == 2
     assert "'cudatoolkit=11.3' is a conda-only package" in result.stderr
     assert f"{job}:7:" in result.stderr  # the line of that dependency
-    assert "python 2.7 is not available on this machine" in result.stderr  # every problem at once
+    assert "python 3.2 is not available on this machine" in result.stderr  # every problem at once
     assert "RunId" not in result.stdout
     assert not (distrun_home / "envs").exists()
 
@@ -148,12 +175,12 @@ def test_conda_only_package_and_missing_python_are_refused_before_anything_start
         """
         command: python -c "print(1)"
         environment:
-          conda_file: {dependencies: [python=2.7, {pip: [numpy]}]}
+          conda_file: {dependencies: [python=3.2, {pip: [numpy]}]}
         """
     )
     result = run_cli("job", "validate", "-f", str(job))
     assert result.returncode == 2
-    assert "python 2.7 is not available on this machine" in result.stderr
+    assert "python 3.2 is not available on this machine" in result.stderr
     assert "environment.conda_file" in result.stderr
 
 

@@ -103,6 +103,43 @@ def test_compute_targets_as_tables(run_cli):
     assert as_json[1] == {"name": "hpc", "type": "slurm", "partition": "debug"}
 
 
+def test_compute_created_from_a_file_with_overrides(run_cli, tmp_path):
+    compute = tmp_path / "compute.yml"
+    compute.write_text(
+        "$schema: https://azuremlschemas.azureedge.net/latest/amlCompute.schema.json\n"
+        "name: cpu-cluster\ntype: amlcompute\nsize: STANDARD_DS3_v2\nmin_instances: 0\nmax_instances: 2\n"
+    )
+    refused = run_cli("compute", "create", "-f", str(compute))
+    assert refused.returncode == 2, refused.stderr
+    assert f"{compute}:3:" in refused.stderr and "amlcompute is Azure ML's own compute" in refused.stderr
+    assert "--set type=slurm" in refused.stderr and "Traceback" not in refused.stderr
+
+    created = run_cli(
+        "compute", "create", "-f", str(compute), "--set", "type=slurm", "--set", "partition=debug", "-o", "json"
+    )
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout) == {"name": "cpu-cluster", "type": "slurm", "partition": "debug"}
+    assert "size, min_instances, max_instances size Azure ML's clusters; not used by distrun" in created.stderr
+    listed = json.loads(run_cli("compute", "list", "-o", "json").stdout)
+    assert listed[1] == {"name": "cpu-cluster", "type": "slurm", "partition": "debug"}
+
+
+def test_job_validate_checks_the_compute_target_as_run_does(run_cli, write_job):
+    # Azure ML's examples ship this placeholder; `run` refuses it, and so must `validate`.
+    job = write_job("command: echo hi\ncompute: '< your compute name >'\n")
+    validated = run_cli("job", "validate", "-f", str(job))
+    ran = run_cli("run", str(job))
+    assert validated.returncode == ran.returncode == 2
+    assert "unknown compute target '< your compute name >'; known targets: local" in validated.stderr
+    assert validated.stderr == ran.stderr and "Traceback" not in validated.stderr
+    fixed = run_cli("job", "validate", "-f", str(job), "--compute", "local")
+    assert fixed.returncode == 0, fixed.stderr
+    # The job as written; --compute only picks the target.
+    assert json.loads(fixed.stdout)["compute"] == "< your compute name >"
+    elsewhere = run_cli("job", "validate", "-f", str(job), "--compute", "hpc")
+    assert elsewhere.returncode == 2 and "unknown compute target 'hpc'" in elsewhere.stderr
+
+
 def test_ctrl_c_while_following_says_the_job_keeps_running(write_job, distrun_home):
     job = write_job("command: echo up; sleep 120\nname: long_one\n")
     env = cli_env(distrun_home)

@@ -243,3 +243,27 @@ def test_seed_001_scaled_down_with_set(tmp_path: Path) -> None:
     job = load_job_file(write_job(tmp_path, SEED_001_MPIRUN), overrides).spec
     plan = build_plan(job, placement(1, simulated=True), Bindings())
     assert plan.nodes[0].files[HOSTFILE_PATH] == "localhost slots=16\n"
+
+
+def test_the_progress_line_counts_mpis_ranks_not_its_one_launcher() -> None:
+    # A 2-rank Horovod job on 2 nodes: one mpirun process on node 0 starts both ranks.
+    from distrun.runner.report import stream_header
+    from distrun.store.index import JobRecord
+
+    launch = mpi_plan(
+        {"command": "python train.py", "resources": {"instance_count": 2}, "distribution": {"type": "mpi"}}
+    )
+    assert len(list(launch.processes())) == 1
+    assert launch.process_count() == 2
+    record = JobRecord(name="hvd", status="Running", compute="local", folder="/jobs/hvd", created_at=0.0)
+    assert stream_header(record, launch.process_count(), len(launch.nodes)).splitlines()[1] == (
+        "Streaming /jobs/hvd/user_logs (2 processes on 2 nodes)"
+    )
+    pytorch = build_plan(
+        load_job_data(
+            {"command": "x", "resources": {"instance_count": 2}, "distribution": {"type": "pytorch"}}, Path(".")
+        ).spec,
+        placement(2),
+        Bindings(),
+    )
+    assert pytorch.process_count() == len(list(pytorch.processes())) == 2

@@ -39,6 +39,7 @@ from distrun.agent.outcome import (
 from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
 from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
+from distrun.agent.working_folders import make_artifact_dirs
 from distrun.core.file_modes import make_dirs, open_append
 from distrun.plan.model import LaunchPlan, ProcessSpec
 from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
@@ -200,6 +201,8 @@ class Gang:
         except OSError as exc:
             self._begin_stop(_Stop(FAILED, f"could not create {self.log_dir}: {_why(exc)}"))
             return
+        # ./outputs and ./logs exist when each process starts, as on Azure ML (on every backend: all start here).
+        make_artifact_dirs(spec.cwd for node in self.nodes for spec in node.processes)
         base = dict(os.environ if self.options.base_env is None else self.options.base_env)
         if not self._prepare_nodes(base):
             return

@@ -94,6 +94,10 @@ class RemoteStartServer:
         self.env = dict(os.environ if env is None else env)
         # Where commands start (like ssh's home): the requester's folder may not exist on this host.
         self.cwd = cwd
+        if cwd:
+            from distrun.agent.working_folders import make_artifact_dirs
+
+            make_artifact_dirs([cwd])  # the ranks mpirun starts here find ./outputs and ./logs, as node 0's do
         self.listener = socket.create_server((host, port), reuse_port=False)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.lock = threading.Lock()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,13 @@ def _home() -> Path:
     from distrun.store.layout import distrun_home
 
     return distrun_home()
+
+
+def resource_file_option(help_text: str) -> Callable[[Any], Any]:
+    """`--file/-f FILE` of a `create` verb that reads Azure ML's YAML for the resource, as `az ml` does."""
+    return click.option(
+        "--file", "-f", "file", default=None, type=click.Path(dir_okay=False, exists=True), help=help_text
+    )
 
 
 def _print_json(data: Any) -> None:
@@ -81,14 +89,7 @@ def env_prune(unused_days: float | None, everything: bool) -> None:
 
 @env_group.command("create")
 @click.option("--name", "-n", default=None, help="The name jobs use: azureml:NAME@latest.")
-@click.option(
-    "--file",
-    "-f",
-    "file",
-    default=None,
-    type=click.Path(dir_okay=False, exists=True),
-    help="An Azure ML environment YAML (name, conda_file, image).",
-)
+@resource_file_option("An Azure ML environment YAML (name, conda_file, image).")
 @click.option("--conda-file", default=None, type=click.Path(dir_okay=False, exists=True))
 @click.option("--python", "python", default=None, help="An existing interpreter's path, or a version such as 3.11.")
 @click.option("--image", default=None, help="An image, for backends that run images.")
@@ -136,18 +137,58 @@ def data_group() -> None:
 
 
 @data_group.command("create")
-@click.option("--name", "-n", required=True)
-@click.option("--version", "-v", default="", help="Default: one more than the highest numbered version.")
-@click.option(
-    "--path", "-p", "path", required=True, help="A local path or a URI (datastore, job output, http(s), s3...)."
+@resource_file_option(
+    "An Azure ML data asset YAML (name, version, type, path); its relative path starts at its folder."
 )
-@click.option("--type", "-t", "kind", default="uri_folder", show_default=True)
+@click.option("--name", "-n", default=None, help="The asset's name (overrides the file's).")
+@click.option("--version", "-v", default=None, help="Default: one more than the highest numbered version.")
+@click.option(
+    "--path", "-p", "path", default=None, help="A local path or a URI (datastore, job output, http(s), s3...)."
+)
+@click.option("--type", "-t", "kind", default=None, help="uri_folder (default), uri_file, mltable.")
 @click.option("--description", "-d", default=None)
-def data_create(name: str, version: str, path: str, kind: str, description: str | None) -> None:
-    """Register a data asset (as `az ml data create`)."""
+@click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the file, e.g. --set version=2."
+)
+def data_create(
+    file: str | None,
+    name: str | None,
+    version: str | None,
+    path: str | None,
+    kind: str | None,
+    description: str | None,
+    overrides: tuple[str, ...],
+) -> None:
+    """Register a data asset (as `az ml data create`, with --file or --name and --path)."""
     from distrun.data.register import register_path
 
-    _print_json(register_path(_home(), name, version, path, kind, description, Path.cwd()).to_dict())
+    base = Path.cwd()
+    given: dict[str, str] = {}
+    if file is not None:
+        from distrun.spec.resource_files import read_data_file
+
+        found = read_data_file(Path(file), list(overrides))
+        given = found.values
+        if path is None:
+            base = found.base_dir  # the file's own path is relative to the file, as in az ml
+    elif overrides:
+        raise DistrunError("--set changes keys of a data asset file", "give the file with --file data.yml")
+    name = name or given.get("name")
+    path = path or given.get("path")
+    if not name or not path:
+        raise DistrunError(
+            "a data asset needs a name and a path", "give --file data.yml, or --name NAME --path PATH_OR_URI"
+        )
+    asset = register_path(
+        _home(),
+        name,
+        version if version is not None else given.get("version", ""),
+        path,
+        kind or given.get("type", "uri_folder"),
+        description if description is not None else given.get("description"),
+        base,
+    )
+    _print_json(asset.to_dict())
 
 
 @data_group.command("list")

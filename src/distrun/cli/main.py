@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
+from distrun.cli.envdata import resource_file_option
 from distrun.core.errors import DistrunError, JobAlreadyEndedError
 from distrun.core.json_encoding import shown_json
 from distrun.prepare.compute import USER_KINDS
@@ -195,9 +196,13 @@ def job_create(
 @job.command("validate")
 @click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False))
 @_set_option
-def job_validate(file: str, overrides: tuple[str, ...]) -> None:
-    """Check a job file; prints the resolved job, or every problem with its position."""
+@_compute_option
+def job_validate(file: str, overrides: tuple[str, ...], compute: str | None) -> None:
+    """Check a job file and its compute target as `run` would; prints the resolved job, or every problem."""
+    from distrun.runner.jobs import check_target
+
     loaded = _load(file, overrides)
+    check_target(loaded, _layout(), compute)
     _echo_json(loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
@@ -369,19 +374,40 @@ def compute() -> None:
 
 
 @compute.command("create")
-@click.option("--name", required=True)
-@click.option("--type", "kind", required=True, type=click.Choice(USER_KINDS))
+@resource_file_option("A compute YAML: name, type and the target's settings (--set changes its keys).")
+@click.option("--name", "-n", default=None)
+@click.option("--type", "kind", default=None, type=click.Choice(USER_KINDS))
 @_set_option
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
-def compute_create(name: str, kind: str, overrides: tuple[str, ...], output: str) -> None:
-    """Define a compute target, e.g. --type slurm --set partition=debug."""
+def compute_create(
+    file: str | None, name: str | None, kind: str | None, overrides: tuple[str, ...], output: str
+) -> None:
+    """Define a compute target, e.g. --name hpc --type slurm --set partition=debug, or --file compute.yml."""
     from distrun.prepare.compute import add_target
-    from distrun.spec.overrides import parse_override
 
     settings: dict[str, Any] = {}
-    for text in overrides:
-        path, value = parse_override(text)
-        settings[".".join(map(str, path))] = value
+    if file is not None:
+        from distrun.spec.resource_files import read_compute_file
+
+        found = read_compute_file(Path(file), list(overrides))
+        for note in found.notes:
+            click.echo(f"distrun: {note}", err=True)
+        name = name or found.values["name"]
+        kind = kind or found.values["type"] or None
+        settings = dict(found.values["settings"])
+    else:
+        from distrun.spec.overrides import parse_override
+
+        for text in overrides:
+            path, value = parse_override(text)
+            settings[".".join(map(str, path))] = value
+    if not name or not kind:
+        raise DistrunError(
+            "a compute target needs a name and a type",
+            f"give --name NAME --type {{{','.join(USER_KINDS)}}} (or name: and type: in --file)",
+        )
+    if kind not in USER_KINDS:
+        raise DistrunError(f"unknown compute type {kind!r}", "use " + ", ".join(USER_KINDS))
     from distrun.backends.registry import backend_for
 
     # An engine this install cannot run, or a misspelled setting, is caught now, not at the first job.

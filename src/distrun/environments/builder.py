@@ -108,6 +108,11 @@ def _build(target: BuildTarget, final: Path, out: TextIO) -> None:
     )
     try:
         _run_step(installer, installer.create(target.python, tmp), target, out, "creating the virtual environment")
+        # pip in every environment: a job's `pip install` must reach its own environment, not
+        # whichever pip comes next on PATH (the user's, or distrun's).
+        seed = installer.seed_pip(tmp, bundled_pip(tmp / "bin" / "python"))
+        if seed is not None:
+            _run_step(installer, seed, target, out, "installing pip")
         requirements = tmp / "distrun-requirements.txt"
         requirements.write_text("".join(line + "\n" for line in target.request.lines()), encoding="utf-8")
         if target.request.requirements:
@@ -163,6 +168,36 @@ def _run_step(installer: Installer, argv: list[str], target: BuildTarget, out: T
         progress.done()
     if code != 0:
         raise DistrunError(*_failure(target, lines, what, code))
+
+
+# Printed by the environment's own interpreter: the pip wheel its ensurepip carries, or the one a
+# Debian-style system keeps in /usr/share/python-wheels (whose python3 has no ensurepip).
+_BUNDLED_PIP = """
+import glob, os, sys
+try:
+    import ensurepip
+    places = [os.path.join(os.path.dirname(ensurepip.__file__), "_bundled")]
+except ImportError:
+    places = []
+places.append("/usr/share/python-wheels")
+for place in places:
+    found = sorted(glob.glob(os.path.join(place, "pip-*.whl")))
+    if found:
+        print(found[-1])
+        break
+"""
+
+
+def bundled_pip(python: Path) -> Path | None:
+    """The pip wheel that comes with `python`, if any (ensurepip's), for installing pip offline."""
+    try:
+        out = subprocess.run(
+            [str(python), "-c", _BUNDLED_PIP], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = out.stdout.strip()
+    return Path(found) if out.returncode == 0 and found.endswith(".whl") else None
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

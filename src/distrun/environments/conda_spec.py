@@ -21,7 +21,7 @@ from distrun.core.errors import Position, Problem
 from distrun.core.user_paths import expand_user
 
 # Bumped when the way an environment is built changes, so old builds are not reused.
-BUILD_FORMAT = 1
+BUILD_FORMAT = 2  # 2: environments have pip
 
 # Conda packages without a pip equivalent: system libraries, toolchains, CUDA as a package.
 CONDA_ONLY = frozenset(

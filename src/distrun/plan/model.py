@@ -96,6 +96,13 @@ class LaunchPlan:
         for node in self.nodes:
             yield from node.processes
 
+    def process_count(self) -> int:
+        """How many processes run the job's command, as the user counts them: for MPI the ranks
+        mpirun starts (world_size), not distrun's one launcher process that starts them."""
+        if self.distribution == "mpi":
+            return self.world_size
+        return sum(len(node.processes) for node in self.nodes)
+
     def environment(self, proc: ProcessSpec) -> dict[str, str]:
         """Every variable distrun sets for `proc`: the shared ones, its own, TF_CONFIG for a TF task."""
         env = {**self.shared_env, **proc.env} if self.shared_env else proc.env

@@ -62,7 +62,7 @@ def _supervised(
     def header(plan: LaunchPlan) -> None:
         record = JobIndex(layout.db_path).get(prepared.name)
         lines = [f"distrun: {text}" for text in backend.attached_notes(rendered, plan)]
-        lines.append(stream_header(record, sum(1 for _ in plan.processes()), len(plan.nodes)))
+        lines.append(stream_header(record, plan.process_count(), len(plan.nodes)))
         say(out, "\n".join(lines))
 
     live = NonBlockingOutput.wrap(out)  # a reader that stops reading never stalls supervision
@@ -83,8 +83,7 @@ def _supervised(
 def _on_engine(backend: EngineBackend, rendered: RenderedJob, layout: Layout, out: BinaryIO, color: bool) -> JobRecord:
     job = rendered.job
     record = backend.schedule(rendered, layout)
-    processes = sum(1 for _ in rendered.plan.processes())
-    head, rule = stream_header(record, processes, job.spec.node_count).rsplit("\n", 1)
+    head, rule = stream_header(record, rendered.plan.process_count(), job.spec.node_count).rsplit("\n", 1)
     say(out, f"{head}\n{backend.engine} job {record.backend_id} on compute {job.target.name}\n{rule}")
     watch = EngineWatch(backend, layout, job.name, out)
     previous = {sig: signal.signal(sig, watch.interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -65,23 +65,28 @@ def _record_backend(layout: Layout, record: JobRecord) -> Backend:
 # ---------------------------------------------------------------- starting a job
 
 
-def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> RenderedJob:
-    """What the job would be on its compute target, computed without touching the store or the engine."""
+def check_target(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> tuple[ComputeTarget, Backend]:
+    """The job's target (`compute`, else the job's own, else local) and its backend, checked as every
+    command that starts or plans a job checks them: the target exists, its settings are valid, its
+    backend can honour the job's restarts. The engine itself is not asked (submit's preflight does)."""
     from distrun.prepare.submission import choose_target
 
     target = choose_target(loaded, layout, compute)
     backend = backend_of(target)
-    spec = loaded.spec
-    _check_restarts(backend, target, spec)
-    return backend.plan(loaded, layout, target, spec.name or PREVIEW_NAME)
+    _check_restarts(backend, target, loaded.spec)
+    return target, backend
+
+
+def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> RenderedJob:
+    """What the job would be on its compute target, computed without touching the store or the engine."""
+    target, backend = check_target(loaded, layout, compute)
+    return backend.plan(loaded, layout, target, loaded.spec.name or PREVIEW_NAME)
 
 
 def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str | None) -> tuple[Backend, RenderedJob]:
-    from distrun.prepare.submission import choose_target, prepare_job
+    from distrun.prepare.submission import prepare_job
 
-    target = choose_target(loaded, layout, compute)
-    backend = backend_of(target)
-    _check_restarts(backend, target, loaded.spec)
+    target, backend = check_target(loaded, layout, compute)
     backend.preflight(target, loaded.spec)  # an engine that cannot take the job: error, nothing recorded
     prepared = prepare_job(loaded, layout, target, name)
     try:

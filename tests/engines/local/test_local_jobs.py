@@ -162,7 +162,7 @@ def test_detached_create_then_stream_show_list_logs_download(run_cli, write_job,
         name: detached_one
         command: >-
           python -c "import os; r = os.environ['RANK']; print('hello from', r);
-          open('outputs/out_%s.txt' % r, 'w').write(r);
+          open('outputs/out_%s.txt' % r, 'w').write(r); open('logs/log_%s.txt' % r, 'w').write(r);
           open(os.environ['AZURE_ML_OUTPUT_result'] + '/r%s' % r, 'w').write(r)"
         code: src
         outputs:
@@ -172,9 +172,8 @@ def test_detached_create_then_stream_show_list_logs_download(run_cli, write_job,
         distribution:
           type: pytorch
           process_count_per_instance: 2
-        """,
-        {"outputs/.keep": ""},
-    )
+        """
+    )  # src/ has no outputs/ or logs/: distrun makes them before the ranks start, as Azure ML does
     created = run_cli("job", "create", "--file", str(job), "-o", "json")
     assert created.returncode == 0, created.stderr
     assert json.loads(created.stdout)["name"] == "detached_one"
@@ -192,6 +191,7 @@ def test_detached_create_then_stream_show_list_logs_download(run_cli, write_job,
     downloaded = run_cli("job", "download", "detached_one", "-p", str(dest), "--all")
     assert downloaded.returncode == 0, downloaded.stderr
     assert (dest / "artifacts" / "outputs" / "out_1.txt").read_text() == "1"
+    assert (dest / "artifacts" / "logs" / "log_0.txt").read_text() == "0"
     assert (dest / "named-outputs" / "result" / "r0").read_text() == "0"
     assert (dest / "artifacts" / "user_logs" / "std_log_process_00.txt").exists()
 
