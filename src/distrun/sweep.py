@@ -1,0 +1,218 @@
+"""`azure.ai.ml.sweep` for distrun: `from distrun.sweep import Choice, Uniform, BanditPolicy, ...`.
+
+The search spaces, early-termination policies, sampling algorithms, objective and limits are plain
+data, so a notebook that imports them (or builds a search space) runs. Running a sweep is not
+supported yet: `job.sweep(...)`, `SweepJob(...)`, or submitting a job whose inputs hold a search
+space raise `distrun.NotSupportedYetError` (also a NotImplementedError) saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from distrun.core.errors import NotSupportedYetError
+
+__all__ = [
+    "BanditPolicy",
+    "BayesianSamplingAlgorithm",
+    "Choice",
+    "EarlyTerminationPolicy",
+    "GridSamplingAlgorithm",
+    "LogNormal",
+    "LogUniform",
+    "MedianStoppingPolicy",
+    "Normal",
+    "Objective",
+    "QLogNormal",
+    "QLogUniform",
+    "QNormal",
+    "QUniform",
+    "Randint",
+    "RandomSamplingAlgorithm",
+    "SamplingAlgorithm",
+    "SweepDistribution",
+    "SweepJob",
+    "SweepJobLimits",
+    "TruncationSelectionPolicy",
+    "Uniform",
+]
+
+
+def not_supported_yet(what: str) -> NotSupportedYetError:
+    return NotSupportedYetError(
+        f"{what}: sweep jobs are not supported by distrun yet",
+        "run the command job with fixed input values (one job per value to try)",
+    )
+
+
+@dataclass
+class SweepDistribution:
+    """A search space of one input. Submitting a job with one as an input value is a sweep."""
+
+    type: str = field(default="", init=False)
+
+    def _to_data(self) -> Any:
+        raise not_supported_yet(f"an input set to {self!r}")
+
+
+@dataclass
+class Choice(SweepDistribution):
+    values: list[Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "choice"
+
+
+@dataclass
+class Randint(SweepDistribution):
+    upper: int | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "randint"
+
+
+@dataclass
+class Uniform(SweepDistribution):
+    min_value: float | None = None
+    max_value: float | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "uniform"
+
+
+@dataclass
+class LogUniform(SweepDistribution):
+    min_value: float | None = None
+    max_value: float | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "loguniform"
+
+
+@dataclass
+class QUniform(SweepDistribution):
+    min_value: float | None = None
+    max_value: float | None = None
+    q: float | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "quniform"
+
+
+@dataclass
+class QLogUniform(SweepDistribution):
+    min_value: float | None = None
+    max_value: float | None = None
+    q: float | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "qloguniform"
+
+
+@dataclass
+class Normal(SweepDistribution):
+    mu: float | None = None
+    sigma: float | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "normal"
+
+
+@dataclass
+class LogNormal(SweepDistribution):
+    mu: float | None = None
+    sigma: float | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "lognormal"
+
+
+@dataclass
+class QNormal(SweepDistribution):
+    mu: float | None = None
+    sigma: float | None = None
+    q: float | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "qnormal"
+
+
+@dataclass
+class QLogNormal(SweepDistribution):
+    mu: float | None = None
+    sigma: float | None = None
+    q: float | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "qlognormal"
+
+
+@dataclass
+class EarlyTerminationPolicy:
+    delay_evaluation: int = 0
+    evaluation_interval: int = 0
+
+
+@dataclass
+class BanditPolicy(EarlyTerminationPolicy):
+    slack_amount: float = 0
+    slack_factor: float = 0
+
+
+@dataclass
+class MedianStoppingPolicy(EarlyTerminationPolicy):
+    evaluation_interval: int = 1
+
+
+@dataclass
+class TruncationSelectionPolicy(EarlyTerminationPolicy):
+    truncation_percentage: int = 0
+
+
+@dataclass
+class SamplingAlgorithm:
+    type: str = field(default="", init=False)
+
+
+@dataclass
+class RandomSamplingAlgorithm(SamplingAlgorithm):
+    seed: int | None = None
+    rule: str | None = None
+    logbase: float | str | None = None
+
+    def __post_init__(self) -> None:
+        self.type = "random"
+
+
+@dataclass
+class GridSamplingAlgorithm(SamplingAlgorithm):
+    def __post_init__(self) -> None:
+        self.type = "grid"
+
+
+@dataclass
+class BayesianSamplingAlgorithm(SamplingAlgorithm):
+    def __post_init__(self) -> None:
+        self.type = "bayesian"
+
+
+@dataclass
+class Objective:
+    goal: str | None = None  # "maximize" | "minimize"
+    primary_metric: str | None = None
+
+
+@dataclass
+class SweepJobLimits:
+    max_concurrent_trials: int | None = None
+    max_total_trials: int | None = None
+    timeout: int | None = None
+    trial_timeout: int | None = None
+
+
+class SweepJob:
+    """Azure ML's sweep job: not supported yet."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise not_supported_yet("SweepJob(...)")
