@@ -8,8 +8,8 @@ space raise `distrun.NotSupportedYetError` (also a NotImplementedError) saying s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from distrun.core.errors import NotSupportedYetError
 
@@ -50,7 +50,7 @@ def not_supported_yet(what: str) -> NotSupportedYetError:
 class SweepDistribution:
     """A search space of one input. Submitting a job with one as an input value is a sweep."""
 
-    type: str = field(default="", init=False)
+    type: ClassVar[str] = ""
 
     def _to_data(self) -> Any:
         raise not_supported_yet(f"an input set to {self!r}")
@@ -58,94 +58,74 @@ class SweepDistribution:
 
 @dataclass
 class Choice(SweepDistribution):
+    type: ClassVar[str] = "choice"
     values: list[Any] | None = None
-
-    def __post_init__(self) -> None:
-        self.type = "choice"
 
 
 @dataclass
 class Randint(SweepDistribution):
+    type: ClassVar[str] = "randint"
     upper: int | None = None
-
-    def __post_init__(self) -> None:
-        self.type = "randint"
 
 
 @dataclass
 class Uniform(SweepDistribution):
+    type: ClassVar[str] = "uniform"
     min_value: float | None = None
     max_value: float | None = None
-
-    def __post_init__(self) -> None:
-        self.type = "uniform"
 
 
 @dataclass
 class LogUniform(SweepDistribution):
+    type: ClassVar[str] = "loguniform"
     min_value: float | None = None
     max_value: float | None = None
-
-    def __post_init__(self) -> None:
-        self.type = "loguniform"
 
 
 @dataclass
 class QUniform(SweepDistribution):
+    type: ClassVar[str] = "quniform"
     min_value: float | None = None
     max_value: float | None = None
     q: float | None = None
-
-    def __post_init__(self) -> None:
-        self.type = "quniform"
 
 
 @dataclass
 class QLogUniform(SweepDistribution):
+    type: ClassVar[str] = "qloguniform"
     min_value: float | None = None
     max_value: float | None = None
     q: float | None = None
 
-    def __post_init__(self) -> None:
-        self.type = "qloguniform"
-
 
 @dataclass
 class Normal(SweepDistribution):
+    type: ClassVar[str] = "normal"
     mu: float | None = None
     sigma: float | None = None
-
-    def __post_init__(self) -> None:
-        self.type = "normal"
 
 
 @dataclass
 class LogNormal(SweepDistribution):
+    type: ClassVar[str] = "lognormal"
     mu: float | None = None
     sigma: float | None = None
-
-    def __post_init__(self) -> None:
-        self.type = "lognormal"
 
 
 @dataclass
 class QNormal(SweepDistribution):
+    type: ClassVar[str] = "qnormal"
     mu: float | None = None
     sigma: float | None = None
     q: float | None = None
-
-    def __post_init__(self) -> None:
-        self.type = "qnormal"
 
 
 @dataclass
 class QLogNormal(SweepDistribution):
+    type: ClassVar[str] = "qlognormal"
     mu: float | None = None
     sigma: float | None = None
     q: float | None = None
-
-    def __post_init__(self) -> None:
-        self.type = "qlognormal"
 
 
 @dataclass
@@ -172,29 +152,25 @@ class TruncationSelectionPolicy(EarlyTerminationPolicy):
 
 @dataclass
 class SamplingAlgorithm:
-    type: str = field(default="", init=False)
+    type: ClassVar[str] = ""
 
 
 @dataclass
 class RandomSamplingAlgorithm(SamplingAlgorithm):
+    type: ClassVar[str] = "random"
     seed: int | None = None
     rule: str | None = None
     logbase: float | str | None = None
 
-    def __post_init__(self) -> None:
-        self.type = "random"
-
 
 @dataclass
 class GridSamplingAlgorithm(SamplingAlgorithm):
-    def __post_init__(self) -> None:
-        self.type = "grid"
+    type: ClassVar[str] = "grid"
 
 
 @dataclass
 class BayesianSamplingAlgorithm(SamplingAlgorithm):
-    def __post_init__(self) -> None:
-        self.type = "bayesian"
+    type: ClassVar[str] = "bayesian"
 
 
 @dataclass
