@@ -10,11 +10,13 @@ if TYPE_CHECKING:
 
     from distrun.core.errors import DistrunError as DistrunError
     from distrun.core.errors import JobFailedError as JobFailedError
+    from distrun.core.errors import NotSupportedYetError as NotSupportedYetError
+    from distrun.core.errors import ResourceNotFoundError as ResourceNotFoundError
     from distrun.core.errors import ValidationError as ValidationError
 
 __version__ = "0.1.0"
 
-_ERRORS = ("DistrunError", "JobFailedError", "ValidationError")
+_ERRORS = ("DistrunError", "JobFailedError", "ValidationError", "ResourceNotFoundError", "NotSupportedYetError")
 
 # The SDK (azure.ai.ml's names) loads on first use: the CLI imports this package and must
 # start without pydantic, the loader or the SDK. These are the names `azure.ai.ml` exports at its
@@ -34,10 +36,13 @@ _SDK_EXPORTS = {
     "AmlTokenConfiguration": "distrun.sdk.identities",
 }
 
-# Root names of `azure.ai.ml` for what distrun does not run: pipelines, components, Spark, and the
+# Modules of `azure.ai.ml` that distrun mirrors (`from azure.ai.ml import dsl` -> `from distrun import
+# dsl`): they import; what they cannot run yet raises NotSupportedYetError when it is called.
+_SUBMODULES = ("dsl", "sweep")
+
+# Root names of `azure.ai.ml` for what distrun does not run: components, Spark, and the
 # workspace's other assets. Importing one says so, rather than "cannot import name".
 _NOT_RUN_HERE = {
-    "dsl": "pipelines (azure.ai.ml.dsl)",
     "spark": "Spark jobs",
     "load_component": "components",
     "load_batch_deployment": "batch deployments",
@@ -60,7 +65,7 @@ __all__ = [*_ERRORS, "__version__", *_SDK_EXPORTS]
 
 def not_run_here(name: str) -> ImportError:
     what = _NOT_RUN_HERE[name]
-    steps = "; run each step as its own command job" if name in ("dsl", "load_component") else ""
+    steps = "; run each step as its own command job" if name == "load_component" else ""
     return ImportError(
         f"distrun does not provide {name}: it runs command jobs (command(...), load_job, MLClient.jobs), "
         f"not {what}{steps}",
@@ -69,17 +74,19 @@ def not_run_here(name: str) -> ImportError:
 
 
 def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _SUBMODULES:
+        return importlib.import_module(f"distrun.{name}")
     module_name = "distrun.core.errors" if name in _ERRORS else _SDK_EXPORTS.get(name)
     if module_name is None:
         if name in _NOT_RUN_HERE:
             raise not_run_here(name)
         raise AttributeError(f"module 'distrun' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module_name), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_ERRORS) | set(_SDK_EXPORTS))
+    return sorted(set(globals()) | set(_ERRORS) | set(_SDK_EXPORTS) | set(_SUBMODULES))

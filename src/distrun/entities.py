@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from distrun.sdk.assets import Data
 from distrun.sdk.command_job import Command, CommandJob, CreationContext
+from distrun.sdk.compute import AmlCompute, Compute
 from distrun.sdk.distributions import (
     DistributionConfiguration,
     MpiDistribution,
@@ -20,13 +21,16 @@ from distrun.sdk.job_settings import (
     JobResourceConfiguration,
     ResourceConfiguration,
 )
+from distrun.sdk.workspaces import Workspace
 
 __all__ = [
+    "AmlCompute",
     "AmlTokenConfiguration",
     "BuildContext",
     "Command",
     "CommandJob",
     "CommandJobLimits",
+    "Compute",
     "CreationContext",
     "Data",
     "DistributionConfiguration",
@@ -41,4 +45,5 @@ __all__ = [
     "ResourceConfiguration",
     "TensorFlowDistribution",
     "UserIdentityConfiguration",
+    "Workspace",
 ]

@@ -321,3 +321,41 @@ def test_sdk_data_assets(sdk_env: Path, capsys: pytest.CaptureFixture[str]) -> N
     client.jobs.stream(client.jobs.create_or_update(job).name)  # raises if the job failed
     out = capsys.readouterr().out
     assert out.index("1 2 3") < out.index("4 5 6")
+
+
+def test_url_mirror_makes_an_unchanged_job_and_sdk_script_read_the_local_copy(
+    sdk_env: Path, file_server: FileServer, run_cli: RunCli
+) -> None:
+    """The job names the server's URL and an Azure blob (wasbs://, whose plugin adlfs is not
+    installed here); `url_mirrors` points both at one folder, and nothing is fetched."""
+    copy = sdk_env / "mirror"
+    (copy / "iris").mkdir(parents=True)
+    (copy / "iris" / "iris.csv").write_text("sepal,petal\n")
+    prefix = file_server.url("/datasets/")
+    wasbs = "wasbs://datasets@azuremlexamples.blob.core.windows.net/"
+    ok(run_cli("data", "mirror", "add", prefix, str(copy)))
+    ok(run_cli("data", "mirror", "add", wasbs, str(copy)))
+    job = sdk_env / "job.yml"
+    job.write_text(
+        f"""
+command: cat ${{{{inputs.iris}}}} && ls ${{{{inputs.folder}}}}
+inputs:
+  iris: {{type: uri_file, path: "{prefix}iris/iris.csv"}}
+  folder: {{type: uri_folder, path: "{wasbs}iris/"}}
+"""
+    )
+    planned = ok(run_cli("plan", str(job)))
+    assert f"input iris: {prefix}iris/iris.csv -> {copy / 'iris' / 'iris.csv'}  (local copy by url_mirrors" in planned
+    assert f"input folder: {wasbs}iris/ -> {copy / 'iris'}  (local copy by url_mirrors" in planned
+    out = ok(run_cli("run", str(job)))
+    assert "sepal,petal" in out and "iris.csv" in out
+
+    from distrun import Input, MLClient, command
+
+    client = MLClient()
+    returned = client.jobs.create_or_update(
+        command(command="cat ${{inputs.iris}}", inputs={"iris": Input(type="uri_file", path=f"{prefix}iris/iris.csv")})
+    )
+    client.jobs.stream(returned.name)  # raises if the job failed
+    assert file_server.log == []  # neither the CLI's job nor the SDK's downloaded anything
+    assert not (Path(client.layout.home) / "cache").exists()

@@ -380,3 +380,32 @@ def test_invalid_job_raises_the_cli_problems_and_records_nothing(sdk_env, run_cl
 
     with pytest.raises(distrun.ValidationError, match=r"resources\.instance_count: must be at least 1, got 0"):
         MLClient().jobs.create_or_update(command(command="echo hi", instance_count=0))
+
+
+def test_a_notebooks_cluster_cell_then_its_job_run_unchanged(sdk_env, capsys, monkeypatch):
+    """azureml-examples' cluster cell, as written there, then a 2-node job on that cluster."""
+    from distrun.entities import AmlCompute
+
+    monkeypatch.setenv("DISTRUN_MLFLOW", "0")  # no MLflow store to create for this home: seconds saved
+
+    ml_client = MLClient()
+    cpu_compute_target = "cpu-cluster"
+    try:
+        ml_client.compute.get(cpu_compute_target)
+    except Exception:
+        cpu_cluster = AmlCompute(
+            name=cpu_compute_target, type="amlcompute", size="STANDARD_DS3_V2", min_instances=0, max_instances=4
+        )
+        ml_client.compute.begin_create_or_update(cpu_cluster).result()
+    job = command(
+        command="echo node $NODE_RANK of $WORLD_SIZE",
+        compute=cpu_compute_target,
+        instance_count=2,
+        distribution={"type": "pytorch", "process_count_per_instance": 1},
+    )
+    returned = ml_client.jobs.create_or_update(job)
+    ml_client.jobs.stream(returned.name)  # raises if the job failed
+    captured = capsys.readouterr()
+    assert "distrun: compute cpu-cluster (AmlCompute size=STANDARD_DS3_V2" in captured.err
+    assert "node 0 of 2" in captured.out and "node 1 of 2" in captured.out
+    assert ml_client.jobs.get(returned.name).compute == cpu_compute_target

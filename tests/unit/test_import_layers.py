@@ -80,6 +80,7 @@ LAYERS = {
     "distrun.v1": 10,
     "distrun.entities": 10,
     "distrun.dsl": 10,
+    "distrun.sweep": 10,
     "distrun.ui": 10,
 }
 

@@ -1,5 +1,6 @@
 """`from azure.ai.ml import X` becomes `from distrun import X` for every root name of a command
-job; the names of what distrun does not run (pipelines, components) say so when imported."""
+job; the names of what distrun does not run (components, Spark) say so when imported. `dsl` and
+`sweep` import (tests/unit/test_sdk_notebook_calls.py)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,6 @@ def test_an_identity_is_kept_with_the_job():
 @pytest.mark.parametrize(
     ("statement", "what"),
     [
-        ("from distrun import dsl", "pipelines"),
-        ("import distrun.dsl", "pipelines"),
         ("from distrun import load_component", "components"),
         ("from distrun import spark", "Spark jobs"),
     ],

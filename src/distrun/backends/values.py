@@ -31,7 +31,7 @@ class EngineRequest(Protocol):
     def display(self) -> dict[str, Any]:
         """What `distrun plan` shows of this request, as JSON-ready data.
 
-        The keys are merged into the plan output beside "compute", "type", "notes" and "plan".
+        The keys are merged into the plan output beside "compute", "type", "notes", "inputs" and "plan".
         A request that is a text file shows it as {"script_name": "<where it is written>",
         "script": "<the exact text submitted>"}, which `distrun plan` prints verbatim; other
         keys are shown in `-o json` output.
@@ -60,11 +60,16 @@ class RenderedJob:
     warnings: tuple[str, ...] = ()
 
     def show(self) -> dict[str, Any]:
-        """`distrun plan -o json`: compute, type, notes, the request's own display, then the plan."""
+        """`distrun plan -o json`: compute, type, notes, each data input's source (its path as written,
+        its local path and where that comes from), the request's own display, then the plan."""
         return {
             "compute": self.job.target.name,
             "type": self.kind,
             "notes": list(self.notes),
+            "inputs": {
+                name: {**source, "local": self.job.bindings.input_paths.get(name, "")}
+                for name, source in self.job.bindings.input_sources.items()
+            },
             **self.request.display(),
             "plan": self.plan.to_dict(),
         }

@@ -209,3 +209,27 @@ def data_show(name: str, version: str | None, label: str | None) -> None:
     from distrun.data.assets import get_asset
 
     _print_json(get_asset(_home(), name, version, label).to_dict())
+
+
+@data_group.group("mirror")
+def data_mirror() -> None:
+    """URL prefixes whose data has a local copy (config.yaml's url_mirrors): inputs under them read it."""
+
+
+@data_mirror.command("add")
+@click.argument("prefix")
+@click.argument("folder")
+def data_mirror_add(prefix: str, folder: str) -> None:
+    """Map PREFIX (https://..., wasbs://...) to FOLDER (a folder or azureml://datastores/... URI)."""
+    from distrun.data.mirrors import add_mirror
+
+    mirror = add_mirror(_home() / "config.yaml", prefix, folder, Path.cwd())
+    _print_json({"prefix": mirror.prefix, "folder": mirror.target})
+
+
+@data_mirror.command("list")
+def data_mirror_list() -> None:
+    """The url_mirrors entries of config.yaml."""
+    from distrun.data.mirrors import read_mirrors
+
+    _print_json([{"prefix": m.prefix, "folder": m.target} for m in read_mirrors(_home() / "config.yaml")])

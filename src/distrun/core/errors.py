@@ -65,6 +65,15 @@ class DistrunError(Exception):
         return _neutral(self.message + (f"\n    hint: {self.hint}" if self.hint else ""))
 
 
+class ResourceNotFoundError(DistrunError, LookupError):
+    """The SDK asked for something distrun does not have (a compute target, an environment):
+    what azure-core's ResourceNotFoundError is to azure-ai-ml's `get` calls."""
+
+
+class NotSupportedYetError(DistrunError, NotImplementedError):
+    """An Azure ML SDK call distrun accepts the import of but does not run yet (pipelines, sweeps)."""
+
+
 class ValidationError(DistrunError):
     """A job specification (YAML, overrides or SDK objects) is invalid."""
 

@@ -7,4 +7,5 @@ datastores  `azureml://datastores/<ds>/paths/<p>` -> $DISTRUN_HOME/datastores/<d
 assets      `distrun data create|list|show`: named, versioned references
 http_fetch  http(s) inputs: downloaded once, resumable, cached by URL and validators
 remote_fs   wasbs/abfss/s3/gs inputs through fsspec and its plugins
+mirrors     config.yaml's url_mirrors: URL prefixes read from a local copy instead
 """

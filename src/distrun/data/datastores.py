@@ -7,10 +7,23 @@ datastores:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from distrun.core.errors import DistrunError
 from distrun.core.user_paths import expand_user
+
+# azureml://datastores/<ds>/paths/<p>, also in the long form with subscription and workspace.
+DATASTORE_URI = re.compile(
+    r"^azureml://(?:subscriptions/[^/]+/resource[gG]roups/[^/]+/(?:providers/Microsoft\.MachineLearningServices/)?"
+    r"workspaces/[^/]+/)?datastores/(?P<ds>[^/]+)/paths/?(?P<path>.*)$"
+)
+
+
+def datastore_reference(uri: str) -> tuple[str, str] | None:
+    """`azureml://datastores/<ds>/paths/<p>` -> (ds, p); None for anything else."""
+    match = DATASTORE_URI.match(uri)
+    return (match.group("ds"), match.group("path")) if match else None
 
 
 def datastore_root(home: Path, name: str) -> Path:

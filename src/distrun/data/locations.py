@@ -7,6 +7,7 @@
     azureml:<name>:<version>, azureml:<name>@latest  a data asset (distrun data create)
     http(s)://...                                  downloaded into the cache when the job starts
     s3://, gs://, wasbs://, abfss://, ...           fetched through fsspec and its plugin
+    a URL under a prefix of config.yaml's url_mirrors  its local copy (distrun.data.mirrors)
 
 Resolution reads DISTRUN_HOME (config.yaml, the job index, assets) but never the network:
 remote sources are only fetched by `fetch_input`, when a job is being prepared.
@@ -21,13 +22,11 @@ from typing import TextIO
 
 from distrun.core.errors import DistrunError
 from distrun.core.user_paths import expand_user
+from distrun.data.datastores import DATASTORE_URI as _DATASTORE
+from distrun.data.mirrors import MIRRORED_SCHEMES, Mirror, mirrored
 from distrun.data.remote_fs import FSSPEC_PLUGINS, fetch_remote, remote_fs_problem
 from distrun.spec.paths import local_path
 
-_DATASTORE = re.compile(
-    r"^azureml://(?:subscriptions/[^/]+/resource[gG]roups/[^/]+/(?:providers/Microsoft\.MachineLearningServices/)?"
-    r"workspaces/[^/]+/)?datastores/(?P<ds>[^/]+)/paths/?(?P<path>.*)$"
-)
 _JOB_OUTPUT = re.compile(r"^azureml://jobs/(?P<job>[^/]+)/outputs/(?P<out>[^/]+)/?(?:paths/(?P<sub>.*))?$")
 _ASSET = re.compile(r"^azureml:(?!//)(?P<name>[^:@/]+)(?::(?P<version>[^:@/]+)|@(?P<label>[^:@/]+))?$")
 HTTP_SCHEMES = ("http://", "https://")
@@ -41,6 +40,19 @@ class Location:
     path: Path | None = None
     url: str | None = None
     origin: str = ""  # what the user wrote, for messages
+    mirror: Mirror | None = None  # the url_mirrors entry that gave `path` for a URL
+
+    def source(self) -> str:
+        """Where the data comes from, in a few words (`distrun plan` shows it per input)."""
+        if self.mirror is not None:
+            mirror = self.mirror
+            return f"local copy by url_mirrors at {mirror.where}: {mirror.prefix} -> {mirror.target}"
+        if self.url is not None:
+            how = "downloaded" if self.url.startswith(HTTP_SCHEMES) else "fetched through fsspec"
+            return f"{how} into the cache when the job starts"
+        if self.origin.startswith("azureml:"):
+            return "resolved from " + self.origin
+        return "local path"
 
 
 def input_location(text: str, base_dir: Path, home: Path, depth: int = 0) -> Location:
@@ -56,9 +68,13 @@ def input_location(text: str, base_dir: Path, home: Path, depth: int = 0) -> Loc
     match = _ASSET.match(text)
     if match:
         return _asset_location(match, home, depth)
+    scheme = text.split("://", 1)[0].lower() if "://" in text else None
+    if scheme in MIRRORED_SCHEMES:
+        copy = mirrored(text, home)  # a local copy named in config.yaml: no download
+        if copy is not None:
+            return Location(copy.path, origin=text, mirror=copy.mirror)
     if text.startswith(HTTP_SCHEMES):
         return Location(url=text, origin=text)
-    scheme = text.split("://", 1)[0].lower() if "://" in text else None
     if scheme in FSSPEC_PLUGINS:
         remote_fs_problem(scheme)
         return Location(url=text, origin=text)
@@ -76,7 +92,7 @@ def _asset_location(match: re.Match[str], home: Path, depth: int) -> Location:
     if depth >= MAX_ASSET_DEPTH:
         raise DistrunError(f"data asset {asset.name}:{asset.version} refers to assets {depth} levels deep")
     found = input_location(asset.path, Path("/"), home, depth + 1)
-    return Location(found.path, found.url, origin=match.group(0))
+    return Location(found.path, found.url, origin=match.group(0), mirror=found.mirror)
 
 
 def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -> Path:

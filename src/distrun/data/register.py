@@ -26,5 +26,7 @@ def register_path(
             raise DistrunError(f"{location.path} does not exist", "check the path")
         if kind in ("uri_folder", "uri_file") and kind != found:
             raise DistrunError(f"type {kind} but {location.path} is a {found.split('_')[1]}", f"use type {found}")
-    stored = str(location.path.resolve()) if location.path is not None and not path.startswith("azureml") else path
+    # A URL with a local copy (url_mirrors) stays a URL: the mirror is looked up again when a job uses it.
+    local = location.path is not None and location.mirror is None and not path.startswith("azureml")
+    stored = str(location.path.resolve()) if local and location.path is not None else path
     return create_asset(home, DataAsset(name, version, kind, stored, description))

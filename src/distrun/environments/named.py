@@ -106,6 +106,23 @@ def environment_body(
     return body
 
 
+def latest_version(config_path: Path, name: str) -> str | None:
+    """The highest numbered version of `name` in config.yaml (`NAME:3`), or None."""
+    numbers = [
+        int(version)
+        for key in read_named(config_path)
+        for found, version in [reference_name(key)]
+        if found == name and version is not None and version.isdigit()
+    ]
+    return str(max(numbers)) if numbers else None
+
+
+def next_version(config_path: Path, name: str) -> str:
+    """The version a registration without one gets: one more than the highest, "1" for the first."""
+    latest = latest_version(config_path, name)
+    return "1" if latest is None else str(int(latest) + 1)
+
+
 def register_environment(config_path: Path, name: str, version: str | None, body: dict[str, Any]) -> None:
     """`NAME` (what @latest finds) and, with a version, `NAME:VERSION` too."""
     add_named(config_path, name, body)

@@ -37,6 +37,9 @@ class Bindings:
     inputs: dict[str, str] = field(default_factory=dict)  # literal text or absolute path
     outputs: dict[str, str] = field(default_factory=dict)  # absolute folder or file path
     input_paths: dict[str, str] = field(default_factory=dict)  # data inputs only
+    # Each data input's path as the job wrote it and where its data comes from (a local copy by
+    # url_mirrors, a download, a datastore...), for `distrun plan`: {"path": ..., "source": ...}.
+    input_sources: dict[str, dict[str, str]] = field(default_factory=dict)
     # Variables every process gets from distrun's services: the job's built Python environment
     # (PATH, VIRTUAL_ENV) and its MLflow run (MLFLOW_RUN_ID, ...).
     environment: dict[str, str] = field(default_factory=dict)

@@ -146,3 +146,17 @@ def add_target(config_path: Path, name: str, kind: str, settings: dict[str, Any]
         raise DistrunError(f"compute name {name!r} is not allowed", "use letters, digits, - and _ (not 'local')")
     write_entry(config_path, "compute", name, {"type": kind, **settings})
     return ComputeTarget(name, kind, settings)
+
+
+def name_local_target(config_path: Path, name: str) -> tuple[ComputeTarget, bool]:
+    """The target `name`, added to config.yaml as a local target when it is not there (the SDK's
+    `AmlCompute(name=...)`: a cluster's name that jobs then use). True when it was added."""
+    if target_name(name) == LOCAL:
+        return ComputeTarget(LOCAL, LOCAL), False
+    existing = read_targets(config_path).get(name)
+    if existing is not None:
+        return existing, False
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise DistrunError(f"compute name {name!r} is not allowed", "use letters, digits, - and _")
+    write_entry(config_path, "compute", name, {"type": LOCAL})
+    return ComputeTarget(name, LOCAL), True

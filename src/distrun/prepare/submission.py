@@ -198,9 +198,11 @@ def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize
     """What each input and output reference becomes; `materialize` copies and creates them."""
     inputs: dict[str, str] = {}
     input_paths: dict[str, str] = {}
+    input_sources: dict[str, dict[str, str]] = {}
     for name, value in spec.inputs.items():
         if isinstance(value, models.DataInput):
-            source = _input_source(loaded, value, folder, materialize)
+            source, how = _input_source(loaded, value, folder, materialize)
+            input_sources[name] = {"path": value.path, "source": how}
             if value.mode in COPY_MODES:
                 target = folder.inside(folder.inputs / name)
                 if source.is_file():
@@ -229,17 +231,19 @@ def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize
         inputs=inputs,
         outputs=outputs,
         input_paths=input_paths,
+        input_sources=input_sources,
         environment=_rank_environment(loaded, spec, folder, materialize),
     )
 
 
-def _input_source(loaded: LoadedJob, value: models.DataInput, folder: JobFolder, materialize: bool) -> Path:
-    """A data input's local path: datastores, assets and job outputs resolved, URLs fetched."""
+def _input_source(loaded: LoadedJob, value: models.DataInput, folder: JobFolder, materialize: bool) -> tuple[Path, str]:
+    """A data input's local path (datastores, assets, job outputs and URL mirrors resolved, URLs
+    fetched) and, in a few words, where its data comes from."""
     from distrun.data.locations import fetch_input, input_location
 
     home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>
     location = input_location(value.path, loaded.base_dir, home)
-    return fetch_input(location, home, value.type != "uri_folder", materialize).resolve()
+    return fetch_input(location, home, value.type != "uri_folder", materialize).resolve(), location.source()
 
 
 def _output_elsewhere(out: models.OutputSpec | None, name: str, folder: JobFolder, materialize: bool) -> str | None:

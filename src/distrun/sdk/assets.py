@@ -96,8 +96,13 @@ class EnvironmentOperations:
         self._client = client
 
     def create_or_update(self, environment: Environment, **kwargs: Any) -> Environment:
+        """Register `NAME:VERSION` (and `NAME`, what @latest finds). Without a version, the next
+        number ("1", then "2", ...) for every call, changed or not, and set on `environment` too:
+        azure-ai-ml does both. Returns the registered environment, with its version."""
+        import copy
+
         from distrun.core.errors import DistrunError
-        from distrun.environments.named import environment_body, register_environment
+        from distrun.environments.named import environment_body, next_version, register_environment
 
         note_ignored("environments.create_or_update", kwargs)
         if not environment.name:
@@ -109,8 +114,13 @@ class EnvironmentOperations:
             description=environment.description,
         )
         config = self._client.layout.config_path
-        register_environment(config, environment.name, environment.version, body)
-        return environment
+        version = str(environment.version) if environment.version else next_version(config, environment.name)
+        register_environment(config, environment.name, version, body)
+        environment.version = version
+        registered = copy.copy(environment)
+        if "conda_file" in body and not isinstance(body["conda_file"], dict):
+            registered.conda_file = body["conda_file"]  # as registered: absolute
+        return registered
 
     def get(self, name: str, version: str | None = None, label: str | None = None) -> Environment:
         from distrun.core.errors import DistrunError
@@ -124,6 +134,10 @@ class EnvironmentOperations:
                 f"no environment named {name!r}", "register it with ml_client.environments.create_or_update"
             )
         body = found.body
+        if version is None:
+            from distrun.environments.named import latest_version
+
+            version = latest_version(self._client.layout.config_path, name)
         return Environment(name=name, version=version, conda_file=body.get("conda_file"), image=body.get("image"))
 
     def list(self, name: str | None = None, **kwargs: Any) -> list[Environment]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from distrun.runner.jobs import get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.command_job import Command, job_from_data, status_of
 from distrun.sdk.notices import note_ignored
+from distrun.sdk.poller import Poller
 from distrun.store.index import JobRecord
 from distrun.store.layout import Layout
 
@@ -43,7 +43,7 @@ class MLClient:
         self.resource_group_name = resource_group_name
         self.workspace_name = workspace_name
         self.registry_name = registry_name
-        self.compute = compute
+        self.default_compute = compute  # `compute`'s target name; `.compute` is Azure ML's ComputeOperations
         self._home = Path(home) if home is not None else None
         given = {
             "credential": credential,
@@ -60,6 +60,11 @@ class MLClient:
 
         self.data = DataOperations(self)
         self.environments = EnvironmentOperations(self)
+        from distrun.sdk.compute import ComputeOperations
+        from distrun.sdk.workspaces import WorkspaceOperations
+
+        self.compute = ComputeOperations(self)
+        self.workspaces = WorkspaceOperations(self)
 
     @classmethod
     def from_config(
@@ -83,17 +88,22 @@ class MLClient:
             return self.data.create_or_update(entity, **kwargs)
         if isinstance(entity, Environment):
             return self.environments.create_or_update(entity, **kwargs)
-        raise DistrunError(
-            f"distrun's MLClient creates jobs, not {type(entity).__name__} objects",
-            "compute targets live in $DISTRUN_HOME/config.yaml (`distrun compute create`); data assets and "
-            "environments are created with ml_client.data / ml_client.environments",
+        from distrun.sdk.compute import Compute
+
+        if isinstance(entity, Compute):
+            return self.compute.create_or_update(entity)
+        from distrun.core.errors import NotSupportedYetError
+
+        raise NotSupportedYetError(
+            f"distrun's MLClient does not create {type(entity).__name__} objects yet",
+            "it creates jobs, data assets, environments and compute (AmlCompute: a local target)",
         )
 
     def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Poller:
         return Poller.finished(self.create_or_update(entity, **kwargs))
 
     def __repr__(self) -> str:
-        return f"MLClient(compute={self.compute!r}, home={str(self.layout.home)!r})"
+        return f"MLClient(compute={self.default_compute!r}, home={str(self.layout.home)!r})"
 
 
 @dataclass
@@ -103,51 +113,6 @@ class ValidationResult:
     passed: bool
     error_messages: dict[str, str] = field(default_factory=dict)
     error: ValidationError | None = None
-
-
-class Poller:
-    """azure-core's LROPoller, as far as notebooks use it: result(), wait(), done(), status()."""
-
-    def __init__(self, thread: threading.Thread | None, outcome: dict[str, Any]) -> None:
-        self._thread = thread
-        self._outcome = outcome
-
-    @classmethod
-    def finished(cls, value: Any) -> Poller:
-        return cls(None, {"value": value})
-
-    @classmethod
-    def start(cls, work: Any) -> Poller:
-        outcome: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                outcome["value"] = work()
-            except BaseException as exc:  # handed to whoever calls result()
-                outcome["error"] = exc
-
-        # Not a daemon: the interpreter waits for the operation before it exits.
-        thread = threading.Thread(target=run, name="distrun-operation")
-        thread.start()
-        return cls(thread, outcome)
-
-    def wait(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def result(self, timeout: float | None = None) -> Any:
-        self.wait(timeout)
-        if "error" in self._outcome:
-            raise self._outcome["error"]
-        return self._outcome.get("value")
-
-    def done(self) -> bool:
-        return self._thread is None or not self._thread.is_alive()
-
-    def status(self) -> str:
-        if not self.done():
-            return "InProgress"
-        return "Failed" if "error" in self._outcome else "Succeeded"
 
 
 class JobOperations:
@@ -187,7 +152,7 @@ class JobOperations:
         if self._client._ignored:
             ignored = source.data.setdefault("properties", {}).setdefault(operations.IGNORED_PROPERTY, {})
             ignored.update({f"MLClient.{k}": _recordable_client_arg(k, v) for k, v in self._client._ignored.items()})
-        record = operations.submit(source, self._layout, compute or self._client.compute)
+        record = operations.submit(source, self._layout, compute or self._client.default_compute)
         return self._job_of(record)
 
     def validate(self, job: Command, *, raise_on_failure: bool = False, **kwargs: Any) -> ValidationResult:

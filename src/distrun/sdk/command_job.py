@@ -138,6 +138,20 @@ class Command(Recorded):
     def set_queue_settings(self, **kwargs: Any) -> None:
         self.queue_settings = {k: v for k, v in kwargs.items() if v is not None}
 
+    def __call__(self, **inputs: Any) -> Command:
+        """A copy with these inputs set, as azure-ai-ml's `job(lr=0.1)` (a sweep's search space included)."""
+        import copy
+
+        job = copy.copy(self)
+        job.inputs = AttrDict({**self.inputs, **inputs})
+        return job
+
+    def sweep(self, *args: Any, **kwargs: Any) -> Any:
+        """Sweep jobs: not supported yet."""
+        from distrun.sweep import not_supported_yet
+
+        raise not_supported_yet("job.sweep(...)")
+
     # ------------------------------------------------------------ to the job model
 
     def _ignored_by_part(self) -> dict[str, Any]:

@@ -227,13 +227,17 @@ COPIED_MODES = ("download", "eval_download")
 _FETCHED = Path("/dev/null/fetched")  # stands for "remote: fetched when the job starts"
 
 
-def _data_path(text: str, base_dir: Path) -> Path | None:
-    """The local path of a data input (datastores, assets and job outputs resolved)."""
+def _data_path(text: str, base_dir: Path) -> tuple[Path | None, str | None]:
+    """The local path of a data input (datastores, assets, job outputs and URL mirrors resolved),
+    and the url_mirrors entry that gave it, said where the path is missing."""
     from distrun.data.locations import input_location
     from distrun.store.layout import distrun_home
 
     location = input_location(text, base_dir, distrun_home())
-    return _FETCHED if location.url is not None else location.path
+    if location.url is not None:
+        return _FETCHED, None
+    mirror = location.mirror
+    return location.path, None if mirror is None else f"url_mirrors entry {mirror.prefix} ({mirror.where})"
 
 
 def _kind_of(path: Path) -> str:
@@ -294,7 +298,7 @@ def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -
         key = f"inputs.{name}.path"
         where = position("inputs", name, "path")
         try:
-            path = _data_path(value.path, base_dir)
+            path, mirror = _data_path(value.path, base_dir)
         except DistrunError as exc:  # an unknown asset, datastore path, job output or fsspec plugin
             problems.append(Problem(f"input {name}: {exc.message}", key, where, exc.hint))
             continue
@@ -321,6 +325,15 @@ def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -
                     key,
                     where,
                     "point `path` at a file or folder of data, or read it in place with mode: ro_mount",
+                )
+            )
+        elif kind in ("missing", "unreadable") and mirror is not None:
+            problems.append(
+                Problem(
+                    f"input {name}: {path} {absent} (the local copy of {value.path} by the {mirror})",
+                    key,
+                    where,
+                    "put the copy there, or remove the entry from $DISTRUN_HOME/config.yaml to download the URL",
                 )
             )
         elif kind in ("missing", "unreadable") and value.path.startswith("azureml:"):

@@ -26,7 +26,7 @@ def read_section(config_path: Path, key: str, example: str) -> tuple[dict[Any, A
     return section, smap
 
 
-def write_entry(config_path: Path, key: str, name: str, body: dict[str, Any]) -> None:
+def write_entry(config_path: Path, key: str, name: str, body: dict[str, Any] | str) -> None:
     """Add or replace `name` in section `key`, keeping the rest of the file (comments too), and
     replace the file whole: a reader sees the old file or the new one, never half of one."""
     from ruamel.yaml import YAML
