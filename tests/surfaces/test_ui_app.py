@@ -16,7 +16,7 @@ from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from distrun.ui.app import UiSettings, create_app
 from distrun.ui.charts import line_chart
-from distrun.ui.guard import host_allowed
+from distrun.ui.guard import form_token, host_allowed
 from distrun.ui.log_events import decode_cursor, encode_cursor
 from support.cli import cli_env
 from support.jobs import python_ranks
@@ -66,6 +66,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def client(home: Path) -> Iterator[TestClient]:
     app = create_app(UiSettings(layout=Layout(home), token=TOKEN, allowed_hosts=("ui.example",)))
     with TestClient(app, base_url="http://127.0.0.1:8000") as test_client:
+        # As a browser does with the URL `distrun ui` prints: the token becomes a cookie.
+        assert test_client.get("/", params={"token": TOKEN}).status_code == 200
         yield test_client
 
 
@@ -139,7 +141,9 @@ def test_cancel_needs_the_token(client: TestClient) -> None:
     refused = client.post("/jobs/good_job/cancel", data={"token": "wrong"})
     assert refused.status_code == 403
     assert client.post("/jobs/good_job/cancel").status_code == 403
-    done = client.post("/jobs/good_job/cancel", data={"token": TOKEN}, follow_redirects=False)
+    # The access token is not the form token: the page carries only the latter.
+    assert client.post("/jobs/good_job/cancel", data={"token": TOKEN}).status_code == 403
+    done = client.post("/jobs/good_job/cancel", data={"token": form_token(TOKEN)}, follow_redirects=False)
     assert done.status_code == 303  # an ended job stays as it was
     assert "Completed" in client.get("/jobs/good_job/fragments/summary").text
 
