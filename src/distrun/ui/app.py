@@ -136,6 +136,37 @@ def create_app(settings: UiSettings) -> ASGIApp:
         shown = metrics_view.bounded(history)
         return page(request, "job_metrics.html", {"job": record, "metrics": shown, "tracked": tracked})
 
+    async def labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
+        plan, _ = await offload(job_view.read_plan, folder)
+        return labels_from_plan(plan)
+
+    async def log_events_of(record: JobRecord, folder: JobFolder, only: str | None, offsets: dict[str, int]) -> Any:
+        """The events of the live log, from `offsets` until the job has ended and all is sent."""
+        quiet_since = time.monotonic()
+        fetched = 0.0
+        names = await labels(folder) if only is None else {}
+        while True:
+            current = await offload(source.get, record.name)
+            ended = current.terminal
+            if time.monotonic() - fetched > LOG_FETCH_SECONDS or ended:
+                fetched = time.monotonic()
+                if only is None and not names:
+                    names = await labels(folder)  # the plan is written once the job starts
+                await offload(source.fetch_logs, current, seconds=FETCH_SECONDS)
+            batch = await offload(log_events.read_batch, folder, offsets, only, ended, names)
+            if batch.lines:
+                offsets = batch.offsets
+                yield log_events.sse_event(batch)
+                quiet_since = time.monotonic()
+                continue
+            if ended:
+                yield f"id: {log_events.encode_cursor(offsets)}\nevent: end\ndata: {current.status}\n\n"
+                return
+            if time.monotonic() - quiet_since > HEARTBEAT_SECONDS:
+                yield ": still here\n\n"  # keeps proxies and the browser from timing out
+                quiet_since = time.monotonic()
+            await asyncio.sleep(settings.log_poll)
+
     async def log_stream(request: Request) -> Response:
         record = await offload(record_or_404, request.path_params["name"])
         folder = source.folder(record)
@@ -145,41 +176,13 @@ def create_app(settings: UiSettings) -> ASGIApp:
         cursor = request.headers.get("last-event-id") or request.query_params.get("cursor")
         offsets = log_events.decode_cursor(cursor)
 
-        async def labels() -> dict[str, tuple[str, int]]:
-            plan, _ = await offload(job_view.read_plan, folder)
-            return labels_from_plan(plan)
-
         async def events() -> Any:
-            nonlocal offsets
-            quiet_since = time.monotonic()
-            fetched = 0.0
-            names = await labels() if only is None else {}
             yield "retry: 1000\n\n"
-            while True:
-                try:
-                    current = await offload(source.get, record.name)
-                    ended = current.terminal
-                    if time.monotonic() - fetched > LOG_FETCH_SECONDS or ended:
-                        fetched = time.monotonic()
-                        if only is None and not names:
-                            names = await labels()  # the plan is written once the job starts
-                        await offload(source.fetch_logs, current, seconds=FETCH_SECONDS)
-                    batch = await offload(log_events.read_batch, folder, offsets, only, ended, names)
-                except (SlowRead, Overloaded, DistrunError) as exc:
-                    yield f"event: problem\ndata: {_one_line(exc)}\n\n"  # the browser reconnects and resumes
-                    return
-                if batch.lines:
-                    offsets = batch.offsets
-                    yield log_events.sse_event(batch)
-                    quiet_since = time.monotonic()
-                    continue
-                if ended:
-                    yield f"id: {log_events.encode_cursor(offsets)}\nevent: end\ndata: {current.status}\n\n"
-                    return
-                if time.monotonic() - quiet_since > HEARTBEAT_SECONDS:
-                    yield ": still here\n\n"  # keeps proxies and the browser from timing out
-                    quiet_since = time.monotonic()
-                await asyncio.sleep(settings.log_poll)
+            try:
+                async for event in log_events_of(record, folder, only, offsets):
+                    yield event
+            except (SlowRead, Overloaded, DistrunError) as exc:
+                yield f"event: problem\ndata: {_one_line(exc)}\n\n"  # the browser reconnects and resumes
 
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

@@ -3,10 +3,11 @@
 Nothing blocking runs on the event loop: one read that never ends there would stop every
 route. The reads of a job's folder are made not to block (distrun.ui.job_files), and this is
 the backstop for whatever still could (a stalled network file system, a locked index): each
-call gets at most `seconds`, then the request is answered with a clear error and the thread
-is left to finish on its own. Its own threads are bounded too, apart from Starlette's pool
-(static files and downloads keep theirs): with `threads` calls still running, new ones are
-refused at once instead of queueing behind them.
+call gets at most `seconds`, waiting for a thread included, then the request is answered with
+a clear error and the thread is left to finish on its own, its place freed for other calls.
+Those threads are counted: with `stuck_limit` of them still running, new calls are refused at
+once, so a job cannot make the server start threads without end. Starlette's own pool (static
+files, downloads, cancel) is apart from these threads.
 """
 
 from __future__ import annotations
@@ -26,31 +27,30 @@ class SlowRead(Exception):
 
 
 class Overloaded(Exception):
-    """Every thread is still busy with calls that took too long."""
+    """Too many calls given up on are still running: new ones are refused until some end."""
 
 
 class _Call:
-    __slots__ = ("given_up", "started")
+    __slots__ = ("finished", "given_up", "started")
 
     def __init__(self) -> None:
         self.started = False
+        self.finished = False
         self.given_up = False
 
 
 class Offload:
-    def __init__(self, seconds: float, threads: int = 16) -> None:
+    def __init__(self, seconds: float, threads: int = 16, stuck_limit: int = 64) -> None:
         self.seconds = seconds
-        self.threads = threads
-        self.busy = 0  # calls dispatched and not returned, those given up on included
+        self.stuck = 0  # calls given up on whose threads still run
+        self.stuck_limit = stuck_limit
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(threads)
 
     async def __call__(self, func: Callable[..., T], *args: object, seconds: float | None = None) -> T:
+        if self.stuck >= self.stuck_limit:
+            raise Overloaded(f"{self.stuck} reads of job files are still running long after their time limit")
         call = _Call()
-        with self._lock:
-            if self.busy >= self.threads:
-                raise Overloaded(f"{self.busy} reads of job files are still running after {self.seconds:g} s")
-            self.busy += 1
 
         def run() -> T | None:
             with self._lock:
@@ -61,7 +61,9 @@ class Offload:
                 return func(*args)
             finally:
                 with self._lock:
-                    self.busy -= 1
+                    call.finished = True
+                    if call.given_up:
+                        self.stuck -= 1
 
         limit = self.seconds if seconds is None else seconds
         try:
@@ -71,6 +73,7 @@ class Offload:
             raise SlowRead(f"reading the job's files took longer than {limit:g} s") from None
         finally:
             with self._lock:
-                if not call.started and not call.given_up:
+                if not call.finished:  # timed out, or the client went away: the thread runs on alone
                     call.given_up = True
-                    self.busy -= 1
+                    if call.started:
+                        self.stuck += 1
