@@ -134,6 +134,7 @@ def test_a_folder_swapped_for_a_link_is_never_read_through(
         answer = ui.get(route)
         assert answer.status < 500, (route, answer.status, answer.text[:300])
         assert SECRET not in answer.text, route
+    assert "planted.txt" not in ui.get(f"/jobs/{name}").text  # not even listed
     assert "symbolic link" in ui.get(f"/jobs/{name}/logs/std_log_process_00.txt").text or swapped == "code"
 
 
@@ -142,9 +143,9 @@ def test_requests_to_a_hostile_job_do_not_stop_the_other_routes(ui: UiServer, ho
     for name in ("tracking.json", "plan.json", "job.yml", "user_logs/std_log_process_00.txt"):
         (folder / name).unlink(missing_ok=True)
         os.mkfifo(folder / name)
-    # Mostly the metrics part (it reads tracking.json): more requests than the server has threads.
-    routes = [*["/jobs/crowd_job/fragments/metrics"] * 5, *every_route("crowd_job")]
-    crowd = [threading.Thread(target=_ignoring_errors, args=(ui, routes[i % len(routes)])) for i in range(70)]
+    # More requests than the server has threads, most to the metrics part (it reads tracking.json).
+    routes = ["/jobs/crowd_job/fragments/metrics"] * 60 + every_route("crowd_job")
+    crowd = [threading.Thread(target=_ignoring_errors, args=(ui, route)) for route in routes]
     for thread in crowd:
         thread.start()
     try:

@@ -213,3 +213,34 @@ def test_non_loopback_address_needs_expose(tmp_path: Path) -> None:
         server.serve(Layout(tmp_path), "0.0.0.0", 0, expose=False, allow_hosts=())
     text = caught.value.render()
     assert "--expose" in text and "environment variables" in text and "cancel jobs" in text
+
+
+def test_a_read_that_never_ends_is_given_up_and_counted_until_it_does() -> None:
+    import threading
+
+    import anyio
+
+    from distrun.ui.offload import Offload, Overloaded, SlowRead
+
+    offload = Offload(seconds=0.2, stuck_limit=2)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def stuck() -> None:
+        release.wait(60)  # a read the kernel never finishes, until the test lets it
+
+    async def scenario() -> None:
+        for _ in range(2):
+            with pytest.raises(SlowRead):
+                await offload(stuck)
+        assert offload.stuck == 2
+        with pytest.raises(Overloaded):  # refused at once: no third thread for the same fate
+            await offload(ran.append, "refused")
+        release.set()
+        with anyio.fail_after(30):
+            while offload.stuck:
+                await anyio.sleep(0.01)
+        assert await offload(lambda: 42) == 42  # once they end, calls run again
+
+    anyio.run(scenario)
+    assert ran == []
