@@ -16,7 +16,7 @@ from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 from distrun.ui.app import UiSettings, create_app
 from distrun.ui.charts import line_chart
-from distrun.ui.guard import host_allowed
+from distrun.ui.guard import form_token, host_allowed
 from distrun.ui.log_events import decode_cursor, encode_cursor
 from support.cli import cli_env
 from support.jobs import python_ranks
@@ -66,6 +66,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def client(home: Path) -> Iterator[TestClient]:
     app = create_app(UiSettings(layout=Layout(home), token=TOKEN, allowed_hosts=("ui.example",)))
     with TestClient(app, base_url="http://127.0.0.1:8000") as test_client:
+        # As a browser does with the URL `distrun ui` prints: the token becomes a cookie.
+        assert test_client.get("/", params={"token": TOKEN}).status_code == 200
         yield test_client
 
 
@@ -139,7 +141,9 @@ def test_cancel_needs_the_token(client: TestClient) -> None:
     refused = client.post("/jobs/good_job/cancel", data={"token": "wrong"})
     assert refused.status_code == 403
     assert client.post("/jobs/good_job/cancel").status_code == 403
-    done = client.post("/jobs/good_job/cancel", data={"token": TOKEN}, follow_redirects=False)
+    # The access token is not the form token: the page carries only the latter.
+    assert client.post("/jobs/good_job/cancel", data={"token": TOKEN}).status_code == 403
+    done = client.post("/jobs/good_job/cancel", data={"token": form_token(TOKEN)}, follow_redirects=False)
     assert done.status_code == 303  # an ended job stays as it was
     assert "Completed" in client.get("/jobs/good_job/fragments/summary").text
 
@@ -209,3 +213,34 @@ def test_non_loopback_address_needs_expose(tmp_path: Path) -> None:
         server.serve(Layout(tmp_path), "0.0.0.0", 0, expose=False, allow_hosts=())
     text = caught.value.render()
     assert "--expose" in text and "environment variables" in text and "cancel jobs" in text
+
+
+def test_a_read_that_never_ends_is_given_up_and_counted_until_it_does() -> None:
+    import threading
+
+    import anyio
+
+    from distrun.ui.offload import Offload, Overloaded, SlowRead
+
+    offload = Offload(seconds=0.2, stuck_limit=2)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def stuck() -> None:
+        release.wait(60)  # a read the kernel never finishes, until the test lets it
+
+    async def scenario() -> None:
+        for _ in range(2):
+            with pytest.raises(SlowRead):
+                await offload(stuck)
+        assert offload.stuck == 2
+        with pytest.raises(Overloaded):  # refused at once: no third thread for the same fate
+            await offload(ran.append, "refused")
+        release.set()
+        with anyio.fail_after(30):
+            while offload.stuck:
+                await anyio.sleep(0.01)
+        assert await offload(lambda: 42) == 42  # once they end, calls run again
+
+    anyio.run(scenario)
+    assert ran == []

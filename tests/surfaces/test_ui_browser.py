@@ -91,7 +91,8 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Jobs:
 
 
 @pytest.fixture(scope="module")
-def ui_url(jobs: Jobs) -> Iterator[str]:
+def printed_url(jobs: Jobs) -> Iterator[str]:
+    """The URL `distrun ui` prints, its token included."""
     server = subprocess.Popen(
         [sys.executable, "-m", "distrun", "ui", "--port", "0"],
         stdout=subprocess.PIPE,
@@ -101,15 +102,20 @@ def ui_url(jobs: Jobs) -> Iterator[str]:
     )
     try:
         line = server.stdout.readline() if server.stdout else ""
-        assert line.startswith("distrun ui: http://127.0.0.1:"), line
-        yield line.split(": ", 1)[1].strip().rstrip("/")
+        assert line.startswith("distrun ui: http://127.0.0.1:") and "/?token=" in line, line
+        yield line.split(": ", 1)[1].strip()
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
+def ui_url(printed_url: str) -> str:
+    return printed_url.split("/?token=", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def browser(printed_url: str) -> Iterator[WebDriver]:
     os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must not try to download a driver
     binary, driver_path = chromium_paths()
     options = webdriver.ChromeOptions()
@@ -124,6 +130,7 @@ def browser() -> Iterator[WebDriver]:
         options.add_argument(arg)
     driver = webdriver.Chrome(options=options, service=Service(driver_path))
     try:
+        driver.get(printed_url)  # as the user does: the token becomes the page's cookie
         yield driver
     finally:
         driver.quit()

@@ -102,3 +102,70 @@ def tail_of(fd: int, size: int) -> bytes:
         chunks.append(chunk)
         start += len(chunk)
     return b"".join(chunks)
+
+
+def open_beneath(root: Path | str, relative: str, directory: bool = False) -> int:
+    """A descriptor of `relative` inside the folder `root`, with no link followed on any component.
+
+    The path is walked one component at a time from `root` (itself opened without following a
+    link), each folder opened relative to the one before, so a folder that a job swapped for a
+    link anywhere on the way is refused, not only a link at the end. The last component must be
+    a regular file (or, with `directory`, a folder). Missing: FileNotFoundError; anything
+    else on the way that is not what it should be: UnsafeFileError.
+    """
+    parts = [part for part in str(relative).split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise UnsafeFileError(f"{relative}: '..' is not allowed in a path inside {root}")
+    if not parts and not directory:
+        raise UnsafeFileError(f"{root}: a folder, not a regular file")
+    folder_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = _open_step(str(root), folder_flags, None, str(root))
+    try:
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            where = f"{root}/{'/'.join(parts[: index + 1])}"
+            if last and not directory:
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+            else:
+                flags = folder_flags
+            next_fd = _open_step(part, flags, fd, where)
+            os.close(fd)
+            fd = next_fd
+        if not directory:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafeFileError(f"{root}/{'/'.join(parts)} is {kind_of(info.st_mode)}, not a regular file")
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_beneath(root: Path | str, relative: str, limit: int = MAX_METADATA_BYTES) -> bytes:
+    """The whole of a regular file inside `root` of at most `limit` bytes (see open_beneath)."""
+    fd = open_beneath(root, relative)
+    try:
+        return read_fd(fd, limit, f"{root}/{relative}")
+    finally:
+        os.close(fd)
+
+
+def _open_step(name: str, flags: int, dir_fd: int | None, where: str) -> int:
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFileError(f"{where} is a symbolic link: distrun does not follow it") from None
+        if exc.errno == errno.ENOTDIR:
+            raise UnsafeFileError(f"{where} is {_kind_at(name, dir_fd)}, not a folder") from None
+        if exc.errno == errno.ENXIO:
+            raise UnsafeFileError(f"{where} is not a regular file (a socket or device)") from None
+        raise
+
+
+def _kind_at(name: str, dir_fd: int | None) -> str:
+    try:
+        return kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return "not a folder"

@@ -7,6 +7,7 @@ without a shared filesystem (Kubernetes) splits its pods' logs back into those f
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from distrun.core.safe_files import read_text
 from distrun.plan.common import process_log_name
@@ -15,9 +16,17 @@ from distrun.store.layout import JobFolder
 
 def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
     """log file name -> (stream label, node rank), from the job's plan."""
-    labels = {}
     try:
         plan = json.loads(read_text(folder.plan_json))
+    except (OSError, ValueError):
+        return {}  # no plan, or one the job's processes overwrote (they can write its folder)
+    return labels_from_plan(plan)
+
+
+def labels_from_plan(plan: Any) -> dict[str, tuple[str, int]]:
+    """The same from a plan already read (as far as it makes sense: the job can rewrite its plan)."""
+    labels = {}
+    try:
         nodes = plan.get("nodes", [])
         for node in nodes:
             for proc in node.get("processes", []):
@@ -29,6 +38,6 @@ def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
                     per_node = max(1, world // max(1, len(nodes)))
                     for rank in range(world):
                         labels[process_log_name(rank)] = (f"{rank // per_node}/{rank}", rank // per_node)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        pass  # no plan, or one the job's processes overwrote (they can write its folder)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        pass  # a plan the job's processes overwrote: the labels found so far
     return labels

@@ -21,20 +21,27 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from distrun.core.errors import DistrunError, JobNotFoundError
 from distrun.core.job_status import JobStatus
-from distrun.metrics.history import History, last_values, metric_history
-from distrun.metrics.tracking import read_tracked_run
+from distrun.core.safe_files import UnsafeFileError
+from distrun.metrics.history import History, metric_history
 from distrun.store.index import JobRecord
-from distrun.store.layout import Layout
-from distrun.ui import job_view, log_events, outputs_tree
-from distrun.ui.charts import line_chart, number
-from distrun.ui.guard import host_allowed, new_token, token_matches
+from distrun.store.layout import JobFolder, Layout
+from distrun.store.log_labels import labels_from_plan
+from distrun.ui import job_files, job_view, log_events, metrics_view, outputs_tree
+from distrun.ui.access import SecurityHeaders, TokenCheck
+from distrun.ui.charts import number
+from distrun.ui.guard import form_token, host_allowed, new_token, token_matches
 from distrun.ui.jobs_source import JobsSource
+from distrun.ui.offload import Offload, Overloaded, SlowRead
 
 HERE = Path(__file__).parent
 STATUSES = tuple(status.value for status in JobStatus)
 LOG_POLL_SECONDS = 0.25
 HEARTBEAT_SECONDS = 15.0
 LOG_FETCH_SECONDS = 2.0  # how often an engine without a shared folder is asked for new log lines
+READ_SECONDS = 10.0  # the most one read of the index or of a job's files may take before the request gives up
+FETCH_SECONDS = 60.0  # the same for bringing an engine job's logs over
+RAW_LOG_BYTES = 8 << 20  # the raw log shows at most its last this many bytes
+MAX_RANK_ROWS = 1024  # process rows on a job page (a plan the job rewrote can name many more)
 
 
 @dataclass
@@ -43,6 +50,7 @@ class UiSettings:
     token: str = field(default_factory=new_token)
     allowed_hosts: tuple[str, ...] = ()
     log_poll: float = LOG_POLL_SECONDS
+    read_seconds: float = READ_SECONDS
 
 
 class HostCheck:
@@ -64,6 +72,8 @@ class HostCheck:
 
 def create_app(settings: UiSettings) -> ASGIApp:
     source = JobsSource(settings.layout)
+    offload = Offload(settings.read_seconds)
+    cancel_token = form_token(settings.token)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(clock=job_view.clock, number=number, quote=quote, statuses=STATUSES)
 
@@ -72,11 +82,12 @@ def create_app(settings: UiSettings) -> ASGIApp:
 
     shapes: dict[str, str] = {}
 
-    def shape_of(record: JobRecord) -> str:
+    def shapes_of(records: list[JobRecord]) -> dict[str, str]:
         # "nodes x processes" from the resolved job, read once per job (it never changes).
-        if record.name not in shapes:
-            shapes[record.name] = job_view.job_shape(source.folder(record))
-        return shapes[record.name]
+        for record in records:
+            if record.name not in shapes:
+                shapes[record.name] = job_view.job_shape(source.folder(record))
+        return {record.name: shapes[record.name] for record in records}
 
     def record_or_404(name: str) -> JobRecord:
         try:
@@ -89,45 +100,75 @@ def create_app(settings: UiSettings) -> ASGIApp:
 
     async def jobs_rows(request: Request) -> Response:
         filters = _filters(request)
-        records = await run_in_threadpool(source.list, 500)
+        records = await offload(source.list, 500)
         rows = [r for r in records if _matches(r, filters["status"], filters["q"])]
-        shapes = {r.name: shape_of(r) for r in rows}
-        return page(request, "jobs_rows.html", {"rows": rows, "shapes": shapes, "duration": job_view.duration})
+        shown = await offload(shapes_of, rows)
+        return page(request, "jobs_rows.html", {"rows": rows, "shapes": shown, "duration": job_view.duration})
 
     async def job_page(request: Request) -> Response:
         name = request.path_params["name"]
-        record = await run_in_threadpool(record_or_404, name)
+        record = await offload(record_or_404, name)
         folder = source.folder(record)
-        plan = await run_in_threadpool(job_view.read_plan, folder)
+        plan, plan_problem = await offload(job_view.read_plan, folder)
+        yaml = await offload(job_view.job_yaml, folder)
+        listing = await offload(outputs_tree.list_outputs, folder)
         chosen = request.query_params.get("log")
         context = {
             "job": record,
-            "token": settings.token,
-            "yaml": await run_in_threadpool(job_view.read_text, folder.job_yaml),
+            "token": cancel_token,
+            "yaml": yaml,
             "plan": job_view.plan_view(plan),
-            "outputs": await run_in_threadpool(outputs_tree.list_outputs, folder),
+            "plan_problem": plan_problem,
+            "outputs": listing,
             "log_choice": chosen if log_events.valid_log_name(chosen) else "",
             **_summary(record, plan),
         }
         return page(request, "job.html", context)
 
     async def job_summary(request: Request) -> Response:
-        record = await run_in_threadpool(record_or_404, request.path_params["name"])
-        plan = await run_in_threadpool(job_view.read_plan, source.folder(record))
-        return page(request, "job_summary.html", {"job": record, "token": settings.token, **_summary(record, plan)})
+        record = await offload(record_or_404, request.path_params["name"])
+        plan, _ = await offload(job_view.read_plan, source.folder(record))
+        return page(request, "job_summary.html", {"job": record, "token": cancel_token, **_summary(record, plan)})
 
     async def job_metrics(request: Request) -> Response:
-        record = await run_in_threadpool(record_or_404, request.path_params["name"])
-        history = await run_in_threadpool(_history, source, record)
-        charts = [(name, line_chart(name, points)) for name, points in history.items() if points]
-        return page(
-            request,
-            "job_metrics.html",
-            {"job": record, "charts": charts, "last": last_values(history), "tracked": _tracked(source, record)},
-        )
+        record = await offload(record_or_404, request.path_params["name"])
+        tracked, history = await offload(_history, source.folder(record))
+        shown = metrics_view.bounded(history)
+        return page(request, "job_metrics.html", {"job": record, "metrics": shown, "tracked": tracked})
+
+    async def labels(folder: JobFolder) -> dict[str, tuple[str, int]]:
+        plan, _ = await offload(job_view.read_plan, folder)
+        return labels_from_plan(plan)
+
+    async def log_events_of(record: JobRecord, folder: JobFolder, only: str | None, offsets: dict[str, int]) -> Any:
+        """The events of the live log, from `offsets` until the job has ended and all is sent."""
+        quiet_since = time.monotonic()
+        fetched = 0.0
+        names = await labels(folder) if only is None else {}
+        while True:
+            current = await offload(source.get, record.name)
+            ended = current.terminal
+            if time.monotonic() - fetched > LOG_FETCH_SECONDS or ended:
+                fetched = time.monotonic()
+                if only is None and not names:
+                    names = await labels(folder)  # the plan is written once the job starts
+                await offload(source.fetch_logs, current, seconds=FETCH_SECONDS)
+            batch = await offload(log_events.read_batch, folder, offsets, only, ended, names)
+            if batch.lines:
+                offsets = batch.offsets
+                yield log_events.sse_event(batch)
+                quiet_since = time.monotonic()
+                continue
+            if ended:
+                yield f"id: {log_events.encode_cursor(offsets)}\nevent: end\ndata: {current.status}\n\n"
+                return
+            if time.monotonic() - quiet_since > HEARTBEAT_SECONDS:
+                yield ": still here\n\n"  # keeps proxies and the browser from timing out
+                quiet_since = time.monotonic()
+            await asyncio.sleep(settings.log_poll)
 
     async def log_stream(request: Request) -> Response:
-        record = await run_in_threadpool(record_or_404, request.path_params["name"])
+        record = await offload(record_or_404, request.path_params["name"])
         folder = source.folder(record)
         only = request.query_params.get("log") or None
         if only is not None and not log_events.valid_log_name(only):
@@ -136,48 +177,40 @@ def create_app(settings: UiSettings) -> ASGIApp:
         offsets = log_events.decode_cursor(cursor)
 
         async def events() -> Any:
-            nonlocal offsets
-            quiet_since = time.monotonic()
-            fetched = 0.0
             yield "retry: 1000\n\n"
-            while True:
-                current = await run_in_threadpool(source.get, record.name)
-                ended = current.terminal
-                if time.monotonic() - fetched > LOG_FETCH_SECONDS or ended:
-                    await run_in_threadpool(source.fetch_logs, current)
-                    fetched = time.monotonic()
-                batch = await run_in_threadpool(log_events.read_batch, folder, offsets, only, ended)
-                if batch.lines:
-                    offsets = batch.offsets
-                    yield log_events.sse_event(batch)
-                    quiet_since = time.monotonic()
-                    continue
-                if ended:
-                    yield f"id: {log_events.encode_cursor(offsets)}\nevent: end\ndata: {record.status}\n\n"
-                    return
-                if time.monotonic() - quiet_since > HEARTBEAT_SECONDS:
-                    yield ": still here\n\n"  # keeps proxies and the browser from timing out
-                    quiet_since = time.monotonic()
-                await asyncio.sleep(settings.log_poll)
+            try:
+                async for event in log_events_of(record, folder, only, offsets):
+                    yield event
+            except (SlowRead, Overloaded, DistrunError) as exc:
+                yield f"event: problem\ndata: {_one_line(exc)}\n\n"  # the browser reconnects and resumes
 
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
     async def raw_log(request: Request) -> Response:
-        record = await run_in_threadpool(record_or_404, request.path_params["name"])
+        record = await offload(record_or_404, request.path_params["name"])
         log_name = request.path_params["log"]
         if not log_events.valid_log_name(log_name):
             return PlainTextResponse("no such log", status_code=404)
-        path = source.folder(record).user_logs / log_name
-        text = await run_in_threadpool(job_view.read_text, path, 32 << 20)
+        folder = source.folder(record)
+        try:
+            data, size = await offload(job_files.read_tail, folder, folder.user_logs / log_name, RAW_LOG_BYTES)
+        except FileNotFoundError:
+            return PlainTextResponse(f"{log_name}: no such log in this job", status_code=404)
+        text = data.decode("utf-8", errors="replace")
+        if size > len(data):
+            text = f"[distrun ui: showing the last {len(data)} of {size} bytes: `distrun logs` shows all]\n" + text
         return PlainTextResponse(text)
 
     async def download(request: Request) -> Response:
-        record = await run_in_threadpool(record_or_404, request.path_params["name"])
+        record = await offload(record_or_404, request.path_params["name"])
         area, relative = request.path_params["area"], request.path_params["path"]
-        fd = await run_in_threadpool(outputs_tree.open_output, source.folder(record), area, relative)
-        if fd is None:
+        try:
+            fd = await offload(outputs_tree.open_output, source.folder(record), area, relative)
+        except FileNotFoundError:
             return PlainTextResponse(f"{area}/{relative}: no such file in this job's outputs", status_code=404)
+        except UnsafeFileError as exc:
+            return PlainTextResponse(f"{area}/{relative}: not served: {exc}", status_code=404)
         handle = os.fdopen(fd, "rb")
 
         def chunks() -> Any:
@@ -195,10 +228,11 @@ def create_app(settings: UiSettings) -> ASGIApp:
     async def cancel(request: Request) -> Response:
         name = request.path_params["name"]
         form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
-        if not token_matches((form.get("token") or [None])[0], settings.token):
+        if not token_matches((form.get("token") or [None])[0], cancel_token):
             return PlainTextResponse("cancel refused: this form is not from this distrun ui", status_code=403)
-        await run_in_threadpool(record_or_404, name)
+        await offload(record_or_404, name)
         try:
+            # Not under the read limit: a cancel waits for the job's grace period.
             await run_in_threadpool(source.cancel, name)
         except DistrunError as exc:
             return PlainTextResponse(f"cancel failed: {exc.render()}", status_code=500)
@@ -217,9 +251,15 @@ def create_app(settings: UiSettings) -> ASGIApp:
             Route("/jobs/{name}/cancel", cancel, methods=["POST"]),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ],
-        exception_handlers={_NotFound: _not_found},
+        exception_handlers={
+            _NotFound: _not_found,
+            SlowRead: _unavailable,
+            Overloaded: _unavailable,
+            UnsafeFileError: _unsafe,
+            DistrunError: _distrun_error,
+        },
     )
-    return HostCheck(app, settings.allowed_hosts)
+    return SecurityHeaders(HostCheck(TokenCheck(app, settings.token), settings.allowed_hosts))
 
 
 class _NotFound(Exception):
@@ -228,6 +268,25 @@ class _NotFound(Exception):
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     return PlainTextResponse(f"no job named {exc.args[0]!r}", status_code=404)
+
+
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    # The job's files or the index did not answer in time (a stalled file system, a locked index).
+    return PlainTextResponse(f"distrun ui: {exc}; try again in a moment", status_code=503)
+
+
+async def _unsafe(request: Request, exc: Exception) -> Response:
+    return PlainTextResponse(f"distrun ui: not shown: {exc}", status_code=409)
+
+
+async def _distrun_error(request: Request, exc: Exception) -> Response:
+    text = exc.render() if isinstance(exc, DistrunError) else str(exc)
+    return PlainTextResponse(f"distrun ui: {text}", status_code=500)
+
+
+def _one_line(exc: Exception) -> str:
+    text = exc.render() if isinstance(exc, DistrunError) else str(exc)
+    return " ".join(text.split())
 
 
 def _filters(request: Request) -> dict[str, str]:
@@ -245,20 +304,19 @@ def _matches(record: JobRecord, status: str, text: str) -> bool:
 
 
 def _summary(record: JobRecord, plan: dict[str, Any]) -> dict[str, Any]:
+    ranks = job_view.rank_rows(record, plan)
     return {
         "live": not record.terminal,
         "timeline": job_view.timeline(record),
         "duration": job_view.duration(record),
         "failure": job_view.failure(record),
-        "ranks": job_view.rank_rows(record, plan),
+        "ranks": ranks[:MAX_RANK_ROWS],
+        "ranks_total": len(ranks),
         "nodes": len(plan.get("nodes") or []) if isinstance(plan.get("nodes"), list) else None,
     }
 
 
-def _tracked(source: JobsSource, record: JobRecord) -> bool:
-    return read_tracked_run(source.folder(record)) is not None
-
-
-def _history(source: JobsSource, record: JobRecord) -> History:
-    run = read_tracked_run(source.folder(record))
-    return metric_history(run) if run is not None else {}
+def _history(folder: JobFolder) -> tuple[bool, History]:
+    """Whether the job is tracked, and its metrics ({} when it is not)."""
+    run = job_files.tracked_run(folder)
+    return run is not None, (metric_history(run) if run is not None else {})

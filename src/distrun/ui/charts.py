@@ -12,7 +12,7 @@ from distrun.metrics.history import MetricPoint
 
 WIDTH, HEIGHT = 420, 200
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 24, 28
-MAX_POINTS = 2000  # a longer history is thinned evenly (first and last kept)
+MAX_POINTS = 400  # a longer history is thinned evenly (first and last kept): about 70 KB a chart
 
 
 def number(value: float) -> str:

@@ -1,10 +1,11 @@
-"""Who may talk to `distrun ui`: the Host header check (no DNS rebinding) and the cancel token.
+"""Who may talk to `distrun ui`: the Host header check (no DNS rebinding) and the tokens.
 
 A web page on another site can make a browser send requests to 127.0.0.1, and by DNS
 rebinding even read the answers, but only under its own host name: so a request is served
-only when its Host is an IP address, `localhost`, or a name the user allowed. Changing
-anything (cancel) also needs the token this server put in its own pages, which another site
-cannot read.
+only when its Host is an IP address, `localhost`, or a name the user allowed. Every request
+needs the server's access token (distrun.ui.access); changing anything (cancel) also needs a
+form token derived from it that only this server's own pages carry. The page holds only that
+derived token, which cannot be turned back into the access token.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from collections.abc import Iterable
 
 def new_token() -> str:
     return secrets.token_urlsafe(24)
+
+
+def form_token(access_token: str) -> str:
+    return hmac.new(access_token.encode(), b"distrun ui cancel form", "sha256").hexdigest()
 
 
 def token_matches(given: str | None, expected: str) -> bool:

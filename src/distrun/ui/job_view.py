@@ -6,7 +6,6 @@ into that folder, so every file read here is bounded and may be missing or garbl
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,9 +13,14 @@ from typing import Any
 from distrun.runner.report import job_duration
 from distrun.store.index import JobRecord
 from distrun.store.layout import JobFolder
+from distrun.ui.job_files import FileText, read_head, read_json
 
 MAX_FILE_BYTES = 4 << 20  # job.yml / plan.json shown at most this big
 MAX_PLAN_PROCESSES = 256  # a 1024 x 8 plan is shown in part
+# The plan's processes shown at most this many characters in all (each one's environment is
+# shown whole): a plan the job rewrote with a huge shared environment stays a bounded page.
+MAX_PLAN_CHARS = 2 << 20
+MAX_VALUE_CHARS = 4096  # one environment value or command line, cut beyond this
 
 
 @dataclass
@@ -80,57 +84,48 @@ def timeline(record: JobRecord) -> list[tuple[str, str]]:
     return steps
 
 
-def read_text(path: Any, limit: int = MAX_FILE_BYTES) -> str:
-    """A file of the job folder as text, never through a link and at most `limit` bytes."""
-    import os
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(limit + 1)
-    text = data[:limit].decode("utf-8", errors="replace")
-    return text + ("\n... (cut)" if len(data) > limit else "")
+def read_plan(folder: JobFolder) -> tuple[dict[str, Any], str]:
+    """The job's plan, and why it is {} when it could not be read ("" while it is not written)."""
+    return read_json(folder, folder.plan_json, MAX_FILE_BYTES)
 
 
-def read_plan(folder: JobFolder) -> dict[str, Any]:
-    try:
-        plan = json.loads(read_text(folder.plan_json))
-    except ValueError:
-        return {}
-    return plan if isinstance(plan, dict) else {}
+def job_yaml(folder: JobFolder) -> FileText:
+    return read_head(folder, folder.job_yaml, MAX_FILE_BYTES)
 
 
 def plan_view(plan: dict[str, Any]) -> PlanView:
-    view = PlanView(command=str(plan.get("command") or ""), world_size=plan.get("world_size"))
+    view = PlanView(command=_cut(plan.get("command") or ""), world_size=plan.get("world_size"))
     shared = plan.get("shared_env") if isinstance(plan.get("shared_env"), dict) else {}
     count = 0
+    chars = 0
     for node in _list(plan.get("nodes")):
         for proc in _list(node.get("processes") if isinstance(node, dict) else None):
             if not isinstance(proc, dict):
                 continue
             count += 1
-            if count > MAX_PLAN_PROCESSES:
+            if count > MAX_PLAN_PROCESSES or chars > MAX_PLAN_CHARS:
                 continue
             env = {**shared, **(proc.get("env") if isinstance(proc.get("env"), dict) else {})}
+            pairs = sorted((_cut(k), _cut(v)) for k, v in env.items())
+            argv = _cut(" ".join(str(a) for a in _list(proc.get("argv"))))
+            chars += len(argv) + sum(len(k) + len(v) for k, v in pairs)
             view.processes.append(
                 {
-                    "name": proc.get("name"),
+                    "name": _cut(proc.get("name")),
                     "node_rank": proc.get("node_rank"),
                     "local_rank": proc.get("local_rank"),
-                    "argv": " ".join(str(a) for a in _list(proc.get("argv"))),
-                    "env": sorted((str(k), str(v)) for k, v in env.items()),
+                    "argv": argv,
+                    "env": pairs,
                 }
             )
-    view.hidden = max(0, count - MAX_PLAN_PROCESSES)
+    view.hidden = max(0, count - len(view.processes))
     return view
 
 
 def job_shape(folder: JobFolder) -> str:
     """'2 x 2' (nodes x processes per node) from the resolved job; '' if it cannot be read."""
     try:
-        job = json.loads(read_text(folder.job_json, 1 << 20))
+        job, _ = read_json(folder, folder.job_json, 1 << 20)
         nodes = int(job.get("resources", {}).get("instance_count") or 1)
         distribution = job.get("distribution") or {}
         per_node = distribution.get("process_count_per_instance")
@@ -211,6 +206,11 @@ def _ended_state(outcome: dict[str, Any]) -> tuple[str, str]:
         return "stopped by distrun", exit_text
     failed = outcome.get("signal") is not None or outcome.get("exit_code") != 0
     return ("failed" if failed else "completed"), exit_text
+
+
+def _cut(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + f"… ({len(text)} characters)"
 
 
 def _base_name(path: object) -> str | None:

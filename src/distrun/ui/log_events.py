@@ -8,16 +8,15 @@ for its newline, or for the job's end.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
-from distrun.runner.follow import log_files, log_labels
 from distrun.store.layout import JobFolder
+from distrun.ui.job_files import read_from, regular_files
 
 READ_LIMIT = 256 * 1024  # bytes read from one file for one event; a longer line goes in pieces
+BATCH_LIMIT = 1 << 20  # bytes read for one event from all files together; the rest comes next
+MAX_LOG_FILES = 8192  # log files followed in one job: as many as the largest plan has processes
 _LOG_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}\.txt$")
 
 
@@ -45,22 +44,41 @@ def valid_log_name(name: str | None) -> bool:
     return name is not None and bool(_LOG_NAME.match(name))
 
 
-def read_batch(folder: JobFolder, offsets: dict[str, int], only: str | None, final: bool) -> LogBatch:
-    """What is new in the job's logs since `offsets` (whole lines; with `final`, the rest too)."""
-    labels = log_labels(folder) if only is None else {}
+def log_names(folder: JobFolder, only: str | None) -> list[str]:
+    """The job's log files (regular files directly in user_logs, reached without a link)."""
+    names = regular_files(folder, folder.user_logs, MAX_LOG_FILES, valid_log_name)
+    return [name for name in names if only is None or name == only]
+
+
+def read_batch(
+    folder: JobFolder, offsets: dict[str, int], only: str | None, final: bool, labels: dict[str, tuple[str, int]]
+) -> LogBatch:
+    """What is new in the job's logs since `offsets` (whole lines; with `final`, the rest too).
+
+    At most BATCH_LIMIT bytes in all: the files not reached this time are read next time.
+    A file swapped for a pipe, a link or a device is skipped (nothing is read through it).
+    """
     lines: list[str] = []
     reached = dict(offsets)
-    for path in _chosen(log_files(folder), only):
-        start = offsets.get(path.name, 0)
-        data = _read_from(path, start)
+    budget = BATCH_LIMIT
+    names = log_names(folder, only)
+    # Start at a different file each time (the offsets move on), so that a few chatty ranks
+    # cannot take the whole budget of every event from the others.
+    first = sum(offsets.values()) % len(names) if names else 0
+    for name in names[first:] + names[:first]:
+        if budget <= 0:
+            break
+        start = offsets.get(name, 0)
+        data = read_from(folder, folder.user_logs / name, start, min(READ_LIMIT, budget))
+        budget -= len(data)
         cut = data.rfind(b"\n") + 1
         if final or (cut == 0 and len(data) >= READ_LIMIT):
             cut = len(data)
         if cut == 0:
-            reached.setdefault(path.name, start)
+            reached.setdefault(name, start)
             continue
-        reached[path.name] = start + cut
-        prefix = "" if only is not None else f"[{labels.get(path.name, (path.stem, 0))[0]}] "
+        reached[name] = start + cut
+        prefix = "" if only is not None else f"[{labels.get(name, (name.rsplit('.', 1)[0], 0))[0]}] "
         lines.extend(prefix + line for line in _lines(data[:cut]))
     return LogBatch(lines, reached)
 
@@ -69,20 +87,6 @@ def sse_event(batch: LogBatch) -> str:
     """One server-sent event: each line a `data:` field (the browser joins them with newlines)."""
     body = "".join(f"data: {line}\n" for line in batch.lines)
     return f"id: {encode_cursor(batch.offsets)}\n{body}\n"
-
-
-def _chosen(paths: Iterable[Path], only: str | None) -> list[Path]:
-    return [p for p in paths if only is None or p.name == only]
-
-
-def _read_from(path: Path, offset: int) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return b""
-    with os.fdopen(fd, "rb") as handle:
-        handle.seek(offset)
-        return handle.read(READ_LIMIT)
 
 
 def _lines(data: bytes) -> list[str]:

@@ -12,8 +12,9 @@ from distrun.ui.guard import is_loopback
 
 NEEDED = ("starlette", "jinja2", "uvicorn")
 EXPOSURE = (
-    "anyone who can reach {where} sees every job's YAML, command, environment variables (secrets "
-    "you put there included), logs and outputs, and can cancel jobs; there is no login"
+    "anyone who can reach {where} and learns the token in its URL sees every job's YAML, command, "
+    "environment variables (secrets you put there included), logs and outputs, and can cancel jobs; "
+    "the traffic is plain HTTP, so anyone on the network path can read the token"
 )
 
 
@@ -55,10 +56,11 @@ def serve(layout: Layout, host: str, port: int, expose: bool, allow_hosts: tuple
     sock = bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{bound}/"
     allowed = tuple(allow_hosts) + ((host,) if expose else ())
-    app = create_app(UiSettings(layout=layout, allowed_hosts=allowed))
-    print(f"distrun ui: {url}", flush=True)
+    settings = UiSettings(layout=layout, allowed_hosts=allowed)
+    app = create_app(settings)
+    # The token is the login (see distrun.ui.access): only whoever reads this line can use the page.
+    print(f"distrun ui: http://{shown}:{bound}/?token={settings.token}", flush=True)
     if not is_loopback(host):
         print("distrun ui: warning: " + EXPOSURE.format(where=f"{host}:{bound}"), file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2)

@@ -26,6 +26,9 @@
       state.textContent = "job " + event.data + ": log complete";
       source.close();
     });
+    source.addEventListener("problem", function (event) {
+      state.textContent = event.data + " (retrying)";
+    });
     source.onerror = function () {
       state.textContent = "reconnecting…";
     };
