@@ -27,7 +27,7 @@ from support.reliability import processes_with
 PACKAGE = "distrun-slow-pkg"
 HOLD_S = 120
 
-BACKEND = '''
+BACKEND = """
 import base64, hashlib, os, time, zipfile
 
 FLAG = {flag!r}
@@ -50,7 +50,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     files = {{
         "distrun_slow_pkg.py": b"VALUE = 'slow-1.0'\\n",
         "distrun_slow_pkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\\nName: distrun-slow-pkg\\nVersion: 1.0\\n",
-        "distrun_slow_pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+        "distrun_slow_pkg-1.0.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
+        ),
     }}
     record = []
     with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as archive:
@@ -61,7 +63,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         record.append("distrun_slow_pkg-1.0.dist-info/RECORD,,")
         archive.writestr("distrun_slow_pkg-1.0.dist-info/RECORD", "\\n".join(record) + "\\n")
     return name
-'''
+"""
 
 PYPROJECT = """
 [build-system]

@@ -14,6 +14,7 @@ import sys
 import time
 
 from distrun.core import procfs
+from distrun.core.launch_sweep import kill_pids
 
 HELPER_MARKER = "DISTRUN_HELPER_OF"
 ROUNDS = 250  # 20 ms apart: 5 s at most
@@ -30,11 +31,7 @@ def sweep(marker: str) -> None:
         pids = marked_pids(marker)
         if not pids:
             return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_pids(pids, signal.SIGKILL)
         time.sleep(0.02)
 
 
