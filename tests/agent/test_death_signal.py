@@ -10,8 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from distrun.agent.death_signal import setpriv_prefix
 from distrun.backends.ray.actor import RayNodeAgent
+from distrun.core.death_signal import setpriv_prefix
 
 # Started through the prefix by a middle process, which is then SIGKILLed: the grandchild must
 # receive the asked signal (and write its name) as its parent dies.
@@ -30,7 +30,7 @@ time.sleep(60)
 
 _MIDDLE = """
 import subprocess, sys, time
-from distrun.agent.death_signal import setpriv_prefix
+from distrun.core.death_signal import setpriv_prefix
 prefix = setpriv_prefix(sys.argv[2])
 assert prefix, "setpriv cannot set a death signal here"
 subprocess.Popen([*prefix, sys.executable, "-c", sys.argv[3], sys.argv[1]])

@@ -4,7 +4,7 @@ Four layers, because each alone has a hole:
 1. Every process starts in its own session (its own process group, no terminal) with
    PR_SET_PDEATHSIG=SIGKILL: if the agent dies, even by SIGKILL, the kernel kills it.
    util-linux's `setpriv --pdeathsig KILL` sets it just before exec'ing the command; only
-   where setpriv is missing does a preexec hook set it (see `distrun.agent.death_signal`).
+   where setpriv is missing does a preexec hook set it (see `distrun.core.death_signal`).
 2. Every process carries a launch marker in its environment (`DISTRUN_LAUNCH_ID`), which its
    children inherit; `marked_pids` finds them all, also grandchildren that called setsid()
    and were reparented away.
@@ -23,8 +23,8 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping
 
 from distrun.agent.cgroup import LaunchCgroup
-from distrun.agent.death_signal import setpriv_prefix
 from distrun.core import procfs
+from distrun.core.death_signal import setpriv_prefix
 from distrun.core.launch_sweep import LAUNCH_MARKER, kill_pids, marked_pids
 from distrun.plan.model import ProcessSpec
 

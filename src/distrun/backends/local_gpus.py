@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 
+from distrun.core.death_signal import setpriv_prefix
 from distrun.plan.gpus import VISIBLE_DEVICES, parse_visible_devices
 
 PROBE_TIMEOUT_S = 10.0
@@ -57,7 +58,11 @@ def driver_gpus() -> tuple[str, ...]:
 def _ask_driver(program: str) -> tuple[str, ...]:
     try:
         listing = subprocess.run(
-            [program, "-L"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL
+            [*setpriv_prefix("KILL"), program, "-L"],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.SubprocessError):
         return ()

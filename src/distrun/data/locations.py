@@ -74,6 +74,7 @@ def input_location(text: str, base_dir: Path, home: Path, depth: int = 0) -> Loc
         if copy is not None:
             return Location(copy.path, origin=text, mirror=copy.mirror)
     if text.startswith(HTTP_SCHEMES):
+        _refuse_control_characters(text)
         return Location(url=text, origin=text)
     if scheme in FSSPEC_PLUGINS:
         remote_fs_problem(scheme)
@@ -81,6 +82,19 @@ def input_location(text: str, base_dir: Path, home: Path, depth: int = 0) -> Loc
     if scheme not in (None, "file"):
         return Location(origin=text)  # not a place distrun can read
     return Location(local_path(base_dir, text), origin=text)
+
+
+def _refuse_control_characters(url: str) -> None:
+    """A URL holding a control character (raw, or a NUL written as %00) cannot be requested, and
+    its file name could not be stored: said here, before anything is recorded."""
+    for at, char in enumerate(url):
+        if ord(char) < 0x20 or ord(char) == 0x7F:
+            raise DistrunError(
+                f"the URL {url!r} holds a control character ({char!r} at position {at})",
+                "percent-encode it (a space is %20) or correct the URL",
+            )
+    if "%00" in url:
+        raise DistrunError(f"the URL {url!r} holds a NUL character (%00)", "remove it from the URL")
 
 
 def _asset_location(match: re.Match[str], home: Path, depth: int) -> Location:

@@ -4,7 +4,11 @@
     envs/.build-<hash>-<pid> the build in progress
     envs/<hash>/             a finished environment: renamed into place whole, with its manifest
 
-A job whose environment exists starts without building. Jobs asking for the same one at
+A finished environment is read-only and sealed (`distrun.environments.seal`): a job that
+changes it anyway does not change what the next job gets, which finds the seal broken and
+builds it again. Nothing in it is a link into the installer's own cache (uv installs by
+copying), so no job can change that cache either, nor the environments built from it later.
+A job whose environment exists (and is intact) starts without building. Jobs asking for the same one at
 once take the lock in turn: the first builds, the others wait, then find it built. A build
 that fails (or is killed) leaves only its temporary folder, removed by the next builder, so
 no half environment is ever used; the error names the requirement the installer refused.
@@ -30,11 +34,12 @@ from typing import TextIO
 from distrun.core.console import say as _say
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, make_dirs, make_home
+from distrun.core.helper_processes import start_helper
 from distrun.environments.conda_spec import EnvRequest, Requirement
 from distrun.environments.installer import Installer, choose_installer
+from distrun.environments.seal import LAST_USED, MANIFEST, make_read_only, remove_tree, seal_of
 
-MANIFEST = "distrun-env.json"
-LAST_USED = "distrun-last-used"
+__all__ = ["LAST_USED", "MANIFEST", "BuildTarget", "ensure_environment", "env_path", "envs_dir", "is_ready"]
 BUILD_TIMEOUT = float(os.environ.get("DISTRUN_ENV_BUILD_TIMEOUT", "3600"))
 
 
@@ -63,19 +68,37 @@ def ensure_environment(target: BuildTarget, home: Path, out: TextIO | None = Non
     out = out if out is not None else sys.stderr
     final = env_path(home, target.key)
     if is_ready(final):
-        _touch(final)
-        _say(out, f"distrun: ranks run in environment {target.key[:12]} (cached): {final}")
-        return final
+        changed = seal_broken(final)
+        if changed is None:
+            _touch(final)
+            _say(out, f"distrun: ranks run in environment {target.key[:12]} (cached): {final}")
+            return final
+        _say(out, f"distrun: environment {target.key[:12]} {changed}; building it again")
     make_home(home)
     make_dirs(envs_dir(home))
     with _locked(envs_dir(home) / f".{target.key}.lock", target.key, out):
-        if is_ready(final):  # another job built it while this one waited
+        if is_ready(final) and seal_broken(final) is None:  # another job built it while this one waited
             _touch(final)
             _say(out, f"distrun: ranks run in environment {target.key[:12]} (built by another job): {final}")
             return final
         _build(target, final, out)
     _touch(final)
     return final
+
+
+def seal_broken(folder: Path) -> str | None:
+    """None for an environment as it was built; else what is wrong with it, in words."""
+    from distrun.core.safe_files import read_text
+
+    try:
+        sealed = json.loads(read_text(folder / MANIFEST)).get("seal")
+    except (OSError, ValueError, AttributeError):
+        return "has no readable manifest"
+    if not isinstance(sealed, str):
+        return "has no seal (it was built by an older distrun)"
+    if seal_of(folder) != sealed:
+        return "was changed after it was built (a file in it was edited, added or removed)"
+    return None
 
 
 @contextmanager
@@ -95,9 +118,11 @@ def _locked(path: Path, key: str, out: TextIO) -> Iterator[None]:
 def _build(target: BuildTarget, final: Path, out: TextIO) -> None:
     installer = choose_installer()
     for stale in final.parent.glob(f".build-{target.key}-*"):
-        shutil.rmtree(stale, ignore_errors=True)  # a build that was killed; we hold the lock
-    if final.exists():
-        shutil.rmtree(final, ignore_errors=True)  # no manifest: not an environment of ours
+        remove_tree(stale)  # a build that was killed; we hold the lock
+    if final.exists():  # no manifest, or a broken seal: moved aside whole, then removed
+        aside = final.parent / f".discard-{target.key}-{os.getpid()}"
+        os.rename(final, aside)
+        remove_tree(aside)
     tmp = final.parent / f".build-{target.key}-{os.getpid()}"
     count = len([r for r in target.request.requirements if r.name])
     started = time.monotonic()
@@ -118,11 +143,12 @@ def _build(target: BuildTarget, final: Path, out: TextIO) -> None:
         if target.request.requirements:
             _run_step(installer, installer.install(tmp, requirements), target, out, "installing the requirements")
         _retarget_scripts(tmp, final)
-        _write_manifest(tmp, target, installer)
+        make_read_only(tmp)
+        _write_manifest(tmp, target, installer, seal_of(tmp))
         os.chmod(tmp, DIR_MODE & ~_umask())
         os.rename(tmp, final)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)
         raise
     _say(out, f"distrun: environment {target.key[:12]} ready in {time.monotonic() - started:.1f} s: {final}")
 
@@ -134,17 +160,18 @@ def _umask() -> int:
 
 
 def _run_step(installer: Installer, argv: list[str], target: BuildTarget, out: TextIO, what: str) -> None:
-    """Run one installer command in its own session, its output shown as one progress line."""
+    """Run one installer command as a helper process, its output shown as one progress line."""
     lines: list[str] = []
     try:
-        proc = subprocess.Popen(
+        # A helper: it and whatever it starts (build backends, compilers) end with distrun,
+        # also when distrun is killed, so no build runs on into a folder the next job cleaned.
+        proc = start_helper(
             argv,
+            installer.env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=target.request.base_dir if target.request.base_dir.is_dir() else None,
-            env=installer.env(),
-            start_new_session=True,
         )
     except OSError as exc:
         raise DistrunError(f"could not start {installer.name} ({what}): {exc}", "pip install 'distrun[envs]'") from None
@@ -288,8 +315,9 @@ def _retarget_scripts(tmp: Path, final: Path) -> None:
             cfg.write_bytes(data.replace(old, new))
 
 
-def _write_manifest(tmp: Path, target: BuildTarget, installer: Installer) -> None:
+def _write_manifest(tmp: Path, target: BuildTarget, installer: Installer, seal: str) -> None:
     manifest = {
+        "seal": seal,
         "key": target.key,
         "python": target.python_version,
         "base_interpreter": str(target.python),

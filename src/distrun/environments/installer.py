@@ -57,7 +57,17 @@ class Installer:
 
     def env(self) -> dict[str, str]:
         # Never download an interpreter: an unavailable Python is an error found before the build.
-        return dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1", PIP_NO_INPUT="1")
+        # Copies, not links into uv's cache: a file a job changed in its environment would
+        # otherwise change in that cache, and in every environment built from it later. Byte
+        # code compiled now: ranks cannot write it into the read-only environment later.
+        return dict(
+            os.environ,
+            UV_PYTHON_DOWNLOADS="never",
+            UV_NO_PROGRESS="1",
+            UV_LINK_MODE="copy",
+            UV_COMPILE_BYTECODE="1",
+            PIP_NO_INPUT="1",
+        )
 
 
 def choose_installer() -> Installer:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from distrun.core.death_signal import setpriv_prefix
 from distrun.environments.installer import uv_binary
 
 SYSTEM_FOLDERS = (Path("/usr/local/bin"), Path("/usr/bin"))
@@ -113,7 +114,7 @@ def _executable(path: Path) -> bool:
 def _version_of(executable: str) -> str | None:
     try:
         out = subprocess.run(
-            [executable, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            [*setpriv_prefix("KILL"), executable, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -132,7 +133,7 @@ def _uv_managed(version: str) -> Path | None:
     env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_NO_PROGRESS="1")
     try:
         out = subprocess.run(
-            [uv, "python", "find", version],
+            [*setpriv_prefix("KILL"), uv, "python", "find", version],
             capture_output=True,
             text=True,
             timeout=60,

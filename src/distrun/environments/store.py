@@ -9,13 +9,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import DistrunError
 from distrun.environments.builder import LAST_USED, MANIFEST, envs_dir, is_ready
+from distrun.environments.seal import remove_tree
 
 
 def list_environments(home: Path) -> list[dict[str, Any]]:
@@ -62,7 +62,7 @@ def _remove(home: Path, key: str) -> bool:
             os.rename(folder, aside)
         except FileNotFoundError:
             return False
-        shutil.rmtree(aside, ignore_errors=True)
+        remove_tree(aside)  # read-only inside: a sealed environment
         return True
     finally:
         os.close(fd)

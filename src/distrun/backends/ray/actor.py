@@ -29,8 +29,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from distrun.agent.death_signal import setpriv_prefix
 from distrun.backends.ray.node_agent import CHANNEL, REQUEST, job_folder, marker_path, outcome_path
+from distrun.core.death_signal import setpriv_prefix
 
 # At most this much of one log per poll: a chatty rank cannot make one reply huge.
 POLL_CHUNK = 4 << 20
@@ -136,7 +136,7 @@ class RayNodeAgent:
 
     def _keep(self, argv: list[str], started: threading.Event) -> None:
         # setpriv sets the death signal where it can: a preexec hook would fork this whole Ray
-        # worker (threads and all) and run Python in the copy (see distrun.agent.death_signal).
+        # worker (threads and all) and run Python in the copy (see distrun.core.death_signal).
         prefix = setpriv_prefix("TERM")
         try:
             if prefix:  # an interpreter that cannot run is said as Popen says it, not as setpriv's exit 127
