@@ -20,6 +20,7 @@ import click
 
 from distrun.core.errors import DistrunError, JobAlreadyEndedError
 from distrun.core.json_encoding import shown_json
+from distrun.core.safe_files import UnsafeFileError
 from distrun.prepare.compute import USER_KINDS
 
 EXIT_FAILED = 1
@@ -420,6 +421,12 @@ def main() -> None:
     except DistrunError as exc:
         click.echo(f"distrun: error: {exc.render()}", err=True)
         sys.exit(exc.exit_code)
+    except UnsafeFileError as exc:
+        # A file that distrun reads only when it is a regular file (one a job can replace) is
+        # not one: whichever reader met it, the user gets this, never a traceback.
+        unsafe = DistrunError(str(exc), "a job's processes may have replaced it; distrun reads only regular files")
+        click.echo(f"distrun: error: {unsafe.render()}", err=True)
+        sys.exit(unsafe.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("distrun: aborted", err=True)
         sys.exit(EXIT_CANCELED)

@@ -6,9 +6,9 @@ import sys
 import time
 
 from distrun.core.errors import DistrunError
-from distrun.metrics.history import metric_history
+from distrun.metrics.history import metric_history, store_problem
 from distrun.metrics.printing import point_line
-from distrun.metrics.tracking import read_tracked_run
+from distrun.metrics.tracking import read_tracked_run, tracking_file_problem
 from distrun.runner.jobs import get_job
 from distrun.store.layout import Layout
 
@@ -19,10 +19,16 @@ def print_metrics(layout: Layout, name: str, follow: bool) -> None:
     record = get_job(layout, name)
     run = read_tracked_run(layout.job(record.name))
     if run is None:
+        problem = tracking_file_problem(layout.job(record.name))
+        if problem is not None:
+            raise DistrunError(problem, "the job's processes may have replaced it; distrun reads only regular files")
         raise DistrunError(
             f"job {record.name} has no metrics: it ran without MLflow",
             'install it (pip install "distrun[mlflow]") and later jobs get a run; mlflow.log_metric then lands there',
         )
+    problem = store_problem(run)
+    if problem is not None:
+        raise DistrunError(problem, "the job's processes may have replaced it; a regular file is needed to read it")
     print(f"# MLflow run {run.run_id} (experiment {run.experiment_name}) at {run.tracking_uri}", flush=True)
     seen: set[tuple[str, int, float, float]] = set()
     while True:

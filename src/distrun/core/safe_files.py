@@ -18,6 +18,8 @@ from pathlib import Path
 
 # plan.json of the largest plan distrun makes (8,192 processes) is about 8 MB (compact JSON).
 MAX_METADATA_BYTES = 64 << 20
+# A number or a time stamp distrun wrote (a cancel time, an attempt number).
+SMALL_FILE_LIMIT = 4096
 
 
 class UnsafeFileError(OSError):
@@ -39,22 +41,58 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o664) -> int:
+def open_regular(
+    path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o664, *, root: Path | str | None = None
+) -> int:
     """A descriptor of the regular file at `path`; a link, pipe, device or socket raises.
 
     With O_CREAT the file is created when missing. The open itself never blocks (a named
     pipe opened for writing with no reader fails at once instead of waiting for one).
+
+    With `root` (a folder that `path` lies in, such as the job folder), no component below
+    `root` may be a link either: each folder is opened without following links, relative to
+    the one above it, so a folder the job swapped for a link leads nowhere. `root` itself is
+    trusted (DISTRUN_HOME may well lie under a linked home folder).
     """
+    if root is None:
+        return _open_last(path, flags, mode, None, path)
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, mode)
+        parts = Path(path).relative_to(root).parts
+    except ValueError:
+        raise UnsafeFileError(f"{path} is not inside {root}") from None
+    if not parts:
+        raise UnsafeFileError(f"{path} is a folder, not a regular file")
+    dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        reached = Path(root)
+        for part in parts[:-1]:
+            reached = reached / part
+            try:
+                below = os.open(
+                    part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+                )
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise UnsafeFileError(exc.errno, f"{reached} is not a folder (a link or a file)") from None
+                raise
+            os.close(dir_fd)
+            dir_fd = below
+        return _open_last(parts[-1], flags, mode, dir_fd, path)
+    finally:
+        os.close(dir_fd)
+
+
+def _open_last(name: Path | str, flags: int, mode: int, dir_fd: int | None, shown: Path | str) -> int:
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, mode, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link; a pipe without a reader, or a socket
-            raise UnsafeFileError(exc.errno, f"{path} is not a regular file (a link, pipe or socket)") from None
+            raise UnsafeFileError(exc.errno, f"{shown} is not a regular file (a link, pipe or socket)") from None
         raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFileError(f"{path} is {kind_of(info.st_mode)}, not a regular file")
+            raise UnsafeFileError(f"{shown} is {kind_of(info.st_mode)}, not a regular file")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -62,9 +100,9 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o664) 
     return fd
 
 
-def read_regular(path: Path | str, limit: int = MAX_METADATA_BYTES) -> bytes:
+def read_regular(path: Path | str, limit: int = MAX_METADATA_BYTES, *, root: Path | str | None = None) -> bytes:
     """The whole of a regular file of at most `limit` bytes, read through one descriptor."""
-    fd = open_regular(path)
+    fd = open_regular(path, root=root)
     try:
         return read_fd(fd, limit, str(path))
     finally:
@@ -86,8 +124,32 @@ def read_fd(fd: int, limit: int, what: str = "file") -> bytes:
             raise UnsafeFileError(f"{what} is larger than {limit} bytes")
 
 
-def read_text(path: Path | str, limit: int = MAX_METADATA_BYTES) -> str:
-    return read_regular(path, limit).decode("utf-8")
+def read_text(path: Path | str, limit: int = MAX_METADATA_BYTES, *, root: Path | str | None = None) -> str:
+    return read_regular(path, limit, root=root).decode("utf-8")
+
+
+def refuse_special_store(path: Path | str) -> None:
+    """Raise UnsafeFileError when an SQLite database or one of its side files (-wal, -shm,
+    -journal) exists and is not a regular file: SQLite opens them without such checks, and a
+    named pipe in their place would block it forever (an open for reading waits for a writer,
+    a read through its own read-write open never ends)."""
+    for each in (str(path), f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+        try:
+            info = os.lstat(each)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFileError(f"{each} is {kind_of(info.st_mode)}, not a regular file")
+
+
+def sqlite_reader_uri(fd: int) -> str:
+    """An SQLite URI that reads, read-only, the database open as `fd` (from `open_regular`).
+
+    SQLite opens the file again by this name, which the kernel resolves to the very file the
+    descriptor holds: a job that swaps the path for a named pipe or a link after distrun's
+    check is never read. A database in rollback-journal mode (MLflow's) is read as usual.
+    """
+    return f"file:/proc/self/fd/{fd}?mode=ro"
 
 
 def tail_of(fd: int, size: int) -> bytes:
@@ -102,3 +164,20 @@ def tail_of(fd: int, size: int) -> bytes:
         chunks.append(chunk)
         start += len(chunk)
     return b"".join(chunks)
+
+
+def read_user_file(path: Path | str, limit: int) -> bytes:
+    """A file the user named (a requirements file, an ignore file): a link to one is fine, but
+    it must be a regular file of at most `limit` bytes. A named pipe or a device in its place
+    is refused before any read, and the open does not wait for a writer."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"{path} is a folder", str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFileError(f"{path} is {kind_of(info.st_mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return read_fd(fd, limit, str(path))
+    finally:
+        os.close(fd)

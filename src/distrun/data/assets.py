@@ -19,8 +19,10 @@ from pathlib import Path
 
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import make_home
+from distrun.core.safe_files import read_text
 
 ASSET_TYPES = ("uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model")
+ASSET_RECORD_LIMIT = 1 << 20  # a record is a few hundred bytes
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
 
 
@@ -73,9 +75,11 @@ def list_assets(home: Path, name: str | None = None) -> list[DataAsset]:
     for each in names:
         for file in (folder / each).glob("*.json"):
             try:
-                found.append(DataAsset(**json.loads(file.read_text(encoding="utf-8"))))
+                found.append(DataAsset(**json.loads(read_text(file, ASSET_RECORD_LIMIT, root=home))))
             except (OSError, ValueError, TypeError):
-                continue  # being written (O_EXCL made it empty a moment) or damaged
+                # being written (O_EXCL made it empty a moment), damaged, or not a regular file
+                # (a named pipe or a link to a device put there by a job): never waited on or read
+                continue
     return sorted(found, key=lambda a: (a.name, a.created_at))
 
 

@@ -19,9 +19,10 @@ from typing import Any
 
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, copied_mode, make_dirs
-from distrun.core.safe_files import kind_of
+from distrun.core.safe_files import kind_of, read_user_file
 
 IGNORE_FILES = (".amlignore", ".gitignore")
+IGNORE_FILE_LIMIT = 16 << 20
 INDEX_FILE_PREFIX = "jobs.db"  # jobs.db, jobs.db-wal, jobs.db-shm in DISTRUN_HOME
 ALWAYS_SKIPPED = (".git", "__pycache__")
 
@@ -32,7 +33,13 @@ def _ignore_spec(source: Path) -> Any:
         if path.is_file():
             import pathspec
 
-            return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
+            try:
+                text = read_user_file(path, IGNORE_FILE_LIMIT).decode("utf-8", errors="replace")
+            except OSError as exc:
+                raise DistrunError(
+                    f"cannot read {path}: {exc.strerror or exc}", f"{name} must be a regular text file"
+                ) from None
+            return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
     return None
 
 

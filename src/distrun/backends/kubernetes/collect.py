@@ -21,6 +21,7 @@ from typing import Any
 from distrun.backends.kubernetes.job_files import K8sPaths
 from distrun.backends.kubernetes.manifests import OUTCOME_MARK
 from distrun.backends.kubernetes.state import ATTEMPT_KEY, PodOutcome
+from distrun.core.safe_files import read_text
 from distrun.store.layout import JobFolder
 from distrun.store.log_labels import log_labels
 
@@ -80,7 +81,7 @@ def collect_pod_log(
     `attempt`: the JobSet restart of the pod, kept with its outcome."""
     user_logs = user_logs if user_logs is not None else folder.user_logs
     try:
-        offsets = json.loads(paths.offsets.read_text(encoding="utf-8"))
+        offsets = json.loads(read_text(paths.offsets))
     except (OSError, ValueError):
         offsets = {}
     start = int(offsets.get(pod, 0))
@@ -122,5 +123,5 @@ def read_outcomes(paths: K8sPaths) -> dict[str, PodOutcome]:
     if paths.outcomes.is_dir():
         for file in paths.outcomes.glob("*.json"):
             with contextlib.suppress(OSError, ValueError):
-                out[file.stem] = PodOutcome.kept(json.loads(file.read_text(encoding="utf-8")))
+                out[file.stem] = PodOutcome.kept(json.loads(read_text(file)))
     return out

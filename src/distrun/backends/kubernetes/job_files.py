@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
+from distrun.core.safe_files import SMALL_FILE_LIMIT, read_text
 from distrun.spec.models import JobLimits, JobSpec
 from distrun.store.layout import JobFolder
 
@@ -56,7 +57,7 @@ def save_layout(paths: K8sPaths, layout: PodLayout) -> None:
 
 
 def load_layout(folder: JobFolder) -> PodLayout:
-    data = json.loads(K8sPaths(folder.root).layout.read_text(encoding="utf-8"))
+    data = json.loads(read_text(K8sPaths(folder.root).layout, root=folder.root))
     return _layout_from(data)
 
 
@@ -75,7 +76,7 @@ def note_cancel(paths: K8sPaths) -> None:
 def stopping_for(paths: K8sPaths) -> float:
     """Seconds since distrun first began stopping the job's remaining pods (this call, the first time)."""
     try:
-        since = float(paths.stopping.read_text(encoding="utf-8"))
+        since = float(read_text(paths.stopping, SMALL_FILE_LIMIT))
     except (OSError, ValueError):
         since = time.time()
         paths.folder.mkdir(parents=True, exist_ok=True)
@@ -86,7 +87,7 @@ def stopping_for(paths: K8sPaths) -> float:
 def shown_attempt(paths: K8sPaths) -> int:
     """The attempt whose logs user_logs/ holds: the latest seen (the JobSet and its pods may be gone since)."""
     try:
-        return int(paths.attempt.read_text(encoding="utf-8"))
+        return int(read_text(paths.attempt, SMALL_FILE_LIMIT))
     except (OSError, ValueError):
         return 0
 
@@ -99,7 +100,7 @@ def kept_preemptions(paths: K8sPaths, seen: int | None) -> int:
     """The JobSet's count of restarts for disrupted pods: `seen` kept, or, without a JobSet, the last kept."""
     if seen is None:
         try:
-            return int(paths.preemptions.read_text(encoding="utf-8"))
+            return int(read_text(paths.preemptions, SMALL_FILE_LIMIT))
         except (OSError, ValueError):
             return 0
     with contextlib.suppress(OSError):
@@ -110,7 +111,7 @@ def kept_preemptions(paths: K8sPaths, seen: int | None) -> int:
 def job_limits(folder: JobFolder) -> JobLimits:
     """The job's limits from its job.json; the defaults (no restarts) when it cannot be read."""
     try:
-        return JobSpec.model_validate(json.loads(folder.job_json.read_text(encoding="utf-8"))).limits
+        return JobSpec.model_validate(json.loads(read_text(folder.job_json, root=folder.root))).limits
     except (OSError, ValueError):
         return JobLimits()
 
@@ -118,7 +119,7 @@ def job_limits(folder: JobFolder) -> JobLimits:
 def planned_processes(folder: JobFolder) -> list[dict[str, Any]]:
     """The plan's processes (plan.json), for those whose pods went before they reported; [] unreadable."""
     try:
-        plan = json.loads(folder.plan_json.read_text(encoding="utf-8"))
+        plan = json.loads(read_text(folder.plan_json, root=folder.root))
         return [p for node in plan["nodes"] for p in node["processes"]]
     except (OSError, ValueError, KeyError, TypeError):
         return []

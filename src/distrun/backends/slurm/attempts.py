@@ -36,6 +36,7 @@ from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.state import read_canceled_at
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.core.safe_files import SMALL_FILE_LIMIT, read_text
 from distrun.restarts.policy import Attempt, backoff_seconds, decide, keep_attempt
 
 # Node outcomes and peer markers of the outcome channel (slurm/node_NN.json, slurm/main_done_NN).
@@ -45,7 +46,7 @@ CHANNEL_FILE = re.compile(r"^(node_\d+\.json|[a-z_]+_\d\d)$")
 def read_attempts(paths: SlurmPaths) -> list[dict[str, Any]]:
     """The attempts recorded so far, oldest first ([] before the first one ended)."""
     try:
-        data = json.loads(paths.attempts.read_text(encoding="utf-8"))
+        data = json.loads(read_text(paths.attempts))
     except (OSError, ValueError):
         return []
     return data if isinstance(data, list) else []
@@ -199,7 +200,7 @@ class AttemptBook:
     def _preempted(self) -> tuple[str | None, float | None]:
         """The batch script's preemption note: what it says, and when (epoch s) it was noted."""
         try:
-            text = self.paths.preempted.read_text(encoding="utf-8")
+            text = read_text(self.paths.preempted, SMALL_FILE_LIMIT)
         except OSError:
             return None, None
         return read_preempted(text)

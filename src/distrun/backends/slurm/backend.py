@@ -34,6 +34,7 @@ from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.core.file_modes import write_file
 from distrun.core.job_status import JobState, JobStatus
 from distrun.core.json_encoding import compact_json
+from distrun.core.safe_files import read_text
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.prepare.compute import ComputeTarget, submitted_target
@@ -203,7 +204,7 @@ def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
 
 def _limits(job_dir: Path) -> dict[str, Any]:
     """What `observe` needs of the job: its node count and its limits (restarts), from job.json."""
-    data = json.loads(JobFolder(job_dir).job_json.read_text(encoding="utf-8"))
+    data = json.loads(read_text(JobFolder(job_dir).job_json, root=job_dir))
     return {"instance_count": data.get("resources", {}).get("instance_count", 1), "limits": data.get("limits") or {}}
 
 
