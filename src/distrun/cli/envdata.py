@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from distrun.cli.shown import echo
 from distrun.core.errors import DistrunError
 
 
@@ -18,7 +19,7 @@ def _home() -> Path:
 
 
 def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    echo(json.dumps(data, indent=2, default=str))
 
 
 # ---------------------------------------------------------------- env
@@ -43,13 +44,11 @@ def env_list(output: str) -> None:
         return
     for env in built:
         count = len([r for r in env["requirements"] if not r.startswith("-")])
-        click.echo(
-            f"{env['key'][:12]}  python {env['python']}  {count} requirements  {env['size_mb']} MB  {env['origin']}"
-        )
+        echo(f"{env['key'][:12]}  python {env['python']}  {count} requirements  {env['size_mb']} MB  {env['origin']}")
     for name, body in named.items():
-        click.echo(f"{name}  (config.yaml) " + ", ".join(f"{k}: {v}" for k, v in body.items() if k != "description"))
+        echo(f"{name}  (config.yaml) " + ", ".join(f"{k}: {v}" for k, v in body.items() if k != "description"))
     if not built and not named:
-        click.echo("no environments yet: a job with a conda_file builds one")
+        echo("no environments yet: a job with a conda_file builds one")
 
 
 @env_group.command("show")
@@ -75,8 +74,8 @@ def env_prune(unused_days: float | None, everything: bool) -> None:
 
     removed = prune_environments(_home(), unused_days, everything)
     for key in removed:
-        click.echo(f"removed {key}")
-    click.echo(f"{len(removed)} environment{'s' if len(removed) != 1 else ''} removed")
+        echo(f"removed {key}")
+    echo(f"{len(removed)} environment{'s' if len(removed) != 1 else ''} removed")
 
 
 @env_group.command("create")

@@ -6,6 +6,7 @@ import sys
 import time
 
 from distrun.core.errors import DistrunError
+from distrun.core.terminal_text import neutral_text
 from distrun.metrics.history import metric_history, store_problem
 from distrun.metrics.printing import point_line
 from distrun.metrics.tracking import read_tracked_run, tracking_file_problem
@@ -29,7 +30,10 @@ def print_metrics(layout: Layout, name: str, follow: bool) -> None:
     problem = store_problem(run)
     if problem is not None:
         raise DistrunError(problem, "the job's processes may have replaced it; a regular file is needed to read it")
-    print(f"# MLflow run {run.run_id} (experiment {run.experiment_name}) at {run.tracking_uri}", flush=True)
+    # Metric names, the experiment's name and the store's path are the job's text: shown neutral.
+    print(
+        neutral_text(f"# MLflow run {run.run_id} (experiment {run.experiment_name}) at {run.tracking_uri}"), flush=True
+    )
     seen: set[tuple[str, int, float, float]] = set()
     while True:
         ended = get_job(layout, record.name).terminal  # read first: points logged before the end are printed
@@ -41,7 +45,7 @@ def print_metrics(layout: Layout, name: str, follow: bool) -> None:
                     seen.add(key)
                     fresh.append((point.timestamp, metric, point))
         for _, metric, point in sorted(fresh, key=lambda item: (item[0], item[1], item[2].step)):
-            sys.stdout.write(point_line(metric, point) + "\n")
+            sys.stdout.write(neutral_text(point_line(metric, point)) + "\n")
         sys.stdout.flush()
         if not follow or ended:
             return
