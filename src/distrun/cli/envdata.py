@@ -10,6 +10,7 @@ import click
 
 from distrun.cli.shown import echo
 from distrun.core.errors import DistrunError
+from distrun.core.user_paths import current_folder
 
 
 def _home() -> Path:
@@ -105,7 +106,7 @@ def env_create(
         given = {**from_file, **{k: v for k, v in given.items() if v is not None}}
     if not name:
         raise DistrunError("give the environment's name", "--name NAME (jobs then use azureml:NAME@latest)")
-    body = environment_body(base_dir=Path.cwd(), **given)
+    body = environment_body(base_dir=current_folder(), **given)
     register_environment(_home() / "config.yaml", name, version, body)
     _print_json({"name": name, **body})
 
@@ -146,7 +147,7 @@ def data_create(name: str, version: str, path: str, kind: str, description: str 
     """Register a data asset (as `az ml data create`)."""
     from distrun.data.register import register_path
 
-    _print_json(register_path(_home(), name, version, path, kind, description, Path.cwd()).to_dict())
+    _print_json(register_path(_home(), name, version, path, kind, description, current_folder()).to_dict())
 
 
 @data_group.command("list")

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import make_home
+from distrun.core.file_modes import FILE_MODE, make_dirs, make_home
 from distrun.core.safe_files import read_text
 
 ASSET_TYPES = ("uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model")
@@ -53,9 +53,9 @@ def create_asset(home: Path, asset: DataAsset) -> DataAsset:
     made = DataAsset(asset.name, version, asset.type, asset.path, asset.description, time.time(), asset.job)
     folder = assets_dir(home) / asset.name
     make_home(home)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     try:
-        fd = os.open(folder / f"{version}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
+        fd = os.open(folder / f"{version}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:
         raise DistrunError(
             f"data asset {asset.name} already has version {version}",

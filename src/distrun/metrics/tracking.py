@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from distrun.core.file_modes import make_dirs, write_file
+from distrun.core.file_modes import copied_mode, make_dirs, write_file
 from distrun.core.safe_files import open_regular, read_text
 from distrun.metrics import sqlite_store
 from distrun.store.layout import JobFolder
@@ -162,7 +162,9 @@ def finish_run(folder: JobFolder, status: str) -> None:
         if path is not None and (target is not None or not outputs):
             for source, relative in outputs:
                 make_dirs(target / "outputs" / relative)  # type: ignore[operator]
-                shutil.copyfile(source, target / "outputs" / relative / source.name)  # type: ignore[operator]
+                copied = target / "outputs" / relative / source.name  # type: ignore[operator]
+                shutil.copyfile(source, copied)
+                os.chmod(copied, copied_mode(os.stat(copied).st_mode))  # never world-writable
             sqlite_store.close_run(path, run.run_id, final)
             return
         from mlflow.tracking import MlflowClient

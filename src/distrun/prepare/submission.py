@@ -26,6 +26,7 @@ from pathlib import Path
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
 from distrun.core.safe_files import read_text
+from distrun.core.user_paths import current_folder
 from distrun.plan.model import Bindings
 from distrun.prepare.compute import ComputeTarget, resolve_target, submitted_target
 from distrun.spec import models
@@ -106,7 +107,7 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         folder=str(folder.root),
         created_at=time.time(),
         display_name=spec.display_name or job_name,
-        experiment_name=spec.experiment_name or Path.cwd().name,
+        experiment_name=spec.experiment_name or current_folder().name,
         distribution=spec.distribution_type,
         tags=dict(spec.tags),
         launcher_pid=os.getpid(),

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import make_home
+from distrun.core.file_modes import FILE_MODE, make_home
 from distrun.core.safe_files import read_user_file
 from distrun.spec.source_map import SourceMap
 
@@ -42,6 +42,7 @@ def write_entry(config_path: Path, key: str, name: str, body: dict[str, Any]) ->
     data[key][name] = body
     make_home(config_path.parent)
     tmp = config_path.with_suffix(f".yaml.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    # Explicit mode: under umask 000 a plain open would make config.yaml writable by everyone.
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE), "w") as handle:
         yaml.dump(data, handle)
     tmp.replace(config_path)

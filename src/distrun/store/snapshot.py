@@ -49,6 +49,11 @@ def snapshot_code(source: Path, target: Path, skip: tuple[Path, ...] = ()) -> in
     `target` and the folders in `skip` (DISTRUN_HOME) are left out when they lie inside
     `source`: a code folder holding the job folder would otherwise copy the copy being made.
     """
+    if not source.is_dir():  # deleted (or replaced) after the job was loaded: os.walk would copy nothing
+        raise DistrunError(
+            f"code folder {source} no longer exists (it was there when the job file was read)",
+            "put the code folder back, or fix `code` in the job file, and run the job again",
+        )
     source = source.resolve()
     spec = _ignore_spec(source)
     copied = 0
@@ -81,7 +86,13 @@ def snapshot_code(source: Path, target: Path, skip: tuple[Path, ...] = ()) -> in
             if src.is_symlink():
                 _link(src, source, target / rel_dir / name)
             else:
-                _copy_file(src, target / rel_dir / name)
+                try:
+                    _copy_file(src, target / rel_dir / name)
+                except FileNotFoundError:
+                    raise DistrunError(
+                        f"{src} was removed while the code folder was being copied",
+                        "let whatever changes the code folder finish, then run the job again",
+                    ) from None
                 copied += 1
     return copied
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
+from distrun.core.file_modes import make_dirs, write_file
 from distrun.core.safe_files import SMALL_FILE_LIMIT, read_text
 from distrun.spec.models import JobLimits, JobSpec
 from distrun.store.layout import JobFolder
@@ -46,10 +47,8 @@ class K8sPaths:
 
 def write_json(path: Path, data: Any) -> None:
     """`data` as indented JSON, replacing the file at once (a reader never sees half of it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    tmp.replace(path)
+    make_dirs(path.parent)
+    write_file(path, json.dumps(data, indent=2).encode("utf-8"))
 
 
 def save_layout(paths: K8sPaths, layout: PodLayout) -> None:
@@ -68,9 +67,9 @@ def _layout_from(data: Mapping[str, Any]) -> PodLayout:
 
 def note_cancel(paths: K8sPaths) -> None:
     """The time of the first cancel request: a failure before it still wins."""
-    paths.folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(paths.folder)
     if not paths.cancel.exists():
-        paths.cancel.write_text(f"{time.time()}\n", encoding="utf-8")
+        write_file(paths.cancel, f"{time.time()}\n".encode())
 
 
 def stopping_for(paths: K8sPaths) -> float:
@@ -79,8 +78,8 @@ def stopping_for(paths: K8sPaths) -> float:
         since = float(read_text(paths.stopping, SMALL_FILE_LIMIT))
     except (OSError, ValueError):
         since = time.time()
-        paths.folder.mkdir(parents=True, exist_ok=True)
-        paths.stopping.write_text(f"{since}\n", encoding="utf-8")
+        make_dirs(paths.folder)
+        write_file(paths.stopping, f"{since}\n".encode())
     return time.time() - since
 
 
@@ -93,7 +92,7 @@ def shown_attempt(paths: K8sPaths) -> int:
 
 
 def show_attempt(paths: K8sPaths, attempt: int) -> None:
-    paths.attempt.write_text(f"{attempt}\n", encoding="utf-8")
+    write_file(paths.attempt, f"{attempt}\n".encode())
 
 
 def kept_preemptions(paths: K8sPaths, seen: int | None) -> int:
@@ -104,7 +103,7 @@ def kept_preemptions(paths: K8sPaths, seen: int | None) -> int:
         except (OSError, ValueError):
             return 0
     with contextlib.suppress(OSError):
-        paths.preemptions.write_text(f"{seen}\n", encoding="utf-8")
+        write_file(paths.preemptions, f"{seen}\n".encode())
     return seen
 
 
