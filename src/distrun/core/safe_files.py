@@ -100,6 +100,18 @@ def _open_last(name: Path | str, flags: int, mode: int, dir_fd: int | None, show
     return fd
 
 
+def unreadable_because(path: Path | str, *, root: Path | str | None = None) -> str | None:
+    """Why the file at `path` would not be read by `open_regular` (a named pipe, a link, a
+    folder...), or None when it would be, or is simply missing."""
+    try:
+        os.close(open_regular(path, root=root))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 def read_regular(path: Path | str, limit: int = MAX_METADATA_BYTES, *, root: Path | str | None = None) -> bytes:
     """The whole of a regular file of at most `limit` bytes, read through one descriptor."""
     fd = open_regular(path, root=root)

@@ -12,7 +12,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 
-from distrun.core.safe_files import open_regular, sqlite_reader_uri
+from distrun.core.safe_files import open_regular, sqlite_reader_uri, unreadable_because
 from distrun.metrics.sqlite_store import sqlite_file
 from distrun.metrics.tracking import TrackedRun, mlflow_available
 
@@ -59,15 +59,8 @@ def last_values(history: History) -> dict[str, float]:
 def store_problem(run: TrackedRun) -> str | None:
     """Why the run's local store cannot be read safely (not a regular file), else None."""
     path = sqlite_file(run.tracking_uri)
-    if path is None:
-        return None
-    try:
-        os.close(open_regular(path))
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"the metrics store {path} cannot be read: {exc.strerror or exc}"
-    return None
+    why = None if path is None else unreadable_because(path)
+    return None if why is None else f"the metrics store {path} cannot be read: {why}"
 
 
 def _from_sqlite(fd: int, run_id: str) -> History:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from distrun.core.file_modes import copied_mode, make_dirs, write_file
-from distrun.core.safe_files import open_regular, read_text
+from distrun.core.safe_files import read_text, unreadable_because
 from distrun.metrics import sqlite_store
 from distrun.store.layout import JobFolder
 
@@ -136,13 +136,8 @@ def read_tracked_run(folder: JobFolder) -> TrackedRun | None:
 def tracking_file_problem(folder: JobFolder) -> str | None:
     """Why the job's tracking file is there but not read (replaced by a named pipe, a link,
     a folder), or None: a user asking for the job's metrics hears that, not "no MLflow"."""
-    try:
-        os.close(open_regular(folder.root / TRACKING_FILE, root=folder.root))
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"the job's tracking file cannot be read: {exc.strerror or exc}"
-    return None
+    why = unreadable_because(folder.root / TRACKING_FILE, root=folder.root)
+    return None if why is None else f"the job's tracking file cannot be read: {why}"
 
 
 def finish_run(folder: JobFolder, status: str) -> None:
