@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from distrun.agent.node_facts import NodeOutcome
+from distrun.core.file_modes import FILE_MODE, make_dirs
 from distrun.core.safe_files import read_text
 from distrun.store.layout import NodeChannelPaths
 
@@ -63,7 +64,7 @@ class FolderOutcomeChannel:
         self.node_count = node_count
 
     def publish(self, outcome: NodeOutcome) -> None:
-        self.paths.folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.paths.folder)
         _write_whole(self.paths.outcome(outcome.node_rank), json.dumps(outcome.to_dict(), indent=2, default=str))
 
     def outcomes(self, node_ranks: Iterable[int] | None = None) -> dict[int, NodeOutcome]:
@@ -77,7 +78,7 @@ class FolderOutcomeChannel:
         return found
 
     def set_marker(self, marker: str, node_rank: int) -> None:
-        self.paths.folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.paths.folder)
         _write_whole(self.paths.marker(marker, node_rank), "done")
 
     def marked(self, marker: str) -> set[int]:
@@ -94,7 +95,7 @@ def _write_whole(path: os.PathLike[str], text: str) -> None:
     target = os.fspath(path)
     directory, name = os.path.split(target)
     tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE), "w") as handle:
         handle.write(text + "\n")
     os.replace(tmp, target)
 

@@ -20,6 +20,8 @@ import time
 from collections import deque
 from typing import BinaryIO
 
+from distrun.core.terminal_text import neutral
+
 MAX_BACKLOG = 4 << 20
 HARD_BACKLOG = 32 << 20
 STALL_SECONDS = 5.0
@@ -118,7 +120,7 @@ class NonBlockingOutput:
 def say(out: BinaryIO, text: str) -> None:
     """Text for the user's terminal, which may have gone (closed window: EIO; `| head`: EPIPE)."""
     try:
-        out.write((text + "\n").encode())
+        out.write(neutral(text.encode("utf-8", "surrogateescape")) + b"\n")  # job names, reasons: the job's text
         out.flush()
     except (OSError, ValueError):
         # What is still buffered would fail again when Python exits (exit status 120).

@@ -9,7 +9,9 @@ from typing import Any
 
 import click
 
+from distrun.cli.shown import echo
 from distrun.core.errors import DistrunError
+from distrun.core.user_paths import current_folder
 
 
 def _home() -> Path:
@@ -26,7 +28,7 @@ def resource_file_option(help_text: str) -> Callable[[Any], Any]:
 
 
 def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    echo(json.dumps(data, indent=2, default=str))
 
 
 # ---------------------------------------------------------------- env
@@ -51,13 +53,11 @@ def env_list(output: str) -> None:
         return
     for env in built:
         count = len([r for r in env["requirements"] if not r.startswith("-")])
-        click.echo(
-            f"{env['key'][:12]}  python {env['python']}  {count} requirements  {env['size_mb']} MB  {env['origin']}"
-        )
+        echo(f"{env['key'][:12]}  python {env['python']}  {count} requirements  {env['size_mb']} MB  {env['origin']}")
     for name, body in named.items():
-        click.echo(f"{name}  (config.yaml) " + ", ".join(f"{k}: {v}" for k, v in body.items() if k != "description"))
+        echo(f"{name}  (config.yaml) " + ", ".join(f"{k}: {v}" for k, v in body.items() if k != "description"))
     if not built and not named:
-        click.echo("no environments yet: a job with a conda_file builds one")
+        echo("no environments yet: a job with a conda_file builds one")
 
 
 @env_group.command("show")
@@ -83,8 +83,8 @@ def env_prune(unused_days: float | None, everything: bool) -> None:
 
     removed = prune_environments(_home(), unused_days, everything)
     for key in removed:
-        click.echo(f"removed {key}")
-    click.echo(f"{len(removed)} environment{'s' if len(removed) != 1 else ''} removed")
+        echo(f"removed {key}")
+    echo(f"{len(removed)} environment{'s' if len(removed) != 1 else ''} removed")
 
 
 @env_group.command("create")
@@ -107,7 +107,7 @@ def env_create(
         given = {**from_file, **{k: v for k, v in given.items() if v is not None}}
     if not name:
         raise DistrunError("give the environment's name", "--name NAME (jobs then use azureml:NAME@latest)")
-    body = environment_body(base_dir=Path.cwd(), **given)
+    body = environment_body(base_dir=current_folder(), **given)
     register_environment(_home() / "config.yaml", name, version, body)
     _print_json({"name": name, **body})
 
@@ -162,7 +162,7 @@ def data_create(
     """Register a data asset (as `az ml data create`, with --file or --name and --path)."""
     from distrun.data.register import register_path
 
-    base = Path.cwd()
+    base = current_folder()
     given: dict[str, str] = {}
     if file is not None:
         from distrun.spec.resource_files import read_data_file
@@ -223,7 +223,7 @@ def data_mirror_add(prefix: str, folder: str) -> None:
     """Map PREFIX (https://..., wasbs://...) to FOLDER (a folder or azureml://datastores/... URI)."""
     from distrun.data.mirrors import add_mirror
 
-    mirror = add_mirror(_home() / "config.yaml", prefix, folder, Path.cwd())
+    mirror = add_mirror(_home() / "config.yaml", prefix, folder, current_folder())
     _print_json({"prefix": mirror.prefix, "folder": mirror.target})
 
 

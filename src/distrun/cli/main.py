@@ -19,8 +19,10 @@ from typing import Any, NoReturn
 import click
 
 from distrun.cli.envdata import resource_file_option
+from distrun.cli.shown import echo
 from distrun.core.errors import DistrunError, JobAlreadyEndedError
 from distrun.core.json_encoding import shown_json
+from distrun.core.safe_files import UnsafeFileError
 from distrun.prepare.compute import USER_KINDS
 
 EXIT_FAILED = 1
@@ -53,8 +55,8 @@ def _echo_json(data: Any) -> None:
     text = shown_json(data)
     try:
         for start in range(0, len(text), 1 << 20):
-            click.echo(text[start : start + (1 << 20)], nl=False)
-        click.echo("")
+            echo(text[start : start + (1 << 20)], nl=False)
+        echo("")
     except BrokenPipeError:
         # The reader went away (`| head`): that is no error. What stdout still buffers goes
         # nowhere, so that flushing it at exit does not fail again.
@@ -89,7 +91,7 @@ def _run(
         if output == "json":
             _echo_json(record.to_dict())
         else:
-            click.echo(views().created_text(record))
+            echo(views().created_text(record))
         sys.exit(0)
     record = jobs.run_job(loaded, layout, sys.stdout.buffer, _color(sys.stdout), compute, name)
     sys.exit(_exit_code(record.status))
@@ -158,7 +160,7 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
         return
     from distrun.plan.text import plan_as_text
 
-    click.echo(plan_as_text(rendered))
+    echo(plan_as_text(rendered))
 
 
 def _echo_yaml(rendered: dict[str, Any]) -> None:
@@ -240,9 +242,9 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     if output == "json":
         _echo_json(data)
     elif output == "yaml":
-        click.echo(views().as_yaml(json.loads(json.dumps(data, default=str))))
+        echo(views().as_yaml(json.loads(json.dumps(data, default=str))))
     else:
-        click.echo(views().job_show_text(record))
+        echo(views().job_show_text(record))
 
 
 @job.command("list")
@@ -256,7 +258,7 @@ def job_list(max_results: int, output: str) -> None:
     if output == "json":
         _echo_json([r.to_dict() for r in records])
     else:
-        click.echo(views().job_list_text(records))
+        echo(views().job_list_text(records))
 
 
 @job.command("stream")
@@ -280,7 +282,7 @@ def _still_running_on_interrupt(name: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        click.echo(
+        echo(
             f"\ndistrun: stopped following {name}; the job keeps running (distrun job cancel {name} stops it)",
             err=True,
         )
@@ -301,7 +303,7 @@ def job_cancel(name: str | None, name_opt: str | None) -> None:
     if before is not None and before.terminal:
         raise JobAlreadyEndedError(before.name, before.status, before.reason)
     record = cancel_job(_layout(), chosen)
-    click.echo(f"{record.name}: {record.status}" + (f" ({record.reason})" if record.reason else ""))
+    echo(f"{record.name}: {record.status}" + (f" ({record.reason})" if record.reason else ""))
 
 
 @job.command("download")
@@ -317,7 +319,7 @@ def job_download(
 
     written = download_job(_layout(), _job_name(name, name_opt), Path(download_path), output_name, all_)
     for path in written:
-        click.echo(f"Downloaded {path}")
+        echo(f"Downloaded {path}")
 
 
 # ---------------------------------------------------------------- logs
@@ -417,7 +419,7 @@ def compute_create(
     if output == "json":
         _echo_json(shown)
     else:
-        click.echo(views().compute_table([shown]))
+        echo(views().compute_table([shown]))
 
 
 @compute.command("list")
@@ -433,7 +435,7 @@ def compute_list(output: str) -> None:
     if output == "json":
         _echo_json(shown)
     else:
-        click.echo(views().compute_table(shown))
+        echo(views().compute_table(shown))
 
 
 # ---------------------------------------------------------------- entry point
@@ -444,10 +446,16 @@ def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except DistrunError as exc:
-        click.echo(f"distrun: error: {exc.render()}", err=True)
+        echo(f"distrun: error: {exc.render()}", err=True)
         sys.exit(exc.exit_code)
+    except UnsafeFileError as exc:
+        # A file that distrun reads only when it is a regular file (one a job can replace) is
+        # not one: whichever reader met it, the user gets this, never a traceback.
+        unsafe = DistrunError(str(exc), "a job's processes may have replaced it; distrun reads only regular files")
+        echo(f"distrun: error: {unsafe.render()}", err=True)
+        sys.exit(unsafe.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("distrun: aborted", err=True)
+        echo("distrun: aborted", err=True)
         sys.exit(EXIT_CANCELED)
     except click.ClickException as exc:
         exc.show()

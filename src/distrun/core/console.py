@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from distrun.core.terminal_text import neutral_text
+
 
 def say(out: TextIO, text: str) -> None:
     try:
-        out.write(text + "\n")
+        out.write(neutral_text(text) + "\n")  # names and messages may hold a job's text
         out.flush()
     except (OSError, ValueError):
         pass  # a closed terminal or pipe: the build or download goes on

@@ -18,6 +18,9 @@ from pathlib import Path
 
 # plan.json of the largest plan distrun makes (8,192 processes) is about 8 MB (compact JSON).
 MAX_METADATA_BYTES = 64 << 20
+# A number or a time stamp distrun wrote (a cancel time, an attempt number).
+SMALL_FILE_LIMIT = 4096
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class UnsafeFileError(OSError):
@@ -39,22 +42,49 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o664) -> int:
+def open_regular(
+    path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o664, *, root: Path | str | None = None
+) -> int:
     """A descriptor of the regular file at `path`; a link, pipe, device or socket raises.
 
     With O_CREAT the file is created when missing. The open itself never blocks (a named
     pipe opened for writing with no reader fails at once instead of waiting for one).
+
+    With `root` (a folder that `path` lies in, such as the job folder), no component below
+    `root` may be a link either: each folder is opened without following links, relative to
+    the one above it, so a folder the job swapped for a link leads nowhere. `root` itself is
+    trusted (DISTRUN_HOME may well lie under a linked home folder).
     """
+    if root is None:
+        return _open_last(path, flags, mode, None, path)
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, mode)
+        parts = Path(path).relative_to(root).parts
+    except ValueError:
+        raise UnsafeFileError(f"{path} is not inside {root}") from None
+    if not parts:
+        raise UnsafeFileError(f"{path} is a folder, not a regular file")
+    dir_fd = _descend(os.open(root, _FOLDER_FLAGS & ~os.O_NOFOLLOW), parts[:-1], str(root))
+    try:
+        return _open_last(parts[-1], flags, mode, dir_fd, path)
+    finally:
+        os.close(dir_fd)
+
+
+def _open_last(name: Path | str, flags: int, mode: int, dir_fd: int | None, shown: Path | str) -> int:
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, mode, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link; a pipe without a reader, or a socket
-            raise UnsafeFileError(exc.errno, f"{path} is not a regular file (a link, pipe or socket)") from None
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFileError(
+                exc.errno, f"{shown} is a symbolic link, not a regular file: distrun does not follow it"
+            ) from None
+        if exc.errno == errno.ENXIO:  # a pipe opened for writing without a reader, or a socket
+            raise UnsafeFileError(exc.errno, f"{shown} is not a regular file (a pipe or socket)") from None
         raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFileError(f"{path} is {kind_of(info.st_mode)}, not a regular file")
+            raise UnsafeFileError(f"{shown} is {kind_of(info.st_mode)}, not a regular file")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -62,9 +92,21 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o664) 
     return fd
 
 
-def read_regular(path: Path | str, limit: int = MAX_METADATA_BYTES) -> bytes:
+def unreadable_because(path: Path | str, *, root: Path | str | None = None) -> str | None:
+    """Why the file at `path` would not be read by `open_regular` (a named pipe, a link, a
+    folder...), or None when it would be, or is simply missing."""
+    try:
+        os.close(open_regular(path, root=root))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def read_regular(path: Path | str, limit: int = MAX_METADATA_BYTES, *, root: Path | str | None = None) -> bytes:
     """The whole of a regular file of at most `limit` bytes, read through one descriptor."""
-    fd = open_regular(path)
+    fd = open_regular(path, root=root)
     try:
         return read_fd(fd, limit, str(path))
     finally:
@@ -86,8 +128,32 @@ def read_fd(fd: int, limit: int, what: str = "file") -> bytes:
             raise UnsafeFileError(f"{what} is larger than {limit} bytes")
 
 
-def read_text(path: Path | str, limit: int = MAX_METADATA_BYTES) -> str:
-    return read_regular(path, limit).decode("utf-8")
+def read_text(path: Path | str, limit: int = MAX_METADATA_BYTES, *, root: Path | str | None = None) -> str:
+    return read_regular(path, limit, root=root).decode("utf-8")
+
+
+def refuse_special_store(path: Path | str) -> None:
+    """Raise UnsafeFileError when an SQLite database or one of its side files (-wal, -shm,
+    -journal) exists and is not a regular file: SQLite opens them without such checks, and a
+    named pipe in their place would block it forever (an open for reading waits for a writer,
+    a read through its own read-write open never ends)."""
+    for each in (str(path), f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+        try:
+            info = os.lstat(each)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFileError(f"{each} is {kind_of(info.st_mode)}, not a regular file")
+
+
+def sqlite_reader_uri(fd: int) -> str:
+    """An SQLite URI that reads, read-only, the database open as `fd` (from `open_regular`).
+
+    SQLite opens the file again by this name, which the kernel resolves to the very file the
+    descriptor holds: a job that swaps the path for a named pipe or a link after distrun's
+    check is never read. A database in rollback-journal mode (MLflow's) is read as usual.
+    """
+    return f"file:/proc/self/fd/{fd}?mode=ro"
 
 
 def tail_of(fd: int, size: int) -> bytes:
@@ -118,28 +184,28 @@ def open_beneath(root: Path | str, relative: str, directory: bool = False) -> in
         raise UnsafeFileError(f"{relative}: '..' is not allowed in a path inside {root}")
     if not parts and not directory:
         raise UnsafeFileError(f"{root}: a folder, not a regular file")
-    folder_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = _open_step(str(root), folder_flags, None, str(root))
+    top = _open_step(str(root), _FOLDER_FLAGS, None, str(root))
+    if directory:
+        return _descend(top, parts, str(root))
+    dir_fd = _descend(top, parts[:-1], str(root))
+    try:
+        return _open_last(parts[-1], os.O_RDONLY, 0, dir_fd, f"{root}/{'/'.join(parts)}")
+    finally:
+        os.close(dir_fd)
+
+
+def _descend(dir_fd: int, parts: list[str] | tuple[str, ...], root: str) -> int:
+    """The folder `parts` below the open folder `dir_fd` (which it takes over), opened one
+    component at a time without following a link: a folder swapped for a link leads nowhere."""
     try:
         for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            where = f"{root}/{'/'.join(parts[: index + 1])}"
-            if last and not directory:
-                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-            else:
-                flags = folder_flags
-            next_fd = _open_step(part, flags, fd, where)
-            os.close(fd)
-            fd = next_fd
-        if not directory:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise UnsafeFileError(f"{root}/{'/'.join(parts)} is {kind_of(info.st_mode)}, not a regular file")
-            os.set_blocking(fd, True)
+            below = _open_step(part, _FOLDER_FLAGS, dir_fd, f"{root}/{'/'.join(parts[: index + 1])}")
+            os.close(dir_fd)
+            dir_fd = below
     except BaseException:
-        os.close(fd)
+        os.close(dir_fd)
         raise
-    return fd
+    return dir_fd
 
 
 def read_beneath(root: Path | str, relative: str, limit: int = MAX_METADATA_BYTES) -> bytes:
@@ -169,3 +235,20 @@ def _kind_at(name: str, dir_fd: int | None) -> str:
         return kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
         return "not a folder"
+
+
+def read_user_file(path: Path | str, limit: int) -> bytes:
+    """A file the user named (a requirements file, an ignore file): a link to one is fine, but
+    it must be a regular file of at most `limit` bytes. A named pipe or a device in its place
+    is refused before any read, and the open does not wait for a writer."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"{path} is a folder", str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFileError(f"{path} is {kind_of(info.st_mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return read_fd(fd, limit, str(path))
+    finally:
+        os.close(fd)

@@ -15,3 +15,17 @@ def expand_user(path: Path) -> Path:
         return path.expanduser()
     except RuntimeError:
         return path
+
+
+def current_folder() -> Path:
+    """The folder distrun was started in; a clear error when it was deleted meanwhile (the
+    kernel keeps a process in a removed folder, but it has no path any more)."""
+    from distrun.core.errors import DistrunError
+
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise DistrunError(
+            "the current folder no longer exists (it was deleted after this shell went into it)",
+            "cd into a folder that exists (cd ~, or cd to the folder again once it is back) and run the command again",
+        ) from None

@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import make_home
+from distrun.core.file_modes import FILE_MODE, make_dirs, make_home
+from distrun.core.safe_files import read_text
 
 ASSET_TYPES = ("uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model")
+ASSET_RECORD_LIMIT = 1 << 20  # a record is a few hundred bytes
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
 
 
@@ -51,9 +53,9 @@ def create_asset(home: Path, asset: DataAsset) -> DataAsset:
     made = DataAsset(asset.name, version, asset.type, asset.path, asset.description, time.time(), asset.job)
     folder = assets_dir(home) / asset.name
     make_home(home)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     try:
-        fd = os.open(folder / f"{version}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
+        fd = os.open(folder / f"{version}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:
         raise DistrunError(
             f"data asset {asset.name} already has version {version}",
@@ -73,9 +75,11 @@ def list_assets(home: Path, name: str | None = None) -> list[DataAsset]:
     for each in names:
         for file in (folder / each).glob("*.json"):
             try:
-                found.append(DataAsset(**json.loads(file.read_text(encoding="utf-8"))))
+                found.append(DataAsset(**json.loads(read_text(file, ASSET_RECORD_LIMIT, root=home))))
             except (OSError, ValueError, TypeError):
-                continue  # being written (O_EXCL made it empty a moment) or damaged
+                # being written (O_EXCL made it empty a moment), damaged, or not a regular file
+                # (a named pipe or a link to a device put there by a job): never waited on or read
+                continue
     return sorted(found, key=lambda a: (a.name, a.created_at))
 
 

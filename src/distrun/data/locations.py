@@ -113,12 +113,13 @@ def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -
     """Where a completed job wrote its named output `output`."""
     import json
 
+    from distrun.core.safe_files import read_text
     from distrun.store.layout import Layout
 
     _job_must_be_completed(home, job, f"job {job}'s output {output}")
     folder = Layout(home).job(job)
     try:
-        outputs = json.loads((folder.root / "bindings.json").read_text(encoding="utf-8"))["outputs"]
+        outputs = json.loads(read_text(folder.bindings_json, root=folder.root))["outputs"]
     except (OSError, ValueError, KeyError):
         outputs = {}
     if output not in outputs:

@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Position, Problem
+from distrun.core.safe_files import read_user_file
 from distrun.core.user_paths import expand_user
+
+REQUIREMENTS_FILE_LIMIT = 1 << 20  # a pip requirements file; a named pipe or /dev/zero is refused
 
 # Bumped when the way an environment is built changes, so old builds are not reused.
 BUILD_FORMAT = 2  # 2: environments have pip
@@ -236,7 +239,7 @@ def _pip_line(
     file = expand_user(Path(match.group(1).strip()))
     file = file if file.is_absolute() else base_dir / file
     try:
-        content = file.read_text(encoding="utf-8")
+        content = read_user_file(file, REQUIREMENTS_FILE_LIMIT).decode("utf-8")
     except (OSError, ValueError) as exc:
         problem(
             path, f"requirements file {file} cannot be read: {getattr(exc, 'strerror', None) or exc}", "check the path"

@@ -8,10 +8,11 @@ releases. Any other tracking URI (an MLflow server) is read through mlflow's cli
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 
+from distrun.core.safe_files import open_regular, sqlite_reader_uri, unreadable_because
 from distrun.metrics.sqlite_store import sqlite_file
 from distrun.metrics.tracking import TrackedRun, mlflow_available
 
@@ -30,12 +31,18 @@ def metric_history(run: TrackedRun) -> History:
     """name -> points in step order (several ranks may log the same step); {} if unreadable."""
     path = sqlite_file(run.tracking_uri)
     if path is not None:
-        if not path.is_file():
-            return {}  # (mlflow's client would create an empty store there)
         try:
-            return _from_sqlite(path, run.run_id)
+            fd = open_regular(path)
+        except OSError:
+            # Missing (mlflow's client would create an empty store there), or not a regular
+            # file: a named pipe or a link the job put there is never opened by SQLite.
+            return {}
+        try:
+            return _from_sqlite(fd, run.run_id)
         except sqlite3.Error:
             pass  # not created yet, or not MLflow's layout: ask mlflow, if it is here
+        finally:
+            os.close(fd)
     if not mlflow_available():
         return {}
     try:
@@ -49,8 +56,16 @@ def last_values(history: History) -> dict[str, float]:
     return {name: max(points, key=lambda p: (p.step, p.timestamp)).value for name, points in history.items() if points}
 
 
-def _from_sqlite(path: Path, run_id: str) -> History:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+def store_problem(run: TrackedRun) -> str | None:
+    """Why the run's local store cannot be read safely (not a regular file), else None."""
+    path = sqlite_file(run.tracking_uri)
+    why = None if path is None else unreadable_because(path)
+    return None if why is None else f"the metrics store {path} cannot be read: {why}"
+
+
+def _from_sqlite(fd: int, run_id: str) -> History:
+    # Through the descriptor checked above: the job may swap the path at any moment.
+    conn = sqlite3.connect(sqlite_reader_uri(fd), uri=True, timeout=10)
     try:
         rows = conn.execute(
             "SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = ? ORDER BY key, step, timestamp",

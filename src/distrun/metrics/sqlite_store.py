@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from distrun.core.safe_files import refuse_special_store
+
 _HOLD_OPEN = """
 CREATE TABLE IF NOT EXISTS distrun_open_runs (run_uuid VARCHAR(32) NOT NULL PRIMARY KEY);
 CREATE TRIGGER IF NOT EXISTS distrun_keep_run_open AFTER UPDATE OF status ON runs
@@ -35,6 +37,10 @@ END;
 
 @contextmanager
 def _connect(path: Path) -> Iterator[sqlite3.Connection]:
+    # The store lies in DISTRUN_HOME (or wherever tracking.json, which the job can rewrite,
+    # says): a named pipe or a link in its place would block SQLite or lead it elsewhere.
+    # Writes happen before the job's processes start and after they all ended.
+    refuse_special_store(path)
     conn = sqlite3.connect(path, timeout=60, isolation_level=None)
     # As for distrun's job index: no fsync per commit (a crash of distrun loses nothing; a
     # power cut may lose the last update). With it, creating a run took ~70 ms on a busy disk.

@@ -23,11 +23,13 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from distrun.core.file_modes import make_dirs, write_file
+from distrun.core.file_modes import copied_mode, make_dirs, write_file
+from distrun.core.safe_files import read_text, unreadable_because
 from distrun.metrics import sqlite_store
 from distrun.store.layout import JobFolder
 
 TRACKING_FILE = "tracking.json"  # in the job folder: where the job's run is
+TRACKING_FILE_LIMIT = 64 << 10  # four short strings; anything larger is not distrun's
 DISABLE_VARIABLE = "DISTRUN_MLFLOW"  # DISTRUN_MLFLOW=0 turns the run off
 # distrun's job statuses -> MLflow's run statuses.
 _RUN_STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED"}
@@ -124,10 +126,18 @@ def _client_create(
 def read_tracked_run(folder: JobFolder) -> TrackedRun | None:
     """The job's run as recorded when it started; None for an untracked job."""
     try:
-        data = json.loads((folder.root / TRACKING_FILE).read_text(encoding="utf-8"))
+        # The job's own processes can replace this file: read it as every job-folder file is read.
+        data = json.loads(read_text(folder.root / TRACKING_FILE, TRACKING_FILE_LIMIT, root=folder.root))
         return TrackedRun(**{k: str(data[k]) for k in ("tracking_uri", "experiment_id", "experiment_name", "run_id")})
     except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def tracking_file_problem(folder: JobFolder) -> str | None:
+    """Why the job's tracking file is there but not read (replaced by a named pipe, a link,
+    a folder), or None: a user asking for the job's metrics hears that, not "no MLflow"."""
+    why = unreadable_because(folder.root / TRACKING_FILE, root=folder.root)
+    return None if why is None else f"the job's tracking file cannot be read: {why}"
 
 
 def finish_run(folder: JobFolder, status: str) -> None:
@@ -147,7 +157,9 @@ def finish_run(folder: JobFolder, status: str) -> None:
         if path is not None and (target is not None or not outputs):
             for source, relative in outputs:
                 make_dirs(target / "outputs" / relative)  # type: ignore[operator]
-                shutil.copyfile(source, target / "outputs" / relative / source.name)  # type: ignore[operator]
+                copied = target / "outputs" / relative / source.name  # type: ignore[operator]
+                shutil.copyfile(source, copied)
+                os.chmod(copied, copied_mode(os.stat(copied).st_mode))  # never world-writable
             sqlite_store.close_run(path, run.run_id, final)
             return
         from mlflow.tracking import MlflowClient

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
+from distrun.core.safe_files import read_text
+from distrun.core.user_paths import current_folder
 from distrun.plan.model import Bindings
 from distrun.prepare.compute import ComputeTarget, resolve_target, submitted_target
 from distrun.spec import models
@@ -105,7 +107,7 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         folder=str(folder.root),
         created_at=time.time(),
         display_name=spec.display_name or job_name,
-        experiment_name=spec.experiment_name or Path.cwd().name,
+        experiment_name=spec.experiment_name or current_folder().name,
         distribution=spec.distribution_type,
         tags=dict(spec.tags),
         launcher_pid=os.getpid(),
@@ -281,13 +283,13 @@ def _copy_file(source: Path | str, target: Path | str) -> None:
 
 
 def load_bindings(folder: JobFolder) -> Bindings:
-    return Bindings(**json.loads(folder.bindings_json.read_text(encoding="utf-8")))
+    return Bindings(**json.loads(read_text(folder.bindings_json, root=folder.root)))
 
 
 def load_prepared(layout: Layout, name: str) -> PreparedJob:
     """A prepared job read back from its folder (for a detached or remote launcher)."""
     folder = layout.job(name)
-    spec = models.JobSpec.model_validate(json.loads(folder.job_json.read_text(encoding="utf-8")))
+    spec = models.JobSpec.model_validate(json.loads(read_text(folder.job_json, root=folder.root)))
     record = JobIndex(layout.db_path).get(name)
     target = submitted_target(record, layout.config_path)
     return PreparedJob(name, spec, folder, target, load_bindings(folder))

@@ -161,7 +161,10 @@ def decide(policy: RestartPolicy, attempts: Sequence[Attempt]) -> Decision:
 
 def backoff_seconds(restart: int) -> float:
     """The pause before restart number `restart` (1 for the first)."""
-    return min(BACKOFF_FIRST_S * 2 ** max(restart - 1, 0), BACKOFF_MAX_S) * backoff_scale()
+    # The exponent is capped before the power: 2 ** 1024 is past what a float holds, and a job
+    # with unlimited preemptions may well restart that often.
+    doublings = min(max(restart - 1, 0), math.ceil(math.log2(BACKOFF_MAX_S / BACKOFF_FIRST_S)))
+    return min(BACKOFF_FIRST_S * 2**doublings, BACKOFF_MAX_S) * backoff_scale()
 
 
 def backoff_scale() -> float:

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from distrun.core.user_paths import current_folder
 from distrun.sdk.notices import Recorded, note_ignored
 from distrun.sdk.plain import path_text, present
 
@@ -73,7 +73,7 @@ class DataOperations:
             raise DistrunError("a data asset needs a name and a path", "Data(name='cifar', path='./data')")
         home = self._client.layout.home
         made = register_path(
-            home, data.name, data.version or "", str(data.path), data.type, data.description, Path.cwd()
+            home, data.name, data.version or "", str(data.path), data.type, data.description, current_folder()
         )
         return _data_of(made)
 
@@ -108,7 +108,7 @@ class EnvironmentOperations:
         if not environment.name:
             raise DistrunError("an environment needs a name to be registered", "Environment(name='my-env', ...)")
         body = environment_body(
-            Path.cwd(),
+            current_folder(),
             conda_file=path_text(environment.conda_file),
             image=environment.image,
             description=environment.description,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import DistrunError, ValidationError
+from distrun.core.safe_files import read_text
 from distrun.runner.jobs import get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.command_job import Command, job_from_data, status_of
@@ -198,7 +199,7 @@ class JobOperations:
     def _job_of(self, record: JobRecord) -> Command:
         folder = self._layout.job(record.name)
         try:
-            data = json.loads(folder.job_json.read_text(encoding="utf-8"))
+            data = json.loads(read_text(folder.job_json, root=folder.root))
         except (OSError, ValueError):
             data = None  # the job failed before its folder was filled
         if data is None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distrun.core.user_paths import current_folder
 from distrun.sdk.distributions import DistributionConfiguration, distribution_data, distribution_from
 from distrun.sdk.inputs_outputs import Input, Output, input_from_data, output_from_data
 from distrun.sdk.job_settings import CommandJobLimits, Environment, JobResourceConfiguration, environment_from_data
@@ -60,7 +61,7 @@ class Command(Recorded):
         **kwargs: Any,
     ) -> None:
         self._source_where = caller_position()
-        self._base_dir = Path.cwd()
+        self._base_dir = current_folder()
         self._file_source: JobSource | None = None
         self.command = command
         self.code = code

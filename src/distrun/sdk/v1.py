@@ -28,6 +28,7 @@ from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
 from distrun.core.job_status import JobStatus
+from distrun.core.user_paths import current_folder
 from distrun.runner.jobs import get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.notices import Recorded, caller_position, note_ignored, recordable
@@ -348,7 +349,7 @@ class ScriptRunConfig(Recorded):
         **kwargs: Any,
     ) -> None:
         self._where = caller_position()
-        self._base_dir = Path.cwd()
+        self._base_dir = current_folder()
         self.run_config = run_config or RunConfiguration()
         self.source_directory = source_directory
         self.script = script if script is not None else self.run_config.script
@@ -566,7 +567,7 @@ class Run:
     def download_files(
         self, prefix: str | None = None, output_directory: Any = None, append_prefix: bool = True, **kwargs: Any
     ) -> None:
-        base = Path(path_text(output_directory)) if output_directory is not None else Path.cwd()
+        base = Path(path_text(output_directory)) if output_directory is not None else current_folder()
         for name in self.get_file_names():
             if prefix and not name.startswith(prefix):
                 continue

@@ -7,8 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import make_home
+from distrun.core.file_modes import FILE_MODE, make_home
+from distrun.core.safe_files import read_user_file
 from distrun.spec.source_map import SourceMap
+
+CONFIG_LIMIT = 1 << 20  # as for a job file
 
 
 def read_section(config_path: Path, key: str, example: str) -> tuple[dict[Any, Any], SourceMap]:
@@ -34,11 +37,12 @@ def write_entry(config_path: Path, key: str, name: str, body: dict[str, Any] | s
     yaml = YAML()
     data: Any = {}
     if config_path.is_file():
-        data = yaml.load(config_path.read_text(encoding="utf-8")) or {}
+        data = yaml.load(read_user_file(config_path, CONFIG_LIMIT).decode("utf-8")) or {}
     data.setdefault(key, {})
     data[key][name] = body
     make_home(config_path.parent)
     tmp = config_path.with_suffix(f".yaml.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    # Explicit mode: under umask 000 a plain open would make config.yaml writable by everyone.
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE), "w") as handle:
         yaml.dump(data, handle)
     tmp.replace(config_path)

@@ -67,6 +67,7 @@ def _not_a_boolean(value: Any) -> Any:
 
 
 Whole = Annotated[int, BeforeValidator(_not_a_boolean)]
+ExitCode = Annotated[Whole, Field(ge=0, le=255)]
 
 
 class StrictModel(BaseModel):
@@ -268,8 +269,9 @@ class JobLimits(StrictModel):
         ge=0,
         description="distrun extension: restarts after a preemption (default: unlimited when max_restarts is set)",
     )
-    no_restart_exit_codes: list[int] | None = Field(
-        None, description="distrun extension: a rank exiting with one of these codes is not restarted"
+    # An exit status is 0-255 (a process killed by a signal has none: distrun records the signal).
+    no_restart_exit_codes: list[ExitCode] | None = Field(
+        None, description="distrun extension: a rank exiting with one of these codes (0-255) is not restarted"
     )
 
     @property

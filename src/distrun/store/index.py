@@ -26,6 +26,7 @@ from typing import Any
 from distrun.core.errors import DistrunError, JobNotFoundError
 from distrun.core.file_modes import make_home
 from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.core.safe_files import refuse_special_store
 from distrun.store.index_repair import DamagedRecordError, checked_row, file_identity, recover_rows
 
 QUEUED = JobStatus.QUEUED
@@ -139,6 +140,9 @@ class JobIndex:
     def _open(self) -> sqlite3.Connection:
         try:
             make_home(self.db_path.parent)  # the index lies in DISTRUN_HOME
+            # A job's processes can reach DISTRUN_HOME: a named pipe in place of jobs.db (or its
+            # -wal) would block SQLite's first read forever.
+            refuse_special_store(self.db_path)
             conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise self._error(f"cannot open the job index {self.db_path}: {exc}") from None

@@ -19,9 +19,10 @@ from typing import Any
 
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, copied_mode, make_dirs
-from distrun.core.safe_files import kind_of
+from distrun.core.safe_files import kind_of, read_user_file
 
 IGNORE_FILES = (".amlignore", ".gitignore")
+IGNORE_FILE_LIMIT = 16 << 20
 INDEX_FILE_PREFIX = "jobs.db"  # jobs.db, jobs.db-wal, jobs.db-shm in DISTRUN_HOME
 ALWAYS_SKIPPED = (".git", "__pycache__")
 
@@ -32,7 +33,13 @@ def _ignore_spec(source: Path) -> Any:
         if path.is_file():
             import pathspec
 
-            return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
+            try:
+                text = read_user_file(path, IGNORE_FILE_LIMIT).decode("utf-8", errors="replace")
+            except OSError as exc:
+                raise DistrunError(
+                    f"cannot read {path}: {exc.strerror or exc}", f"{name} must be a regular text file"
+                ) from None
+            return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
     return None
 
 
@@ -42,6 +49,11 @@ def snapshot_code(source: Path, target: Path, skip: tuple[Path, ...] = ()) -> in
     `target` and the folders in `skip` (DISTRUN_HOME) are left out when they lie inside
     `source`: a code folder holding the job folder would otherwise copy the copy being made.
     """
+    if not source.is_dir():  # deleted (or replaced) after the job was loaded: os.walk would copy nothing
+        raise DistrunError(
+            f"code folder {source} no longer exists (it was there when the job file was read)",
+            "put the code folder back, or fix `code` in the job file, and run the job again",
+        )
     source = source.resolve()
     spec = _ignore_spec(source)
     copied = 0
@@ -74,7 +86,13 @@ def snapshot_code(source: Path, target: Path, skip: tuple[Path, ...] = ()) -> in
             if src.is_symlink():
                 _link(src, source, target / rel_dir / name)
             else:
-                _copy_file(src, target / rel_dir / name)
+                try:
+                    _copy_file(src, target / rel_dir / name)
+                except FileNotFoundError:
+                    raise DistrunError(
+                        f"{src} was removed while the code folder was being copied",
+                        "let whatever changes the code folder finish, then run the job again",
+                    ) from None
                 copied += 1
     return copied
 

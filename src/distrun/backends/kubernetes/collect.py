@@ -21,14 +21,18 @@ from typing import Any
 from distrun.backends.kubernetes.job_files import K8sPaths
 from distrun.backends.kubernetes.manifests import OUTCOME_MARK
 from distrun.backends.kubernetes.state import ATTEMPT_KEY, PodOutcome
+from distrun.core.file_modes import FILE_MODE, make_dirs, write_file
+from distrun.core.safe_files import read_text
 from distrun.store.layout import JobFolder
 from distrun.store.log_labels import log_labels
 
 
 @contextlib.contextmanager
 def collecting(paths: K8sPaths) -> Iterator[None]:
-    paths.folder.mkdir(parents=True, exist_ok=True)
-    with open(paths.lock, "a") as handle:
+    make_dirs(paths.folder)
+    with os.fdopen(
+        os.open(paths.lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE), "a"
+    ) as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -60,7 +64,7 @@ def split_log(new: bytes, labels: Mapping[str, str]) -> tuple[dict[str, bytes], 
 
 
 def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
     with os.fdopen(fd, "ab") as handle:
         handle.write(data)
 
@@ -80,7 +84,7 @@ def collect_pod_log(
     `attempt`: the JobSet restart of the pod, kept with its outcome."""
     user_logs = user_logs if user_logs is not None else folder.user_logs
     try:
-        offsets = json.loads(paths.offsets.read_text(encoding="utf-8"))
+        offsets = json.loads(read_text(paths.offsets))
     except (OSError, ValueError):
         offsets = {}
     start = int(offsets.get(pod, 0))
@@ -94,14 +98,12 @@ def collect_pod_log(
     per_file, outcomes = split_log(new, labels)
     for name, data in per_file.items():
         if "/" not in name and name.endswith(".txt"):
-            user_logs.mkdir(parents=True, exist_ok=True)
+            make_dirs(user_logs)
             _append(user_logs / name, data)
     for outcome in outcomes:
         keep_outcome(paths, pod, outcome, attempt)
     offsets[pod] = end
-    tmp = paths.offsets.with_suffix(".tmp")
-    tmp.write_text(json.dumps(offsets), encoding="utf-8")
-    tmp.replace(paths.offsets)
+    write_file(paths.offsets, json.dumps(offsets).encode("utf-8"))
 
 
 def keep_outcome(paths: K8sPaths, pod: str, outcome: dict[str, Any], attempt: int = 0) -> None:
@@ -110,10 +112,8 @@ def keep_outcome(paths: K8sPaths, pod: str, outcome: dict[str, Any], attempt: in
     if "/" in pod or pod.startswith("."):
         return
     outcome = {**outcome, ATTEMPT_KEY: attempt}
-    paths.outcomes.mkdir(parents=True, exist_ok=True)
-    tmp = paths.outcomes / f".{pod}.tmp"
-    tmp.write_text(json.dumps(outcome), encoding="utf-8")
-    tmp.replace(paths.outcomes / f"{pod}.json")
+    make_dirs(paths.outcomes)
+    write_file(paths.outcomes / f"{pod}.json", json.dumps(outcome).encode("utf-8"))
 
 
 def read_outcomes(paths: K8sPaths) -> dict[str, PodOutcome]:
@@ -122,5 +122,5 @@ def read_outcomes(paths: K8sPaths) -> dict[str, PodOutcome]:
     if paths.outcomes.is_dir():
         for file in paths.outcomes.glob("*.json"):
             with contextlib.suppress(OSError, ValueError):
-                out[file.stem] = PodOutcome.kept(json.loads(file.read_text(encoding="utf-8")))
+                out[file.stem] = PodOutcome.kept(json.loads(read_text(file)))
     return out

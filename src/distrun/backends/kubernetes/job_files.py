@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
+from distrun.core.file_modes import make_dirs, write_file
+from distrun.core.safe_files import SMALL_FILE_LIMIT, read_text
 from distrun.spec.models import JobLimits, JobSpec
 from distrun.store.layout import JobFolder
 
@@ -45,10 +47,8 @@ class K8sPaths:
 
 def write_json(path: Path, data: Any) -> None:
     """`data` as indented JSON, replacing the file at once (a reader never sees half of it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    tmp.replace(path)
+    make_dirs(path.parent)
+    write_file(path, json.dumps(data, indent=2).encode("utf-8"))
 
 
 def save_layout(paths: K8sPaths, layout: PodLayout) -> None:
@@ -56,7 +56,7 @@ def save_layout(paths: K8sPaths, layout: PodLayout) -> None:
 
 
 def load_layout(folder: JobFolder) -> PodLayout:
-    data = json.loads(K8sPaths(folder.root).layout.read_text(encoding="utf-8"))
+    data = json.loads(read_text(K8sPaths(folder.root).layout, root=folder.root))
     return _layout_from(data)
 
 
@@ -67,50 +67,50 @@ def _layout_from(data: Mapping[str, Any]) -> PodLayout:
 
 def note_cancel(paths: K8sPaths) -> None:
     """The time of the first cancel request: a failure before it still wins."""
-    paths.folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(paths.folder)
     if not paths.cancel.exists():
-        paths.cancel.write_text(f"{time.time()}\n", encoding="utf-8")
+        write_file(paths.cancel, f"{time.time()}\n".encode())
 
 
 def stopping_for(paths: K8sPaths) -> float:
     """Seconds since distrun first began stopping the job's remaining pods (this call, the first time)."""
     try:
-        since = float(paths.stopping.read_text(encoding="utf-8"))
+        since = float(read_text(paths.stopping, SMALL_FILE_LIMIT))
     except (OSError, ValueError):
         since = time.time()
-        paths.folder.mkdir(parents=True, exist_ok=True)
-        paths.stopping.write_text(f"{since}\n", encoding="utf-8")
+        make_dirs(paths.folder)
+        write_file(paths.stopping, f"{since}\n".encode())
     return time.time() - since
 
 
 def shown_attempt(paths: K8sPaths) -> int:
     """The attempt whose logs user_logs/ holds: the latest seen (the JobSet and its pods may be gone since)."""
     try:
-        return int(paths.attempt.read_text(encoding="utf-8"))
+        return int(read_text(paths.attempt, SMALL_FILE_LIMIT))
     except (OSError, ValueError):
         return 0
 
 
 def show_attempt(paths: K8sPaths, attempt: int) -> None:
-    paths.attempt.write_text(f"{attempt}\n", encoding="utf-8")
+    write_file(paths.attempt, f"{attempt}\n".encode())
 
 
 def kept_preemptions(paths: K8sPaths, seen: int | None) -> int:
     """The JobSet's count of restarts for disrupted pods: `seen` kept, or, without a JobSet, the last kept."""
     if seen is None:
         try:
-            return int(paths.preemptions.read_text(encoding="utf-8"))
+            return int(read_text(paths.preemptions, SMALL_FILE_LIMIT))
         except (OSError, ValueError):
             return 0
     with contextlib.suppress(OSError):
-        paths.preemptions.write_text(f"{seen}\n", encoding="utf-8")
+        write_file(paths.preemptions, f"{seen}\n".encode())
     return seen
 
 
 def job_limits(folder: JobFolder) -> JobLimits:
     """The job's limits from its job.json; the defaults (no restarts) when it cannot be read."""
     try:
-        return JobSpec.model_validate(json.loads(folder.job_json.read_text(encoding="utf-8"))).limits
+        return JobSpec.model_validate(json.loads(read_text(folder.job_json, root=folder.root))).limits
     except (OSError, ValueError):
         return JobLimits()
 
@@ -118,7 +118,7 @@ def job_limits(folder: JobFolder) -> JobLimits:
 def planned_processes(folder: JobFolder) -> list[dict[str, Any]]:
     """The plan's processes (plan.json), for those whose pods went before they reported; [] unreadable."""
     try:
-        plan = json.loads(folder.plan_json.read_text(encoding="utf-8"))
+        plan = json.loads(read_text(folder.plan_json, root=folder.root))
         return [p for node in plan["nodes"] for p in node["processes"]]
     except (OSError, ValueError, KeyError, TypeError):
         return []

@@ -41,6 +41,7 @@ from distrun.core.errors import DistrunError
 from distrun.core.file_modes import open_append, write_file
 from distrun.core.job_status import JobState
 from distrun.core.json_encoding import compact_json
+from distrun.core.safe_files import read_text
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.prepare.submission import PreparedJob
@@ -340,8 +341,8 @@ class RayRun:
             self.on_plan(plan)
         base = {
             "job_name": self.prepared.name,
-            "spec": json.loads(folder.job_json.read_text(encoding="utf-8")),
-            "bindings": json.loads((folder.root / "bindings.json").read_text(encoding="utf-8")),
+            "spec": json.loads(read_text(folder.job_json, root=folder.root)),
+            "bindings": json.loads(read_text(folder.bindings_json, root=folder.root)),
             "driver_job_dir": str(folder.root),
             "hosts": list(placement.hosts),
             "names": [n.where["host"] for n in self.nodes],

@@ -35,7 +35,9 @@ from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.state import read_canceled_at
 from distrun.core.errors import DistrunError
+from distrun.core.file_modes import make_dirs, write_file
 from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.core.safe_files import SMALL_FILE_LIMIT, read_text
 from distrun.restarts.policy import Attempt, backoff_seconds, decide, keep_attempt
 
 # Node outcomes and peer markers of the outcome channel (slurm/node_NN.json, slurm/main_done_NN).
@@ -45,16 +47,14 @@ CHANNEL_FILE = re.compile(r"^(node_\d+\.json|[a-z_]+_\d\d)$")
 def read_attempts(paths: SlurmPaths) -> list[dict[str, Any]]:
     """The attempts recorded so far, oldest first ([] before the first one ended)."""
     try:
-        data = json.loads(paths.attempts.read_text(encoding="utf-8"))
+        data = json.loads(read_text(paths.attempts))
     except (OSError, ValueError):
         return []
     return data if isinstance(data, list) else []
 
 
 def _write_attempts(paths: SlurmPaths, attempts: Sequence[dict[str, Any]]) -> None:
-    partial = paths.attempts.with_suffix(".tmp")
-    partial.write_text(json.dumps(list(attempts), indent=2), encoding="utf-8")
-    os.replace(partial, paths.attempts)  # a reader never sees half a file
+    write_file(paths.attempts, json.dumps(list(attempts), indent=2).encode("utf-8"))  # whole, FILE_MODE
 
 
 def attempt_state(
@@ -185,7 +185,7 @@ class AttemptBook:
         """The ended attempt's logs and node outcomes move aside; the next one starts clean."""
         keep_attempt(attempt, self.job.folder.user_logs)
         kept = self.paths.attempt_folder(attempt.attempt)
-        kept.mkdir(parents=True, exist_ok=True)
+        make_dirs(kept)
         for entry in self.paths.folder.iterdir():
             if entry.is_file() and CHANNEL_FILE.match(entry.name):
                 os.replace(entry, kept / entry.name)
@@ -199,7 +199,7 @@ class AttemptBook:
     def _preempted(self) -> tuple[str | None, float | None]:
         """The batch script's preemption note: what it says, and when (epoch s) it was noted."""
         try:
-            text = self.paths.preempted.read_text(encoding="utf-8")
+            text = read_text(self.paths.preempted, SMALL_FILE_LIMIT)
         except OSError:
             return None, None
         return read_preempted(text)

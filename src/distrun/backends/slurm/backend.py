@@ -31,9 +31,10 @@ from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import distrun_status, job_state, read_canceled_at
 from distrun.backends.slurm.target import SlurmSettings, pinned_master_port, slurm_time_limit
 from distrun.backends.submission_failure import recorded_as_not_submitted
-from distrun.core.file_modes import write_file
+from distrun.core.file_modes import make_dirs, write_file
 from distrun.core.job_status import JobState, JobStatus
 from distrun.core.json_encoding import compact_json
+from distrun.core.safe_files import read_text
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.prepare.compute import ComputeTarget, submitted_target
@@ -90,10 +91,10 @@ class SlurmCluster:
     def submit(self, script: str, job_dir: Path) -> str:
         """Write `script` as slurm/batch.sh into the job folder and submit it; returns Slurm's job id."""
         paths = SlurmPaths(job_dir)
-        paths.folder.mkdir(parents=True, exist_ok=True)
-        paths.script.write_text(script, encoding="utf-8")
+        make_dirs(paths.folder)
+        write_file(paths.script, script.encode("utf-8"))
         job_id = self.client.submit(paths.script)
-        paths.job_id.write_text(job_id + "\n", encoding="utf-8")
+        write_file(paths.job_id, f"{job_id}\n".encode())
         return job_id
 
     def observe(self, job_dir: Path, job_id: str, node_count: int, now: float) -> SlurmView:
@@ -107,7 +108,7 @@ class SlurmCluster:
     def cancel(self, job_dir: Path, job_id: str, now: float) -> None:
         paths = SlurmPaths(job_dir)
         if not paths.cancel.exists():
-            paths.cancel.write_text(f"{now}\n", encoding="utf-8")
+            write_file(paths.cancel, f"{now}\n".encode())
         self.client.cancel(job_id)
 
 
@@ -203,7 +204,7 @@ def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
 
 def _limits(job_dir: Path) -> dict[str, Any]:
     """What `observe` needs of the job: its node count and its limits (restarts), from job.json."""
-    data = json.loads(JobFolder(job_dir).job_json.read_text(encoding="utf-8"))
+    data = json.loads(read_text(JobFolder(job_dir).job_json, root=job_dir))
     return {"instance_count": data.get("resources", {}).get("instance_count", 1), "limits": data.get("limits") or {}}
 
 

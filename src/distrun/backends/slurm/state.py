@@ -14,6 +14,7 @@ from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.slurm_states import SLURM_STATES, distrun_status, slurm_word
 from distrun.core.job_status import TERMINAL_STATUSES, JobState, JobStatus
+from distrun.core.safe_files import SMALL_FILE_LIMIT, read_text
 
 if TYPE_CHECKING:
     from distrun.backends.slurm.client import SlurmJobInfo
@@ -101,7 +102,7 @@ def job_state(
 
 def read_canceled_at(paths: SlurmPaths) -> float | None:
     try:
-        text = paths.cancel.read_text().strip()
+        text = read_text(paths.cancel, SMALL_FILE_LIMIT).strip()
     except OSError:
         return None
     try:
