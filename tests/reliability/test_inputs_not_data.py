@@ -80,7 +80,8 @@ def test_a_code_folder_holding_distrun_home_does_not_copy_itself(tmp_path):
     assert not (code / ".distrun-home").exists()
     again = run_capped(home, "run", str(project / "job.yml"), "--name", "selfish2")  # with a job folder inside
     assert again.returncode == 0, again.stdout + again.stderr
-    assert sorted(os.listdir(home / "jobs" / "selfish2" / "code")) == ["job.yml", "train.py"]
+    # outputs/ and logs/ are made in the working folder when the ranks start, as on Azure ML
+    assert sorted(os.listdir(home / "jobs" / "selfish2" / "code")) == ["job.yml", "logs", "outputs", "train.py"]
 
 
 def test_a_code_folder_that_is_distrun_home_itself_does_not_copy_its_jobs(tmp_path):
@@ -92,7 +93,8 @@ def test_a_code_folder_that_is_distrun_home_itself_does_not_copy_its_jobs(tmp_pa
     assert first.returncode == 0, first.stdout + first.stderr
     second = run_capped(home, "run", str(home / "job.yml"), "--name", "two")
     assert second.returncode == 0, second.stdout + second.stderr
-    assert sorted(os.listdir(home / "jobs" / "two" / "code")) == ["job.yml", "train.py"]
+    # outputs/ and logs/ are made in the working folder when the ranks start, as on Azure ML
+    assert sorted(os.listdir(home / "jobs" / "two" / "code")) == ["job.yml", "logs", "outputs", "train.py"]
 
 
 @pytest.mark.parametrize(

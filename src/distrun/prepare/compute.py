@@ -36,18 +36,27 @@ class BackendEntry:
     # False for a type distrun provides itself (local: its one target is always there), which
     # `distrun compute create --type` neither offers nor accepts.
     user_created: bool = True
+    # True for the type whose jobs run on this machine, each node simulated (what the SDK's
+    # AmlCompute stands for here).
+    on_this_machine: bool = False
 
 
 # Each entry names the module that defines `BACKEND` (an instance of `distrun.backends.base.Backend`;
 # a backend package's `__init__`, or a module of it when the package must stay light to import).
 BACKENDS: dict[str, BackendEntry] = {
-    "local": BackendEntry("distrun.backends.local", user_created=False),
+    "local": BackendEntry("distrun.backends.local", user_created=False, on_this_machine=True),
     "slurm": BackendEntry("distrun.backends.slurm.backend"),
     "ray": BackendEntry("distrun.backends.ray.backend", extra="ray"),
     "kubernetes": BackendEntry("distrun.backends.kubernetes.backend", extra="kubernetes"),
 }
 COMPUTE_TYPES = tuple(BACKENDS)
 USER_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.user_created)  # `compute create --type`
+
+
+def runs_on_this_machine(target_type: str) -> bool:
+    """Whether a target of this type runs its jobs on this machine (its nodes simulated)."""
+    entry = BACKENDS.get(target_type)
+    return entry is not None and entry.on_this_machine
 
 LOCAL = "local"
 TARGET_TYPES = COMPUTE_TYPES  # whether this install can run a type is the registry's to say, when it is used

@@ -113,7 +113,7 @@ class ComputeOperations:
 
     def create_or_update(self, compute: Compute) -> Compute:
         from distrun.core.errors import NotSupportedYetError
-        from distrun.prepare.compute import name_local_target
+        from distrun.prepare.compute import name_local_target, runs_on_this_machine
 
         if not isinstance(compute, AmlCompute):
             raise NotSupportedYetError(
@@ -127,7 +127,7 @@ class ComputeOperations:
                 f"compute {compute.name} (AmlCompute{_shape(compute)}) is a local target: its jobs run on this "
                 f"machine, each node simulated; added to {config}"
             )
-        elif target.type == "local":
+        elif runs_on_this_machine(target.type):
             _say(f"compute {compute.name} is a local target: its jobs run on this machine")
         else:
             _say(f"compute {compute.name} is the {target.type} target in {config}; used as it is")
@@ -135,7 +135,9 @@ class ComputeOperations:
 
 
 def _compute_of(target: ComputeTarget) -> Compute:
-    if target.type == "local":
+    from distrun.prepare.compute import runs_on_this_machine
+
+    if runs_on_this_machine(target.type):
         return AmlCompute(name=target.name, description="runs on this machine")
     return Compute(name=target.name, type=target.type)
 
