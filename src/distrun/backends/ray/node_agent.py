@@ -98,6 +98,8 @@ def run(workdir: Path) -> int:
     write_file(facts.job_dir / "job.json", json.dumps(request["spec"]).encode("utf-8"))
     bindings = rebased(request["bindings"], request["driver_job_dir"], str(facts.job_dir))
     write_file(facts.job_dir / "bindings.json", json.dumps(bindings).encode("utf-8"))
+    if not make_python_layer(bindings.get("python_layer") or {}):
+        return 1
     channel = FolderOutcomeChannel(NodeChannelPaths(workdir / CHANNEL), facts.node_count)
     # The launch id run_node gives the ranks: the watchdog kills what carries it if this process dies.
     launch_id = f"{facts.job_dir.name}-{facts.engine.lower()}{facts.engine_job_id}-node{facts.node_rank}"
@@ -112,6 +114,28 @@ def run(workdir: Path) -> int:
             server.close()
         watchdog.release()
     return exit_code(outcome)
+
+
+def make_python_layer(layer: Mapping[str, str]) -> bool:
+    """The job's writable layer over its built environment, in this node's copy of the job
+    folder (the driver ships no layer: each node's ranks install into their own). False, with
+    the reason said, when this node cannot make it."""
+    if not layer:
+        return True
+    from distrun.environments.layer import make_layer
+
+    try:
+        make_layer(Path(layer["built"]), Path(layer["layer"]))
+    except OSError as exc:
+        print(
+            f"distrun node agent: cannot use the job's environment {layer['built']} on this node: {exc}\n"
+            "    hint: a built environment must be at the same path on every Ray node: give them one "
+            "DISTRUN_HOME (a shared filesystem), or run the job on local or Slurm compute",
+            file=sys.stderr,
+            flush=True,
+        )
+        return False
+    return True
 
 
 def serve_remote_starts(facts: Any, remote: Mapping[str, Any], launch_id: str) -> tuple[Any, Any]:
