@@ -63,7 +63,7 @@ def make_layer(built: Path, layer: Path) -> None:
 def _site_packages(built: Path) -> Path:
     found = sorted(built.glob("lib/*/site-packages"))
     if len(found) != 1:
-        raise OSError(f"{built} has {len(found)} site-packages folders, expected one")
+        raise OSError(f"not a built environment (expected one lib/*/site-packages folder, found {len(found)})")
     return found[0]
 
 

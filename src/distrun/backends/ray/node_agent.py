@@ -98,9 +98,15 @@ def run(workdir: Path) -> int:
     write_file(facts.job_dir / "job.json", json.dumps(request["spec"]).encode("utf-8"))
     bindings = rebased(request["bindings"], request["driver_job_dir"], str(facts.job_dir))
     write_file(facts.job_dir / "bindings.json", json.dumps(bindings).encode("utf-8"))
-    if not make_python_layer(bindings.get("python_layer") or {}):
-        return 1
     channel = FolderOutcomeChannel(NodeChannelPaths(workdir / CHANNEL), facts.node_count)
+    problem = make_python_layer(bindings.get("python_layer") or {})
+    if problem is not None:
+        from distrun.agent.node import setup_failure_outcome
+
+        print(f"distrun node agent: {problem}", file=sys.stderr, flush=True)
+        node_name = facts.node_names[facts.node_rank]
+        channel.publish(setup_failure_outcome(facts.node_rank, node_name, facts.engine_job_id, problem))
+        return 1
     # The launch id run_node gives the ranks: the watchdog kills what carries it if this process dies.
     launch_id = f"{facts.job_dir.name}-{facts.engine.lower()}{facts.engine_job_id}-node{facts.node_rank}"
     watchdog = Watchdog.start(launch_id, lambda: None)  # before any thread: it forks
@@ -116,26 +122,23 @@ def run(workdir: Path) -> int:
     return exit_code(outcome)
 
 
-def make_python_layer(layer: Mapping[str, str]) -> bool:
+def make_python_layer(layer: Mapping[str, str]) -> str | None:
     """The job's writable layer over its built environment, in this node's copy of the job
-    folder (the driver ships no layer: each node's ranks install into their own). False, with
-    the reason said, when this node cannot make it."""
+    folder (the driver ships no layer: each node's ranks install into their own); what stops
+    it, in words, when this node cannot make it."""
     if not layer:
-        return True
+        return None
     from distrun.environments.layer import make_layer
 
     try:
         make_layer(Path(layer["built"]), Path(layer["layer"]))
     except OSError as exc:
-        print(
-            f"distrun node agent: cannot use the job's environment {layer['built']} on this node: {exc}\n"
-            "    hint: a built environment must be at the same path on every Ray node: give them one "
-            "DISTRUN_HOME (a shared filesystem), or run the job on local or Slurm compute",
-            file=sys.stderr,
-            flush=True,
+        return (
+            f"cannot use the job's environment {layer['built']} on this node: {exc}; "
+            "a built environment must be at the same path on every Ray node (give them one DISTRUN_HOME "
+            "on a shared filesystem), or run the job on local or Slurm compute"
         )
-        return False
-    return True
+    return None
 
 
 def serve_remote_starts(facts: Any, remote: Mapping[str, Any], launch_id: str) -> tuple[Any, Any]:
