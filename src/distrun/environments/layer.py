@@ -27,7 +27,7 @@ import os
 import re
 from pathlib import Path
 
-from distrun.core.file_modes import DIR_MODE
+from distrun.core.file_modes import DIR_MODE, create_file
 
 LINK_FILE = "distrun-built-environment.pth"
 _SCRIPT_MODE = 0o775  # the umask narrows it, as for every file distrun creates
@@ -43,16 +43,17 @@ def layer_variables(built: Path, layer: Path) -> dict[str, str]:
 
 def make_layer(built: Path, layer: Path) -> None:
     """Create `layer` (which must not exist) over the finished environment `built`."""
-    site_name = _site_packages(built).parent.name  # python3.11, python3.13t, pypy3.10
+    built_site = _site_packages(built)
+    site_name = built_site.parent.name  # python3.11, python3.13t, pypy3.10
     layer.mkdir(mode=DIR_MODE)  # never an existing folder, nor through a link
     for folder in ("bin", "lib", f"lib/{site_name}", f"lib/{site_name}/site-packages"):
         (layer / folder).mkdir(mode=DIR_MODE)
     if (built / "lib64").is_symlink():
         os.symlink("lib", layer / "lib64")
-    _write(layer / "pyvenv.cfg", (built / "pyvenv.cfg").read_bytes(), 0o664)
+    create_file(layer / "pyvenv.cfg", (built / "pyvenv.cfg").read_bytes())
     site = layer / "lib" / site_name / "site-packages"
-    line = f"import site; site.addsitedir({str(_site_packages(built))!r})\n"
-    _write(site / LINK_FILE, line.encode(), 0o664)
+    line = f"import site; site.addsitedir({str(built_site)!r})\n"
+    create_file(site / LINK_FILE, line.encode())
     interpreter = os.path.realpath(built / "bin" / "python")
     os.symlink(interpreter, layer / "bin" / "python")
     for name in _interpreter_names(built, site_name):
@@ -91,7 +92,7 @@ def _copy_scripts(built: Path, layer: Path) -> None:
             if body is None:
                 continue
             rest = handle.read()
-        _write(layer / "bin" / entry.name, launcher + head[body:] + rest, _SCRIPT_MODE)
+        create_file(layer / "bin" / entry.name, launcher + head[body:] + rest, _SCRIPT_MODE)
 
 
 def _script_body(head: bytes, built: Path) -> int | None:
@@ -110,13 +111,3 @@ def _launcher(python: Path) -> bytes:
         return b"#!" + path + b"\n"
     quoted = path.replace(b"'", b"'\\''")
     return b"#!/bin/sh\n'''exec' '" + quoted + b"' \"$0\" \"$@\"\n' '''\n"
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
