@@ -1,10 +1,13 @@
 """conda_file environments: built with uv (or pip) from a local wheel folder, cached by content,
-shared safely by concurrent jobs, refused clearly when they cannot be built."""
+shared safely by concurrent jobs, refused clearly when they cannot be built; each job runs in its
+own writable layer over the cached environment, where its `pip install` goes."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,8 +24,12 @@ __all__ = ["sdk_env"]  # the fixture, imported for pytest
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
 WriteJob = Callable[..., Path]
 PROBE = "distrun-probe-pkg"
-PRINT_PROBE = 'python -c "import distrun_probe_pkg, sys; print(distrun_probe_pkg.VALUE, sys.prefix)"'
-# The environment's console script: its shebang must name the folder the build was renamed to.
+# The package's version, the file it was imported from (in the cached environment), and
+# sys.prefix (the job's own layer over it).
+PRINT_PROBE = (
+    "python -c \"import distrun_probe_pkg as p, sys; print(p.VALUE, p.__file__); print('prefix', sys.prefix)\""
+)
+# The environment's console script, run by the job layer's python (its copy in the layer).
 AND_SCRIPT = " && distrun-probe"
 
 
@@ -57,6 +64,11 @@ def built(home: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
 
 
+def in_layers(home: Path, output: str, what: str = "prefix") -> int:
+    """How many lines say `what` and a job's own layer (`jobs/<name>/env`) as sys.prefix."""
+    return len(re.findall(rf"\b{what} {re.escape(str(home))}/jobs/[^/\s]+/env$", output, re.MULTILINE))
+
+
 def test_probe_package_is_not_in_distruns_environment() -> None:
     # The premise of the tests below: only the built environment can import it.
     assert subprocess.run([sys.executable, "-c", "import distrun_probe_pkg"], capture_output=True).returncode != 0
@@ -70,8 +82,9 @@ def test_conda_file_job_runs_in_its_built_environment_and_second_job_reuses_it(
     assert first.returncode == 0, first.stdout + first.stderr
     assert "distrun: building environment" in first.stderr
     [env] = built(distrun_home)
-    assert first.stdout.count(f"probe-1.0 {env}") == 2  # both ranks, in the environment
-    assert first.stdout.count(f"script-ok {env}") == 2
+    assert first.stdout.count(f"probe-1.0 {env}/lib/") == 2  # both ranks, from the cached environment
+    assert in_layers(distrun_home, first.stdout) == 2  # ... in the job's own layer over it
+    assert in_layers(distrun_home, first.stdout, "script-ok") == 2
     assert "is kept for image-based backends" not in first.stdout + first.stderr
     manifest = json.loads((env / "distrun-env.json").read_text())
     assert manifest["requirements"][-1] == f"{PROBE}==1.0"
@@ -94,7 +107,7 @@ def test_conda_file_job_runs_in_its_built_environment_and_second_job_reuses_it(
     assert second.returncode == 0, second.stdout + second.stderr
     assert "building environment" not in second.stderr
     assert "(cached)" in second.stderr
-    assert f"probe-1.0 {env}" in second.stdout
+    assert f"probe-1.0 {env}/lib/" in second.stdout
     assert built(distrun_home) == [env]
 
     listed = run_cli("env", "list", "-o", "json")
@@ -106,29 +119,67 @@ def test_conda_file_job_runs_in_its_built_environment_and_second_job_reuses_it(
     assert built(distrun_home) == []
 
 
-def test_a_built_environment_has_pip_and_a_jobs_pip_install_lands_in_it(
+def test_a_jobs_pip_install_lands_in_its_own_layer_and_the_cached_environment_stays_as_built(
     run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path, tmp_path: Path
 ) -> None:
-    # A second package, installed by the job's own command (`pip install -r requirements.txt`
-    # in many Azure ML examples). A `pip` earlier on distrun's PATH than anything else stands
-    # for the user's or distrun's own: the job must never reach it.
+    # `pip install -r requirements.txt` in a job's command (many Azure ML examples): a package
+    # the cached environment lacks, and a newer version of one it has. A `pip` earlier on
+    # distrun's PATH than anything else stands for the user's or distrun's own: the job must
+    # never reach it.
     make_wheel(wheels, "distrun-late-pkg", "2.0", "VALUE = 'late-2.0'\n")
+    make_wheel(wheels, PROBE, "2.0", "VALUE = 'probe-2.0'\n")
     trap = tmp_path / "users-bin"
     (trap / "pip").parent.mkdir()
     (trap / "pip").write_text("#!/bin/sh\necho 'the wrong pip' >&2\nexit 9\n")
     (trap / "pip").chmod(0o755)
+    show = (
+        "import distrun_probe_pkg as p, importlib.util as u, sys; "
+        "late = u.find_spec('distrun_late_pkg'); print('late', late and late.origin); "
+        "print(p.VALUE, p.__file__); print('prefix', sys.prefix)"
+    )
     command = (
-        f"python -m pip --version && pip install --no-index --find-links {wheels} distrun-late-pkg "
-        '&& python -c "import distrun_late_pkg, sys; print(distrun_late_pkg.VALUE, sys.prefix)"'
+        f"python -m pip --version && pip install --no-index --find-links {wheels} distrun-late-pkg {PROBE}==2.0 "
+        f'&& python -c "{show}"'
     )
     job = write_job(conda_job(wheels, command=command).replace("instance_count: 2", "instance_count: 1"))
     result = run_cli("run", str(job), env={"PATH": f"{trap}{os.pathsep}{os.environ['PATH']}"})
     assert result.returncode == 0, result.stdout + result.stderr
     [env] = built(distrun_home)
-    assert f"from {env}/lib/" in result.stdout  # `python -m pip` is the environment's own
-    assert f"late-2.0 {env}" in result.stdout
+    layer = distrun_home / "jobs" / only_job(distrun_home) / "env"
+    assert f"from {env}/lib/" in result.stdout  # the cached environment's pip, run by the layer's python
+    assert f"late {layer}/lib/" in result.stdout  # installed into the job's layer
+    assert f"probe-2.0 {layer}/lib/" in result.stdout  # the newer one, in the layer, shadows the cached one
+    assert f"prefix {layer}\n" in result.stdout
     assert "the wrong pip" not in result.stdout + result.stderr
-    assert list(env.glob("lib/python*/site-packages/distrun_late_pkg.py"))
+
+    # The cached environment: read-only (pip as any user but root could not have written there),
+    # untouched and still sealed as built.
+    # (distrun's own two files at its top, the manifest and the last-used time, are left out.)
+    entries = [env / "bin", env / "lib"]
+    entries += [
+        Path(folder, name) for top in entries for folder, dirs, files in os.walk(top) for name in (*dirs, *files)
+    ]
+    writable = [
+        p for p in entries if not p.is_symlink() and p.lstat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+    ]
+    assert entries and writable == []
+    assert not list(env.glob("lib/python*/site-packages/distrun_late_pkg*"))
+    assert [p.name for p in env.glob("lib/python*/site-packages/distrun_probe_pkg-*")] == [
+        "distrun_probe_pkg-1.0.dist-info"
+    ]
+    from distrun.environments.builder import seal_broken
+
+    assert seal_broken(env) is None
+
+    # The next job with the same spec: the cached environment as it was built, no rebuild.
+    job = write_job(conda_job(wheels, command=f'python -c "{show}"').replace("instance_count: 2", "instance_count: 1"))
+    second = run_cli("run", str(job))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "late None" in second.stdout
+    assert f"probe-1.0 {env}/lib/" in second.stdout
+    assert "(cached)" in second.stderr
+    assert "building" not in second.stderr and "was changed" not in second.stderr
+    assert built(distrun_home) == [env]
     # Nothing reached distrun's own environment.
     assert subprocess.run([sys.executable, "-c", "import distrun_late_pkg"], capture_output=True).returncode != 0
 
@@ -232,8 +283,8 @@ def test_pip_installer_builds_the_same_environment(
     assert "with pip" in result.stderr
     [env] = built(distrun_home)
     assert json.loads((env / "distrun-env.json").read_text())["installer"] == "pip"
-    assert result.stdout.count(f"probe-1.0 {env}") == 2
-    assert result.stdout.count(f"script-ok {env}") == 2
+    assert result.stdout.count(f"probe-1.0 {env}/lib/") == 2
+    assert in_layers(distrun_home, result.stdout, "script-ok") == 2
 
 
 def test_v1_sdk_environments_from_pip_requirements_and_conda_specification(
@@ -242,7 +293,7 @@ def test_v1_sdk_environments_from_pip_requirements_and_conda_specification(
     from distrun.v1 import Environment, Experiment, ScriptRunConfig, Workspace
 
     (sdk_env / "src" / "probe.py").write_text(
-        "import sys, distrun_probe_pkg\nprint(distrun_probe_pkg.VALUE, sys.prefix)\n"
+        "import distrun_probe_pkg\nprint(distrun_probe_pkg.VALUE, distrun_probe_pkg.__file__)\n"
     )
     (sdk_env / "requirements.txt").write_text(f"--no-index\n--find-links {wheels}\n{PROBE}==1.0\n")
     (sdk_env / "conda.yml").write_text(

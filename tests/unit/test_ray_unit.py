@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from distrun.backends.ray.driver import merged_end
-from distrun.backends.ray.node_agent import rank_base_env, rebased
+from distrun.backends.ray.node_agent import make_python_layer, rank_base_env, rebased
 from distrun.backends.ray.placement import RayNodeFree, placement_request, unplaceable_hint, unplaceable_message
 from distrun.backends.ray.target import RaySettings
 from distrun.core.errors import DistrunError
@@ -109,6 +109,19 @@ def test_node_copy_of_bindings_and_rank_environment() -> None:
         {"outputs": {"model": "/home/u/jobs/j/named-outputs/model"}, "inputs": {"x": "3"}}, "/home/u/jobs/j", "/tmp/n/j"
     )
     assert moved == {"outputs": {"model": "/tmp/n/j/named-outputs/model"}, "inputs": {"x": "3"}}
+    # The job's layer over its built environment is made again in the node's copy, over the same cache.
+    layer = {"layer": "/home/u/jobs/j/env", "built": "/home/u/envs/0b2e"}
+    assert rebased({"python_layer": layer}, "/home/u/jobs/j", "/tmp/n/j") == {
+        "python_layer": {"layer": "/tmp/n/j/env", "built": "/home/u/envs/0b2e"}
+    }
+
+
+def test_a_ray_node_without_the_built_environment_says_what_it_needs(tmp_path: Path) -> None:
+    assert make_python_layer({}) is None  # no built environment: nothing to make
+    problem = make_python_layer({"layer": str(tmp_path / "j" / "env"), "built": str(tmp_path / "envs" / "0b2e")})
+    assert problem is not None
+    assert f"cannot use the job's environment {tmp_path / 'envs' / '0b2e'} on this node" in problem
+    assert "not a built environment" in problem and "same path on every Ray node" in problem
     assert rank_base_env({"RAY_JOB_ID": "01", "PATH": "/bin"}) == {"PATH": "/bin"}
 
 

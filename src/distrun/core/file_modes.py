@@ -75,18 +75,24 @@ def make_home(home: Path) -> None:
             folder.chmod(mode & ~_GROUP_OTHERS_WRITE)
 
 
+def create_file(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
+    """A new file holding `data`, created `mode` (less the umask): never an existing file, never
+    through a link (FileExistsError for whatever is there)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
 def write_file(path: Path, data: bytes) -> None:
     """Write `data` to `path` whole or not at all (a temporary file, then a rename)."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)  # whatever is there (a planted link, say) is never written through
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        create_file(tmp, data)
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind

@@ -7,5 +7,7 @@ by content hash under DISTRUN_HOME, or named in config.yaml.
     named         `environments:` in config.yaml (`distrun env create`)
     resolve       a job's `environment` -> what its ranks run in (checked before anything starts)
     builder       the build: lock, temporary folder, installer, atomic rename
+    seal          a built environment read-only, and the digest that tells it was changed
+    layer         each job's own writable layer over its built environment, where its pip installs
     store         the cache: list, show, prune
 """

@@ -7,8 +7,9 @@
 - anything else (a curated name, an `image`, a `build:` context): distrun's own Python, as
   before, with the note that says so.
 
-Ranks get the environment's `bin/` first on PATH and VIRTUAL_ENV set; distrun's agent keeps
-running in distrun's own Python, so nothing of distrun is installed in the environment.
+Ranks get the environment's `bin/` first on PATH and VIRTUAL_ENV set (for a built one, the
+job's own writable layer over it: `layer`); distrun's agent keeps running in distrun's own
+Python, so nothing of distrun is installed in the environment.
 """
 
 from __future__ import annotations
@@ -153,39 +154,55 @@ def _buildable(
     return RankPython(f"{target.key[:12]} (python {version}, {count} requirements)", target=target), []
 
 
-def rank_variables(found: RankPython, home: Path, materialize: bool, out: TextIO | None = None) -> dict[str, str]:
+@dataclass(frozen=True)
+class JobPython:
+    """What the ranks get for a job's `environment`: their variables, and for a built
+    environment the job's own layer over it (`layer`: {"layer": its folder, "built": the
+    cached environment}; {} otherwise), which a backend that copies the job folder to its nodes
+    makes again in each copy."""
+
+    variables: dict[str, str]
+    layer: dict[str, str]
+
+
+def rank_variables(
+    found: RankPython, home: Path, materialize: bool, layer: Path, out: TextIO | None = None
+) -> JobPython:
     """The variables that put the ranks in `found`: its bin/ first on PATH, VIRTUAL_ENV.
 
-    With `materialize`, a conda environment not in the cache is built now (a progress line
-    on `out`); without, only its future path is given (for `distrun plan`).
+    A built environment is the cached one, read-only: the ranks run in `layer`, the job's own
+    writable layer over it (`distrun.environments.layer`). With `materialize`, a conda
+    environment not in the cache is built now (a progress line on `out`) and the layer is
+    made; without, only their future paths are given (for `distrun plan`).
     """
     if found.target is not None:
         from distrun.environments.builder import ensure_environment, env_path
+        from distrun.environments.layer import layer_variables, make_layer
 
         if materialize:
-            prefix = ensure_environment(found.target, home, out)
+            built = ensure_environment(found.target, home, out)
+            make_layer(built, layer)
         else:
-            prefix = env_path(home, found.target.key)
-        bin_dir = prefix / "bin"
-    else:
-        assert found.bin_dir is not None
-        prefix, bin_dir = found.prefix, found.bin_dir
+            built = env_path(home, found.target.key)
+        return JobPython(layer_variables(built, layer), {"layer": str(layer), "built": str(built)})
+    assert found.bin_dir is not None
     path = os.environ.get("PATH") or os.defpath
-    variables = {"PATH": f"{bin_dir}{os.pathsep}{path}"}
-    if prefix is not None:
-        variables["VIRTUAL_ENV"] = str(prefix)
-    return variables
+    variables = {"PATH": f"{found.bin_dir}{os.pathsep}{path}"}
+    if found.prefix is not None:
+        variables["VIRTUAL_ENV"] = str(found.prefix)
+    return JobPython(variables, {})
 
 
-def job_variables(
-    environment: Any, base_dir: Path, home: Path, position: PositionOf, materialize: bool
-) -> dict[str, str]:
-    """The ranks' variables for a job's `environment` ({} for distrun's own Python); builds it
-    when `materialize` and it is not cached. Problems were reported at validation; one found
-    now (config.yaml changed since) is raised the same way."""
+def job_python(
+    environment: Any, base_dir: Path, home: Path, position: PositionOf, materialize: bool, layer: Path
+) -> JobPython:
+    """The ranks' variables for a job's `environment` (none for distrun's own Python); builds it
+    when `materialize` and it is not cached, and makes the job's layer over it at `layer`.
+    Problems were reported at validation; one found now (config.yaml changed since) is raised
+    the same way."""
     found, problems = rank_python(environment, base_dir, home, position)
     if problems:
         from distrun.core.errors import ValidationError
 
         raise ValidationError(problems)
-    return {} if found is None else rank_variables(found, home, materialize)
+    return JobPython({}, {}) if found is None else rank_variables(found, home, materialize, layer)

@@ -43,6 +43,10 @@ class Bindings:
     # Variables every process gets from distrun's services: the job's built Python environment
     # (PATH, VIRTUAL_ENV) and its MLflow run (MLFLOW_RUN_ID, ...).
     environment: dict[str, str] = field(default_factory=dict)
+    # A built environment's job layer: {"layer": the job's own writable layer (in the job folder),
+    # "built": the cached environment below it}; {} when the job has none. Made when the job is
+    # prepared; a backend that copies the job folder to its nodes (Ray) makes it in each copy.
+    python_layer: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

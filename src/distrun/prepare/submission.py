@@ -229,12 +229,14 @@ def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize
         if materialize:
             make_dirs(path)
         outputs[name] = str(path / name) if out is not None and out.type == "uri_file" else str(path)
+    variables, layer = _rank_python(loaded, spec, folder, materialize)
     return Bindings(
         inputs=inputs,
         outputs=outputs,
         input_paths=input_paths,
         input_sources=input_sources,
-        environment=_rank_environment(loaded, spec, folder, materialize),
+        environment=variables,
+        python_layer=layer,
     )
 
 
@@ -255,13 +257,17 @@ def _output_elsewhere(out: models.OutputSpec | None, name: str, folder: JobFolde
     return bind_output(out, name, folder.root.name, folder.root.parent.parent, materialize)
 
 
-def _rank_environment(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool) -> dict[str, str]:
+def _rank_python(
+    loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The ranks' variables for the job's environment, and its layer (`Bindings.python_layer`)."""
     if spec.environment is None:  # distrun's own Python: no environment machinery to import
-        return {}
-    from distrun.environments.resolve import job_variables
+        return {}, {}
+    from distrun.environments.resolve import job_python
 
     home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>
-    return job_variables(spec.environment, loaded.base_dir, home, loaded.position, materialize)
+    found = job_python(spec.environment, loaded.base_dir, home, loaded.position, materialize, folder.python_layer)
+    return found.variables, found.layer
 
 
 def _copy_input(source: Path, target: Path) -> None:

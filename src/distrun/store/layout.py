@@ -8,6 +8,8 @@ $DISTRUN_HOME/            (default ~/.distrun)
         job.json          the same, for distrun to read back
         plan.json         every process, its command and environment
         bindings.json     what each input and output reference became
+        env/              the job's own writable layer over its built environment (a job
+                          with a conda_file): where its `pip install` goes
         code/             the snapshot of `code`; each process's working directory
         code/outputs/     files a process writes to ./outputs  (artifacts)
         code/logs/        files a process writes to ./logs     (artifacts)
@@ -80,6 +82,10 @@ class JobFolder:
     @property
     def bindings_json(self) -> Path:
         return self.root / "bindings.json"
+
+    @property
+    def python_layer(self) -> Path:
+        return self.root / "env"
 
     def named_output(self, name: str) -> Path:
         return self.inside(self.named_outputs / name)

@@ -99,6 +99,14 @@ def run(workdir: Path) -> int:
     bindings = rebased(request["bindings"], request["driver_job_dir"], str(facts.job_dir))
     write_file(facts.job_dir / "bindings.json", json.dumps(bindings).encode("utf-8"))
     channel = FolderOutcomeChannel(NodeChannelPaths(workdir / CHANNEL), facts.node_count)
+    problem = make_python_layer(bindings.get("python_layer") or {})
+    if problem is not None:
+        from distrun.agent.node import setup_failure_outcome
+
+        print(f"distrun node agent: {problem}", file=sys.stderr, flush=True)
+        node_name = facts.node_names[facts.node_rank]
+        channel.publish(setup_failure_outcome(facts.node_rank, node_name, facts.engine_job_id, problem))
+        return 1
     # The launch id run_node gives the ranks: the watchdog kills what carries it if this process dies.
     launch_id = f"{facts.job_dir.name}-{facts.engine.lower()}{facts.engine_job_id}-node{facts.node_rank}"
     watchdog = Watchdog.start(launch_id, lambda: None)  # before any thread: it forks
@@ -112,6 +120,25 @@ def run(workdir: Path) -> int:
             server.close()
         watchdog.release()
     return exit_code(outcome)
+
+
+def make_python_layer(layer: Mapping[str, str]) -> str | None:
+    """The job's writable layer over its built environment, in this node's copy of the job
+    folder (the driver ships no layer: each node's ranks install into their own); what stops
+    it, in words, when this node cannot make it."""
+    if not layer:
+        return None
+    from distrun.environments.layer import make_layer
+
+    try:
+        make_layer(Path(layer["built"]), Path(layer["layer"]))
+    except OSError as exc:
+        return (
+            f"cannot use the job's environment {layer['built']} on this node: {exc}; "
+            "a built environment must be at the same path on every Ray node (give them one DISTRUN_HOME "
+            "on a shared filesystem), or run the job on local or Slurm compute"
+        )
+    return None
 
 
 def serve_remote_starts(facts: Any, remote: Mapping[str, Any], launch_id: str) -> tuple[Any, Any]:

@@ -1,0 +1,113 @@
+"""A job's own writable layer over its cached, read-only environment, in the job's folder.
+
+The cached environment (`builder`) is shared by every job with the same spec, read-only and
+sealed, so a job's `pip install` must go somewhere else: a small virtual environment of the
+job's own, made from the same base interpreter, whose site-packages adds the cached one after
+itself. Ranks run its `python`; what pip installs lands in the layer and comes first on
+sys.path, so it shadows a cached package of the same name, and the cached environment (and its
+seal) stays as it was built. The layer is removed with the job folder and never shared.
+
+    <layer>/pyvenv.cfg              the built environment's own: the same base interpreter
+    <layer>/bin/python, python3...  links to that interpreter
+    <layer>/bin/<script>            each console script of the built environment (pip included),
+                                    run by the layer's python instead of the cached one's
+    <layer>/lib/pythonX.Y/site-packages/
+        distrun-built-environment.pth   adds the built environment's site-packages (and runs
+                                        its .pth files) after the layer's own
+    <layer>/lib64 -> lib            where the built environment has one
+
+It is written here, not by `uv venv` or `python -m venv`: a few folders, links and small files,
+about a millisecond, paid at every job's start. distrun writes the layer once, into a folder it
+just created, and never reads it back: whatever a job does to it afterwards concerns that job only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from distrun.core.file_modes import DIR_MODE, create_file
+
+LINK_FILE = "distrun-built-environment.pth"
+_SCRIPT_MODE = 0o775  # the umask narrows it, as for every file distrun creates
+_HEAD = 4096  # a console script's launcher lines are in its first bytes
+_SHEBANG_LIMIT = 127  # longer `#!` lines are cut by older kernels: use the /bin/sh form then
+
+
+def layer_variables(built: Path, layer: Path) -> dict[str, str]:
+    """The ranks' PATH (the layer's bin/, then the built environment's) and VIRTUAL_ENV."""
+    path = os.environ.get("PATH") or os.defpath
+    return {"PATH": os.pathsep.join((str(layer / "bin"), str(built / "bin"), path)), "VIRTUAL_ENV": str(layer)}
+
+
+def make_layer(built: Path, layer: Path) -> None:
+    """Create `layer` (which must not exist) over the finished environment `built`."""
+    built_site = _site_packages(built)
+    site_name = built_site.parent.name  # python3.11, python3.13t, pypy3.10
+    layer.mkdir(mode=DIR_MODE)  # never an existing folder, nor through a link
+    for folder in ("bin", "lib", f"lib/{site_name}", f"lib/{site_name}/site-packages"):
+        (layer / folder).mkdir(mode=DIR_MODE)
+    if (built / "lib64").is_symlink():
+        os.symlink("lib", layer / "lib64")
+    create_file(layer / "pyvenv.cfg", (built / "pyvenv.cfg").read_bytes())
+    site = layer / "lib" / site_name / "site-packages"
+    line = f"import site; site.addsitedir({str(built_site)!r})\n"
+    create_file(site / LINK_FILE, line.encode())
+    interpreter = os.path.realpath(built / "bin" / "python")
+    os.symlink(interpreter, layer / "bin" / "python")
+    for name in _interpreter_names(built, site_name):
+        os.symlink("python", layer / "bin" / name)
+    _copy_scripts(built, layer)
+
+
+def _site_packages(built: Path) -> Path:
+    found = sorted(built.glob("lib/*/site-packages"))
+    if len(found) != 1:
+        raise OSError(f"not a built environment (expected one lib/*/site-packages folder, found {len(found)})")
+    return found[0]
+
+
+def _interpreter_names(built: Path, site_name: str) -> list[str]:
+    """python3, python3.11 ...: the other names the built environment gives its interpreter."""
+    names = {"python3", site_name} | {e.name for e in os.scandir(built / "bin") if _is_interpreter_name(e.name)}
+    return sorted(name for name in names - {"python"} if _is_interpreter_name(name))
+
+
+def _is_interpreter_name(name: str) -> bool:
+    return re.fullmatch(r"python[0-9.]*t?", name) is not None
+
+
+def _copy_scripts(built: Path, layer: Path) -> None:
+    """Each console script the built environment's python runs, run by the layer's instead: it
+    then sees what the job installed, and `pip` installs into the layer. Other programs in the
+    built bin/ stay there (second on PATH)."""
+    launcher = _launcher(layer / "bin" / "python")
+    for entry in os.scandir(built / "bin"):
+        if _is_interpreter_name(entry.name) or not entry.is_file(follow_symlinks=False):
+            continue
+        with open(entry.path, "rb") as handle:
+            head = handle.read(_HEAD)
+            body = _script_body(head, built)
+            if body is None:
+                continue
+            rest = handle.read()
+        create_file(layer / "bin" / entry.name, launcher + head[body:] + rest, _SCRIPT_MODE)
+
+
+def _script_body(head: bytes, built: Path) -> int | None:
+    """Where a console script's Python code starts, if its launcher runs the built environment's
+    python (`#!<built>/bin/python`, or the `/bin/sh` form installers write for long paths)."""
+    python = re.escape(os.fsencode(built / "bin")) + rb"/python[0-9.]*t?"
+    found = re.match(rb"#!" + python + rb"[ \t]*\r?\n", head) or re.match(
+        rb"#!/bin/sh\r?\n'''exec' '" + python + rb"' \"\$0\" \"\$@\"\r?\n' '''\r?\n", head
+    )
+    return found.end() if found else None
+
+
+def _launcher(python: Path) -> bytes:
+    path = os.fsencode(python)
+    if len(path) + 2 <= _SHEBANG_LIMIT and b" " not in path and b"'" not in path:
+        return b"#!" + path + b"\n"
+    quoted = path.replace(b"'", b"'\\''")
+    return b"#!/bin/sh\n'''exec' '" + quoted + b"' \"$0\" \"$@\"\n' '''\n"
