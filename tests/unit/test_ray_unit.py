@@ -114,6 +114,9 @@ def test_node_copy_of_bindings_and_rank_environment() -> None:
     assert rebased({"python_layer": layer}, "/home/u/jobs/j", "/tmp/n/j") == {
         "python_layer": {"layer": "/tmp/n/j/env", "built": "/home/u/envs/0b2e"}
     }
+    # Where each input comes from (for `distrun plan`) is not a path of the job folder: passed on as it is.
+    sources = {"input_sources": {"data": {"path": "https://example.org/d/", "source": "url_mirrors"}}}
+    assert rebased(sources, "/home/u/jobs/j", "/tmp/n/j") == sources
 
 
 def test_a_ray_node_without_the_built_environment_says_what_it_needs(tmp_path: Path) -> None:

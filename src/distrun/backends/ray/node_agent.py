@@ -47,12 +47,16 @@ def marker_path(workdir: Path, node_rank: int) -> Path:
     return NodeChannelPaths(workdir / CHANNEL).marker(MAIN_WORK_DONE, node_rank)
 
 
-def rebased(bindings: Mapping[str, Mapping[str, str]], old_root: str, new_root: str) -> dict[str, dict[str, str]]:
-    """Bindings whose paths point into the driver's job folder, pointed into this node's copy."""
+def rebased(bindings: Mapping[str, Mapping[str, Any]], old_root: str, new_root: str) -> dict[str, dict[str, Any]]:
+    """Bindings whose paths point into the driver's job folder, pointed into this node's copy.
+
+    Only text values are paths; the rest (each input's source, shown by `distrun plan`) is
+    passed on as it is.
+    """
     old = old_root.rstrip("/")
 
-    def move(value: str) -> str:
-        if value == old or value.startswith(old + "/"):
+    def move(value: Any) -> Any:
+        if isinstance(value, str) and (value == old or value.startswith(old + "/")):
             return new_root.rstrip("/") + value[len(old) :]
         return value
 
