@@ -109,19 +109,41 @@ def test_compute_created_from_a_file_with_overrides(run_cli, tmp_path):
         "$schema: https://azuremlschemas.azureedge.net/latest/amlCompute.schema.json\n"
         "name: cpu-cluster\ntype: amlcompute\nsize: STANDARD_DS3_v2\nmin_instances: 0\nmax_instances: 2\n"
     )
-    refused = run_cli("compute", "create", "-f", str(compute))
+    # An Azure ML cluster names a local target, as the SDK's AmlCompute(...) does.
+    local = run_cli("compute", "create", "-f", str(compute), "-o", "json")
+    assert local.returncode == 0, local.stderr
+    assert json.loads(local.stdout) == {"name": "cpu-cluster", "type": "local"}
+    assert "compute cpu-cluster (type: amlcompute) is a local target" in local.stderr
+    # Azure's other compute types only Azure runs: refused at their line, saying what to do.
+    instance = tmp_path / "instance.yml"
+    instance.write_text("name: my-ci\nsize: STANDARD_DS3_v2\ntype: computeinstance\n")
+    refused = run_cli("compute", "create", "-f", str(instance))
     assert refused.returncode == 2, refused.stderr
-    assert f"{compute}:3:" in refused.stderr and "amlcompute is Azure ML's own compute" in refused.stderr
+    assert f"{instance}:3:" in refused.stderr and "computeinstance is Azure ML's own compute" in refused.stderr
     assert "--set type=slurm" in refused.stderr and "Traceback" not in refused.stderr
 
     created = run_cli(
-        "compute", "create", "-f", str(compute), "--set", "type=slurm", "--set", "partition=debug", "-o", "json"
+        "compute",
+        "create",
+        "-f",
+        str(compute),
+        "--set",
+        "name=hpc",
+        "--set",
+        "type=slurm",
+        "--set",
+        "partition=debug",
+        "-o",
+        "json",
     )
     assert created.returncode == 0, created.stderr
-    assert json.loads(created.stdout) == {"name": "cpu-cluster", "type": "slurm", "partition": "debug"}
+    assert json.loads(created.stdout) == {"name": "hpc", "type": "slurm", "partition": "debug"}
     assert "size, min_instances, max_instances size Azure ML's clusters; not used by distrun" in created.stderr
     listed = json.loads(run_cli("compute", "list", "-o", "json").stdout)
-    assert listed[1] == {"name": "cpu-cluster", "type": "slurm", "partition": "debug"}
+    assert listed[1:] == [
+        {"name": "cpu-cluster", "type": "local"},
+        {"name": "hpc", "type": "slurm", "partition": "debug"},
+    ]
 
 
 def test_job_validate_checks_the_compute_target_as_run_does(run_cli, write_job):

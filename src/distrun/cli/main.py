@@ -389,7 +389,7 @@ def compute_create(
 
     settings: dict[str, Any] = {}
     if file is not None:
-        from distrun.spec.resource_files import read_compute_file
+        from distrun.spec.resource_files import AZURE_CLUSTER_TYPE, read_compute_file
 
         found = read_compute_file(Path(file), list(overrides))
         for note in found.notes:
@@ -397,6 +397,9 @@ def compute_create(
         name = name or found.values["name"]
         kind = kind or found.values["type"] or None
         settings = dict(found.values["settings"])
+        if kind == AZURE_CLUSTER_TYPE:
+            _name_local_cluster(name, output)
+            return
     else:
         from distrun.spec.overrides import parse_override
 
@@ -415,6 +418,26 @@ def compute_create(
     # An engine this install cannot run, or a misspelled setting, is caught now, not at the first job.
     backend_for(kind).validate_settings(name, settings)
     target = add_target(_layout().config_path, name, kind, settings)
+    shown = {"name": target.name, "type": target.type, **target.settings}
+    if output == "json":
+        _echo_json(shown)
+    else:
+        echo(views().compute_table([shown]))
+
+
+def _name_local_cluster(name: str, output: str) -> None:
+    """An Azure ML cluster file (`type: amlcompute`): its name becomes a local target, as the SDK's AmlCompute."""
+    from distrun.prepare.compute import name_local_target
+
+    config = _layout().config_path
+    target, added = name_local_target(config, name)
+    if added:
+        echo(
+            f"distrun: compute {name} (type: amlcompute) is a local target: its jobs run on this machine, each node simulated; added to {config}",
+            err=True,
+        )
+    else:
+        echo(f"distrun: compute {name} is already the {target.type} target in {config}; used as it is", err=True)
     shown = {"name": target.name, "type": target.type, **target.settings}
     if output == "json":
         _echo_json(shown)

@@ -35,8 +35,11 @@ AZURE_COMPUTE_KEYS = (
     "enable_node_public_ip",
     "resource_id",
 )
-# Azure ML's own compute types, which only Azure runs.
-AZURE_COMPUTE_TYPES = ("amlcompute", "computeinstance", "virtualmachine", "synapsespark", "attachedcompute")
+# Azure ML's cluster type: a file of this type names a local target (its jobs run on this machine,
+# each node simulated), as the SDK's AmlCompute(...) does.
+AZURE_CLUSTER_TYPE = "amlcompute"
+# Azure ML's other compute types, which only Azure runs.
+AZURE_COMPUTE_TYPES = ("computeinstance", "virtualmachine", "synapsespark", "attachedcompute")
 
 
 @dataclass(frozen=True)
