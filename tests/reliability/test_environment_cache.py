@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import distrun_cli
-from support.wheelhouse import make_wheel
+from support.wheelhouse import local_wheel_environment, make_wheel
 
 PACKAGE = "distrun-sealed-pkg"
 MODULE = "distrun_sealed_pkg.py"
@@ -48,15 +48,7 @@ def _job(folder: Path, wheels: Path, command: str) -> Path:
         f"""
 command: {command}
 code: src
-environment:
-  conda_file:
-    dependencies:
-      - python={sys.version_info.major}.{sys.version_info.minor}
-      - pip:
-          - --no-index
-          - --find-links {wheels}
-          - {PACKAGE}==1.0
-"""
+{local_wheel_environment(wheels, f"{PACKAGE}==1.0")}"""
     )
     return job
 

@@ -16,13 +16,13 @@ import signal
 import subprocess
 import sys
 import tarfile
-import textwrap
 from pathlib import Path
 
 from distrun.core import procfs
 from support.cli import cli_env, distrun_cli
 from support.jobs import wait_for
 from support.reliability import processes_with
+from support.wheelhouse import local_wheel_environment
 
 PACKAGE = "distrun-slow-pkg"
 HOLD_S = 120
@@ -96,19 +96,8 @@ def _slow_sdist(folder: Path, flag: Path, started: Path) -> None:
 def _job(folder: Path, wheels: Path) -> Path:
     job = folder / "job.yml"
     job.write_text(
-        textwrap.dedent(
-            f"""
-            command: python -c "import distrun_slow_pkg; print('built', distrun_slow_pkg.VALUE)"
-            environment:
-              conda_file:
-                dependencies:
-                  - python={sys.version_info.major}.{sys.version_info.minor}
-                  - pip:
-                      - --no-index
-                      - --find-links {wheels}
-                      - {PACKAGE}==1.0
-            """
-        )
+        "command: python -c \"import distrun_slow_pkg; print('built', distrun_slow_pkg.VALUE)\"\n"
+        + local_wheel_environment(wheels, f"{PACKAGE}==1.0")
     )
     return job
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import sys
 import zipfile
 from pathlib import Path
 
@@ -32,3 +33,16 @@ def make_wheel(folder: Path, name: str, version: str, module_body: str, scripts:
         record.append(f"{info}/RECORD,,")
         archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
     return path
+
+
+def local_wheel_environment(wheels: Path, requirement: str) -> str:
+    """A job file's `environment:` block: this Python, and `requirement` from the folder `wheels` only."""
+    return f"""environment:
+  conda_file:
+    dependencies:
+      - python={sys.version_info.major}.{sys.version_info.minor}
+      - pip:
+          - --no-index
+          - --find-links {wheels}
+          - {requirement}
+"""

@@ -433,7 +433,8 @@ def _name_local_cluster(name: str, output: str) -> None:
     target, added = name_local_target(config, name)
     if added:
         echo(
-            f"distrun: compute {name} (type: amlcompute) is a local target: its jobs run on this machine, each node simulated; added to {config}",
+            f"distrun: compute {name} (type: amlcompute) is a local target: its jobs run on this machine, "
+            f"each node simulated; added to {config}",
             err=True,
         )
     else:
