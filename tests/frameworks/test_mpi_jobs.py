@@ -212,7 +212,7 @@ SEED_001_RUNS = {
 def test_seed_001_examples_validate_and_run(example, run_cli, write_job, distrun_home):
     script, expected = SEED_001_RUNS[example]
     job = write_job(SEED_001[example], {"train.py": script})
-    ok(run_cli("job", "validate", "--file", str(job)))
+    ok(run_cli("job", "validate", "--file", str(job), "--compute", "local"))  # as it runs: k8s names an AKS cluster
     command = load_job_file(job).spec.command.replace("-np 16", "-np 2")
     scale = ["--set", "distributed.mpi.worker.count=2", "--set", "distributed.mpi.worker.slots_per=1"]
     args = ["run", str(job), *scale, "--set", f"command={command}", "--compute", "local"]

@@ -12,10 +12,16 @@ REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
 
 
+def with_src_first(python_path: str | None) -> str:
+    """PYTHONPATH with this checkout's src first; no empty entry, which Python would read as the
+    current folder (and which fails at start-up in a folder that was deleted)."""
+    return os.pathsep.join([str(SRC), *(p for p in (python_path or "").split(os.pathsep) if p)])
+
+
 def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["DISTRUN_HOME"] = str(home)
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = with_src_first(env.get("PYTHONPATH"))
     env.pop("NO_COLOR", None)
     env.setdefault("DISTRUN_MLFLOW", "0")  # see distrun_home
     env.update(extra or {})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import SRC
+from support.cli import with_src_first
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def sdk_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (project / "data").mkdir()
     (project / "data" / "sample.txt").write_text("1 2 3\n")
     monkeypatch.setenv("DISTRUN_HOME", str(home))
-    monkeypatch.setenv("PYTHONPATH", str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("PYTHONPATH", with_src_first(os.environ.get("PYTHONPATH")))
     monkeypatch.chdir(project)
     monkeypatch.setattr(notices, "_said", set())
     return project

@@ -33,8 +33,9 @@ def fake_built(root: Path) -> Path:
     scripts = {
         "pip": b"#!" + os.fsencode(bin_dir / "python") + b"\n" + BODY,
         "pip3.11": b"#!" + os.fsencode(bin_dir / "python3.11") + b"\n" + BODY,
-        # the form installers write when the path is too long for a `#!` line
+        # the forms installers write when the path is too long for a `#!` line: uv's, pip's
         "torchrun": b"#!/bin/sh\n'''exec' '" + os.fsencode(bin_dir / "python") + b"' \"$0\" \"$@\"\n' '''\n" + BODY,
+        "deepspeed": b"#!/bin/sh\n'''exec' " + os.fsencode(bin_dir / "python") + b" \"$0\" \"$@\"\n' '''\n" + BODY,
         "other-python": b"#!/usr/bin/python3\n" + BODY,  # not the environment's: left where it is
         "tool": b"\x7fELF\x02\x01\x01" + bytes(64),  # a program, not a script
         "activate": b"# This file must be used with 'source bin/activate'\n",
@@ -64,10 +65,19 @@ def test_the_layer_runs_the_built_environment_below_its_own_site_packages(tmp_pa
     assert (layer / "bin" / "pip").read_bytes() == shebang + BODY
     assert (layer / "bin" / "pip3.11").read_bytes() == shebang + BODY
     assert (layer / "bin" / "torchrun").read_bytes() == shebang + BODY
+    assert (layer / "bin" / "deepspeed").read_bytes() == shebang + BODY
     assert (
         os.access(layer / "bin" / "pip", os.X_OK) and os.stat(layer / "bin" / "pip").st_mode & 0o200
     )  # pip may replace it
-    assert sorted(os.listdir(layer / "bin")) == ["pip", "pip3.11", "python", "python3", "python3.11", "torchrun"]
+    assert sorted(os.listdir(layer / "bin")) == [
+        "deepspeed",
+        "pip",
+        "pip3.11",
+        "python",
+        "python3",
+        "python3.11",
+        "torchrun",
+    ]
 
     variables = layer_variables(built, layer)
     assert variables["VIRTUAL_ENV"] == str(layer)

@@ -99,8 +99,11 @@ def _script_body(head: bytes, built: Path) -> int | None:
     """Where a console script's Python code starts, if its launcher runs the built environment's
     python (`#!<built>/bin/python`, or the `/bin/sh` form installers write for long paths)."""
     python = re.escape(os.fsencode(built / "bin")) + rb"/python[0-9.]*t?"
+    # uv puts the interpreter in single quotes; pip (distlib) leaves it bare, or puts it in double
+    # quotes when it holds a space.
+    quoted = rb"(?:'" + python + rb"'|\"" + python + rb"\"|" + python + rb")"
     found = re.match(rb"#!" + python + rb"[ \t]*\r?\n", head) or re.match(
-        rb"#!/bin/sh\r?\n'''exec' '" + python + rb"' \"\$0\" \"\$@\"\r?\n' '''\r?\n", head
+        rb"#!/bin/sh\r?\n'''exec' " + quoted + rb" \"\$0\" \"\$@\"\r?\n' '''(?:\r?\n)?", head
     )
     return found.end() if found else None
 

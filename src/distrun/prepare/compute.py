@@ -58,6 +58,7 @@ def runs_on_this_machine(target_type: str) -> bool:
     entry = BACKENDS.get(target_type)
     return entry is not None and entry.on_this_machine
 
+
 LOCAL = "local"
 TARGET_TYPES = COMPUTE_TYPES  # whether this install can run a type is the registry's to say, when it is used
 

@@ -275,7 +275,8 @@ def test_code_snapshot_honours_amlignore_and_refuses_outside_links(run_cli, writ
     os.symlink("train.py", job.parent / "src" / "link.py")
     assert run_cli("run", str(job), "--name", "snap").returncode == 0
     code = distrun_home / "jobs" / "snap" / "code"
-    assert sorted(p.name for p in code.iterdir()) == [".amlignore", "link.py", "train.py"]
+    # outputs/ and logs/ are made in the working folder when the ranks start, as on Azure ML
+    assert sorted(p.name for p in code.iterdir()) == [".amlignore", "link.py", "logs", "outputs", "train.py"]
     os.symlink(tmp_path, job.parent / "src" / "escape")
     result = run_cli("run", str(job), "--name", "snap2")
     assert result.returncode == 2 and "outside the code folder" in result.stderr
