@@ -150,9 +150,11 @@ def create_app(settings: UiSettings) -> ASGIApp:
             ended = current.terminal
             if time.monotonic() - fetched > LOG_FETCH_SECONDS or ended:
                 fetched = time.monotonic()
-                if only is None and not names:
-                    names = await labels(folder)  # the plan is written once the job starts
                 await offload(source.fetch_logs, current, seconds=FETCH_SECONDS)
+            if only is None and not names:
+                # The plan is written once the job starts: look again before each read until it is
+                # there, so no line is sent under its file's name when its label was a moment away.
+                names = await labels(folder)
             batch = await offload(log_events.read_batch, folder, offsets, only, ended, names)
             if batch.lines:
                 offsets = batch.offsets
