@@ -235,7 +235,11 @@ class SlurmCluster:
         self._procs.clear()
         with contextlib.suppress(FileNotFoundError):
             self.pids_path.unlink()
-        leftovers = self.leftover_processes()
+        # A cancelled job's step processes end on their own signal: under load a few may still be
+        # exiting when the daemons are gone. Only what is still there after a grace is left over.
+        give_up = time.monotonic() + 10
+        while (leftovers := self.leftover_processes()) and time.monotonic() < give_up:
+            time.sleep(0.2)
         if leftovers:
             for pid in leftovers:
                 with contextlib.suppress(ProcessLookupError):
