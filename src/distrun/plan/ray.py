@@ -30,9 +30,15 @@ from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, Proces
 from distrun.plan.plan_job import PlanJob, RayOptions
 
 # How long the driver waits for every node to join before the job fails (polled: a fast start
-# is not slowed; room for START_ATTEMPTS slow starts).
+# is not slowed).
 JOIN_TIMEOUT_S = 600
-START_ATTEMPTS = 3
+# How long a node keeps retrying a `ray start` that Ray itself gave up on. Ray's raylet waits a
+# fixed 15 s for its dashboard agent (a Python process that imports every dashboard module,
+# about 3 s of CPU) to report its port, and `ray start` a fixed 30 s for the raylet to
+# register; neither can be configured, and a machine loaded many times over its cores misses
+# them. Load comes and goes, so a node tries again until this budget is spent (at least twice);
+# it stays under JOIN_TIMEOUT_S so that a node that never starts is reported by its own log.
+START_BUDGET_S = 480
 RAY_LOG = "std_log_node_{:02d}_ray.txt"
 # Ray gives a starting node 60 s to register, and its raylet 30 s to see its agents' ports; a
 # busy machine can need more (yours win if set).
@@ -67,7 +73,7 @@ while time.monotonic() < give_up:
 sys.exit(f"distrun: only {alive} of {want} Ray nodes up at {address} within {timeout:g} s{problem}")
 """
 
-# Written on every node that starts Ray (job-relative): `python start_node.py ATTEMPTS ray start
+# Written on every node that starts Ray (job-relative): `python start_node.py BUDGET_S ray start
 # ... --block`. Relays Ray's output; if `ray start` ends before Ray says it started, shows the
 # end of the logs Ray wrote meanwhile, ends every process of that attempt (found by a marker in
 # their environment) and tries again. Once started, it only relays: the node's end is the job's
@@ -76,7 +82,7 @@ sys.exit(f"distrun: only {alive} of {want} Ray nodes up at {address} within {tim
 START_SCRIPT_PATH = "ray/start_node.py"
 START_SCRIPT = """\
 import os, signal, subprocess, sys, tempfile, threading, time, uuid
-attempts, argv = int(sys.argv[1]), sys.argv[2:]
+budget, argv = float(sys.argv[1]), sys.argv[2:]
 child, stopping = None, []
 def forward(signum, frame):
     stopping.append(signum)
@@ -100,6 +106,47 @@ def marked(marker):
         except OSError:
             pass
     return found
+def agent_listen_port():
+    port = ""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--dashboard-agent-listen-port="):
+            port = arg.split("=", 1)[1]
+        elif arg == "--dashboard-agent-listen-port" and i + 1 < len(argv):
+            port = argv[i + 1]
+    return port if port.isdigit() and int(port) > 0 else ""
+def announce_agent_port(marker, port, done):
+    # The raylet waits a fixed 15 s for a file naming the port its dashboard agent listens on,
+    # which the agent writes only once it has imported every dashboard module; a busy machine
+    # makes it late and the raylet aborts its node. The port is fixed (given to `ray start`),
+    # so the file can be written as soon as the raylet says where; the agent writes the same.
+    needle = f"DISTRUN_RAY_START={marker}".encode()
+    while not done.is_set():
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    args = handle.read().decode(errors="replace").split("\\0")
+                if not args[0].endswith("/raylet"):
+                    continue
+                with open(f"/proc/{pid}/environ", "rb") as handle:
+                    if needle not in handle.read().split(b"\\0"):
+                        continue
+            except OSError:
+                continue
+            flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+            node, session = flags.get("node_id", ""), flags.get("session_dir", "")
+            if not node.isalnum() or not os.path.isdir(session):
+                continue
+            name = f"dashboard_agent_listen_port_{node}"
+            hidden = os.path.join(session, f".{name}.{os.getpid()}")
+            try:
+                if not os.path.exists(os.path.join(session, name)):
+                    with open(hidden, "x") as handle:
+                        handle.write(port)
+                    os.replace(hidden, os.path.join(session, name))  # read whole or not at all
+            except OSError:
+                pass
+            return
+        done.wait(0.25)
 def log_tail(since):
     roots = [a.split("=", 1)[1] for a in argv if a.startswith("--temp-dir=")]
     logs = os.path.join(roots[0] if roots else os.path.join(tempfile.gettempdir(), "ray"), "session_latest", "logs")
@@ -107,14 +154,20 @@ def log_tail(since):
         names = [os.path.join(logs, n) for n in os.listdir(logs) if n.endswith((".out", ".err", ".log"))]
     except OSError:
         return f"  (no Ray logs under {logs})"
-    fresh = sorted((p for p in names if os.path.getmtime(p) >= since and os.path.getsize(p)), key=os.path.getmtime)
+    fresh = [p for p in names if os.path.getmtime(p) >= since and os.path.getsize(p)]
+    # The raylet's and its agents' logs say why a node did not start; workers' logs only chatter.
+    daemons = ("raylet", "gcs_server", "dashboard_agent", "runtime_env_agent")
+    fresh.sort(key=lambda p: (os.path.basename(p).startswith(daemons), os.path.getmtime(p)))
     parts = []
     for path in fresh[-4:]:
         with open(path, "rb") as handle:
-            lines = handle.read()[-4000:].decode(errors="replace").splitlines()[-12:]
-        parts.append(f"  --- {path}\\n" + "\\n".join("  " + line for line in lines))
+            lines = handle.read()[-20000:].decode(errors="replace").splitlines()
+        causes = [line for line in lines if "Check failed" in line or "Timed out waiting" in line][-2:]
+        parts.append(f"  --- {path}\\n" + "\\n".join("  " + line[:400] for line in causes + lines[-12:]))
     return "\\n".join(parts) or f"  (no Ray log under {logs} changed during the attempt)"
-for attempt in range(1, attempts + 1):
+first, attempt = time.monotonic(), 0
+while True:
+    attempt += 1
     marker, begun, seen = uuid.uuid4().hex, time.time(), []
     env = dict(os.environ, DISTRUN_RAY_START=marker)
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
@@ -122,12 +175,20 @@ for attempt in range(1, attempts + 1):
         child.send_signal(stopping[0])
     relay = threading.Thread(target=relay_lines, args=(child.stdout, seen), daemon=True)
     relay.start()
+    done = threading.Event()
+    if agent_listen_port():
+        threading.Thread(target=announce_agent_port, args=(marker, agent_listen_port(), done), daemon=True).start()
     code = child.wait()
+    done.set()
     relay.join(2)  # the daemons Ray leaves may hold the pipe open: no waiting for its end
     started = bool(seen)
     if started or stopping:
         sys.exit(code)
-    print(f"distrun: ray start failed (exit code {code}), attempt {attempt} of {attempts}; Ray's logs end:", flush=True)
+    spent = time.monotonic() - first
+    again = attempt < 2 or spent < budget
+    then = "trying again" if again else "giving up"
+    said = f"attempt {attempt}, {spent:.0f} s of {budget:g} s; {then}"
+    print(f"distrun: ray start failed (exit code {code}), {said}. Ray's logs end:", flush=True)
     print(log_tail(begun - 1), flush=True)
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
         for pid in marked(marker):
@@ -140,7 +201,8 @@ for attempt in range(1, attempts + 1):
             time.sleep(0.2)
     if stopping:
         sys.exit(code)
-sys.exit(f"distrun: Ray did not start on this node in {attempts} attempts (see above)")
+    if not again:
+        sys.exit(f"distrun: Ray did not start on this node in {attempt} attempts over {spent:.0f} s (see above)")
 """
 
 
@@ -184,7 +246,7 @@ def ray_ports(job: PlanJob, free: tuple[int, ...]) -> dict[str, object]:
 
 
 def start_with_retries(job_dir: str) -> list[str]:
-    return ["python", f"{job_dir.rstrip('/')}/{START_SCRIPT_PATH}", str(START_ATTEMPTS)]
+    return ["python", f"{job_dir.rstrip('/')}/{START_SCRIPT_PATH}", str(START_BUDGET_S)]
 
 
 def head_argv(address: str, ports: dict[str, object], dist: RayOptions, job_dir: str) -> str:
