@@ -1,0 +1,274 @@
+"""`python -m distrun.metrics.server_keeper HOME HOST ADVERTISE`: DISTRUN_HOME's MLflow server, kept while jobs use it.
+
+Started by `distrun.metrics.tracking_server` for the first tracked job of a DISTRUN_HOME, in a
+session of its own, it:
+
+- binds the address the ranks are given (HOST, port chosen by the kernel) at once, and says the
+  port on stdout: the job's ranks start while the server is still importing mlflow (seconds), and
+  a connection made before the server is up waits for it instead of being refused;
+- runs `mlflow server` on distrun's store (DISTRUN_HOME/mlflow.db, artifacts in
+  DISTRUN_HOME/mlartifacts) on another port of 127.0.0.1, as a helper process (it dies with the
+  keeper, however the keeper ends), and relays each connection to it only once the socket
+  listening there is the server's own (another program that took that port first is never
+  talked to);
+- when the server cannot start or ends, answers every request with an MLflow error that says why
+  (HTTP 400, which MLflow's clients do not retry: the rank's call fails at once) and writes the
+  reason into its state file, where the job's supervisor reads it;
+- ends (and its server with it) once no job holds a use of it (a shared lock on `users`, which
+  the kernel drops when the job's distrun process ends, SIGKILL included) for IDLE_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from distrun.core import procfs
+from distrun.core.file_modes import write_file
+from distrun.core.helper_processes import start_helper
+
+IDLE_SECONDS = 20.0  # no user for this long: the server ends (back-to-back jobs reuse it)
+IDLE_VARIABLE = "DISTRUN_MLFLOW_SERVER_IDLE"  # seconds, for a shorter or longer grace
+READY_SECONDS = 180.0  # the server must answer within this, else it counts as failed
+_POLL = 0.2
+
+
+class Keeper:
+    def __init__(self, folder: Path, home: Path) -> None:
+        self.folder = folder
+        self.home = home
+        self.inner_port = 0
+        self.server_pid = 0
+        self.ready = False
+        self.failure: str | None = None
+        self.changed = asyncio.Event()  # set when ready or failure is known
+
+    def state(self, port: int, host: str, advertise: str) -> dict[str, object]:
+        return {
+            "pid": os.getpid(),
+            "started": procfs.start_time(os.getpid()),
+            "host": host,
+            "advertise": advertise,
+            "port": port,
+            "server_pid": self.server_pid,
+            "failure": self.failure,
+        }
+
+
+def free_local_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def server_argv(home: Path, port: int) -> list[str]:
+    """`mlflow server` on distrun's store, one worker (the lightest serving this mlflow offers)."""
+    artifacts = home / "mlartifacts"
+    return [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{home / 'mlflow.db'}",
+        "--default-artifact-root",
+        artifacts.as_uri(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+
+
+def owns_listener(root_pid: int, port: int) -> bool:
+    """Whether the socket listening on `port` belongs to `root_pid` or a process it started."""
+    listening = procfs.listening_sockets(port)
+    return bool(listening) and any(listening & procfs.socket_inodes(pid) for pid in procfs.descendants(root_pid))
+
+
+def log_tail(path: Path, size: int = 2000) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.path.getsize(path) - size))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return " / ".join(lines[-3:])
+
+
+async def watch_server(keeper: Keeper, process: object, log: Path) -> None:
+    """Mark the keeper ready once the server listens (its own socket), or failed once it ends."""
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        code = process.poll()  # type: ignore[attr-defined]
+        if code is not None:
+            said = log_tail(log) or "no output"
+            keeper.failure = f"`mlflow server` exited with code {code} ({said}; its log: {log})"
+            keeper.ready = False
+            keeper.changed.set()
+            return
+        if not keeper.ready:
+            if owns_listener(keeper.server_pid, keeper.inner_port):
+                keeper.ready = True
+                keeper.changed.set()
+            elif time.monotonic() > deadline:
+                keeper.failure = f"`mlflow server` did not listen within {READY_SECONDS:.0f} s (its log: {log})"
+                keeper.changed.set()
+                process.kill()  # type: ignore[attr-defined]
+                return
+        await asyncio.sleep(_POLL)
+
+
+async def relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        try:
+            sink.close()
+        except (ConnectionError, OSError):
+            pass
+
+
+def error_response(reason: str) -> bytes:
+    body = json.dumps(
+        {
+            "error_code": "TEMPORARILY_UNAVAILABLE",
+            "message": f"distrun: this job's metrics are not recorded: the MLflow server could not start: {reason}",
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def serve_client(keeper: Keeper, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while not keeper.ready and keeper.failure is None:
+        await keeper.changed.wait()
+    if keeper.ready and keeper.failure is None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", keeper.inner_port)
+        except OSError as exc:
+            keeper.failure = keeper.failure or f"the server refused a connection: {exc}"
+        else:
+            await asyncio.gather(relay(reader, up_writer), relay(up_reader, writer))
+            return
+    try:
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, OSError):
+        pass
+    try:
+        writer.write(error_response(keeper.failure or "unknown"))
+        await writer.drain()
+        writer.close()
+    except (ConnectionError, OSError):
+        pass
+
+
+def has_users(users_fd: int) -> bool:
+    try:
+        fcntl.flock(users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    fcntl.flock(users_fd, fcntl.LOCK_UN)
+    return False
+
+
+def idle_seconds() -> float:
+    try:
+        return max(0.0, float(os.environ.get(IDLE_VARIABLE, "")))
+    except ValueError:
+        return IDLE_SECONDS
+
+
+async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
+    keeper = Keeper(folder, home)
+    listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    port = int(listener.getsockname()[1])
+    keeper.inner_port = free_local_port()
+    log = folder / "server.log"
+    log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    try:
+        argv = server_argv(home, keeper.inner_port)
+        process = start_helper(argv, env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, cwd=home)
+        keeper.server_pid = process.pid
+    except OSError as exc:
+        keeper.failure = f"`mlflow server` could not be started: {exc}"
+        process = None
+    finally:
+        os.close(log_fd)
+    state_path = folder / "state.json"
+    write_file(state_path, json.dumps(keeper.state(port, host, advertise)).encode())
+    print(port, flush=True)  # the starting job reads this line: the ranks may start
+    sys.stdout.close()
+
+    users_fd = os.open(folder / "users", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    lock_fd = os.open(folder / "lock", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    server = await asyncio.start_server(lambda r, w: serve_client(keeper, r, w), sock=listener)
+    watcher = asyncio.ensure_future(watch_server(keeper, process, log)) if process is not None else None
+    said_failure = keeper.failure
+    grace = idle_seconds()
+    idle_since: float | None = None
+    while True:
+        await asyncio.sleep(_POLL)
+        if keeper.failure != said_failure:
+            said_failure = keeper.failure
+            write_file(state_path, json.dumps(keeper.state(port, host, advertise)).encode())
+        if has_users(users_fd):
+            idle_since = None
+            continue
+        idle_since = idle_since or time.monotonic()
+        if time.monotonic() - idle_since < grace:
+            continue
+        # Quitting: no job may take a use of this server meanwhile (they take `lock` first).
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        if has_users(users_fd):
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            idle_since = None
+            continue
+        state_path.unlink(missing_ok=True)
+        break  # `lock` is released when this process ends
+    server.close()
+    if watcher is not None:
+        watcher.cancel()
+    if process is not None and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(process.wait), timeout=5)
+        except asyncio.TimeoutError:
+            process.kill()
+
+
+def main(home: str, host: str, advertise: str) -> None:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)  # meant for the job that started it, not for a shared server
+    folder = Path(home) / "mlflow-server"
+    # Held for life: proof that the keeper named in state.json is alive (a lock, not a pid check).
+    alive_fd = os.open(folder / "alive", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(alive_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("error: another server keeper runs for this DISTRUN_HOME", flush=True)
+        return
+    asyncio.run(keep(folder, Path(home), host, advertise))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

@@ -1,0 +1,208 @@
+"""The MLflow tracking server a job's ranks log to: found running, or started for the job.
+
+Ranks get `MLFLOW_TRACKING_URI=http://ADDRESS:PORT`, which every MLflow client speaks
+(`mlflow`, `mlflow-skinny`, `azureml-mlflow`, any release), instead of the SQLite store's path,
+which only the same full mlflow as distrun's can open. The server (`distrun.metrics.server_keeper`)
+serves distrun's own store, so the web UI and `distrun metrics` keep reading it directly.
+
+One server per DISTRUN_HOME, shared by the jobs running at the same time. Its files are in
+DISTRUN_HOME/mlflow-server/: `lock` (taken to find, start or stop it), `users` (a shared lock
+held by each process using it), `alive` (held by the keeper for its life) and `state.json`
+(its pid, port and whether the server failed). A state file is believed only when its keeper
+is alive (the `alive` lock is held, the pid has the recorded start time, its command is the
+keeper of this DISTRUN_HOME) and the socket on its port is that keeper's own: a stale file or
+one written by anything else never sends a rank to someone else's port.
+
+The address bound and given to the ranks is 127.0.0.1 unless DISTRUN_MLFLOW_HOST names another
+interface (ranks on other hosts: Ray, Kubernetes, Slurm on other nodes) and
+DISTRUN_MLFLOW_ADVERTISE the name the ranks use for it (default: the bound address).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from distrun.core import procfs
+from distrun.core.safe_files import read_regular
+
+HOST_VARIABLE = "DISTRUN_MLFLOW_HOST"
+ADVERTISE_VARIABLE = "DISTRUN_MLFLOW_ADVERTISE"
+START_SECONDS = 30.0  # the keeper says its port within this (it imports no mlflow)
+# A URI whose calls fail at once where no server could be had at all: nothing listens on port 1
+# of 127.0.0.1 (only root may bind it), and MLflow's client is told not to retry.
+UNREACHABLE_URI = "http://127.0.0.1:1"
+
+_held: dict[Path, int] = {}  # home -> the open `users` file whose shared lock this process holds
+
+
+@dataclass(frozen=True)
+class ServerUse:
+    """The server a job uses: its URI for the ranks and which keeper it is (for its failure)."""
+
+    uri: str
+    keeper_pid: int
+    keeper_started: int
+
+
+class ServerUnavailable(Exception):
+    """No server could be had; the message says why."""
+
+
+def server_folder(home: Path) -> Path:
+    folder = home / "mlflow-server"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ServerUnavailable(f"{folder} is not a folder of this user's")
+    return folder
+
+
+def _open_lock(path: Path) -> int:
+    return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def use_server(home: Path) -> ServerUse:
+    """A use of DISTRUN_HOME's server (started if none runs), held until this process ends.
+
+    Raises ServerUnavailable when no keeper could be started. A server that fails after its
+    keeper started is reported by `server_failure`.
+    """
+    try:
+        folder = server_folder(home)
+        lock_fd = _open_lock(folder / "lock")
+    except OSError as exc:
+        raise ServerUnavailable(f"its folder under {home} cannot be used: {exc}") from None
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        _hold_use(home, folder)
+        state = verified_state(home)
+        if state is None:
+            state = _start_keeper(home, folder)
+        return ServerUse(
+            f"http://{_url_host(str(state['advertise']))}:{state['port']}", int(state["pid"]), int(state["started"])
+        )
+    finally:
+        os.close(lock_fd)  # releases `lock`
+
+
+def _hold_use(home: Path, folder: Path) -> None:
+    if home in _held:
+        return
+    fd = _open_lock(folder / "users")
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    _held[home] = fd
+
+
+def release_use(home: Path) -> None:
+    """Give the use back before this process ends (the kernel does it at exit anyway)."""
+    fd = _held.pop(home, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def read_state(home: Path) -> dict[str, object] | None:
+    try:
+        data = json.loads(read_regular(home / "mlflow-server" / "state.json"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def verified_state(home: Path) -> dict[str, object] | None:
+    """The state file, if it describes a keeper of this DISTRUN_HOME that is alive now."""
+    state = read_state(home)
+    if state is None:
+        return None
+    try:
+        pid, started, port = int(state["pid"]), int(state["started"]), int(state["port"])  # type: ignore[call-overload]
+        str(state["advertise"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not _alive_lock_held(home) or procfs.start_time(pid) != started:
+        return None
+    argv = procfs.command_line(pid).split(b"\0")
+    if b"distrun.metrics.server_keeper" not in argv or str(home).encode() not in argv:
+        return None
+    listening = procfs.listening_sockets(port)
+    if not listening or not listening & procfs.socket_inodes(pid):
+        return None
+    return state
+
+
+def _alive_lock_held(home: Path) -> bool:
+    try:
+        fd = _open_lock(home / "mlflow-server" / "alive")
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _start_keeper(home: Path, folder: Path) -> dict[str, object]:
+    (folder / "state.json").unlink(missing_ok=True)
+    host = os.environ.get(HOST_VARIABLE) or "127.0.0.1"
+    advertise = os.environ.get(ADVERTISE_VARIABLE) or host
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    try:
+        keeper = subprocess.Popen(
+            [sys.executable, "-m", "distrun.metrics.server_keeper", str(home), host, advertise],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=open(folder / "keeper.log", "ab"),
+            env=env,
+            cwd=home,
+            start_new_session=True,  # shared by jobs: not ended by the Ctrl-C of the one that started it
+        )
+    except OSError as exc:
+        raise ServerUnavailable(f"its keeper could not be started: {exc}") from None
+    assert keeper.stdout is not None
+    line = _first_line(keeper.stdout.fileno(), START_SECONDS)
+    keeper.stdout.close()
+    if not line.strip().isdigit():
+        said = line.strip() or f"no port within {START_SECONDS:.0f} s (see {folder / 'keeper.log'})"
+        raise ServerUnavailable(f"its keeper did not start: {said}")
+    state = read_state(home)
+    if state is None or state.get("pid") != keeper.pid:
+        raise ServerUnavailable("its keeper started but wrote no state")
+    return state
+
+
+def _first_line(fd: int, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    data = b""
+    while b"\n" not in data and (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            break
+        chunk = os.read(fd, 256)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n", 1)[0].decode("utf-8", "replace")
+
+
+def server_failure(home: Path, keeper_pid: int, keeper_started: int) -> str | None:
+    """Why that keeper's server failed, if it did (None when it served, or is gone)."""
+    state = read_state(home)
+    if state is None or state.get("pid") != keeper_pid or state.get("started") != keeper_started:
+        return None
+    failure = state.get("failure")
+    return str(failure) if failure else None
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

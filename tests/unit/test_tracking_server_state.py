@@ -1,0 +1,38 @@
+"""A state file of DISTRUN_HOME's MLflow server is believed only when its own keeper is alive
+and owns the port it names: a stale or planted file never sends ranks to another program's port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+from distrun.core import procfs
+from distrun.metrics import tracking_server
+
+
+def write_state(home: Path, **fields: object) -> None:
+    folder = tracking_server.server_folder(home)
+    (folder / "state.json").write_text(json.dumps({"advertise": "127.0.0.1", "host": "127.0.0.1", **fields}))
+
+
+def test_a_state_file_naming_a_foreign_or_gone_process_is_not_believed(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as foreign:  # some program's server, not a keeper
+        port = foreign.getsockname()[1]
+        me = os.getpid()
+        assert procfs.listening_sockets(port) & procfs.socket_inodes(me)  # the check can see an owner
+        # This process owns the port and is alive, but holds no keeper's `alive` lock and is no keeper.
+        write_state(tmp_path, pid=me, started=procfs.start_time(me), port=port)
+        assert tracking_server.read_state(tmp_path) is not None
+        assert tracking_server.verified_state(tmp_path) is None
+        # A pid whose start time differs (a reused pid) is not believed either.
+        write_state(tmp_path, pid=me, started=1, port=port)
+        assert tracking_server.verified_state(tmp_path) is None
+    # A planted link in place of the state file is not read through.
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"pid": me, "port": port}))
+    state = tmp_path / "mlflow-server" / "state.json"
+    state.unlink()
+    state.symlink_to(tmp_path / "elsewhere.json")
+    assert tracking_server.read_state(tmp_path) is None and tracking_server.verified_state(tmp_path) is None
+
