@@ -35,4 +35,3 @@ def test_a_state_file_naming_a_foreign_or_gone_process_is_not_believed(tmp_path:
     state.unlink()
     state.symlink_to(tmp_path / "elsewhere.json")
     assert tracking_server.read_state(tmp_path) is None and tracking_server.verified_state(tmp_path) is None
-
