@@ -6,11 +6,12 @@ session of its own, it:
 - binds the address the ranks are given (HOST, port chosen by the kernel) at once, and says the
   port on stdout: the job's ranks start while the server is still importing mlflow (seconds), and
   a connection made before the server is up waits for it instead of being refused;
-- runs `mlflow server` on distrun's store (DISTRUN_HOME/mlflow.db, artifacts in
-  DISTRUN_HOME/mlartifacts) on another port of 127.0.0.1, as a helper process (it dies with the
-  keeper, however the keeper ends), and relays each connection to it only once the socket
-  listening there is the server's own (another program that took that port first is never
-  talked to);
+- starts `mlflow server` on distrun's store (DISTRUN_HOME/mlflow.db, artifacts in
+  DISTRUN_HOME/mlartifacts) on another port of 127.0.0.1 when the first connection comes (a job
+  whose ranks never call MLflow costs no server: its start is two imports of mlflow, seconds of
+  CPU), as a helper process (it dies with the keeper, however the keeper ends), and relays each
+  connection to it only once the socket listening there is the server's own (another program
+  that took that port first is never talked to);
 - when the server cannot start or ends, answers every request with an MLflow error that says why
   (HTTP 400, which MLflow's clients do not retry: the rank's call fails at once) and writes the
   reason into its state file, where the job's supervisor reads it;
@@ -39,26 +40,57 @@ IDLE_SECONDS = 20.0  # no user for this long: the server ends (back-to-back jobs
 IDLE_VARIABLE = "DISTRUN_MLFLOW_SERVER_IDLE"  # seconds, for a shorter or longer grace
 READY_SECONDS = 180.0  # the server must answer within this, else it counts as failed
 _POLL = 0.2
+# Public settings of `mlflow server` (releases that do not know them ignore them): no job-runner
+# processes (each imports mlflow again, beside the server's own start) and no usage reports.
+SERVER_SETTINGS = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
 class Keeper:
-    def __init__(self, folder: Path, home: Path) -> None:
+    def __init__(self, folder: Path, home: Path, log_fd: int) -> None:
         self.folder = folder
         self.home = home
+        self.log_fd = log_fd  # server.log, opened when the keeper starts (a log that cannot be is said at once)
         self.inner_port = 0
         self.server_pid = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.watcher: asyncio.Future[None] | None = None
         self.ready = False
+        self.ready_after: float | None = None  # seconds from the server's start to serving
         self.failure: str | None = None
         self.changed = asyncio.Event()  # set when ready or failure is known
+        self.started = procfs.start_time(os.getpid())
+
+    def start_server(self) -> None:
+        """Start `mlflow server` (once): the first connection asks for it."""
+        if self.process is not None or self.failure is not None:
+            return
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+        env.update(SERVER_SETTINGS)
+        try:
+            self.inner_port = free_local_port()
+            argv = server_argv(self.home, self.inner_port)
+            self.process = start_helper(
+                argv, env, stdin=subprocess.DEVNULL, stdout=self.log_fd, stderr=self.log_fd, cwd=self.home
+            )
+        except OSError as exc:
+            self.failure = f"`mlflow server` could not be started: {exc}"
+            self.changed.set()
+            return
+        finally:
+            os.close(self.log_fd)
+            self.log_fd = -1
+        self.server_pid = self.process.pid
+        self.watcher = asyncio.ensure_future(watch_server(self, self.process, self.folder / "server.log"))
 
     def state(self, port: int, host: str, advertise: str) -> dict[str, object]:
         return {
             "pid": os.getpid(),
-            "started": procfs.start_time(os.getpid()),
+            "started": self.started,
             "host": host,
             "advertise": advertise,
             "port": port,
             "server_pid": self.server_pid,
+            "ready_after": self.ready_after,
             "failure": self.failure,
         }
 
@@ -107,11 +139,12 @@ def log_tail(path: Path, size: int = 2000) -> str:
     return " / ".join(lines[-3:])
 
 
-async def watch_server(keeper: Keeper, process: object, log: Path) -> None:
+async def watch_server(keeper: Keeper, process: subprocess.Popen[bytes], log: Path) -> None:
     """Mark the keeper ready once the server listens (its own socket), or failed once it ends."""
-    deadline = time.monotonic() + READY_SECONDS
+    began = time.monotonic()
+    deadline = began + READY_SECONDS
     while True:
-        code = process.poll()  # type: ignore[attr-defined]
+        code = process.poll()
         if code is not None:
             said = log_tail(log) or "no output"
             keeper.failure = f"`mlflow server` exited with code {code} ({said}; its log: {log})"
@@ -121,11 +154,13 @@ async def watch_server(keeper: Keeper, process: object, log: Path) -> None:
         if not keeper.ready:
             if owns_listener(keeper.server_pid, keeper.inner_port):
                 keeper.ready = True
+                keeper.ready_after = round(time.monotonic() - began, 1)
+                print(f"mlflow server serving after {keeper.ready_after} s", file=sys.stderr, flush=True)
                 keeper.changed.set()
             elif time.monotonic() > deadline:
                 keeper.failure = f"`mlflow server` did not listen within {READY_SECONDS:.0f} s (its log: {log})"
                 keeper.changed.set()
-                process.kill()  # type: ignore[attr-defined]
+                process.kill()
                 return
         await asyncio.sleep(_POLL)
 
@@ -159,6 +194,9 @@ def error_response(reason: str) -> bytes:
 
 
 async def serve_client(keeper: Keeper, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    keeper.start_server()
+    # Held until the server serves or has failed (bounded by READY_SECONDS): a rank's first call
+    # waits for the server instead of being refused while it starts.
     while not keeper.ready and keeper.failure is None:
         await keeper.changed.wait()
     if keeper.ready and keeper.failure is None:
@@ -198,22 +236,10 @@ def idle_seconds() -> float:
 
 
 async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
-    keeper = Keeper(folder, home)
     listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     port = int(listener.getsockname()[1])
-    keeper.inner_port = free_local_port()
-    log = folder / "server.log"
-    log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    try:
-        argv = server_argv(home, keeper.inner_port)
-        process = start_helper(argv, env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, cwd=home)
-        keeper.server_pid = process.pid
-    except OSError as exc:
-        keeper.failure = f"`mlflow server` could not be started: {exc}"
-        process = None
-    finally:
-        os.close(log_fd)
+    log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    keeper = Keeper(folder, home, log_fd)
     state_path = folder / "state.json"
     write_file(state_path, json.dumps(keeper.state(port, host, advertise)).encode())
     print(port, flush=True)  # the starting job reads this line: the ranks may start
@@ -222,15 +248,14 @@ async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
     users_fd = os.open(folder / "users", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     lock_fd = os.open(folder / "lock", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     server = await asyncio.start_server(lambda r, w: serve_client(keeper, r, w), sock=listener)
-    watcher = asyncio.ensure_future(watch_server(keeper, process, log)) if process is not None else None
-    said_failure = keeper.failure
+    said = keeper.state(port, host, advertise)
     grace = idle_seconds()
     idle_since: float | None = None
     while True:
         await asyncio.sleep(_POLL)
-        if keeper.failure != said_failure:
-            said_failure = keeper.failure
-            write_file(state_path, json.dumps(keeper.state(port, host, advertise)).encode())
+        if keeper.state(port, host, advertise) != said:  # started, serving or failed: the supervisors read it
+            said = keeper.state(port, host, advertise)
+            write_file(state_path, json.dumps(said).encode())
         if has_users(users_fd):
             idle_since = None
             continue
@@ -246,8 +271,11 @@ async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
         state_path.unlink(missing_ok=True)
         break  # `lock` is released when this process ends
     server.close()
-    if watcher is not None:
-        watcher.cancel()
+    if keeper.watcher is not None:
+        keeper.watcher.cancel()
+    if keeper.log_fd >= 0:
+        os.close(keeper.log_fd)
+    process = keeper.process
     if process is not None and process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
