@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 from distrun.core import procfs
@@ -35,3 +36,20 @@ def test_a_state_file_naming_a_foreign_or_gone_process_is_not_believed(tmp_path:
     state.unlink()
     state.symlink_to(tmp_path / "elsewhere.json")
     assert tracking_server.read_state(tmp_path) is None and tracking_server.verified_state(tmp_path) is None
+
+
+def test_a_submitted_jobs_lease_keeps_the_server_for_a_bounded_time_and_only_as_a_regular_file(tmp_path: Path) -> None:
+    folder = tracking_server.server_folder(tmp_path)
+    now = time.time()
+    assert not tracking_server.leased(folder, now)
+    tracking_server.leave_lease(tmp_path, "queued_job")
+    assert tracking_server.leased(folder, time.time())
+    # Past LEASE_SECONDS from its submission a job no longer keeps the server (it waited too long).
+    assert not tracking_server.leased(folder, time.time() + tracking_server.LEASE_SECONDS + 1)
+    tracking_server.drop_lease(tmp_path, "queued_job")
+    assert not tracking_server.leased(folder, time.time())
+    # Anything but a regular file in the leases folder (a planted link to a fresh file) is no lease.
+    (tmp_path / "fresh").write_text("")
+    (folder / tracking_server.LEASES / "planted").symlink_to(tmp_path / "fresh")
+    assert not tracking_server.leased(folder, time.time())
+    tracking_server.drop_lease(tmp_path, "never_leased")  # nothing to drop: no error

@@ -16,7 +16,8 @@ session of its own, it:
   (HTTP 400, which MLflow's clients do not retry: the rank's call fails at once) and writes the
   reason into its state file, where the job's supervisor reads it;
 - ends (and its server with it) once no job holds a use of it (a shared lock on `users`, which
-  the kernel drops when the job's distrun process ends, SIGKILL included) for IDLE_SECONDS.
+  the kernel drops when the job's distrun process ends, SIGKILL included) and no lease of a
+  submitted job runs (`tracking_server.leave_lease`) for IDLE_SECONDS.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathlib import Path
 from distrun.core import procfs
 from distrun.core.file_modes import write_file
 from distrun.core.helper_processes import start_helper
+from distrun.metrics.tracking_server import leased
 
 IDLE_SECONDS = 20.0  # no user for this long: the server ends (back-to-back jobs reuse it)
 IDLE_VARIABLE = "DISTRUN_MLFLOW_SERVER_IDLE"  # seconds, for a shorter or longer grace
@@ -256,7 +258,7 @@ async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
         if keeper.state(port, host, advertise) != said:  # started, serving or failed: the supervisors read it
             said = keeper.state(port, host, advertise)
             write_file(state_path, json.dumps(said).encode())
-        if has_users(users_fd):
+        if has_users(users_fd) or leased(folder, time.time()):
             idle_since = None
             continue
         idle_since = idle_since or time.monotonic()
@@ -264,7 +266,7 @@ async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
             continue
         # Quitting: no job may take a use of this server meanwhile (they take `lock` first).
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        if has_users(users_fd):
+        if has_users(users_fd) or leased(folder, time.time()):
             fcntl.flock(lock_fd, fcntl.LOCK_UN)
             idle_since = None
             continue

@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from distrun.core.file_modes import copied_mode, make_dirs, write_file
+from distrun.core.file_modes import copied_mode, make_dirs, open_append, write_file
 from distrun.core.safe_files import read_text, unreadable_because
 from distrun.metrics import sqlite_store, tracking_server
 from distrun.store.layout import JobFolder
@@ -111,27 +111,48 @@ def note_untracked(folder: JobFolder, job_name: str, reason: str) -> None:
     line = f"distrun: metrics of {job_name} are not recorded: {reason}; the job runs untracked (MLFLOW_RUN_ID is set)"
     print(line, file=sys.stderr)
     try:
-        with open(folder.system_logs / METRICS_LOG, "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+        fd = open_append(folder.system_logs / METRICS_LOG)  # never through a link the job planted
+    except OSError:
+        return
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
     except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
-def hold_server(folder: JobFolder, home: Path) -> None:
-    """The job's supervisor takes its own use of the server its ranks were given, if that one still runs.
+def hold_server(folder: JobFolder, home: Path) -> bool:
+    """The job's supervisor (or node agent) takes its own use of the server its ranks were given,
+    if that one still runs on this machine; whether it did.
 
     (A job started in the background is prepared by one process and supervised by another.) A
     server that ended meanwhile is not replaced: its successor would have another port.
     """
     run = read_tracked_run(folder)
     if run is None or run.server_pid is None:
-        return
+        return False
     state = tracking_server.verified_state(home)
-    if state is not None and state.get("pid") == run.server_pid and state.get("started") == run.server_started:
-        try:
-            tracking_server.use_server(home)
-        except tracking_server.ServerUnavailable:
-            pass
+    if state is None or state.get("pid") != run.server_pid or state.get("started") != run.server_started:
+        return False
+    try:
+        tracking_server.use_server(home)
+    except tracking_server.ServerUnavailable:
+        return False
+    return True
+
+
+def lease_server(folder: JobFolder, home: Path) -> None:
+    """A submitted job that no distrun process here follows (a detached Slurm job) keeps the server
+    its ranks were given until its node agent holds a use, its run is closed, or
+    `tracking_server.LEASE_SECONDS` pass (the submitter, which held the use, exits now)."""
+    run = read_tracked_run(folder)
+    if run is None or run.server_pid is None:
+        return
+    try:
+        tracking_server.leave_lease(home, folder.root.name)
+    except (OSError, tracking_server.ServerUnavailable) as exc:
+        note_untracked(folder, folder.root.name, f"the MLflow server cannot be kept for it: {exc}")
 
 
 def _fast_create(uri: str, experiment: str, job_name: str, tags: dict[str, str], artifacts: Path) -> TrackedRun | None:
@@ -203,7 +224,9 @@ def finish_run(folder: JobFolder, status: str) -> None:
     if run is None:
         return
     if run.server_pid is not None and run.server_started is not None:
-        failure = tracking_server.server_failure(folder.root.parent.parent, run.server_pid, run.server_started)
+        home = folder.root.parent.parent
+        tracking_server.drop_lease(home, folder.root.name)
+        failure = tracking_server.server_failure(home, run.server_pid, run.server_started)
         if failure:
             note_untracked(folder, folder.root.name, f"the MLflow server failed: {failure}")
     final = _RUN_STATUS.get(status, "FAILED")

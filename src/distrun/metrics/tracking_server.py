@@ -7,8 +7,10 @@ serves distrun's own store, so the web UI and `distrun metrics` keep reading it 
 
 One server per DISTRUN_HOME, shared by the jobs running at the same time. Its files are in
 DISTRUN_HOME/mlflow-server/: `lock` (taken to find, start or stop it), `users` (a shared lock
-held by each process using it), `alive` (held by the keeper for its life) and `state.json`
-(its pid, port and whether the server failed). A state file is believed only when its keeper
+held by each process using it), `alive` (held by the keeper for its life), `state.json`
+(its pid, port and whether the server failed) and `leases/JOB` (a job that no distrun process
+here follows, a detached Slurm job, keeps the server for LEASE_SECONDS after its submission,
+until its node agent holds a use or its run is closed). A state file is believed only when its keeper
 is alive (the `alive` lock is held, the pid has the recorded start time, its command is the
 keeper of this DISTRUN_HOME) and the socket on its port is that keeper's own: a stale file or
 one written by anything else never sends a rank to someone else's port.
@@ -37,6 +39,8 @@ from distrun.core.safe_files import read_regular
 HOST_VARIABLE = "DISTRUN_MLFLOW_HOST"
 ADVERTISE_VARIABLE = "DISTRUN_MLFLOW_ADVERTISE"
 START_SECONDS = 30.0  # the keeper says its port within this (it imports no mlflow)
+LEASES = "leases"
+LEASE_SECONDS = 600.0  # how long a submitted job may wait in its engine's queue and still find the server
 # A URI whose calls fail at once where no server could be had at all: nothing listens on port 1
 # of 127.0.0.1 (only root may bind it), and MLflow's client is told not to retry.
 UNREACHABLE_URI = "http://127.0.0.1:1"
@@ -100,6 +104,43 @@ def _hold_use(home: Path, folder: Path) -> None:
     fd = _open_lock(folder / "users")
     fcntl.flock(fd, fcntl.LOCK_SH)
     _held[home] = fd
+
+
+def leave_lease(home: Path, job_name: str) -> None:
+    """Keep the server for `job_name` for LEASE_SECONDS from now, without a process holding a use.
+
+    Called while this process still holds its own use, so the server cannot end in between.
+    """
+    folder = server_folder(home) / LEASES
+    folder.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(folder / job_name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.utime(fd)  # the lease runs from its file's modification time
+    finally:
+        os.close(fd)
+
+
+def drop_lease(home: Path, job_name: str) -> None:
+    try:
+        os.unlink(home / "mlflow-server" / LEASES / job_name)
+    except OSError:
+        pass
+
+
+def leased(folder: Path, now: float) -> bool:
+    """Whether a job's lease on the server in `folder` (DISTRUN_HOME/mlflow-server) still runs."""
+    try:
+        names = os.listdir(folder / LEASES)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            info = os.lstat(folder / LEASES / name)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_mtime + LEASE_SECONDS > now:
+            return True
+    return False
 
 
 def release_use(home: Path) -> None:
