@@ -3,6 +3,7 @@ and owns the port it names: a stale or planted file never sends ranks to another
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import socket
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 from distrun.core import procfs
-from distrun.metrics import tracking_server
+from distrun.metrics import server_keeper, tracking_server
 
 
 def write_state(home: Path, **fields: object) -> None:
@@ -53,3 +54,19 @@ def test_a_submitted_jobs_lease_keeps_the_server_for_a_bounded_time_and_only_as_
     (folder / tracking_server.LEASES / "planted").symlink_to(tmp_path / "fresh")
     assert not tracking_server.leased(folder, time.time())
     tracking_server.drop_lease(tmp_path, "never_leased")  # nothing to drop: no error
+
+
+def admitted(host_header: str, allowed: str) -> bool:
+    """mlflow server's Host-header check: a pattern with `*` is matched by fnmatch, others compared."""
+    return any(fnmatch.fnmatch(host_header, p) if "*" in p else host_header == p for p in allowed.split(","))
+
+
+def test_the_server_admits_the_name_ranks_are_given_and_loopback_only() -> None:
+    for advertise, header in [
+        ("127.0.0.1", "127.0.0.1:5000"),
+        ("login-1.cluster.example", "login-1.cluster.example:41234"),  # not admitted by mlflow's default
+        ("fe80::2", "[fe80::2]:41234"),
+    ]:
+        allowed = server_keeper.allowed_hosts(advertise)
+        assert admitted(header, allowed) and admitted("localhost:5000", allowed) and admitted("[::1]", allowed)
+        assert not admitted("attacker.example:5000", allowed) and not admitted("10.1.2.3:5000", allowed)

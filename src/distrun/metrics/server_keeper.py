@@ -47,10 +47,22 @@ _POLL = 0.2
 SERVER_SETTINGS = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
+def allowed_hosts(advertise: str) -> str:
+    """`mlflow server`'s Host-header allow list (MLFLOW_SERVER_ALLOWED_HOSTS, fnmatch patterns):
+    the loopback names and the name the ranks are given. Its default admits loopback and private
+    addresses only, so ranks given a host name (DISTRUN_MLFLOW_ADVERTISE) would be refused."""
+    names = ["localhost", "127.0.0.1", "[::1]", f"[{advertise}]" if ":" in advertise else advertise]
+    patterns = []
+    for name in dict.fromkeys(names):
+        patterns += [name, name.replace("[", "[[]") + ":*"]  # compared as is / as a pattern (`[` is fnmatch's)
+    return ",".join(patterns)
+
+
 class Keeper:
-    def __init__(self, folder: Path, home: Path, log_fd: int) -> None:
+    def __init__(self, folder: Path, home: Path, advertise: str, log_fd: int) -> None:
         self.folder = folder
         self.home = home
+        self.advertise = advertise
         self.log_fd = log_fd  # server.log, opened when the keeper starts (a log that cannot be is said at once)
         self.inner_port = 0
         self.server_pid = 0
@@ -67,7 +79,7 @@ class Keeper:
         if self.process is not None or self.failure is not None:
             return
         env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-        env.update(SERVER_SETTINGS)
+        env.update(SERVER_SETTINGS, MLFLOW_SERVER_ALLOWED_HOSTS=allowed_hosts(self.advertise))
         try:
             self.inner_port = free_local_port()
             argv = server_argv(self.home, self.inner_port)
@@ -241,7 +253,7 @@ async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
     listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     port = int(listener.getsockname()[1])
     log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    keeper = Keeper(folder, home, log_fd)
+    keeper = Keeper(folder, home, advertise, log_fd)
     state_path = folder / "state.json"
     write_file(state_path, json.dumps(keeper.state(port, host, advertise)).encode())
     print(port, flush=True)  # the starting job reads this line: the ranks may start
