@@ -142,3 +142,29 @@ def test_concurrent_jobs_share_the_server_which_ends_after_its_last_user_even_a_
     wait_for(lambda: not processes_of_home(distrun_home), timeout=IDLE + 30)
     assert not [pid for pid in (state["pid"], *server) if procfs.is_alive(pid)]
     assert not state_file.exists()
+
+
+WAITS = """
+    import time
+    import mlflow
+    began = time.monotonic()
+    try:
+        mlflow.log_metric("loss", 1.0)
+    except Exception as exc:
+        print("gave up after", round(time.monotonic() - began), "s:", str(exc).replace(chr(10), " "), flush=True)
+"""
+
+
+def test_a_ranks_first_call_waits_for_the_server_within_a_bound_then_says_why(
+    run_cli: Callable[..., subprocess.CompletedProcess[str]], write_job: Callable[..., Path], distrun_home: Path
+) -> None:
+    # The server is given less time to start than it needs (DISTRUN_MLFLOW_SERVER_READY, 180 s
+    # for users): the rank's call, made while it starts, waits for it and then fails saying why.
+    job = write_job("command: python waits.py\ncode: src\n", {"waits.py": WAITS})
+    done = run_cli("run", str(job), "--name", "waits", env={"DISTRUN_MLFLOW_SERVER_READY": "0.5"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = next(line for line in done.stdout.splitlines() if "gave up after" in line)
+    assert "the MLflow server could not start: `mlflow server` did not listen within 0.5 s" in said
+    assert int(said.split("gave up after")[1].split()[0]) < 30  # an answer, not the client's retries
+    assert "the MLflow server failed: `mlflow server` did not listen within 0.5 s" in done.stderr
+    assert "Traceback" not in done.stderr

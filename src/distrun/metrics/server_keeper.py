@@ -40,7 +40,8 @@ from distrun.metrics.tracking_server import leased
 
 IDLE_SECONDS = 20.0  # no user for this long: the server ends (back-to-back jobs reuse it)
 IDLE_VARIABLE = "DISTRUN_MLFLOW_SERVER_IDLE"  # seconds, for a shorter or longer grace
-READY_SECONDS = 180.0  # the server must answer within this, else it counts as failed
+READY_SECONDS = 180.0  # the server must listen within this, else it counts as failed
+READY_VARIABLE = "DISTRUN_MLFLOW_SERVER_READY"  # seconds, for a slower machine (or a test's failure)
 _POLL = 0.2
 # Public settings of `mlflow server` (releases that do not know them ignore them): no job-runner
 # processes (each imports mlflow again, beside the server's own start) and no usage reports.
@@ -156,7 +157,8 @@ def log_tail(path: Path, size: int = 2000) -> str:
 async def watch_server(keeper: Keeper, process: subprocess.Popen[bytes], log: Path) -> None:
     """Mark the keeper ready once the server listens (its own socket), or failed once it ends."""
     began = time.monotonic()
-    deadline = began + READY_SECONDS
+    limit = seconds_from(READY_VARIABLE, READY_SECONDS)
+    deadline = began + limit
     while True:
         code = process.poll()
         if code is not None:
@@ -172,7 +174,7 @@ async def watch_server(keeper: Keeper, process: subprocess.Popen[bytes], log: Pa
                 print(f"mlflow server serving after {keeper.ready_after} s", file=sys.stderr, flush=True)
                 keeper.changed.set()
             elif time.monotonic() > deadline:
-                keeper.failure = f"`mlflow server` did not listen within {READY_SECONDS:.0f} s (its log: {log})"
+                keeper.failure = f"`mlflow server` did not listen within {limit:g} s (its log: {log})"
                 keeper.changed.set()
                 process.kill()
                 return
@@ -242,11 +244,11 @@ def has_users(users_fd: int) -> bool:
     return False
 
 
-def idle_seconds() -> float:
+def seconds_from(variable: str, default: float) -> float:
     try:
-        return max(0.0, float(os.environ.get(IDLE_VARIABLE, "")))
+        return max(0.0, float(os.environ.get(variable, "")))
     except ValueError:
-        return IDLE_SECONDS
+        return default
 
 
 async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
@@ -263,7 +265,7 @@ async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
     lock_fd = os.open(folder / "lock", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     server = await asyncio.start_server(lambda r, w: serve_client(keeper, r, w), sock=listener)
     said = keeper.state(port, host, advertise)
-    grace = idle_seconds()
+    grace = seconds_from(IDLE_VARIABLE, IDLE_SECONDS)
     idle_since: float | None = None
     while True:
         await asyncio.sleep(_POLL)
