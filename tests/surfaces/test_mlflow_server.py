@@ -107,15 +107,21 @@ def processes_of_home(home: Path) -> list[int]:
 
 
 def test_concurrent_jobs_share_the_server_which_ends_after_its_last_user_even_a_killed_one(
-    start_cli: Callable[..., subprocess.Popen[str]], write_job: Callable[..., Path], distrun_home: Path, tmp_path: Path
+    run_cli: Callable[..., subprocess.CompletedProcess[str]],
+    start_cli: Callable[..., subprocess.Popen[str]],
+    write_job: Callable[..., Path],
+    distrun_home: Path,
+    tmp_path: Path,
 ) -> None:
     marks = {f"{job}{step}": tmp_path / f"{job}{step}" for job in "ab" for step in (1, 2)}
-    started = {}
-    for job in "ab":  # side by side: one starts the server, the other finds it
-        spec = write_job(
-            f"command: python hold.py {marks[job + '1']} {marks[job + '2']}\ncode: src\n", {"hold.py": HOLD}
-        )
-        started[job] = start_cli("run", str(spec), "--name", job)
+    specs = {
+        job: write_job(f"command: python hold.py {marks[job + '1']} {marks[job + '2']}\ncode: src\n", {"hold.py": HOLD})
+        for job in "ab"
+    }
+    # Side by side: a detached one (its launcher holds the server once `run -d` has returned)
+    # starts the server's keeper, an attached one finds it.
+    assert run_cli("run", "-d", str(specs["a"]), "--name", "a").returncode == 0
+    b = start_cli("run", str(specs["b"]), "--name", "b")
     wait_for(lambda: all("logged 1" in rank_log(distrun_home, job) for job in "ab"), timeout=180)
     uris = {tracking_of(distrun_home, job)["rank_tracking_uri"] for job in "ab"}
     assert len(uris) == 1, uris  # one server, one port
@@ -129,16 +135,16 @@ def test_concurrent_jobs_share_the_server_which_ends_after_its_last_user_even_a_
     # a ends; b still uses the server, which outlives the idle grace and still serves b.
     marks["a1"].touch()
     marks["a2"].touch()
-    assert started["a"].wait(timeout=60) == 0
+    wait_for(lambda: record(distrun_home, "a")["status"] == "Completed", timeout=60)
     time.sleep(IDLE + 1)
     marks["b1"].touch()
     wait_for(lambda: "logged 2" in rank_log(distrun_home, "b"), timeout=60)
     assert phases(distrun_home, tracking_of(distrun_home, "b")["run_id"]) == [1.0, 2.0]
-    assert record(distrun_home, "a")["status"] == "Completed"
+    assert phases(distrun_home, tracking_of(distrun_home, "a")["run_id"]) == [1.0, 2.0]
 
     # b's distrun is killed (no exit handler runs): its ranks, the server and its keeper all end.
-    started["b"].send_signal(signal.SIGKILL)
-    started["b"].wait()
+    b.send_signal(signal.SIGKILL)
+    b.wait()
     wait_for(lambda: not processes_of_home(distrun_home), timeout=IDLE + 30)
     assert not [pid for pid in (state["pid"], *server) if procfs.is_alive(pid)]
     assert not state_file.exists()

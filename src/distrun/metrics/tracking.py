@@ -130,16 +130,9 @@ def hold_server(folder: JobFolder, home: Path) -> bool:
     server that ended meanwhile is not replaced: its successor would have another port.
     """
     run = read_tracked_run(folder)
-    if run is None or run.server_pid is None:
+    if run is None or run.server_pid is None or run.server_started is None:
         return False
-    state = tracking_server.verified_state(home)
-    if state is None or state.get("pid") != run.server_pid or state.get("started") != run.server_started:
-        return False
-    try:
-        tracking_server.use_server(home)
-    except tracking_server.ServerUnavailable:
-        return False
-    return True
+    return tracking_server.join_server(home, run.server_pid, run.server_started)
 
 
 def lease_server(folder: JobFolder, home: Path) -> None:

@@ -98,6 +98,25 @@ def use_server(home: Path) -> ServerUse:
         os.close(lock_fd)  # releases `lock`
 
 
+def join_server(home: Path, keeper_pid: int, keeper_started: int) -> bool:
+    """A use of that keeper's server if it still runs on this machine (never a new one: its port
+    would differ from the one a job's ranks were given); whether this process holds one now."""
+    try:
+        folder = server_folder(home)
+        lock_fd = _open_lock(folder / "lock")
+    except (OSError, ServerUnavailable):
+        return False
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)  # a keeper that is quitting holds it: then it is gone
+        state = verified_state(home)
+        if state is None or state.get("pid") != keeper_pid or state.get("started") != keeper_started:
+            return False
+        _hold_use(home, folder)
+        return True
+    finally:
+        os.close(lock_fd)
+
+
 def _hold_use(home: Path, folder: Path) -> None:
     if home in _held:
         return
@@ -199,15 +218,16 @@ def _start_keeper(home: Path, folder: Path) -> dict[str, object]:
     advertise = os.environ.get(ADVERTISE_VARIABLE) or host
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     try:
-        keeper = subprocess.Popen(
-            [sys.executable, "-m", "distrun.metrics.server_keeper", str(home), host, advertise],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=open(folder / "keeper.log", "ab"),
-            env=env,
-            cwd=home,
-            start_new_session=True,  # shared by jobs: not ended by the Ctrl-C of the one that started it
-        )
+        with open(folder / "keeper.log", "ab") as log:
+            keeper = subprocess.Popen(
+                [sys.executable, "-m", "distrun.metrics.server_keeper", str(home), host, advertise],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+                cwd=home,
+                start_new_session=True,  # shared by jobs: not ended by the Ctrl-C of the one that started it
+            )
     except OSError as exc:
         raise ServerUnavailable(f"its keeper could not be started: {exc}") from None
     assert keeper.stdout is not None
