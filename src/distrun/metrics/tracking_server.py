@@ -162,6 +162,13 @@ def leased(folder: Path, now: float) -> bool:
     return False
 
 
+def held_uses() -> tuple[int, ...]:
+    """The open `users` files whose locks this process holds: a background process given them
+    (`pass_fds`) holds the same uses from its first instruction (the lock belongs to the open
+    file, not to a process), so the server cannot end between this process's exit and its start."""
+    return tuple(_held.values())
+
+
 def release_use(home: Path) -> None:
     """Give the use back before this process ends (the kernel does it at exit anyway)."""
     fd = _held.pop(home, None)
