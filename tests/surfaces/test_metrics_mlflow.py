@@ -201,6 +201,7 @@ def test_a_server_that_cannot_start_leaves_the_job_untracked_saying_why(
     done = run_cli("run", str(job), "--name", "untracked")
     assert done.returncode == 0, done.stderr
     assert "metrics of untracked are not recorded: the MLflow server could not start" in done.stderr
+    assert "its keeper did not start: error: [Errno 21] Is a directory" in done.stderr  # the cause, at once
     assert "Traceback" not in done.stderr
     run_id = tracking_of(distrun_home, "untracked")["run_id"]
     assert f"run id {run_id}" in done.stdout

@@ -252,9 +252,13 @@ def seconds_from(variable: str, default: float) -> float:
 
 
 async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
-    listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:  # the starting job reads this line as the reason
+        print(f"error: {exc}", flush=True)
+        return
     port = int(listener.getsockname()[1])
-    log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     keeper = Keeper(folder, home, advertise, log_fd)
     state_path = folder / "state.json"
     write_file(state_path, json.dumps(keeper.state(port, host, advertise)).encode())
