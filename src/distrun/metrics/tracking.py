@@ -26,6 +26,7 @@ from pathlib import Path
 from distrun.core.file_modes import copied_mode, make_dirs, open_append, write_file
 from distrun.core.safe_files import read_text, unreadable_because
 from distrun.metrics import sqlite_store, tracking_server
+from distrun.metrics.rank_route import UNREACHABLE_URI
 from distrun.store.layout import JobFolder
 
 TRACKING_FILE = "tracking.json"  # in the job folder: where the job's run is
@@ -54,7 +55,7 @@ class TrackedRun:
             "MLFLOW_EXPERIMENT_ID": self.experiment_id,
             "MLFLOW_EXPERIMENT_NAME": self.experiment_name,
         }
-        if self.rank_tracking_uri == tracking_server.UNREACHABLE_URI:
+        if self.rank_tracking_uri == UNREACHABLE_URI:
             found["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"  # fail at once, not after minutes of retries
         return found
 
@@ -102,13 +103,22 @@ def _served(run: TrackedRun, folder: JobFolder, home: Path, job_name: str) -> Tr
         use = tracking_server.use_server(home)
     except tracking_server.ServerUnavailable as exc:
         note_untracked(folder, job_name, f"the MLflow server could not start: {exc}")
-        return replace(run, rank_tracking_uri=tracking_server.UNREACHABLE_URI)
+        return replace(run, rank_tracking_uri=UNREACHABLE_URI)
+    if use.note:
+        note_metrics(folder, f"distrun: MLflow: {use.note}")
     return replace(run, rank_tracking_uri=use.uri, server_pid=use.keeper_pid, server_started=use.keeper_started)
 
 
 def note_untracked(folder: JobFolder, job_name: str, reason: str) -> None:
     """Say on stderr and in the job's system log why its ranks' MLflow calls record nothing."""
-    line = f"distrun: metrics of {job_name} are not recorded: {reason}; the job runs untracked (MLFLOW_RUN_ID is set)"
+    note_metrics(
+        folder,
+        f"distrun: metrics of {job_name} are not recorded: {reason}; the job runs untracked (MLFLOW_RUN_ID is set)",
+    )
+
+
+def note_metrics(folder: JobFolder, line: str) -> None:
+    """Say `line` on stderr and in the job's system_logs/metrics.txt."""
     print(line, file=sys.stderr)
     try:
         fd = open_append(folder.system_logs / METRICS_LOG)  # never through a link the job planted

@@ -17,7 +17,8 @@ one written by anything else never sends a rank to someone else's port.
 
 The address bound and given to the ranks is 127.0.0.1 unless DISTRUN_MLFLOW_HOST names another
 interface (ranks on other hosts: Ray, Kubernetes, Slurm on other nodes) and
-DISTRUN_MLFLOW_ADVERTISE the name the ranks use for it (default: the bound address).
+DISTRUN_MLFLOW_ADVERTISE the name the ranks use for it (`rank_route.advertised_name`). They are
+read when the server starts; a job that asks for another address while it runs is told so.
 """
 
 from __future__ import annotations
@@ -30,20 +31,17 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from distrun.core import procfs
 from distrun.core.safe_files import read_regular
+from distrun.metrics.rank_route import ADVERTISE_VARIABLE, HOST_VARIABLE, advertised_name
 
-HOST_VARIABLE = "DISTRUN_MLFLOW_HOST"
-ADVERTISE_VARIABLE = "DISTRUN_MLFLOW_ADVERTISE"
 START_SECONDS = 30.0  # the keeper says its port within this (it imports no mlflow)
 LEASES = "leases"
 LEASE_SECONDS = 600.0  # how long a submitted job may wait in its engine's queue and still find the server
-# A URI whose calls fail at once where no server could be had at all: nothing listens on port 1
-# of 127.0.0.1 (only root may bind it), and MLflow's client is told not to retry.
-UNREACHABLE_URI = "http://127.0.0.1:1"
 
 _held: dict[Path, int] = {}  # home -> the open `users` file whose shared lock this process holds
 
@@ -55,6 +53,7 @@ class ServerUse:
     uri: str
     keeper_pid: int
     keeper_started: int
+    note: str | None = None  # why the ranks get another address than this process asked for
 
 
 class ServerUnavailable(Exception):
@@ -89,10 +88,16 @@ def use_server(home: Path) -> ServerUse:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         _hold_use(home, folder)
         state = verified_state(home)
+        note = None
         if state is None:
             state = _start_keeper(home, folder)
+        else:
+            note = other_address(state, os.environ)
         return ServerUse(
-            f"http://{_url_host(str(state['advertise']))}:{state['port']}", int(state["pid"]), int(state["started"])
+            f"http://{_url_host(str(state['advertise']))}:{state['port']}",
+            int(state["pid"]),
+            int(state["started"]),
+            note,
         )
     finally:
         os.close(lock_fd)  # releases `lock`
@@ -219,10 +224,32 @@ def _alive_lock_held(home: Path) -> bool:
     return False
 
 
+def wanted_address(environ: Mapping[str, str]) -> tuple[str, str]:
+    """The interface to bind and the name to give the ranks, as DISTRUN_MLFLOW_HOST and
+    DISTRUN_MLFLOW_ADVERTISE ask (127.0.0.1 for both when neither is set)."""
+    host = environ.get(HOST_VARIABLE) or "127.0.0.1"
+    return host, advertised_name(host, environ.get(ADVERTISE_VARIABLE))
+
+
+def other_address(state: Mapping[str, object], environ: Mapping[str, str]) -> str | None:
+    """What to tell a job that asked for an address the running server does not have: the
+    address is chosen when the server starts, and one server serves the jobs of a DISTRUN_HOME."""
+    if not (environ.get(HOST_VARIABLE) or environ.get(ADVERTISE_VARIABLE)):
+        return None  # nothing asked: whatever runs serves this machine's ranks
+    host, advertise = wanted_address(environ)
+    if (host, advertise) == (state.get("host"), state.get("advertise")):
+        return None
+    return (
+        f"{HOST_VARIABLE}={host} ({ADVERTISE_VARIABLE}={advertise}) is not used: this DISTRUN_HOME's MLflow "
+        f"server already runs on {state.get('host')} for other jobs, and this job's ranks get "
+        f"http://{_url_host(str(state.get('advertise')))}:{state.get('port')}; the address you set is used "
+        "by the next server, once this one has ended (after its last job: DISTRUN_MLFLOW_SERVER_IDLE, 20 s)"
+    )
+
+
 def _start_keeper(home: Path, folder: Path) -> dict[str, object]:
     (folder / "state.json").unlink(missing_ok=True)
-    host = os.environ.get(HOST_VARIABLE) or "127.0.0.1"
-    advertise = os.environ.get(ADVERTISE_VARIABLE) or host
+    host, advertise = wanted_address(os.environ)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     try:
         with open(folder / "keeper.log", "ab") as log:

@@ -26,6 +26,7 @@ from distrun.backends.kubernetes.job_files import (
     stopping_for,
     write_json,
 )
+from distrun.backends.kubernetes.mlflow_route import pod_tracking
 from distrun.backends.kubernetes.observe import node_outcomes
 from distrun.backends.kubernetes.pods import build_layout
 from distrun.backends.kubernetes.render import KubernetesRequest, render_request
@@ -186,6 +187,11 @@ class KubernetesBackend(EngineBackend):
             save_layout(paths, request.layout)
             write_json(paths.objects, request.objects)
             cluster.submit(request)
+        unreached = pod_tracking(job.bindings.environment)
+        if not unreached.reached and unreached.note:
+            from distrun.metrics.tracking import note_metrics  # sqlite3 and the server's client: only here
+
+            note_metrics(job.folder, f"distrun: {unreached.note}")
         namespace = self.target_settings(job.target).namespace
         index.update(job.name, status=JobStatus.QUEUED, backend_id=f"{namespace}/{request.layout.object_name}")
         return index.get(job.name)

@@ -1,0 +1,47 @@
+"""The MLflow variables a job's pods get, and what the plan says about their route. Pure.
+
+Every process of a job gets its MLflow run's variables (`distrun.metrics.tracking`), by default
+pointed at DISTRUN_HOME's server on 127.0.0.1 of the machine that submitted it. Pods run
+elsewhere: there that URI is the pod itself, where MLflow's client would retry each call for
+minutes before failing. So pods get the run only when its URI leads off the submitting machine
+(DISTRUN_MLFLOW_HOST and DISTRUN_MLFLOW_ADVERTISE, or a tracking server of the user's own);
+otherwise they get no MLflow variables, their MLflow calls stay inside the pod, and the plan
+says what to set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from distrun.metrics.rank_route import ADVERTISE_VARIABLE, HOST_VARIABLE, UNREACHABLE_URI, this_machine_only
+
+
+@dataclass(frozen=True)
+class PodTracking:
+    environment: dict[str, str]  # the MLflow variables every pod's processes get
+    note: str | None  # what `distrun plan` says about the route (None: the job has no run)
+    reached: bool  # False: the job's run stays empty (recorded in system_logs/metrics.txt at submit)
+
+
+def pod_tracking(environment: Mapping[str, str]) -> PodTracking:
+    """What the pods get of the job's MLflow variables (`environment`: the job's bindings')."""
+    found = {key: value for key, value in environment.items() if key.startswith("MLFLOW_")}
+    uri = found.get("MLFLOW_TRACKING_URI")
+    if uri is None:
+        return PodTracking({}, None, True)
+    if uri == UNREACHABLE_URI:
+        # No server could start (said at submit): the pods' calls fail at once there too.
+        return PodTracking(found, None, True)
+    run = found.get("MLFLOW_RUN_ID", "")
+    if not this_machine_only(uri):
+        said = f"MLflow: every rank logs to the job's run {run} at {uri}; the pods must reach it"
+        return PodTracking(found, said, True)
+    note = (
+        f"MLflow: the pods get no MLFLOW_* variables and the job's run {run} stays empty: its tracking URI "
+        f"{uri} is on this machine, which pods cannot reach there. To record the pods' metrics, start "
+        f"distrun with {HOST_VARIABLE}=ADDRESS (an interface of this machine the pods reach, 0.0.0.0 for all) "
+        f"and {ADVERTISE_VARIABLE}=NAME (how the pods name it) while no MLflow server of this DISTRUN_HOME "
+        "runs, or set MLFLOW_TRACKING_URI to a tracking server the pods reach"
+    )
+    return PodTracking({}, note, False)
