@@ -149,3 +149,30 @@ def test_pods_of_a_job_whose_server_could_not_start_fail_their_calls_at_once_as_
     for env in process_envs(plan):
         assert env["MLFLOW_RUN_ID"] == "0123abcd" and env["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "0"
     assert not [note for note in notes if note.startswith("MLflow:")]
+
+
+def test_distrun_plan_says_where_the_pods_run_would_log_before_any_run_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distrun.backends.kubernetes.backend import preview
+
+    target = ComputeTarget("cluster", "kubernetes", {"namespace": "ml", "jobset": "always", "image": "reg/distrun:1"})
+
+    def mlflow_notes() -> list[str]:
+        rendered = preview(load_job_file(str(JOB), ()), Layout(tmp_path), target, "planned")
+        for env in process_envs(rendered.show()["plan"]):
+            assert not [k for k in env if k.startswith("MLFLOW_")]  # no run is made by `distrun plan`
+        return [note for note in rendered.notes if note.startswith("MLflow:")]
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("DISTRUN_MLFLOW", "0")
+    assert mlflow_notes() == []  # no run would be made
+    monkeypatch.setenv("DISTRUN_MLFLOW", "1")
+    [said] = mlflow_notes()
+    assert "http://127.0.0.1:PORT" in said and "stays empty" in said and "DISTRUN_MLFLOW_HOST=" in said
+    monkeypatch.setenv("DISTRUN_MLFLOW_HOST", "0.0.0.0")
+    monkeypatch.setenv("DISTRUN_MLFLOW_ADVERTISE", "login-1.cluster")
+    reached = "MLflow: every rank logs to the job's run at {}; the pods must reach it"
+    assert mlflow_notes() == [reached.format("http://login-1.cluster:PORT")]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://mlflow.example.com")
+    assert mlflow_notes() == [reached.format("https://mlflow.example.com")]

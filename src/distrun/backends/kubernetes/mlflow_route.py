@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from distrun.metrics.rank_route import ADVERTISE_VARIABLE, HOST_VARIABLE, UNREACHABLE_URI, this_machine_only
+from distrun.metrics.rank_route import (
+    ADVERTISE_VARIABLE,
+    HOST_VARIABLE,
+    UNREACHABLE_URI,
+    advertised_name,
+    this_machine_only,
+)
 
 
 @dataclass(frozen=True)
@@ -33,15 +39,29 @@ def pod_tracking(environment: Mapping[str, str]) -> PodTracking:
     if uri == UNREACHABLE_URI:
         # No server could start (said at submit): the pods' calls fail at once there too.
         return PodTracking(found, None, True)
-    run = found.get("MLFLOW_RUN_ID", "")
+    run = f"the job's run {found['MLFLOW_RUN_ID']}" if found.get("MLFLOW_RUN_ID") else "the job's run"
     if not this_machine_only(uri):
-        said = f"MLflow: every rank logs to the job's run {run} at {uri}; the pods must reach it"
+        said = f"MLflow: every rank logs to {run} at {uri}; the pods must reach it"
         return PodTracking(found, said, True)
     note = (
-        f"MLflow: the pods get no MLFLOW_* variables and the job's run {run} stays empty: its tracking URI "
+        f"MLflow: the pods get no MLFLOW_* variables and {run} stays empty: its tracking URI "
         f"{uri} is on this machine, which pods cannot reach there. To record the pods' metrics, start "
         f"distrun with {HOST_VARIABLE}=ADDRESS (an interface of this machine the pods reach, 0.0.0.0 for all) "
         f"and {ADVERTISE_VARIABLE}=NAME (how the pods name it) while no MLflow server of this DISTRUN_HOME "
         "runs, or set MLFLOW_TRACKING_URI to a tracking server the pods reach"
     )
     return PodTracking({}, note, False)
+
+
+def planned_uri(environ: Mapping[str, str], mlflow_on: bool) -> str | None:
+    """For `distrun plan`, which creates no run: the tracking URI the job's run would have (a
+    user's MLFLOW_TRACKING_URI, else distrun's server at the address a new one would get; its
+    port is chosen when it starts), or None when no run would be made."""
+    if not mlflow_on:
+        return None
+    given = environ.get("MLFLOW_TRACKING_URI")
+    if given:
+        return given
+    host = environ.get(HOST_VARIABLE) or "127.0.0.1"
+    name = advertised_name(host, environ.get(ADVERTISE_VARIABLE))
+    return f"http://[{name}]:PORT" if ":" in name else f"http://{name}:PORT"
