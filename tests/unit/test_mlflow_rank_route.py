@@ -17,7 +17,7 @@ from distrun.backends.kubernetes.backend import BACKEND
 from distrun.backends.kubernetes.manifests import BUNDLE_KEY
 from distrun.backends.targets import ComputeTarget
 from distrun.metrics import tracking_server
-from distrun.metrics.rank_route import UNREACHABLE_URI, advertised_name, this_machine_only
+from distrun.metrics.rank_route import UNREACHABLE_URI, advertised_name, this_machine_only, wanted_address
 from distrun.prepare.submission import PreparedJob, bind
 from distrun.spec.loader import load_job_file
 from distrun.store.layout import Layout
@@ -74,7 +74,7 @@ def test_the_advertised_name_is_the_given_one_else_the_bound_address_else_the_ho
 
 def test_a_job_asking_for_another_address_than_the_running_server_has_is_told_what_its_ranks_get() -> None:
     state = {"host": "127.0.0.1", "advertise": "127.0.0.1", "port": 41234}
-    assert tracking_server.wanted_address({}) == ("127.0.0.1", "127.0.0.1")
+    assert wanted_address({}) == ("127.0.0.1", "127.0.0.1")
     assert tracking_server.other_address(state, {}) is None  # nothing asked: this machine's ranks reach it
     assert tracking_server.other_address(state, {"DISTRUN_MLFLOW_HOST": "127.0.0.1"}) is None
     said = tracking_server.other_address(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 HOST_VARIABLE = "DISTRUN_MLFLOW_HOST"  # the interface distrun's server binds (default 127.0.0.1)
@@ -51,3 +52,15 @@ def advertised_name(host: str, given: str | None) -> str:
     except ValueError:
         wildcard = False
     return socket.gethostname() if wildcard else host
+
+
+def wanted_address(environ: Mapping[str, str]) -> tuple[str, str]:
+    """The interface a new server binds and the name the ranks are given for it, as
+    DISTRUN_MLFLOW_HOST and DISTRUN_MLFLOW_ADVERTISE ask (127.0.0.1 for both when neither is set)."""
+    host = environ.get(HOST_VARIABLE) or "127.0.0.1"
+    return host, advertised_name(host, environ.get(ADVERTISE_VARIABLE))
+
+
+def url_host(host: str) -> str:
+    """A host as it stands in a URL: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from distrun.core import procfs
 from distrun.core.safe_files import read_regular
-from distrun.metrics.rank_route import ADVERTISE_VARIABLE, HOST_VARIABLE, advertised_name
+from distrun.metrics.rank_route import ADVERTISE_VARIABLE, HOST_VARIABLE, url_host, wanted_address
 
 START_SECONDS = 30.0  # the keeper says its port within this (it imports no mlflow)
 LEASES = "leases"
@@ -94,7 +94,7 @@ def use_server(home: Path) -> ServerUse:
         else:
             note = other_address(state, os.environ)
         return ServerUse(
-            f"http://{_url_host(str(state['advertise']))}:{state['port']}",
+            f"http://{url_host(str(state['advertise']))}:{state['port']}",
             int(state["pid"]),
             int(state["started"]),
             note,
@@ -224,13 +224,6 @@ def _alive_lock_held(home: Path) -> bool:
     return False
 
 
-def wanted_address(environ: Mapping[str, str]) -> tuple[str, str]:
-    """The interface to bind and the name to give the ranks, as DISTRUN_MLFLOW_HOST and
-    DISTRUN_MLFLOW_ADVERTISE ask (127.0.0.1 for both when neither is set)."""
-    host = environ.get(HOST_VARIABLE) or "127.0.0.1"
-    return host, advertised_name(host, environ.get(ADVERTISE_VARIABLE))
-
-
 def other_address(state: Mapping[str, object], environ: Mapping[str, str]) -> str | None:
     """What to tell a job that asked for an address the running server does not have: the
     address is chosen when the server starts, and one server serves the jobs of a DISTRUN_HOME."""
@@ -242,7 +235,7 @@ def other_address(state: Mapping[str, object], environ: Mapping[str, str]) -> st
     return (
         f"{HOST_VARIABLE}={host} ({ADVERTISE_VARIABLE}={advertise}) is not used: this DISTRUN_HOME's MLflow "
         f"server already runs on {state.get('host')} for other jobs, and this job's ranks get "
-        f"http://{_url_host(str(state.get('advertise')))}:{state.get('port')}; the address you set is used "
+        f"http://{url_host(str(state.get('advertise')))}:{state.get('port')}; the address you set is used "
         "by the next server, once this one has ended (after its last job: DISTRUN_MLFLOW_SERVER_IDLE, 20 s)"
     )
 
@@ -297,7 +290,3 @@ def server_failure(home: Path, keeper_pid: int, keeper_started: int) -> str | No
         return None
     failure = state.get("failure")
     return str(failure) if failure else None
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host

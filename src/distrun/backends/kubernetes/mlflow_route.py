@@ -18,8 +18,9 @@ from distrun.metrics.rank_route import (
     ADVERTISE_VARIABLE,
     HOST_VARIABLE,
     UNREACHABLE_URI,
-    advertised_name,
     this_machine_only,
+    url_host,
+    wanted_address,
 )
 
 
@@ -62,6 +63,4 @@ def planned_uri(environ: Mapping[str, str], mlflow_on: bool) -> str | None:
     given = environ.get("MLFLOW_TRACKING_URI")
     if given:
         return given
-    host = environ.get(HOST_VARIABLE) or "127.0.0.1"
-    name = advertised_name(host, environ.get(ADVERTISE_VARIABLE))
-    return f"http://[{name}]:PORT" if ":" in name else f"http://{name}:PORT"
+    return f"http://{url_host(wanted_address(environ)[1])}:PORT"
