@@ -46,7 +46,7 @@ def pod_tracking(environment: Mapping[str, str]) -> PodTracking:
         return PodTracking(found, said, True)
     note = (
         f"MLflow: the pods get no MLFLOW_* variables and {run} stays empty: its tracking URI "
-        f"{uri} is on this machine, which pods cannot reach there. To record the pods' metrics, start "
+        f"{uri} means this machine, and in a pod it would mean the pod. To record the pods' metrics, start "
         f"distrun with {HOST_VARIABLE}=ADDRESS (an interface of this machine the pods reach, 0.0.0.0 for all) "
         f"and {ADVERTISE_VARIABLE}=NAME (how the pods name it) while no MLflow server of this DISTRUN_HOME "
         "runs, or set MLFLOW_TRACKING_URI to a tracking server the pods reach"
