@@ -85,8 +85,9 @@ def test_ranks_log_into_the_jobs_run_which_distrun_closes(
     for rank in (0, 1):
         log = (distrun_home / "jobs" / "tracked_ok" / "user_logs" / f"std_log_process_0{rank}.txt").read_text()
         uri, run, experiment_id, experiment = log.splitlines()[0].split()[2:]
-        assert (uri, run, experiment_id, experiment) == (
-            tracking["tracking_uri"],
+        # Every MLflow client speaks HTTP: the ranks log through DISTRUN_HOME's own server.
+        assert uri == tracking["rank_tracking_uri"] and uri.startswith("http://127.0.0.1:")
+        assert (run, experiment_id, experiment) == (
             run_id,
             tracking["experiment_id"],
             "mnist-exp",
@@ -177,3 +178,34 @@ def test_a_store_mlflow_created_gets_each_run_from_distruns_own_writer(tmp_path:
         assert tracking._fast_create(f"sqlite:///{path}", "exp", "job_c", {}, tmp_path) is None
     with sqlite3.connect(other) as conn:
         assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master")} == {"runs"}
+
+
+UNTRACKED = """
+    import os, time
+    print("run id", os.environ.get("MLFLOW_RUN_ID", "-"), flush=True)
+    import mlflow
+    began = time.monotonic()
+    try:
+        mlflow.log_metric("loss", 1.0)
+    except Exception as exc:
+        print("refused after", round(time.monotonic() - began), "s:", type(exc).__name__, flush=True)
+"""
+
+
+def test_a_server_that_cannot_start_leaves_the_job_untracked_saying_why(
+    run_cli: Callable[..., object], write_job: Callable[..., Path], distrun_home: Path
+) -> None:
+    # The server's log cannot be opened (a folder is in its place): its keeper cannot start.
+    (distrun_home / "mlflow-server" / "server.log").mkdir(parents=True, mode=0o700)
+    job = write_job("command: python train.py\ncode: src\n", {"train.py": UNTRACKED})
+    done = run_cli("run", str(job), "--name", "untracked")
+    assert done.returncode == 0, done.stderr
+    assert "metrics of untracked are not recorded: the MLflow server could not start" in done.stderr
+    assert "its keeper did not start: error: [Errno 21] Is a directory" in done.stderr  # the cause, at once
+    assert "Traceback" not in done.stderr
+    run_id = tracking_of(distrun_home, "untracked")["run_id"]
+    assert f"run id {run_id}" in done.stdout
+    refused = next(line for line in done.stdout.splitlines() if "refused after" in line)
+    assert int(refused.split("refused after")[1].split()[0]) < 10  # at once, not after minutes of retries
+    said = (distrun_home / "jobs" / "untracked" / "system_logs" / "metrics.txt").read_text()
+    assert "the MLflow server could not start" in said

@@ -7,7 +7,7 @@ import sys
 from distrun.backends.local import execute
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
-from distrun.metrics.tracking import finish_run
+from distrun.metrics.tracking import finish_run, hold_server
 from distrun.prepare.submission import load_prepared
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
@@ -17,6 +17,7 @@ def main(name: str) -> int:
     layout = Layout()
     try:
         prepared = load_prepared(layout, name)
+        hold_server(prepared.folder, layout.home)  # the server its ranks log to lives while this job runs
         record = execute(prepared, layout, stream=None)
         finish_run(prepared.folder, record.status)
     except DistrunError as exc:

@@ -26,6 +26,7 @@ from distrun.backends.base import Backend
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import open_append, write_file
 from distrun.core.job_status import JobStatus
+from distrun.metrics.tracking_server import held_uses
 from distrun.store.index import JobIndex, JobRecord, process_start_time
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ def start_detached(prepared: PreparedJob, layout: Layout, argv: list[str]) -> in
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
+            pass_fds=held_uses(),  # the MLflow server its ranks were given, held across this process's exit
         )
     log.close()
     JobIndex(layout.db_path).set_launcher(prepared.name, proc.pid)

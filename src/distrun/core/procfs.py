@@ -67,3 +67,62 @@ def command_line(pid: int) -> bytes:
             return handle.read()
     except OSError:
         return b""
+
+
+def listening_sockets(port: int) -> set[int]:
+    """The inodes of the TCP sockets listening on `port` (any address, IPv4 or IPv6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, "rb") as handle:
+                lines = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local address "ADDR:PORT" (hex), state 0A = LISTEN, inode is the tenth field
+            if len(fields) > 9 and fields[3] == b"0A" and int(fields[1].rsplit(b":", 1)[1], 16) == port:
+                found.add(int(fields[9]))
+    return found
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets process `pid` holds open; empty when gone or not ours to read."""
+    found = set()
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target.endswith("]"):
+            found.add(int(target[8:-1]))
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, as /proc shows them now."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            parent = parent_of(int(entry))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of stat); None when gone.
+
+    With the pid it names one process for good: a pid reused later has another start time.
+    """
+    fields = _stat_fields(pid)
+    return int(fields[19]) if len(fields) > 19 else None

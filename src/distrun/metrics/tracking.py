@@ -20,16 +20,18 @@ import os
 import shutil
 import sqlite3
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from distrun.core.file_modes import copied_mode, make_dirs, write_file
+from distrun.core.file_modes import copied_mode, make_dirs, open_append, write_file
 from distrun.core.safe_files import read_text, unreadable_because
-from distrun.metrics import sqlite_store
+from distrun.metrics import sqlite_store, tracking_server
+from distrun.metrics.rank_route import UNREACHABLE_URI
 from distrun.store.layout import JobFolder
 
 TRACKING_FILE = "tracking.json"  # in the job folder: where the job's run is
-TRACKING_FILE_LIMIT = 64 << 10  # four short strings; anything larger is not distrun's
+TRACKING_FILE_LIMIT = 64 << 10  # a few short strings; anything larger is not distrun's
+METRICS_LOG = "metrics.txt"  # in system_logs: why a job's metrics were not recorded
 DISABLE_VARIABLE = "DISTRUN_MLFLOW"  # DISTRUN_MLFLOW=0 turns the run off
 # distrun's job statuses -> MLflow's run statuses.
 _RUN_STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED"}
@@ -37,19 +39,25 @@ _RUN_STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED"
 
 @dataclass(frozen=True)
 class TrackedRun:
-    tracking_uri: str
+    tracking_uri: str  # the store, as distrun, the web UI and `distrun metrics` read it
     experiment_id: str
     experiment_name: str
     run_id: str
+    rank_tracking_uri: str | None = None  # what the ranks log to (distrun's server), if not the store
+    server_pid: int | None = None  # the server's keeper, to ask it whether the server failed
+    server_started: int | None = None
 
     def environment(self) -> dict[str, str]:
         """What every process of the job gets, as on Azure ML."""
-        return {
-            "MLFLOW_TRACKING_URI": self.tracking_uri,
+        found = {
+            "MLFLOW_TRACKING_URI": self.rank_tracking_uri or self.tracking_uri,
             "MLFLOW_RUN_ID": self.run_id,
             "MLFLOW_EXPERIMENT_ID": self.experiment_id,
             "MLFLOW_EXPERIMENT_NAME": self.experiment_name,
         }
+        if self.rank_tracking_uri == UNREACHABLE_URI:
+            found["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"  # fail at once, not after minutes of retries
+        return found
 
 
 def mlflow_available() -> bool:
@@ -83,8 +91,71 @@ def start_run(
     except Exception as exc:  # mlflow raises many kinds (SQLAlchemy, HTTP, its own)
         print(f"distrun: metrics are off for {job_name}: MLflow run not created at {uri}: {exc}", file=sys.stderr)
         return None
+    if uri == default_tracking_uri(home):
+        run = _served(run, folder, home, job_name)
     write_file(folder.root / TRACKING_FILE, json.dumps(asdict(run), indent=2).encode("utf-8"))
     return run
+
+
+def _served(run: TrackedRun, folder: JobFolder, home: Path, job_name: str) -> TrackedRun:
+    """The run with the ranks pointed at DISTRUN_HOME's MLflow server (started if none runs)."""
+    try:
+        use = tracking_server.use_server(home)
+    except tracking_server.ServerUnavailable as exc:
+        note_untracked(folder, job_name, f"the MLflow server could not start: {exc}")
+        return replace(run, rank_tracking_uri=UNREACHABLE_URI)
+    if use.note:
+        note_metrics(folder, f"distrun: MLflow: {use.note}")
+    return replace(run, rank_tracking_uri=use.uri, server_pid=use.keeper_pid, server_started=use.keeper_started)
+
+
+def note_untracked(folder: JobFolder, job_name: str, reason: str) -> None:
+    """Say on stderr and in the job's system log why its ranks' MLflow calls record nothing."""
+    note_metrics(
+        folder,
+        f"distrun: metrics of {job_name} are not recorded: {reason}; the job runs untracked (MLFLOW_RUN_ID is set)",
+    )
+
+
+def note_metrics(folder: JobFolder, line: str) -> None:
+    """Say `line` on stderr and in the job's system_logs/metrics.txt."""
+    print(line, file=sys.stderr)
+    try:
+        fd = open_append(folder.system_logs / METRICS_LOG)  # never through a link the job planted
+    except OSError:
+        return
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def hold_server(folder: JobFolder, home: Path) -> bool:
+    """The job's supervisor (or node agent) takes its own use of the server its ranks were given,
+    if that one still runs on this machine; whether it did.
+
+    (A job started in the background is prepared by one process and supervised by another.) A
+    server that ended meanwhile is not replaced: its successor would have another port.
+    """
+    run = read_tracked_run(folder)
+    if run is None or run.server_pid is None or run.server_started is None:
+        return False
+    return tracking_server.join_server(home, run.server_pid, run.server_started)
+
+
+def lease_server(folder: JobFolder, home: Path) -> None:
+    """A submitted job that no distrun process here follows (a detached Slurm job) keeps the server
+    its ranks were given until its node agent holds a use, its run is closed, or
+    `tracking_server.LEASE_SECONDS` pass (the submitter, which held the use, exits now)."""
+    run = read_tracked_run(folder)
+    if run is None or run.server_pid is None:
+        return
+    try:
+        tracking_server.leave_lease(home, folder.root.name)
+    except (OSError, tracking_server.ServerUnavailable) as exc:
+        note_untracked(folder, folder.root.name, f"the MLflow server cannot be kept for it: {exc}")
 
 
 def _fast_create(uri: str, experiment: str, job_name: str, tags: dict[str, str], artifacts: Path) -> TrackedRun | None:
@@ -128,8 +199,14 @@ def read_tracked_run(folder: JobFolder) -> TrackedRun | None:
     try:
         # The job's own processes can replace this file: read it as every job-folder file is read.
         data = json.loads(read_text(folder.root / TRACKING_FILE, TRACKING_FILE_LIMIT, root=folder.root))
-        return TrackedRun(**{k: str(data[k]) for k in ("tracking_uri", "experiment_id", "experiment_name", "run_id")})
-    except (OSError, ValueError, TypeError, KeyError):
+        served = {k: data.get(k) for k in ("rank_tracking_uri", "server_pid", "server_started")}
+        return TrackedRun(
+            **{k: str(data[k]) for k in ("tracking_uri", "experiment_id", "experiment_name", "run_id")},
+            rank_tracking_uri=str(served["rank_tracking_uri"]) if served["rank_tracking_uri"] else None,
+            server_pid=int(served["server_pid"]) if served["server_pid"] else None,
+            server_started=int(served["server_started"]) if served["server_started"] else None,
+        )
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
 
@@ -149,6 +226,12 @@ def finish_run(folder: JobFolder, status: str) -> None:
     run = read_tracked_run(folder)
     if run is None:
         return
+    if run.server_pid is not None and run.server_started is not None:
+        home = folder.root.parent.parent
+        tracking_server.drop_lease(home, folder.root.name)
+        failure = tracking_server.server_failure(home, run.server_pid, run.server_started)
+        if failure:
+            note_untracked(folder, folder.root.name, f"the MLflow server failed: {failure}")
     final = _RUN_STATUS.get(status, "FAILED")
     outputs = output_files(folder.code / "outputs")
     try:

@@ -26,6 +26,7 @@ from distrun.backends.kubernetes.job_files import (
     stopping_for,
     write_json,
 )
+from distrun.backends.kubernetes.mlflow_route import planned_uri, pod_tracking
 from distrun.backends.kubernetes.observe import node_outcomes
 from distrun.backends.kubernetes.pods import build_layout
 from distrun.backends.kubernetes.render import KubernetesRequest, render_request
@@ -115,7 +116,20 @@ def preview(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str 
             assert source is not None  # the loader checked it
             code = Path(tmp) / "code"
             snapshot_code(source, code)
-        return BACKEND.render(PreparedJob(job_name, spec, folder, target, bindings), layout, code_dir=code)
+        rendered = BACKEND.render(PreparedJob(job_name, spec, folder, target, bindings), layout, code_dir=code)
+    return _with_planned_tracking(rendered)
+
+
+def _with_planned_tracking(rendered: RenderedJob) -> RenderedJob:
+    """The plan's word on the pods' MLflow route: the run is made at submit, its URI known here."""
+    import dataclasses
+    import os
+
+    from distrun.metrics.tracking import mlflow_available
+
+    uri = planned_uri(os.environ, mlflow_available())
+    note = pod_tracking({"MLFLOW_TRACKING_URI": uri}).note if uri else None
+    return dataclasses.replace(rendered, notes=(*rendered.notes, note)) if note else rendered
 
 
 class KubernetesBackend(EngineBackend):
@@ -186,6 +200,11 @@ class KubernetesBackend(EngineBackend):
             save_layout(paths, request.layout)
             write_json(paths.objects, request.objects)
             cluster.submit(request)
+        unreached = pod_tracking(job.bindings.environment)
+        if not unreached.reached and unreached.note:
+            from distrun.metrics.tracking import note_metrics  # sqlite3 and the server's client: only here
+
+            note_metrics(job.folder, f"distrun: {unreached.note}")  # also on stderr, as the run's other notes
         namespace = self.target_settings(job.target).namespace
         index.update(job.name, status=JobStatus.QUEUED, backend_id=f"{namespace}/{request.layout.object_name}")
         return index.get(job.name)

@@ -12,6 +12,7 @@ from typing import Any
 
 from distrun.backends.kubernetes import bundle as job_bundle
 from distrun.backends.kubernetes.manifests import render_objects
+from distrun.backends.kubernetes.mlflow_route import pod_tracking
 from distrun.backends.kubernetes.pods import PodLayout, build_layout, placement
 from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.core.json_encoding import compact_json
@@ -35,7 +36,9 @@ class KubernetesRequest:
 
 
 def pod_bindings(bindings: Bindings, local_job_dir: str, pod_dir: str) -> Bindings:
-    """Paths inside the local job folder, as the pods see them (their own job folder)."""
+    """Paths inside the local job folder, as the pods see them (their own job folder). Of the
+    variables distrun's services give every process, only the MLflow run's travel, and only when
+    the pods can reach its URI (mlflow_route); a built Python environment is this machine's."""
 
     def moved(path: str) -> str:
         if path == local_job_dir or path.startswith(local_job_dir.rstrip("/") + "/"):
@@ -46,6 +49,7 @@ def pod_bindings(bindings: Bindings, local_job_dir: str, pod_dir: str) -> Bindin
         inputs={k: moved(v) for k, v in bindings.inputs.items()},
         outputs={k: moved(v) for k, v in bindings.outputs.items()},
         input_paths={k: moved(v) for k, v in bindings.input_paths.items()},
+        environment=pod_tracking(bindings.environment).environment,
     )
 
 
@@ -97,6 +101,9 @@ def _notes(spec: JobSpec, target: KubernetesSettings, layout: PodLayout, local: 
         )
     if spec.outputs:
         notes.append("named outputs are written inside the pods; the logs come back, output files do not")
+    tracking = pod_tracking(local.environment).note
+    if tracking:
+        notes.append(tracking)
     return notes
 
 

@@ -10,13 +10,16 @@ import sys
 
 from distrun.backends.ray.backend import execute
 from distrun.core.job_status import JobStatus
+from distrun.metrics.tracking import hold_server
 from distrun.prepare.submission import load_prepared
 from distrun.store.layout import Layout
 
 
 def main(name: str) -> int:
     layout = Layout()
-    record = execute(load_prepared(layout, name), layout, stream=None)  # records its own failures
+    prepared = load_prepared(layout, name)
+    hold_server(prepared.folder, layout.home)  # the MLflow server its ranks log to lives while this job runs
+    record = execute(prepared, layout, stream=None)  # records its own failures
     return 0 if record.status == JobStatus.COMPLETED else 1
 
 

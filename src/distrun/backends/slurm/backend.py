@@ -35,6 +35,7 @@ from distrun.core.file_modes import make_dirs, write_file
 from distrun.core.job_status import JobState, JobStatus
 from distrun.core.json_encoding import compact_json
 from distrun.core.safe_files import read_text
+from distrun.metrics.tracking import lease_server
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.prepare.compute import ComputeTarget, submitted_target
@@ -252,6 +253,9 @@ class SlurmBackend(EngineBackend):
             # controller gone since then fails sbatch, which this guard records the same way.
             job_id = cluster.submit(request.script, job.folder.root)
         index.update(job.name, status=JobStatus.QUEUED, backend_id=job_id)
+        # This process, which holds the use of the MLflow server the ranks were given, may exit
+        # now (`job create`): the job keeps the server until its node agent holds a use.
+        lease_server(job.folder, layout.home)
         return index.get(job.name)
 
     def observe_submitted(self, record: JobRecord, layout: Layout) -> Observation | None:

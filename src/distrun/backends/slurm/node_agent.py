@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from distrun.agent.node import NodeJob
     from distrun.agent.node_facts import NodeFacts
     from distrun.agent.outcome_channel import FolderOutcomeChannel
+    from distrun.store.layout import JobFolder
 
 ENGINE = "Slurm"
 
@@ -125,6 +126,7 @@ def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
         where = env.get("SLURMD_NODENAME") or socket.gethostname()
         print(agent.unreadable_job_message(where, job_dir, exc), file=sys.stderr, flush=True)
         return agent.EXIT_NO_JOB
+    hold_mlflow_server(job.folder)
     pinned = job.plan_job.environment_variables.get("MASTER_PORT")
     pinned_port = int(pinned) if pinned and pinned.isdigit() else None
     facts = slurm_facts(env, job_dir, pinned_port, task_port_count(job.plan_job))
@@ -139,6 +141,20 @@ def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
         preempted_by=preemption_test(job, channel),
     )
     return agent.exit_code(outcome)
+
+
+def hold_mlflow_server(folder: JobFolder) -> None:
+    """On the machine of DISTRUN_HOME's MLflow server, the node agent holds a use of it while its
+    ranks run, in place of the submission's lease (a detached job's submitter has exited).
+
+    A node on another host cannot see that server's process; the lease keeps it there.
+    """
+    from distrun.metrics.tracking import hold_server
+    from distrun.metrics.tracking_server import drop_lease
+
+    home = folder.root.parent.parent  # DISTRUN_HOME/jobs/NAME
+    if hold_server(folder, home):
+        drop_lease(home, folder.root.name)
 
 
 def preemption_test(job: NodeJob, channel: FolderOutcomeChannel) -> Callable[[int], bool] | None:

@@ -1,0 +1,322 @@
+"""`python -m distrun.metrics.server_keeper HOME HOST ADVERTISE`: DISTRUN_HOME's MLflow server, kept while jobs use it.
+
+Started by `distrun.metrics.tracking_server` for the first tracked job of a DISTRUN_HOME, in a
+session of its own, it:
+
+- binds the address the ranks are given (HOST, port chosen by the kernel) at once, and says the
+  port on stdout: the job's ranks start while the server is still importing mlflow (seconds), and
+  a connection made before the server is up waits for it instead of being refused;
+- starts `mlflow server` on distrun's store (DISTRUN_HOME/mlflow.db, artifacts in
+  DISTRUN_HOME/mlartifacts) on another port of 127.0.0.1 when the first connection comes (a job
+  whose ranks never call MLflow costs no server: its start is two imports of mlflow, seconds of
+  CPU), as a helper process (it dies with the keeper, however the keeper ends), and relays each
+  connection to it only once the socket listening there is the server's own (another program
+  that took that port first is never talked to);
+- when the server cannot start or ends, answers every request with an MLflow error that says why
+  (HTTP 400, which MLflow's clients do not retry: the rank's call fails at once) and writes the
+  reason into its state file, where the job's supervisor reads it;
+- ends (and its server with it) once no job holds a use of it (a shared lock on `users`, which
+  the kernel drops when the job's distrun process ends, SIGKILL included) and no lease of a
+  submitted job runs (`tracking_server.leave_lease`) for IDLE_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from distrun.core import procfs
+from distrun.core.file_modes import write_file
+from distrun.core.helper_processes import start_helper
+from distrun.metrics.tracking_server import leased
+
+IDLE_SECONDS = 20.0  # no user for this long: the server ends (back-to-back jobs reuse it)
+IDLE_VARIABLE = "DISTRUN_MLFLOW_SERVER_IDLE"  # seconds, for a shorter or longer grace
+READY_SECONDS = 180.0  # the server must listen within this, else it counts as failed
+READY_VARIABLE = "DISTRUN_MLFLOW_SERVER_READY"  # seconds, for a slower machine (or a test's failure)
+_POLL = 0.2
+# Public settings of `mlflow server` (releases that do not know them ignore them): no job-runner
+# processes (each imports mlflow again, beside the server's own start) and no usage reports.
+SERVER_SETTINGS = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+def allowed_hosts(advertise: str) -> str:
+    """`mlflow server`'s Host-header allow list (MLFLOW_SERVER_ALLOWED_HOSTS, fnmatch patterns):
+    the loopback names and the name the ranks are given. Its default admits loopback and private
+    addresses only, so ranks given a host name (DISTRUN_MLFLOW_ADVERTISE) would be refused."""
+    names = ["localhost", "127.0.0.1", "[::1]", f"[{advertise}]" if ":" in advertise else advertise]
+    patterns = []
+    for name in dict.fromkeys(names):
+        patterns += [name, name.replace("[", "[[]") + ":*"]  # compared as is / as a pattern (`[` is fnmatch's)
+    return ",".join(patterns)
+
+
+class Keeper:
+    def __init__(self, folder: Path, home: Path, advertise: str, log_fd: int) -> None:
+        self.folder = folder
+        self.home = home
+        self.advertise = advertise
+        self.log_fd = log_fd  # server.log, opened when the keeper starts (a log that cannot be is said at once)
+        self.inner_port = 0
+        self.server_pid = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.watcher: asyncio.Future[None] | None = None
+        self.ready = False
+        self.ready_after: float | None = None  # seconds from the server's start to serving
+        self.failure: str | None = None
+        self.changed = asyncio.Event()  # set when ready or failure is known
+        self.started = procfs.start_time(os.getpid())
+
+    def start_server(self) -> None:
+        """Start `mlflow server` (once): the first connection asks for it."""
+        if self.process is not None or self.failure is not None:
+            return
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+        env.update(SERVER_SETTINGS, MLFLOW_SERVER_ALLOWED_HOSTS=allowed_hosts(self.advertise))
+        try:
+            self.inner_port = free_local_port()
+            argv = server_argv(self.home, self.inner_port)
+            self.process = start_helper(
+                argv, env, stdin=subprocess.DEVNULL, stdout=self.log_fd, stderr=self.log_fd, cwd=self.home
+            )
+        except OSError as exc:
+            self.failure = f"`mlflow server` could not be started: {exc}"
+            self.changed.set()
+            return
+        finally:
+            os.close(self.log_fd)
+            self.log_fd = -1
+        self.server_pid = self.process.pid
+        self.watcher = asyncio.ensure_future(watch_server(self, self.process, self.folder / "server.log"))
+
+    def state(self, port: int, host: str, advertise: str) -> dict[str, object]:
+        return {
+            "pid": os.getpid(),
+            "started": self.started,
+            "host": host,
+            "advertise": advertise,
+            "port": port,
+            "server_pid": self.server_pid,
+            "ready_after": self.ready_after,
+            "failure": self.failure,
+        }
+
+
+def free_local_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def server_argv(home: Path, port: int) -> list[str]:
+    """`mlflow server` on distrun's store, one worker (the lightest serving this mlflow offers)."""
+    artifacts = home / "mlartifacts"
+    return [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{home / 'mlflow.db'}",
+        "--default-artifact-root",
+        artifacts.as_uri(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+
+
+def owns_listener(root_pid: int, port: int) -> bool:
+    """Whether the socket listening on `port` belongs to `root_pid` or a process it started."""
+    listening = procfs.listening_sockets(port)
+    return bool(listening) and any(listening & procfs.socket_inodes(pid) for pid in procfs.descendants(root_pid))
+
+
+def log_tail(path: Path, size: int = 2000) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.path.getsize(path) - size))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return " / ".join(lines[-3:])
+
+
+async def watch_server(keeper: Keeper, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Mark the keeper ready once the server listens (its own socket), or failed once it ends."""
+    began = time.monotonic()
+    limit = seconds_from(READY_VARIABLE, READY_SECONDS)
+    deadline = began + limit
+    while True:
+        code = process.poll()
+        if code is not None:
+            said = log_tail(log) or "no output"
+            keeper.failure = f"`mlflow server` exited with code {code} ({said}; its log: {log})"
+            keeper.ready = False
+            keeper.changed.set()
+            return
+        if not keeper.ready:
+            if owns_listener(keeper.server_pid, keeper.inner_port):
+                keeper.ready = True
+                keeper.ready_after = round(time.monotonic() - began, 1)
+                print(f"mlflow server serving after {keeper.ready_after} s", file=sys.stderr, flush=True)
+                keeper.changed.set()
+            elif time.monotonic() > deadline:
+                keeper.failure = f"`mlflow server` did not listen within {limit:g} s (its log: {log})"
+                keeper.changed.set()
+                process.kill()
+                return
+        await asyncio.sleep(_POLL)
+
+
+async def relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        try:
+            sink.close()
+        except (ConnectionError, OSError):
+            pass
+
+
+def error_response(reason: str) -> bytes:
+    body = json.dumps(
+        {
+            "error_code": "TEMPORARILY_UNAVAILABLE",
+            "message": f"distrun: this job's metrics are not recorded: the MLflow server could not start: {reason}",
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def serve_client(keeper: Keeper, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    keeper.start_server()
+    # Held until the server serves or has failed (bounded by READY_SECONDS): a rank's first call
+    # waits for the server instead of being refused while it starts.
+    while not keeper.ready and keeper.failure is None:
+        await keeper.changed.wait()
+    if keeper.ready and keeper.failure is None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", keeper.inner_port)
+        except OSError as exc:
+            keeper.failure = keeper.failure or f"the server refused a connection: {exc}"
+        else:
+            await asyncio.gather(relay(reader, up_writer), relay(up_reader, writer))
+            return
+    try:
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, OSError):
+        pass
+    try:
+        writer.write(error_response(keeper.failure or "unknown"))
+        await writer.drain()
+        writer.close()
+    except (ConnectionError, OSError):
+        pass
+
+
+def has_users(users_fd: int) -> bool:
+    try:
+        fcntl.flock(users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    fcntl.flock(users_fd, fcntl.LOCK_UN)
+    return False
+
+
+def seconds_from(variable: str, default: float) -> float:
+    try:
+        return max(0.0, float(os.environ.get(variable, "")))
+    except ValueError:
+        return default
+
+
+async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
+    try:
+        listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:  # the starting job reads this line as the reason
+        print(f"error: {exc}", flush=True)
+        return
+    port = int(listener.getsockname()[1])
+    keeper = Keeper(folder, home, advertise, log_fd)
+    state_path = folder / "state.json"
+    write_file(state_path, json.dumps(keeper.state(port, host, advertise)).encode())
+    print(port, flush=True)  # the starting job reads this line: the ranks may start
+    sys.stdout.close()
+
+    users_fd = os.open(folder / "users", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    lock_fd = os.open(folder / "lock", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    server = await asyncio.start_server(lambda r, w: serve_client(keeper, r, w), sock=listener)
+    said = keeper.state(port, host, advertise)
+    grace = seconds_from(IDLE_VARIABLE, IDLE_SECONDS)
+    idle_since: float | None = None
+    while True:
+        await asyncio.sleep(_POLL)
+        if keeper.state(port, host, advertise) != said:  # started, serving or failed: the supervisors read it
+            said = keeper.state(port, host, advertise)
+            write_file(state_path, json.dumps(said).encode())
+        if has_users(users_fd) or leased(folder, time.time()):
+            idle_since = None
+            continue
+        idle_since = idle_since or time.monotonic()
+        if time.monotonic() - idle_since < grace:
+            continue
+        # Quitting: no job may take a use of this server meanwhile (they take `lock` first).
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        if has_users(users_fd) or leased(folder, time.time()):
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            idle_since = None
+            continue
+        state_path.unlink(missing_ok=True)
+        break  # `lock` is released when this process ends
+    server.close()
+    if keeper.watcher is not None:
+        keeper.watcher.cancel()
+    if keeper.log_fd >= 0:
+        os.close(keeper.log_fd)
+    process = keeper.process
+    if process is not None and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(process.wait), timeout=5)
+        except asyncio.TimeoutError:
+            process.kill()
+
+
+def main(home: str, host: str, advertise: str) -> None:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)  # meant for the job that started it, not for a shared server
+    folder = Path(home) / "mlflow-server"
+    # Held for life: proof that the keeper named in state.json is alive (a lock, not a pid check).
+    alive_fd = os.open(folder / "alive", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(alive_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("error: another server keeper runs for this DISTRUN_HOME", flush=True)
+        return
+    asyncio.run(keep(folder, Path(home), host, advertise))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
