@@ -1,0 +1,353 @@
+"""Load a pipeline job (YAML file) into a `LoadedPipeline`: every step a command job document,
+checked as a command job file is checked.
+
+Steps: read YAML with positions -> apply `--set` overrides -> the pipeline's own schema
+(settings, `jobs`, its inputs and outputs) -> each step's component file (commandComponent
+schema) -> each step built into a command job (`distrun.spec.pipeline_steps`: the
+component's command with the step's keys, inputs and outputs bound) -> that job validated by
+the command job's model and checks -> the graph (undefined steps and outputs, cycles). Every
+problem of every step and component is reported in one round, in file order, each with its
+file:line:col, key path and fix; nothing runs while there is one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from distrun.core.errors import Problem, ValidationError
+from distrun.spec import models, pipeline_graph, pipeline_models
+from distrun.spec.job_kind import is_pipeline_document
+from distrun.spec.loaded import LoadedJob
+from distrun.spec.loaded_pipeline import LoadedComponent, LoadedPipeline, PipelineStep
+from distrun.spec.loader import load_job_data, semantic_problems
+from distrun.spec.model_errors import translate
+from distrun.spec.normalize import normalize
+from distrun.spec.overrides import apply_overrides
+from distrun.spec.paths import local_path
+from distrun.spec.pipeline_steps import StepBuilder, copy_positions, outputs_of_step
+from distrun.spec.raw_checks import in_file_order, raw_problems
+from distrun.spec.source_map import SourceMap, format_key_path
+from distrun.spec.yaml_source import read_yaml_file
+
+__all__ = ["load_document_file", "load_pipeline_data", "load_pipeline_file", "preview_output_uri"]
+
+# The job name upstream inputs name while a pipeline is only checked (no run, so no job yet).
+PREVIEW_PIPELINE = "pipeline"
+
+
+def preview_output_uri(pipeline: str, step: str, output: str) -> str:
+    return f"azureml://jobs/{pipeline}.{step}/outputs/{output}"
+
+
+def load_document_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedJob | LoadedPipeline:
+    """A command job or a pipeline job, as the file says (`type: pipeline`, a pipelineJob
+    `$schema`, or `jobs:`); the file is read once."""
+    file = Path(path)
+    data, smap = read_yaml_file(file)
+    if isinstance(data, dict) and is_pipeline_document(data):
+        return load_pipeline_data(data, file.resolve().parent, str(file), overrides, smap)
+    return load_job_data(data, file.resolve().parent, str(file), overrides, smap)
+
+
+def load_pipeline_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedPipeline:
+    file = Path(path)
+    data, smap = read_yaml_file(file)
+    return load_pipeline_data(data, file.resolve().parent, str(file), overrides, smap)
+
+
+def load_pipeline_data(
+    data: Any,
+    base_dir: Path,
+    source: str = "<python>",
+    overrides: list[str] | tuple[str, ...] = (),
+    smap: SourceMap | None = None,
+) -> LoadedPipeline:
+    smap = smap or SourceMap(source)
+    data = apply_overrides(data, smap, list(overrides))
+    if not isinstance(data, dict):
+        raise ValidationError(
+            [
+                Problem(
+                    "a pipeline job is a mapping of keys (type: pipeline, jobs: ...)",
+                    "",
+                    smap.find(()),
+                    "start the file with top-level keys such as `type: pipeline` and `jobs:`",
+                )
+            ]
+        )
+    return _PipelineLoader(data, base_dir, source, smap).load()
+
+
+class _PipelineLoader:
+    def __init__(self, data: dict[str, Any], base_dir: Path, source: str, smap: SourceMap) -> None:
+        self.data = data
+        self.base_dir = base_dir
+        self.source = source
+        self.smap = smap
+        self.problems: list[Problem] = []
+        self.component_files: dict[Path, LoadedComponent | None] = {}
+        self.sources: list[str] = [source]  # files in the order problems are reported
+
+    def problem(self, message: str, path: tuple[str | int, ...], hint: str) -> None:
+        self.problems.append(Problem(message, format_key_path(path), self.smap.find(path), hint))
+
+    def load(self) -> LoadedPipeline:
+        spec = self._pipeline()
+        jobs = self.data.get("jobs") if isinstance(self.data.get("jobs"), dict) else {}
+        components: dict[str, LoadedComponent | None] = {}
+        runnable: list[str] = []
+        for name, raw in jobs.items():
+            if isinstance(raw, dict) and self._step_kind_ok(str(name), raw):
+                components[name] = self._component_of(str(name), raw)
+                if components[name] is not None or "component" not in raw:
+                    runnable.append(name)
+        outputs_of = {name: outputs_of_step(jobs[name], components.get(name)) for name in runnable}
+        # Steps that cannot be built still count as steps (their outputs unknown), so that a
+        # binding to them is not called undefined as well.
+        unknown: dict[str, dict[str, str] | None] = {name: None for name in jobs if name not in outputs_of}
+        outputs_of = {**unknown, **outputs_of}
+        steps: dict[str, PipelineStep] = {}
+        for name in runnable:
+            builder = StepBuilder(
+                name, jobs[name], spec, self.data, self.smap, self.base_dir, components[name], outputs_of
+            )
+            step = builder.build()
+            self.problems += builder.problems
+            self.problems += self._step_problems(step)
+            steps[name] = step
+        self._pipeline_outputs(steps)
+        self._cycles(steps)
+        if self.problems:
+            raise ValidationError(self._ordered(self.problems))
+        return LoadedPipeline(spec, self.base_dir, self.source, self.smap, steps, self._notes(spec))
+
+    # ------------------------------------------------------------ the pipeline itself
+
+    def _pipeline(self) -> pipeline_models.PipelineJob:
+        try:
+            return pipeline_models.PipelineJob.model_validate(self.data)
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            self.problems += translate(exc, self.data, self.smap, pipeline_models.PipelineJob)
+        # Go on with what is usable, so that the steps' problems come in the same round.
+        settings = self.data.get("settings")
+        try:
+            usable = pipeline_models.PipelineSettings.model_validate(settings if isinstance(settings, dict) else {})
+        except Exception:  # reported above
+            usable = pipeline_models.PipelineSettings()
+        compute = self.data.get("compute")
+        experiment = self.data.get("experiment_name")
+        return pipeline_models.PipelineJob.model_construct(
+            jobs={},
+            settings=usable,
+            compute=compute if isinstance(compute, str) else None,
+            experiment_name=experiment if isinstance(experiment, str) else None,
+        )
+
+    def _notes(self, spec: pipeline_models.PipelineJob) -> list[str]:
+        notes = []
+        for key in spec.settings.unknown_keys:
+            import difflib
+
+            close = difflib.get_close_matches(key, pipeline_models.KNOWN_SETTINGS, n=1, cutoff=0.6)
+            mean = f" (did you mean {close[0]}?)" if close else ""
+            notes.append(f"settings.{key} is not a pipeline setting{mean}: Azure ML ignores it, and so does distrun")
+        return notes
+
+    def _step_kind_ok(self, name: str, raw: dict[str, Any]) -> bool:
+        kind = raw.get("type", "command")
+        text = str(kind).lower()
+        if text in pipeline_models.STEP_TYPES_RUN:
+            return True
+        later = pipeline_models.STEP_TYPES_LATER.get(text)
+        if later is not None:
+            self.problem(
+                f"step {name!r} is a {text} step: {later}",
+                ("jobs", name, "type"),
+                "distrun runs `type: command` steps: write the step as a command (inline, or `component: ./file.yml`)",
+            )
+        else:
+            self.problem(
+                f"unknown step type {kind!r}",
+                ("jobs", name, "type"),
+                "use `type: command` (steps of type pipeline and sweep are not supported yet)",
+            )
+        return False
+
+    # ------------------------------------------------------------ components
+
+    def _component_of(self, name: str, raw: dict[str, Any]) -> LoadedComponent | None:
+        ref = raw.get("component")
+        at = ("jobs", name, "component")
+        if ref is None:
+            return None
+        if isinstance(ref, dict):
+            smap = SourceMap(self.source)
+            copy_positions(self.smap, at, smap, ())
+            return self._component(ref, smap, self.base_dir, self.source, at)
+        if not isinstance(ref, str) or not ref.strip():
+            self.problem(
+                f"expected the path of a component file, got {ref!r}", at, "write e.g. `component: ./train.yml`"
+            )
+            return None
+        if ref.startswith("azureml:"):
+            self.problem(
+                f"registered components ({ref}) are not supported yet",
+                at,
+                "keep the component's YAML file beside the pipeline and name it, e.g. `component: ./train.yml`",
+            )
+            return None
+        path = local_path(self.base_dir, ref.removeprefix("file:") if not ref.startswith("file://") else ref)
+        if path is None:
+            self.problem(
+                f"component {ref!r} is not a file on this machine", at, "name a local component file: ./train.yml"
+            )
+            return None
+        path = path.resolve()
+        if path in self.component_files:
+            return self.component_files[path]
+        loaded = self._component_file(path, ref, at)
+        self.component_files[path] = loaded
+        return loaded
+
+    def _component_file(self, path: Path, ref: str, at: tuple[str, ...]) -> LoadedComponent | None:
+        if not path.is_file():
+            self.problem(
+                f"component file {path} {'is a folder' if path.is_dir() else 'does not exist'}",
+                at,
+                "check the path (relative paths start at the pipeline file's folder)",
+            )
+            return None
+        try:
+            data, smap = read_yaml_file(path)
+        except ValidationError as exc:
+            self.sources.append(str(path))
+            self.problems += exc.problems
+            return None
+        self.sources.append(str(path))
+        return self._component(data, smap, path.parent, str(path), at)
+
+    def _component(
+        self, data: Any, smap: SourceMap, base_dir: Path, source: str, at: tuple[str, ...]
+    ) -> LoadedComponent | None:
+        if not isinstance(data, dict):
+            self.problems.append(
+                Problem(
+                    "a component is a mapping of keys (command:, inputs:, ...)",
+                    "",
+                    smap.find(()),
+                    "write the component's keys at the top level",
+                )
+            )
+            return None
+        kind = str(data.get("type", "command")).lower()
+        schema = str(data.get("$schema", "")).lower()
+        if kind == "pipeline" or "pipelinecomponent" in schema:
+            self.problems.append(
+                Problem(
+                    "nested pipeline components are not supported yet",
+                    "type",
+                    smap.find(("type",)),
+                    "write its steps as steps of this pipeline",
+                )
+            )
+            return None
+        if kind != "command":
+            self.problems.append(
+                Problem(
+                    f"a {kind} component cannot be a step: distrun runs command components",
+                    "type",
+                    smap.find(("type",)),
+                    "use a component with `type: command`",
+                )
+            )
+            return None
+        try:
+            spec = pipeline_models.CommandComponent.model_validate(data)
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            found = translate(exc, data, smap, pipeline_models.CommandComponent)
+            if source != self.source:
+                self.problems += found
+            else:  # an inline component: its keys are under the step's
+                prefix = format_key_path(at)
+                self.problems += [_rekeyed(p, prefix) for p in found]
+            return None
+        return LoadedComponent(spec, data, smap, base_dir, source)
+
+    # ------------------------------------------------------------ each step, as a command job
+
+    def _step_problems(self, step: PipelineStep) -> list[Problem]:
+        """The step's command job, validated and checked as a job file would be. Its inputs
+        from other steps name outputs that exist only once those steps ran: their paths are
+        not checked here (their bindings were)."""
+        document = step.bound_document(lambda up: preview_output_uri(PREVIEW_PIPELINE, up.step, up.output))
+        smap = step.source_map
+        try:
+            document = normalize(document, smap)
+            spec = models.JobSpec.model_validate(document)
+        except ValidationError as exc:
+            found = exc.problems
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            found = [*translate(exc, document, smap), *raw_problems(document, smap)]
+        else:
+            found = semantic_problems(LoadedJob(spec, step.base_dir, self.source, smap))
+        upstream = tuple(f"inputs.{name}.path" for name in step.upstream)
+        prefix = f"jobs.{step.name}"
+        return [
+            p if p.position is not None and p.position.source == step.component else _rekeyed(p, prefix)
+            for p in found
+            if not p.key_path.startswith(upstream)
+        ]
+
+    # ------------------------------------------------------------ the graph
+
+    def _pipeline_outputs(self, steps: dict[str, PipelineStep]) -> None:
+        """Each pipeline output is written by one step."""
+        writer: dict[str, str] = {}
+        for name, step in steps.items():
+            for output, pipeline_output in step.pipeline_outputs.items():
+                if pipeline_output in writer:
+                    first = writer[pipeline_output]
+                    self.problem(
+                        f"pipeline output {pipeline_output!r} is already the output of step {first!r}",
+                        ("jobs", name, "outputs", output),
+                        "bind each pipeline output to one step's output",
+                    )
+                else:
+                    writer[pipeline_output] = name
+
+    def _cycles(self, steps: dict[str, PipelineStep]) -> None:
+        cycle = pipeline_graph.find_cycle({name: step.depends_on for name, step in steps.items()})
+        if cycle is None:
+            return
+        first, second = cycle[0], cycle[1]
+        reading = next(name for name, up in steps[first].upstream.items() if up.step == second)
+        self.problem(
+            f"the steps form a cycle: {' -> '.join(reversed(cycle))} (each reads the output of the one before)",
+            ("jobs", first, "inputs", reading),
+            "a step can read only outputs of steps that do not read, directly or through others, from it",
+        )
+
+    def _ordered(self, problems: list[Problem]) -> list[Problem]:
+        """In file order: the pipeline file, then each component file as first met, then overrides."""
+
+        def rank(problem: Problem) -> int:
+            source = problem.position.source if problem.position else ""
+            if source.startswith("--set"):
+                return len(self.sources) + 1
+            return self.sources.index(source) if source in self.sources else len(self.sources)
+
+        return sorted(in_file_order(problems), key=rank)
+
+
+def _rekeyed(problem: Problem, prefix: str) -> Problem:
+    from dataclasses import replace
+
+    key = f"{prefix}.{problem.key_path}" if problem.key_path else prefix
+    return replace(problem, key_path=key)
