@@ -148,10 +148,16 @@ def run(
 @_compute_option
 @click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
-    """Dry run: every process, its command and its environment; nothing starts."""
+    """Dry run: every process, its command and its environment; nothing starts. A pipeline: its
+    graph of steps, and each step's processes."""
     from distrun.runner.jobs import plan_job
+    from distrun.spec.loaded import LoadedJob
 
-    rendered = plan_job(_load(file, overrides), _layout(), compute).show()
+    loaded = _load_document(file, overrides)
+    if not isinstance(loaded, LoadedJob):
+        _plan_pipeline(loaded, compute, output)
+        return
+    rendered = plan_job(loaded, _layout(), compute).show()
     if output == "json":
         _echo_json(rendered)
         return
@@ -161,6 +167,27 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     from distrun.plan.text import plan_as_text
 
     echo(plan_as_text(rendered))
+
+
+def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """A command job or a pipeline job, as the file says."""
+    from distrun.spec.pipeline_loader import load_document_file
+
+    return load_document_file(file, overrides)
+
+
+def _plan_pipeline(pipeline: Any, compute: str | None, output: str) -> None:
+    from distrun.runner.pipelines import plan_pipeline
+
+    planned = plan_pipeline(pipeline, _layout(), compute)
+    if output == "json":
+        _echo_json(planned)
+    elif output == "yaml":
+        _echo_yaml(planned)
+    else:
+        from distrun.plan.pipeline_text import pipeline_as_text
+
+        echo(pipeline_as_text(planned))
 
 
 def _echo_yaml(rendered: dict[str, Any]) -> None:
@@ -200,12 +227,32 @@ def job_create(
 @_set_option
 @_compute_option
 def job_validate(file: str, overrides: tuple[str, ...], compute: str | None) -> None:
-    """Check a job file and its compute target as `run` would; prints the resolved job, or every problem."""
+    """Check a job or pipeline file and its compute targets as `run` would; prints the resolved job
+    (a pipeline: each step's job), or every problem."""
     from distrun.runner.jobs import check_target
+    from distrun.spec.loaded import LoadedJob
 
-    loaded = _load(file, overrides)
-    check_target(loaded, _layout(), compute)
-    _echo_json(loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+    loaded = _load_document(file, overrides)
+    if isinstance(loaded, LoadedJob):
+        check_target(loaded, _layout(), compute)
+        _echo_json(loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return
+    from distrun.runner.pipelines import check_pipeline
+
+    targets = check_pipeline(loaded, _layout(), compute)
+    _echo_json(
+        {
+            "pipeline": loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"jobs"}),
+            "steps": {
+                name: {
+                    "compute": targets[name][0].name,
+                    "depends_on": list(step.depends_on),
+                    "job": step.document,
+                }
+                for name, step in loaded.steps.items()
+            },
+        }
+    )
 
 
 def _name_arg(func: Any) -> Any:

@@ -149,11 +149,13 @@ class StepBuilder:
         if self.pipeline.experiment_name and "experiment_name" not in self.document:
             self.document["experiment_name"] = self.pipeline.experiment_name
         compute = self.raw.get("compute") or self.pipeline.settings.default_compute or self.pipeline.compute
+        self.compute_key = f"jobs.{self.name}.compute"
         if compute is not None:
             self.document["compute"] = compute
             if "compute" not in self.raw:
                 where = ("settings", "default_compute") if self.pipeline.settings.default_compute else ("compute",)
                 self.positions.set(("compute",), self.smap.find(where))
+                self.compute_key = format_key_path(where)
         self._inputs()
         self._outputs()
         return PipelineStep(
@@ -165,6 +167,7 @@ class StepBuilder:
             upstream=self.upstream,
             pipeline_outputs=self.pipeline_outputs,
             is_deterministic=self.component.spec.is_deterministic if self.component else True,
+            compute_key=self.compute_key,
         )
 
     def _from_component(self, component: LoadedComponent) -> None:
