@@ -177,7 +177,7 @@ def test_load_document_file_gives_a_job_or_a_pipeline(tmp_path: Path) -> None:
     assert type(load_document_file(CHAIN / "pipeline.yml")).__name__ == "LoadedPipeline"
 
 
-def test_run_still_refuses_a_pipeline_and_says_what_checks_it() -> None:
+def test_the_command_job_loader_refuses_a_pipeline_and_says_what_takes_it() -> None:
     with pytest.raises(ValidationError) as caught:
         load_job_file(CHAIN / "pipeline.yml")
     assert "this file is a pipeline job" in caught.value.render()

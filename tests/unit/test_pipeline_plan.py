@@ -56,3 +56,24 @@ def test_every_steps_unknown_compute_is_named_at_once(distrun_home: Path) -> Non
     # --compute runs every step on one target, whatever the steps name.
     targets = check_pipeline(pipeline, Layout(distrun_home), "local")
     assert {name: target.name for name, (target, _) in targets.items()} == dict.fromkeys(pipeline.steps, "local")
+
+
+# ---------------------------------------------------------------- which steps start
+
+
+def test_ready_steps_start_together_within_the_machines_cores() -> None:
+    from distrun.runner.pipeline_schedule import NOT_STARTED, startable, stopped_by
+
+    fan = {"a": (), "b": ("a",), "c": ("a",), "d": ("b", "c"), "e": ()}
+    waiting = dict.fromkeys(fan, NOT_STARTED)
+    sizes = {"a": 2, "b": 2, "c": 2, "d": 1, "e": 1}
+    assert startable(fan, waiting, sizes, capacity=4) == ["a", "e"]
+    assert startable(fan, waiting, sizes, capacity=2) == ["a"]  # e waits for room
+    # a step larger than the machine starts alone
+    assert startable({"big": ()}, {"big": NOT_STARTED}, {"big": 16}, capacity=2) == ["big"]
+    running = {**waiting, "a": "Completed", "e": "Running"}
+    assert startable(fan, running, sizes, capacity=4) == ["b"]  # e holds 1 core: b fits, c waits
+    assert startable(fan, running, {**sizes, "b": 0, "c": 0}, capacity=1) == ["b", "c"]  # on a cluster
+    assert startable(fan, {**running, "b": "Completed", "c": "Failed"}, sizes, capacity=4) == []
+    assert stopped_by("c", fan, {**running, "b": "Completed", "c": "Failed"}) == ["d"]
+    assert stopped_by("a", fan, waiting) == ["b", "c", "d"]

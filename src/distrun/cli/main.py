@@ -73,19 +73,16 @@ def cli() -> None:
 # ---------------------------------------------------------------- run / plan
 
 
-def _load(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    from distrun.spec.loader import load_job_file
-
-    return load_job_file(file, overrides)
-
-
 def _run(
     file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool, output: str = "text"
 ) -> NoReturn:
     from distrun.runner import jobs
+    from distrun.spec.loaded import LoadedJob
 
     layout = _layout()
-    loaded = _load(file, overrides)
+    loaded = _load_document(file, overrides)
+    if not isinstance(loaded, LoadedJob):
+        _run_pipeline(loaded, layout, name, compute, stream)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)
         if output == "json":
@@ -94,6 +91,20 @@ def _run(
             echo(views().created_text(record))
         sys.exit(0)
     record = jobs.run_job(loaded, layout, sys.stdout.buffer, _color(sys.stdout), compute, name)
+    sys.exit(_exit_code(record.status))
+
+
+def _run_pipeline(pipeline: Any, layout: Any, name: str | None, compute: str | None, stream: bool) -> NoReturn:
+    """A pipeline runs attached: this process submits each step's job and follows them."""
+    if not stream:
+        raise DistrunError(
+            "a pipeline runs attached for now: `distrun run -d` and `job create` without --stream do not take one",
+            "run it with `distrun run pipeline.yml` (Ctrl-C cancels every running step)",
+        )
+    from distrun.runner.pipeline_run import PipelineRun, pipeline_summary
+
+    record = PipelineRun(pipeline, layout, echo, compute, name).run()
+    echo(pipeline_summary(record))
     sys.exit(_exit_code(record.status))
 
 

@@ -27,8 +27,8 @@ _TYPES = {"pipeline": "a pipeline job", "sweep": "a sweep job", "spark": "a spar
 _HINTS = {
     "component": "distrun runs command jobs: put the component's `command`, `code`, `environment`, `inputs` "
     "and `outputs` in a job file, without `version`",
-    "pipeline": "`distrun plan FILE` and `distrun job validate -f FILE` check a pipeline; "
-    "running one is not supported yet: run each step as its own job file",
+    "pipeline": "`distrun run FILE` runs a pipeline, `distrun plan FILE` and `distrun job validate -f FILE` "
+    "check one; here a command job is expected",
     "sweep": "distrun runs command jobs: run the `trial` as a job file, once per setting you want to try",
 }
 _OTHER_HINT = "distrun runs command jobs (`type: command`, or no `type`)"

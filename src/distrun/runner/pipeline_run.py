@@ -1,0 +1,296 @@
+"""`distrun run pipeline.yml`: a pipeline run as a graph of distrun jobs.
+
+Each step is a distrun job of its own, named `<pipeline>.<step>`, submitted on its step's
+compute target through the orchestrator (`distrun.runner.jobs.submit_job`), exactly as `distrun
+job create` submits a job file: its own folder, record (with `parent` naming the pipeline),
+per-rank logs, root cause and restarts. Nothing here knows an engine, so a step on Slurm, Ray or
+Kubernetes is submitted and followed the same way (`get_job` refreshes an engine's job).
+
+A step is submitted once every step it reads from Completed; it reads their outputs by path
+(`azureml://jobs/<job>/outputs/<name>`, resolved by the data layer to the folder the job wrote),
+and is loaded and checked then, as a job file is, with those paths existing. Steps that are
+ready together start together, bounded on local compute by this machine's cores
+(`distrun.runner.pipeline_schedule`). A failed step stops every step below it; without
+`settings.continue_on_step_failure` it also cancels the steps still running and starts no other.
+The pipeline's own record (no processes: `steps` lists each step's job and state) ends Failed
+naming the first failing step, with that step's root cause (its first failing rank and traceback).
+
+This process supervises the pipeline: it is the record's launcher, so a pipeline whose
+`distrun run` is killed is found "launcher lost" by the next reader, as a job's is.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobStatus
+from distrun.runner import jobs
+from distrun.runner.pipeline_schedule import NOT_STARTED, startable, stopped_by
+from distrun.runner.pipelines import check_pipeline, step_job_name
+
+if TYPE_CHECKING:
+    from distrun.spec.loaded_pipeline import LoadedPipeline
+    from distrun.store.index import JobIndex, JobRecord
+    from distrun.store.layout import Layout
+
+POLL_SECONDS = 0.05
+PIPELINE_COMPUTE = "pipeline"  # the `compute` of a pipeline's own record: its steps name theirs
+
+
+class PipelineRun:
+    def __init__(
+        self,
+        pipeline: LoadedPipeline,
+        layout: Layout,
+        say: Callable[[str], None],
+        compute: str | None = None,
+        name: str | None = None,
+        capacity: int | None = None,
+    ) -> None:
+        from distrun.prepare.submission import generate_name
+        from distrun.spec.checks import process_count
+        from distrun.store.index import JobIndex
+
+        self.pipeline = pipeline
+        self.layout = layout
+        self.say = say
+        self.compute = compute
+        self.name = name or pipeline.spec.name or generate_name()
+        self.index: JobIndex = JobIndex(layout.db_path)
+        self.capacity = capacity or os.cpu_count() or 1
+        targets = check_pipeline(pipeline, layout, compute)
+        self.targets = {step: target.name for step, (target, _) in targets.items()}
+        self.local_size = {
+            step: process_count_of(pipeline, step, process_count) if targets[step][0].type == "local" else 0
+            for step in pipeline.steps
+        }
+        self.depends_on = pipeline.depends_on
+        self.status: dict[str, str] = dict.fromkeys(pipeline.steps, NOT_STARTED)
+        self.reasons: dict[str, str] = {}
+        self.times: dict[str, list[float | None]] = {step: [None, None] for step in pipeline.steps}
+        self.first_failure: str | None = None
+        self.stopping = False
+
+    # ------------------------------------------------------------ the record
+
+    def _steps_field(self) -> dict[str, Any]:
+        return {
+            step: {
+                "job": step_job_name(self.name, step),
+                "status": self.status[step],
+                "depends_on": list(self.depends_on[step]),
+                "compute": self.targets[step],
+                "reason": self.reasons.get(step),
+                "started_at": self.times[step][0],
+                "ended_at": self.times[step][1],
+            }
+            for step in self.pipeline.steps
+        }
+
+    def _record(self) -> None:
+        import socket
+
+        from distrun.core.file_modes import DIR_MODE, make_dirs
+        from distrun.store.index import JobRecord, process_start_time
+
+        folder = self.layout.job(self.name)
+        if folder.root.exists():
+            raise DistrunError(f"a job folder for {self.name!r} already exists at {folder.root}", "choose another name")
+        make_dirs(folder.root.parent)
+        spec = self.pipeline.spec
+        pid = os.getpid()
+        self.index.insert(
+            JobRecord(
+                name=self.name,
+                status=JobStatus.RUNNING,
+                compute=PIPELINE_COMPUTE,
+                folder=str(folder.root),
+                created_at=time.time(),
+                started_at=time.time(),
+                display_name=spec.display_name or self.name,
+                experiment_name=spec.experiment_name,
+                distribution="pipeline",
+                tags={str(k): str(v) for k, v in spec.tags.items()},
+                launcher_pid=pid,
+                launcher_host=socket.gethostname(),
+                launcher_started=process_start_time(pid),
+                steps=self._steps_field(),
+            )
+        )
+        folder.root.mkdir(mode=DIR_MODE)  # not exist_ok: a pipeline and a job never share a folder
+
+    def _save(self) -> None:
+        self.index.update(self.name, steps=self._steps_field())
+
+    # ------------------------------------------------------------ running
+
+    def run(self) -> JobRecord:
+        """Run every step to its end (or until the pipeline fails); the pipeline's final record."""
+        from distrun.prepare.submission import interrupts_raised
+
+        self._record()
+        self.say(f"RunId: {self.name}")
+        order = ", ".join(self.pipeline.run_order())
+        self.say(f"Pipeline: {len(self.status)} steps ({order})")
+        try:
+            with interrupts_raised():
+                while not all(self._done(step) for step in self.status):
+                    self._follow_running()
+                    if not self.stopping:
+                        for step in startable(self.depends_on, self.status, self.local_size, self.capacity):
+                            self._start(step)
+                    time.sleep(POLL_SECONDS)
+        except KeyboardInterrupt:
+            self._cancel_all("canceled")
+            return self._finish(JobStatus.CANCELED, "canceled by the user")
+        if self.first_failure is None:
+            return self._finish(JobStatus.COMPLETED, None)
+        return self._finish(JobStatus.FAILED, f"step {self.first_failure} failed: {self.reasons[self.first_failure]}")
+
+    def _done(self, step: str) -> bool:
+        return self.status[step] != NOT_STARTED and JobStatus.of(self.status[step]).terminal
+
+    def _start(self, step: str) -> None:
+        from distrun.data.locations import job_output_uri
+        from distrun.spec.loader import load_job_data
+
+        pipeline_step = self.pipeline.steps[step]
+        job = step_job_name(self.name, step)
+        self.times[step][0] = time.time()
+        try:
+            document = pipeline_step.bound_document(
+                lambda up: job_output_uri(step_job_name(self.name, up.step), up.output)
+            )
+            loaded = load_job_data(
+                document, pipeline_step.base_dir, self.pipeline.source, smap=pipeline_step.source_map
+            )
+            record, _ = jobs.submit_job(loaded, self.layout, self.compute, job)
+        except DistrunError as exc:
+            self._ended(step, JobStatus.FAILED, f"not started: {exc.render()}")
+            return
+        self.index.update(job, only_if_not_terminal=False, parent=self.name)
+        self.status[step] = record.status
+        processes = self.local_size[step]
+        where = f"{self.targets[step]}" + (
+            f", {processes} process{'es' if processes != 1 else ''}" if processes else ""
+        )
+        self.say(f"[{step}] started as job {job} on {where}")
+        self._save()
+
+    def _follow_running(self) -> None:
+        for step, state in self.status.items():
+            if state == NOT_STARTED or JobStatus.of(state).terminal:
+                continue
+            record = jobs.get_job(self.layout, step_job_name(self.name, step))
+            if record.terminal:
+                self._ended(step, record.status, record.reason, record)
+            elif record.status != state:
+                self.status[step] = record.status
+                self._save()
+
+    def _ended(self, step: str, status: str, reason: str | None, record: JobRecord | None = None) -> None:
+        self.status[step] = status
+        self.times[step][1] = time.time()
+        started = self.times[step][0] or self.times[step][1]
+        took = f" in {self.times[step][1] - started:.2f} s" if started else ""  # type: ignore[operator]
+        if status == JobStatus.COMPLETED:
+            self.say(f"[{step}] Completed{took}")
+        else:
+            self.reasons[step] = reason or status
+            self.say(f"[{step}] {status}{took}: {self.reasons[step]}")
+            if self.first_failure is None:
+                self.first_failure = step
+            for below in stopped_by(step, self.depends_on, self.status):
+                self.status[below] = JobStatus.CANCELED
+                self.reasons[below] = f"not started: step {step} did not complete"
+                self.say(f"[{below}] not started: step {step} did not complete")
+            if not self.pipeline.spec.settings.continue_on_step_failure and not self.stopping:
+                self.stopping = True
+                self._cancel_all(f"step {step} failed")
+        self._save()
+
+    def _cancel_all(self, why: str) -> None:
+        """Cancel every running step's job (each waits its grace period), and start no other."""
+        self.stopping = True
+        for step, state in list(self.status.items()):
+            if state == NOT_STARTED:
+                self.status[step] = JobStatus.CANCELED
+                self.reasons[step] = f"not started: {why}"
+                continue
+            if JobStatus.of(state).terminal:
+                continue
+            try:
+                record = jobs.cancel_job(self.layout, step_job_name(self.name, step))
+            except DistrunError as exc:
+                self.reasons[step] = f"could not be canceled: {exc.message}"
+                continue
+            self.status[step] = record.status
+            self.times[step][1] = time.time()
+            self.reasons[step] = record.reason or why
+            self.say(f"[{step}] {record.status}: {why}")
+        self._save()
+
+    def _finish(self, status: JobStatus, reason: str | None) -> JobRecord:
+        root_cause = None
+        if self.first_failure is not None:
+            failing = step_job_name(self.name, self.first_failure)
+            try:
+                cause = jobs.get_job(self.layout, failing).root_cause
+            except DistrunError:
+                cause = None
+            root_cause = {**(cause or {}), "step": self.first_failure, "job": failing}
+        self.index.update(
+            self.name,
+            only_if_not_terminal=False,
+            status=status,
+            reason=reason,
+            root_cause=root_cause,
+            ended_at=time.time(),
+            steps=self._steps_field(),
+        )
+        return self.index.get(self.name)
+
+
+def process_count_of(pipeline: LoadedPipeline, step: str, count: Callable[[Any], int]) -> int:
+    """How many processes a step's job runs (its document was validated with the pipeline)."""
+    from distrun.spec import models
+    from distrun.spec.normalize import normalize
+
+    pipeline_step = pipeline.steps[step]
+    document = normalize(pipeline_step.bound_document(lambda up: "unused"), pipeline_step.source_map)
+    return count(models.JobSpec.model_validate(document))
+
+
+def pipeline_summary(record: JobRecord) -> str:
+    """The pipeline's execution summary: its state, each step's, and the first failing step."""
+    from distrun.core.terminal_text import neutral_text
+    from distrun.runner.report import RULE, job_duration
+
+    lines = ["", "Execution Summary", RULE, f"RunId: {record.name}", f"Status: {record.status}"]
+    duration = job_duration(record)
+    if duration is not None:
+        lines.append(f"Duration: {duration:.2f} s")
+    if record.status != JobStatus.COMPLETED and record.reason:
+        lines.append(f"Reason: {record.reason}")
+    lines.append("Steps:")
+    steps = record.steps or {}
+    width = max((len(step) for step in steps), default=0)
+    for step, state in steps.items():
+        started, ended = state.get("started_at"), state.get("ended_at")
+        took = f"{ended - started:.2f} s" if started and ended else "-"
+        lines.append(f"  {step:<{width}}  {state.get('status'):<10}  {took:>8}  job {state.get('job')}")
+    cause = record.root_cause or {}
+    if cause.get("step"):
+        lines.append(f"Failed first: step {cause['step']} (job {cause['job']})")
+        if cause.get("name"):
+            lines.append(f"  first failing process: {cause.get('name')} on node {cause.get('node_rank')}")
+        if cause.get("traceback"):
+            lines.append("  Traceback:")
+            lines.extend("    " + line for line in str(cause["traceback"]).splitlines())
+        if cause.get("log"):
+            lines.append(f"  Log: {cause['log']}")
+    return neutral_text("\n".join(lines))
