@@ -77,3 +77,53 @@ def test_ready_steps_start_together_within_the_machines_cores() -> None:
     assert startable(fan, {**running, "b": "Completed", "c": "Failed"}, sizes, capacity=4) == []
     assert stopped_by("c", fan, {**running, "b": "Completed", "c": "Failed"}) == ["d"]
     assert stopped_by("a", fan, waiting) == ["b", "c", "d"]
+
+
+# ---------------------------------------------------------------- a pipeline's record, shown
+
+
+def test_job_show_and_list_of_a_pipeline_record() -> None:
+    from distrun.cli.views import job_list_text, job_show_text
+    from distrun.store.index import JobRecord
+
+    steps = {
+        "a": {
+            "job": "p.a",
+            "status": "Failed",
+            "compute": "local",
+            "started_at": 10.0,
+            "ended_at": 12.5,
+            "reason": "rank 0 on node 0 exited with code 1",
+            "depends_on": [],
+        },
+        "b": {
+            "job": "p.b",
+            "status": "Canceled",
+            "compute": "local",
+            "started_at": None,
+            "ended_at": None,
+            "reason": "not started: step a did not complete",
+            "depends_on": ["a"],
+        },
+    }
+    record = JobRecord(
+        name="p",
+        status="Failed",
+        compute="pipeline",
+        folder="/tmp/p",
+        created_at=10.0,
+        started_at=10.0,
+        ended_at=13.0,
+        reason="step a failed: rank 0 on node 0 exited with code 1",
+        root_cause={"step": "a", "job": "p.a", "traceback": "Traceback (most recent call last):\nValueError: x"},
+        steps=steps,
+    )
+    text = job_show_text(record)
+    assert "Failed step: a (job p.a)" in text and "ValueError: x" in text
+    assert "Compute:" not in text and "Logs:" not in text
+    rows = [line.split() for line in text.splitlines() if line.startswith(("a ", "b "))]
+    assert rows[0][:5] == ["a", "Failed", "p.a", "local", "2.5s"]
+    assert rows[1][:4] == ["b", "Canceled", "p.b", "local"] and "not started" in " ".join(rows[1])
+    assert "pipeline (2 steps)" in job_list_text([record], now=20.0)
+    child = JobRecord(name="p.a", status="Failed", compute="local", folder="/tmp/p.a", created_at=10.0, parent="p")
+    assert "Pipeline: p" in job_show_text(child)
