@@ -95,6 +95,12 @@ class _PipelineLoader:
     def load(self) -> LoadedPipeline:
         spec = self._pipeline()
         jobs = self.data.get("jobs") if isinstance(self.data.get("jobs"), dict) else {}
+        if self.data.get("jobs") == {}:
+            self.problem(
+                "the pipeline has no steps",
+                ("jobs",),
+                "add a step under `jobs:`, e.g. `train: {type: command, component: ./train.yml}`",
+            )
         components: dict[str, LoadedComponent | None] = {}
         runnable: list[str] = []
         for name, raw in jobs.items():

@@ -163,7 +163,8 @@ class StepBuilder:
             document=self.document,
             source_map=self.positions,
             base_dir=self.component.base_dir if self.component else self.base_dir,
-            component=self.component.source if self.component else None,
+            # An inline component (a mapping under `component:`) is written in the pipeline file.
+            component=self.component.source if self.component and self.component.source != self.smap.source else None,
             upstream=self.upstream,
             pipeline_outputs=self.pipeline_outputs,
             is_deterministic=self.component.spec.is_deterministic if self.component else True,
