@@ -268,15 +268,9 @@ def process_count_of(pipeline: LoadedPipeline, step: str, count: Callable[[Any],
 def pipeline_summary(record: JobRecord) -> str:
     """The pipeline's execution summary: its state, each step's, and the first failing step."""
     from distrun.core.terminal_text import neutral_text
-    from distrun.runner.report import RULE, job_duration
+    from distrun.runner.report import summary_head
 
-    lines = ["", "Execution Summary", RULE, f"RunId: {record.name}", f"Status: {record.status}"]
-    duration = job_duration(record)
-    if duration is not None:
-        lines.append(f"Duration: {duration:.2f} s")
-    if record.status != JobStatus.COMPLETED and record.reason:
-        lines.append(f"Reason: {record.reason}")
-    lines.append("Steps:")
+    lines = [*summary_head(record), "Steps:"]
     steps = record.steps or {}
     width = max((len(step) for step in steps), default=0)
     for step, state in steps.items():

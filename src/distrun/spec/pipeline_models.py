@@ -37,16 +37,13 @@ STEP_TYPES_LATER = {
 Scalar = str | bool | int | float
 
 
-def _io_names(value: dict[str, Any], kind: str) -> dict[str, Any]:
-    for key in value:
-        if not re.fullmatch(models.NAME_PATTERN, key) or len(key) > models.MAX_IO_NAME:
-            raise PydanticCustomError(
-                "io_name",
-                "{kind} name '{name}' is not allowed: names hold letters, digits and '_', "
-                "and do not start with a digit, at most 255 characters",
-                {"kind": kind, "name": key},
-            )
-    return value
+class _NamedInputsOutputs(models.StrictModel):
+    """A document with named `inputs` and `outputs`: names checked as a command job's are."""
+
+    @field_validator("inputs", "outputs", check_fields=False)
+    @classmethod
+    def _names(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
+        return models.checked_io_names(value, info.field_name)
 
 
 class InputDeclaration(models.StrictModel):
@@ -83,7 +80,7 @@ class OutputDeclaration(models.StrictModel):
     description: str | None = None
 
 
-class CommandComponent(models.StrictModel):
+class CommandComponent(_NamedInputsOutputs):
     """A command component: a command job's template with declared inputs and outputs."""
 
     schema_: str | None = Field(None, alias="$schema")
@@ -102,16 +99,6 @@ class CommandComponent(models.StrictModel):
     environment_variables: dict[str, Any] = Field(default_factory=dict)
     resources: dict[str, Any] | None = None  # validated as the step's job's resources
     distribution: dict[str, Any] | None = None  # validated as the step's job's distribution
-
-    @field_validator("inputs")
-    @classmethod
-    def _input_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _io_names(value, "input")
-
-    @field_validator("outputs")
-    @classmethod
-    def _output_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _io_names(value, "output")
 
 
 class PipelineSettings(models.StrictModel):
@@ -140,7 +127,7 @@ KNOWN_SETTINGS = (
 )
 
 
-class PipelineJob(models.StrictModel):
+class PipelineJob(_NamedInputsOutputs):
     """A pipeline job: its steps (`jobs`), its own inputs and outputs, and its settings."""
 
     schema_: str | None = Field(None, alias="$schema")
@@ -157,16 +144,6 @@ class PipelineJob(models.StrictModel):
     settings: PipelineSettings = Field(default_factory=PipelineSettings)
     jobs: dict[str, dict[str, Any]]  # at least one step: the loader says so with a hint
     identity: dict[str, Any] | None = None
-
-    @field_validator("inputs")
-    @classmethod
-    def _input_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _io_names(value, "input")
-
-    @field_validator("outputs")
-    @classmethod
-    def _output_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _io_names(value, "output")
 
     @field_validator("jobs")
     @classmethod

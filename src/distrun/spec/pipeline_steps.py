@@ -183,6 +183,16 @@ class StepBuilder:
             self.document[key] = value
             copy_positions(component.source_map, (key,), self.positions, (key,))
 
+    def _undeclared(self, kind: str, name: str, declared: list[str]) -> None:
+        """A step's input or output its component does not declare."""
+        close = _close(name, declared)
+        listed = ", ".join(declared) or "none"
+        self.problem(
+            f"the component has no {kind} {name!r}",
+            (f"{kind}s", name),
+            f"did you mean {close!r}?" if close else f"remove it; the component's {kind}s: {listed}",
+        )
+
     # ------------------------------------------------------------ inputs
 
     def _inputs(self) -> None:
@@ -198,13 +208,7 @@ class StepBuilder:
             at = ("inputs", name)
             copy_positions(self.smap, self.path + at, self.positions, at)
             if declared is not None and name not in declared:
-                close = _close(name, list(declared))
-                listed = ", ".join(declared) or "none"
-                self.problem(
-                    f"the component has no input {name!r}",
-                    at,
-                    f"did you mean {close!r}?" if close else f"remove it; the component's inputs: {listed}",
-                )
+                self._undeclared("input", name, list(declared))
                 continue
             if value is None:
                 continue  # given as nothing: the component's default, if any
@@ -344,14 +348,7 @@ class StepBuilder:
             at = ("outputs", name)
             copy_positions(self.smap, self.path + at, self.positions, at)
             if declared is not None and name not in declared:
-                close = _close(name, list(declared))
-                self.problem(
-                    f"the component has no output {name!r}",
-                    at,
-                    f"did you mean {close!r}?"
-                    if close
-                    else f"remove it; the component's outputs: {', '.join(declared) or 'none'}",
-                )
+                self._undeclared("output", name, list(declared))
                 continue
             outputs[name] = None  # a refused value still names the output (see _inputs)
             kind = {"type": declared[name].type} if declared is not None else {}
