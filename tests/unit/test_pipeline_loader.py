@@ -35,7 +35,7 @@ def test_corpus_is_complete() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
-def test_invalid_pipeline_is_refused_with_a_useful_error(case: Path) -> None:
+def test_invalid_pipeline_is_refused_with_a_useful_error(case: Path, distrun_home: Path) -> None:
     with pytest.raises(ValidationError) as caught:
         load_pipeline_file(case)
     text = caught.value.render()

@@ -549,10 +549,12 @@ def main() -> None:
 
 
 def _register_envdata() -> None:
+    from distrun.cli.components import component_group
     from distrun.cli.envdata import data_group, env_group
 
     cli.add_command(env_group)
     cli.add_command(data_group)
+    cli.add_command(component_group)
 
 
 _register_envdata()

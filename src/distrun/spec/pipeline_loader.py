@@ -30,7 +30,13 @@ from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import SourceMap, format_key_path
 from distrun.spec.yaml_source import read_yaml_file
 
-__all__ = ["load_document_file", "load_pipeline_data", "load_pipeline_file", "preview_output_uri"]
+__all__ = [
+    "load_component_file",
+    "load_document_file",
+    "load_pipeline_data",
+    "load_pipeline_file",
+    "preview_output_uri",
+]
 
 # The job name upstream inputs name while a pipeline is only checked (no run, so no job yet).
 PREVIEW_PIPELINE = "pipeline"
@@ -199,17 +205,14 @@ class _PipelineLoader:
             )
             return None
         if ref.startswith("azureml:"):
-            self.problem(
-                f"registered components ({ref}) are not supported yet",
-                at,
-                "keep the component's YAML file beside the pipeline and name it, e.g. `component: ./train.yml`",
-            )
-            return None
-        path = local_path(self.base_dir, ref.removeprefix("file:") if not ref.startswith("file://") else ref)
+            path = self._registered(ref, at)
+        else:
+            path = local_path(self.base_dir, ref.removeprefix("file:") if not ref.startswith("file://") else ref)
+            if path is None:
+                self.problem(
+                    f"component {ref!r} is not a file on this machine", at, "name a local component file: ./train.yml"
+                )
         if path is None:
-            self.problem(
-                f"component {ref!r} is not a file on this machine", at, "name a local component file: ./train.yml"
-            )
             return None
         path = path.resolve()
         if path in self.component_files:
@@ -217,6 +220,26 @@ class _PipelineLoader:
         loaded = self._component_file(path, ref, at)
         self.component_files[path] = loaded
         return loaded
+
+    def _registered(self, ref: str, at: tuple[str, ...]) -> Path | None:
+        """The file of a component registered with `distrun component create`."""
+        from distrun.core.errors import DistrunError
+        from distrun.store.components import get_component, parse_reference
+        from distrun.store.layout import distrun_home
+
+        parsed = parse_reference(ref)
+        if parsed is None:
+            self.problem(
+                f"{ref!r} is not a component distrun can find (components in Azure ML registries are not supported)",
+                at,
+                "name a component registered here, azureml:NAME:VERSION or azureml:NAME@latest, or a file",
+            )
+            return None
+        try:
+            return get_component(distrun_home(), *parsed).file
+        except DistrunError as exc:
+            self.problem(exc.message, at, exc.hint)
+            return None
 
     def _component_file(self, path: Path, ref: str, at: tuple[str, ...]) -> LoadedComponent | None:
         if not path.is_file():
@@ -350,6 +373,23 @@ class _PipelineLoader:
             return self.sources.index(source) if source in self.sources else len(self.sources)
 
         return sorted(in_file_order(problems), key=rank)
+
+
+def load_component_file(path: str | Path) -> LoadedComponent:
+    """A command component file on its own (`distrun component create`), checked as a pipeline
+    checks the components its steps name, and its command's references to its inputs and outputs."""
+    from distrun.spec.checks import reference_problems
+
+    file = Path(path)
+    loader = _PipelineLoader({}, file.resolve().parent, str(file), SourceMap(str(file)))
+    component = loader._component_file(file.resolve(), str(file), ())
+    if component is not None:
+        position = lambda *key: component.source_map.find(tuple(key))  # noqa: E731
+        spec = component.spec
+        loader.problems += reference_problems(spec.command, spec.inputs, spec.outputs, position)
+    if loader.problems or component is None:
+        raise ValidationError(loader._ordered(loader.problems))
+    return component
 
 
 def _rekeyed(problem: Problem, prefix: str) -> Problem:
