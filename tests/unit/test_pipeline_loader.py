@@ -159,6 +159,43 @@ def test_an_override_problem_names_the_override(tmp_path: Path) -> None:
     assert problem.position is not None and problem.position.source == "--set jobs.a.resources.instance_count=0"
 
 
+def test_a_pipeline_component_step_becomes_its_components_steps() -> None:
+    pipeline = load_pipeline_file(DATA / "pipelines" / "nested" / "pipeline.yml")
+    assert list(pipeline.steps) == ["stage.prepare", "stage.train", "score"]
+    prepare, train, score = pipeline.steps.values()
+    # The stage's input bound to the pipeline's input reaches the step inside it.
+    raw = prepare.document["inputs"]["raw"]
+    assert raw["type"] == "uri_folder" and Path(raw["path"]).resolve() == CHAIN / "data"
+    assert train.document["inputs"]["epochs"] == 4
+    assert train.upstream == {"data": UpstreamOutput("stage.prepare", "prepared")}
+    # The stage's output is the pipeline's; score reads it from the step inside the stage that writes it.
+    assert train.pipeline_outputs == {"model": "model"}
+    assert train.document["outputs"]["model"] == {"type": "uri_folder", "mode": "upload"}
+    assert score.upstream == {"model": UpstreamOutput("stage.train", "model")}
+    assert pipeline.depends_on == {"stage.prepare": (), "stage.train": ("stage.prepare",), "score": ("stage.train",)}
+    assert (prepare.key, prepare.document["compute"]) == ("jobs.prepare", "local")
+    assert prepare.component == str(CHAIN / "prepare.yml")
+
+
+def test_a_step_output_read_through_a_pipeline_step_binds_the_inner_step(tmp_path: Path) -> None:
+    stage = DATA / "pipelines" / "nested" / "train_stage.yml"
+    data = {
+        "type": "pipeline",
+        "jobs": {
+            "first": {"command": "echo ${{outputs.out}}", "outputs": {"out": {"type": "uri_folder"}}},
+            "stage": {
+                "type": "pipeline",
+                "component": str(stage),
+                "inputs": {"data": "${{parent.jobs.first.outputs.out}}"},
+            },
+        },
+    }
+    pipeline = load_pipeline_data(data, tmp_path)
+    assert pipeline.steps["stage.prepare"].upstream == {"raw": UpstreamOutput("first", "out")}
+    assert pipeline.steps["stage.train"].document["inputs"]["epochs"] == 1  # the component's default
+    assert pipeline.run_order() == ["first", "stage.prepare", "stage.train"]
+
+
 # ---------------------------------------------------------------- which loader a file takes
 
 

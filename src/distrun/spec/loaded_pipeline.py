@@ -17,7 +17,7 @@ from typing import Any
 
 from distrun.core.errors import Position
 from distrun.spec import pipeline_graph
-from distrun.spec.pipeline_models import CommandComponent, PipelineJob
+from distrun.spec.pipeline_models import CommandComponent, PipelineComponent, PipelineJob
 from distrun.spec.source_map import SourceMap
 
 __all__ = ["LoadedComponent", "LoadedPipeline", "PipelineStep", "UpstreamOutput"]
@@ -25,9 +25,9 @@ __all__ = ["LoadedComponent", "LoadedPipeline", "PipelineStep", "UpstreamOutput"
 
 @dataclass
 class LoadedComponent:
-    """A command component, validated, with its document and where its keys were written."""
+    """A command or pipeline component, validated, with its document and where its keys were written."""
 
-    spec: CommandComponent
+    spec: CommandComponent | PipelineComponent
     data: dict[str, Any]
     source_map: SourceMap
     base_dir: Path  # its file's folder: its `code` and conda file resolve here
@@ -44,7 +44,7 @@ class UpstreamOutput:
 
 @dataclass
 class PipelineStep:
-    name: str
+    name: str  # a step of a pipeline component a step names: "OUTER.STEP"
     document: dict[str, Any]  # the command job this step runs as (upstream inputs unbound)
     source_map: SourceMap  # positions of the document's keys, in the pipeline or component file
     base_dir: Path  # relative paths of the document resolve here (the component's folder)
@@ -53,6 +53,7 @@ class PipelineStep:
     pipeline_outputs: dict[str, str] = field(default_factory=dict)  # step output -> pipeline output
     is_deterministic: bool = True
     compute_key: str = ""  # where the step's compute was written: jobs.STEP.compute, settings.default_compute
+    key: str = ""  # the step's key path in the file that wrote it (jobs.STEP), for its problems
 
     @property
     def depends_on(self) -> tuple[str, ...]:

@@ -23,9 +23,8 @@ LITERAL_TYPES = ("string", "integer", "number", "boolean")
 IO_TYPES = (*DATA_TYPES, *LITERAL_TYPES)
 
 # What a step may be (`type:`), and what distrun runs of them.
-STEP_TYPES_RUN = ("command",)
+STEP_TYPES_RUN = ("command", "pipeline")
 STEP_TYPES_LATER = {
-    "pipeline": "nested pipeline components are not supported yet",
     "sweep": "sweep steps are not supported yet (sweep jobs are planned next)",
     "parallel": "parallel steps are not supported by distrun",
     "spark": "spark steps are not supported by distrun",
@@ -99,6 +98,24 @@ class CommandComponent(_NamedInputsOutputs):
     environment_variables: dict[str, Any] = Field(default_factory=dict)
     resources: dict[str, Any] | None = None  # validated as the step's job's resources
     distribution: dict[str, Any] | None = None  # validated as the step's job's distribution
+
+
+class PipelineComponent(_NamedInputsOutputs):
+    """A pipeline component: steps (`jobs`) with declared inputs and outputs, which a step of
+    another pipeline names (`type: pipeline`, `component: ./stage.yml`). Its steps are checked
+    when a pipeline names it, with the inputs that step gives."""
+
+    schema_: str | None = Field(None, alias="$schema")
+    type: Literal["pipeline"] = "pipeline"
+    name: str | None = None
+    version: str | int | float | None = None
+    display_name: str | None = None
+    description: str | None = None
+    tags: dict[str, Any] = Field(default_factory=dict)
+    is_deterministic: bool = True
+    inputs: dict[str, InputDeclaration] = Field(default_factory=dict)
+    outputs: dict[str, OutputDeclaration] = Field(default_factory=dict)
+    jobs: dict[str, dict[str, Any]]
 
 
 class PipelineSettings(models.StrictModel):

@@ -96,6 +96,9 @@ class StepBuilder:
         base_dir: Path,
         component: LoadedComponent | None,
         outputs_of: Mapping[str, Mapping[str, str] | None],
+        prefix: str = "",
+        inherited: Mapping[str, UpstreamOutput] | None = None,
+        refused_above: frozenset[str] = frozenset(),
     ) -> None:
         self.name = name
         self.raw = raw
@@ -105,6 +108,14 @@ class StepBuilder:
         self.base_dir = base_dir
         self.component = component
         self.outputs_of = outputs_of  # every step's outputs and their types (None: not known)
+        # Inside a pipeline component: its steps' full names start with the naming step's ("OUTER."),
+        # and its inputs that the naming step bound to other steps' outputs read those outputs.
+        self.prefix = prefix
+        self.inherited = inherited or {}
+        # Inputs of the component whose value the naming step gave wrong (said there): reading
+        # one says nothing more. `refused` is this step's own, for the steps of its component.
+        self.refused_above = refused_above
+        self.refused: set[str] = set()
         self.path: KeyPath = ("jobs", name)
         self.problems: list[Problem] = []
         self.document: dict[str, Any] = {}
@@ -159,7 +170,7 @@ class StepBuilder:
         self._inputs()
         self._outputs()
         return PipelineStep(
-            name=self.name,
+            name=self.prefix + self.name,
             document=self.document,
             source_map=self.positions,
             base_dir=self.component.base_dir if self.component else self.base_dir,
@@ -169,6 +180,7 @@ class StepBuilder:
             pipeline_outputs=self.pipeline_outputs,
             is_deterministic=self.component.spec.is_deterministic if self.component else True,
             compute_key=self.compute_key,
+            key=format_key_path(self.path),
         )
 
     def _from_component(self, component: LoadedComponent) -> None:
@@ -216,6 +228,8 @@ class StepBuilder:
             # A refused value (its problem is said) still names the input, so that the command's
             # `${{inputs.NAME}}` is not reported as undefined as well.
             inputs[name] = bound if bound is not None else ""
+            if bound is None:
+                self.refused.add(name)
         for name, decl in (declared or {}).items():
             if name in inputs or (name in given and given[name] is not None):
                 continue
@@ -276,6 +290,20 @@ class StepBuilder:
                 "read what a step wrote with ${{parent.jobs.STEP.outputs.NAME}}",
             )
             return None
+        if binding.kind == "input" and binding.name in self.refused_above:
+            return ""  # its value was refused where it was given
+        if binding.kind == "input" and binding.name in self.inherited:
+            upstream = self.inherited[binding.name]
+            if decl is not None and not decl.is_data:
+                self.problem(
+                    f"input {name!r} is a {decl.type} input of the component, but {binding.text()} is data",
+                    at,
+                    "bind a data input (uri_folder, uri_file, ...) to a step's output",
+                )
+                return None
+            self.upstream[name] = upstream
+            given = _mapping(_mapping(self.pipeline_data.get("inputs")).get(binding.name))
+            return {"type": decl.type if decl is not None else given.get("type", "uri_folder"), "path": binding.text()}
         if binding.kind == "input":
             inputs = _mapping(self.pipeline_data.get("inputs"))
             if binding.name not in inputs:
@@ -328,7 +356,7 @@ class StepBuilder:
                 "bind a data input (uri_folder, uri_file, ...) to a step's output",
             )
             return None
-        self.upstream[name] = UpstreamOutput(step, output)
+        self.upstream[name] = UpstreamOutput(self.prefix + step, output)
         kind = decl.type if decl is not None else (outputs or {}).get(output, "uri_folder")
         extra = {k: v for k, v in value.items() if k != "path"} if isinstance(value, dict) else {}
         return {"type": kind, **extra, "path": binding.text()}
