@@ -252,6 +252,10 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
         return cancel_unrecorded(layout, name, exc, _grace_seconds(layout, name))
     if record.terminal:
         return record
+    if record.steps is not None:  # a pipeline: its supervisor cancels each running step's job
+        from distrun.runner.pipeline_cancel import cancel_pipeline
+
+        return cancel_pipeline(layout, record)
     backend = _record_backend(layout, record)
     backend.cancel(record, layout)
     give_up = time.monotonic() + _grace_seconds(layout, name) + backend.cancel_wait_s

@@ -140,9 +140,10 @@ class PipelineRun:
             with interrupts_raised():
                 while not all(self._done(step) for step in self.status):
                     self._follow_running()
-                    if not self.stopping:
-                        for step in startable(self.depends_on, self.status, self.local_size, self.capacity):
-                            self._start(step)
+                    for step in startable(self.depends_on, self.status, self.local_size, self.capacity):
+                        if self.stopping:
+                            break  # a step that failed to start stopped the pipeline
+                        self._start(step)
                     time.sleep(POLL_SECONDS)
         except KeyboardInterrupt:
             self._cancel_all("canceled")
@@ -161,6 +162,8 @@ class PipelineRun:
         pipeline_step = self.pipeline.steps[step]
         job = step_job_name(self.name, step)
         self.times[step][0] = time.time()
+        # Counted as submitted from here: a Ctrl-C during the submission cancels the job it made.
+        self.status[step] = JobStatus.QUEUED
         try:
             document = pipeline_step.bound_document(
                 lambda up: job_output_uri(step_job_name(self.name, up.step), up.output)

@@ -1,0 +1,147 @@
+"""Pipeline jobs on local compute: each step a real distrun job, outputs passed by path, a failure
+stopping what depends on it and naming the first failing step with its traceback."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from distrun.store.index import JobIndex
+from support.cli import REPO
+from support.jobs import processes_of_job, wait_for
+
+CHAIN = REPO / "tests" / "data" / "pipelines" / "chain" / "pipeline.yml"
+NESTED = REPO / "tests" / "data" / "pipelines" / "nested" / "pipeline.yml"
+
+
+def _records(home: Path) -> dict[str, dict]:
+    return {record.name: record.to_dict() for record in JobIndex(home / "jobs.db").list(100)}
+
+
+def test_chain_runs_each_step_as_a_job_and_passes_outputs_by_path(run_cli, distrun_home: Path) -> None:
+    result = run_cli("run", str(CHAIN), "--name", "nightly")
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = _records(distrun_home)
+    assert set(records) == {"nightly", "nightly.prepare", "nightly.train", "nightly.score"}
+    pipeline = records["nightly"]
+    assert pipeline["status"] == "Completed" and pipeline["compute"] == "pipeline"
+    assert list(pipeline["steps"]) == ["prepare", "train", "score"]
+    assert [s["status"] for s in pipeline["steps"].values()] == ["Completed"] * 3
+    assert pipeline["steps"]["train"]["depends_on"] == ["prepare"]
+    for step in ("prepare", "train", "score"):
+        child = records[f"nightly.{step}"]
+        assert (child["status"], child["parent"], child["compute"]) == ("Completed", "nightly", "local")
+    assert len(records["nightly.train"]["processes"]) == 4  # 2 nodes x 2 processes
+    jobs = distrun_home / "jobs"
+    # train read prepare's output, score read train's: by path, in the order of the graph.
+    report = (jobs / "nightly.score" / "named-outputs" / "report" / "report.txt").read_text()
+    assert report == "scored epochs=3 lr=0.5 data=a,b\n"
+    assert "[prepare] started as job nightly.prepare on local, 1 process" in result.stdout
+    assert "[train] started as job nightly.train on local, 4 processes" in result.stdout
+    assert result.stdout.index("[prepare] Completed") < result.stdout.index("[train] started")
+    assert "Status: Completed" in result.stdout
+
+
+def test_a_pipeline_component_runs_its_steps_in_its_place(run_cli, distrun_home: Path) -> None:
+    result = run_cli("run", str(NESTED), "--name", "staged")
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = _records(distrun_home)
+    assert set(records) == {"staged", "staged.stage.prepare", "staged.stage.train", "staged.score"}
+    assert list(records["staged"]["steps"]) == ["stage.prepare", "stage.train", "score"]
+    report = (distrun_home / "jobs" / "staged.score" / "named-outputs" / "report" / "report.txt").read_text()
+    assert report == "scored epochs=4 lr=0.01 data=a,b\n"
+
+
+def _failing_pipeline(folder: Path, continue_on_failure: bool) -> Path:
+    (folder / "src").mkdir(parents=True)
+    (folder / "src" / "fail.py").write_text("def go():\n    raise ValueError('bad rows in step a')\n")
+    pipeline = folder / "pipeline.yml"
+    pipeline.write_text(
+        textwrap.dedent(
+            f"""\
+            type: pipeline
+            settings:
+              continue_on_step_failure: {str(continue_on_failure).lower()}
+            jobs:
+              a:
+                command: python -c "import fail; fail.go()"
+                code: ./src
+                outputs:
+                  out: {{type: uri_folder}}
+              b:
+                command: python -c "import time; time.sleep({2 if continue_on_failure else 60})"
+                limits: {{grace_period: 1}}
+              c:
+                command: ls ${{{{inputs.x}}}}
+                inputs:
+                  x: ${{{{parent.jobs.a.outputs.out}}}}
+            """
+        )
+    )
+    return pipeline
+
+
+def test_a_failed_step_stops_the_pipeline_and_is_named_with_its_traceback(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    result = run_cli("run", str(_failing_pipeline(tmp_path, False)), "--name", "broken")
+    assert result.returncode == 1, result.stdout + result.stderr
+    records = _records(distrun_home)
+    pipeline = records["broken"]
+    assert pipeline["status"] == "Failed"
+    assert pipeline["reason"].startswith("step a failed: ")
+    assert pipeline["root_cause"]["step"] == "a" and pipeline["root_cause"]["job"] == "broken.a"
+    assert "ValueError: bad rows in step a" in pipeline["root_cause"]["traceback"]
+    steps = pipeline["steps"]
+    assert steps["a"]["status"] == "Failed"
+    assert steps["b"]["status"] == "Canceled"  # running beside a: canceled, not left to sleep 60 s
+    assert steps["c"]["status"] == "Canceled" and steps["c"]["reason"].startswith("not started")
+    assert "broken.c" not in records  # never submitted
+    assert records["broken.b"]["status"] == "Canceled"
+    assert processes_of_job("broken.b") == []
+    assert "Failed first: step a (job broken.a)" in result.stdout
+    assert "ValueError: bad rows in step a" in result.stdout
+
+
+def test_continue_on_step_failure_lets_independent_steps_finish(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    result = run_cli("run", str(_failing_pipeline(tmp_path, True)), "--name", "partial")
+    assert result.returncode == 1, result.stdout + result.stderr
+    steps = _records(distrun_home)["partial"]["steps"]
+    assert [steps[s]["status"] for s in "abc"] == ["Failed", "Completed", "Canceled"]
+    assert steps["c"]["reason"] == "not started: step a did not complete"
+
+
+def test_job_cancel_of_a_pipeline_cancels_its_running_steps(
+    start_cli, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text(
+        textwrap.dedent(
+            """\
+            type: pipeline
+            jobs:
+              slow:
+                command: python -c "import time; print('up', flush=True); time.sleep(60)"
+                limits: {grace_period: 1}
+                outputs:
+                  out: {type: uri_folder}
+              after:
+                command: ls ${{inputs.x}}
+                inputs:
+                  x: ${{parent.jobs.slow.outputs.out}}
+            """
+        )
+    )
+    proc = start_cli("run", str(pipeline), "--name", "long")
+    wait_for(lambda: _records(distrun_home).get("long.slow", {}).get("status") == "Running", timeout=60)
+    result = run_cli("job", "cancel", "long")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "long: Canceled" in result.stdout
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    records = _records(distrun_home)
+    assert records["long"]["status"] == "Canceled"
+    assert records["long.slow"]["status"] == "Canceled"
+    assert records["long"]["steps"]["after"]["status"] == "Canceled"
+    assert "long.after" not in records
+    assert processes_of_job("long.slow") == []
