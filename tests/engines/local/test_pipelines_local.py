@@ -40,6 +40,17 @@ def test_chain_runs_each_step_as_a_job_and_passes_outputs_by_path(run_cli, distr
     assert "[train] started as job nightly.train on local, 4 processes" in result.stdout
     assert result.stdout.index("[prepare] Completed") < result.stdout.index("[train] started")
     assert "Status: Completed" in result.stdout
+    # The pipeline's faces: its steps in show and list; logs are its steps' jobs'.
+    shown = run_cli("job", "show", "nightly").stdout
+    rows = {line.split()[0]: line.split()[1:4] for line in shown.splitlines() if line.startswith(("prepare", "train"))}
+    assert rows == {
+        "prepare": ["Completed", "nightly.prepare", "local"],
+        "train": ["Completed", "nightly.train", "local"],
+    }
+    assert "pipeline (3 steps)" in run_cli("job", "list").stdout
+    logs = run_cli("logs", "nightly")
+    assert logs.returncode == 2 and "nightly is a pipeline: it has no logs of its own" in logs.stderr
+    assert "trained on rank 3" in run_cli("logs", "nightly.train").stdout
 
 
 def test_a_pipeline_component_runs_its_steps_in_its_place(run_cli, distrun_home: Path) -> None:
