@@ -188,7 +188,11 @@ class PipelineRun:
         for step, state in self.status.items():
             if state == NOT_STARTED or JobStatus.of(state).terminal:
                 continue
-            record = jobs.get_job(self.layout, step_job_name(self.name, step))
+            try:
+                record = jobs.get_job(self.layout, step_job_name(self.name, step))
+            except DistrunError as exc:  # its record was removed or damaged: the step is lost
+                self._ended(step, JobStatus.FAILED, f"its job's record cannot be read: {exc.message}")
+                continue
             if record.terminal:
                 self._ended(step, record.status, record.reason, record)
             elif record.status != state:

@@ -79,11 +79,10 @@ class OutputDeclaration(models.StrictModel):
     description: str | None = None
 
 
-class CommandComponent(_NamedInputsOutputs):
-    """A command component: a command job's template with declared inputs and outputs."""
+class _Component(_NamedInputsOutputs):
+    """What every component has: who it is, and its declared inputs and outputs."""
 
     schema_: str | None = Field(None, alias="$schema")
-    type: Literal["command"] = "command"
     name: str | None = None
     version: str | int | float | None = None
     display_name: str | None = None
@@ -92,6 +91,12 @@ class CommandComponent(_NamedInputsOutputs):
     is_deterministic: bool = True
     inputs: dict[str, InputDeclaration] = Field(default_factory=dict)
     outputs: dict[str, OutputDeclaration] = Field(default_factory=dict)
+
+
+class CommandComponent(_Component):
+    """A command component: a command job's template with declared inputs and outputs."""
+
+    type: Literal["command"] = "command"
     command: str = Field(min_length=1)
     code: str | None = None
     environment: str | models.EnvironmentSpec | None = None
@@ -100,21 +105,12 @@ class CommandComponent(_NamedInputsOutputs):
     distribution: dict[str, Any] | None = None  # validated as the step's job's distribution
 
 
-class PipelineComponent(_NamedInputsOutputs):
+class PipelineComponent(_Component):
     """A pipeline component: steps (`jobs`) with declared inputs and outputs, which a step of
     another pipeline names (`type: pipeline`, `component: ./stage.yml`). Its steps are checked
     when a pipeline names it, with the inputs that step gives."""
 
-    schema_: str | None = Field(None, alias="$schema")
     type: Literal["pipeline"] = "pipeline"
-    name: str | None = None
-    version: str | int | float | None = None
-    display_name: str | None = None
-    description: str | None = None
-    tags: dict[str, Any] = Field(default_factory=dict)
-    is_deterministic: bool = True
-    inputs: dict[str, InputDeclaration] = Field(default_factory=dict)
-    outputs: dict[str, OutputDeclaration] = Field(default_factory=dict)
     jobs: dict[str, dict[str, Any]]
 
 

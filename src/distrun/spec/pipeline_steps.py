@@ -207,13 +207,20 @@ class StepBuilder:
 
     # ------------------------------------------------------------ inputs
 
+    def _given(self, key: str) -> dict[str, Any] | None:
+        """The step's `inputs` or `outputs` ({} when it has none); None when they are not a
+        mapping, which is passed on as written for the command job's model to say what is wrong."""
+        given = self.raw.get(key)
+        if given is None or isinstance(given, dict):
+            return given or {}
+        self.document[key] = given
+        copy_positions(self.smap, self.path + (key,), self.positions, (key,))
+        return None
+
     def _inputs(self) -> None:
-        given = self.raw.get("inputs")
-        if given is not None and not isinstance(given, dict):
-            self.document["inputs"] = given  # the command job's model says what is wrong
-            copy_positions(self.smap, self.path + ("inputs",), self.positions, ("inputs",))
+        given = self._given("inputs")
+        if given is None:
             return
-        given = given or {}
         declared = self.component.spec.inputs if self.component else None
         inputs: dict[str, Any] = {}
         for name, value in given.items():
@@ -364,12 +371,9 @@ class StepBuilder:
     # ------------------------------------------------------------ outputs
 
     def _outputs(self) -> None:
-        given = self.raw.get("outputs")
-        if given is not None and not isinstance(given, dict):
-            self.document["outputs"] = given
-            copy_positions(self.smap, self.path + ("outputs",), self.positions, ("outputs",))
+        given = self._given("outputs")
+        if given is None:
             return
-        given = given or {}
         declared = self.component.spec.outputs if self.component else None
         outputs: dict[str, Any] = {}
         for name, value in given.items():
