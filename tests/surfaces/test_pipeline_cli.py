@@ -1,5 +1,5 @@
 """Pipeline files at the command line: `plan` and `job validate` take them, a bad one is every
-problem at once with no traceback, and `run -d` says that pipelines run attached for now."""
+problem at once with no traceback, `component create` registers what steps name."""
 
 from __future__ import annotations
 
@@ -45,13 +45,6 @@ def test_an_unknown_step_compute_is_named_and_compute_local_runs_it(run_cli) -> 
         run_cli("plan", str(CHAIN), "--set", "jobs.score.compute=azureml:gpu-cluster", "--compute", "local").returncode
         == 0
     )
-
-
-def test_run_detached_refuses_a_pipeline_for_now(run_cli, distrun_home) -> None:
-    result = run_cli("run", "-d", str(CHAIN))
-    assert result.returncode == 2
-    assert "a pipeline runs attached for now" in result.stderr
-    assert not (distrun_home / "jobs").exists()
 
 
 def test_component_create_list_show_and_a_step_naming_it(run_cli, distrun_home, tmp_path) -> None:

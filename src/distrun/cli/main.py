@@ -82,7 +82,7 @@ def _run(
     layout = _layout()
     loaded = _load_document(file, overrides)
     if not isinstance(loaded, LoadedJob):
-        _run_pipeline(loaded, layout, name, compute, stream)
+        _run_pipeline(loaded, layout, name, compute, stream, file, overrides, output)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)
         if output == "json":
@@ -94,16 +94,29 @@ def _run(
     sys.exit(_exit_code(record.status))
 
 
-def _run_pipeline(pipeline: Any, layout: Any, name: str | None, compute: str | None, stream: bool) -> NoReturn:
-    """A pipeline runs attached: this process submits each step's job and follows them."""
-    if not stream:
-        raise DistrunError(
-            "a pipeline runs attached for now: `distrun run -d` and `job create` without --stream do not take one",
-            "run it with `distrun run pipeline.yml` (Ctrl-C cancels every running step)",
-        )
-    from distrun.runner.pipeline_run import PipelineRun, pipeline_summary
+def _run_pipeline(
+    pipeline: Any,
+    layout: Any,
+    name: str | None,
+    compute: str | None,
+    stream: bool,
+    file: str,
+    overrides: tuple[str, ...],
+    output: str,
+) -> NoReturn:
+    """A pipeline's supervisor submits each step's job and follows them: this process (attached),
+    or one started in the background (`-d`, `job create` without --stream)."""
+    from distrun.runner.pipeline_run import PipelineRun, pipeline_summary, start_detached
 
-    record = PipelineRun(pipeline, layout, echo, compute, name).run()
+    run = PipelineRun(pipeline, layout, echo, compute, name)
+    if not stream:
+        record = start_detached(run, file, list(overrides))
+        if output == "json":
+            _echo_json(record.to_dict())
+        else:
+            echo(views().created_text(record))
+        sys.exit(0)
+    record = run.run()
     echo(pipeline_summary(record))
     sys.exit(_exit_code(record.status))
 

@@ -237,6 +237,15 @@ def as_yaml(data: Any) -> str:
 
 def created_text(record: JobRecord) -> str:
     name = record.name
+    if record.steps is not None:  # a pipeline: its steps' jobs have the logs
+        return "\n".join(
+            [
+                f"Created pipeline {name} with {len(record.steps)} steps ({record.status})",
+                f"  its steps:     distrun job show {name}",
+                f"  a step's logs: distrun logs {name}.STEP",
+                f"  cancel it:     distrun job cancel {name}",
+            ]
+        )
     return "\n".join(
         [
             f"Created job {name} on {record.compute} ({record.status})",

@@ -26,6 +26,8 @@ def cancel_pipeline(layout: Layout, record: JobRecord) -> JobRecord:
     from distrun.store.index import JobIndex, process_start_time
 
     index = JobIndex(layout.db_path)
+    if index.cancel_if_not_running(record.name, "canceled before it started"):
+        return index.get(record.name)  # `run -d` recorded it; its supervisor sees this and starts nothing
     pid = record.launcher_pid
     alive = (
         pid is not None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distrun.core.errors import DistrunError
@@ -91,7 +92,11 @@ class PipelineRun:
             for step in self.pipeline.steps
         }
 
-    def _record(self) -> None:
+    def record(self, status: JobStatus = JobStatus.RUNNING) -> None:
+        """Record the pipeline (its steps not started), this process its supervisor."""
+        self._record(status)
+
+    def _record(self, status: JobStatus = JobStatus.RUNNING) -> None:
         import socket
 
         from distrun.core.file_modes import DIR_MODE, make_dirs
@@ -106,7 +111,7 @@ class PipelineRun:
         self.index.insert(
             JobRecord(
                 name=self.name,
-                status=JobStatus.RUNNING,
+                status=status,
                 compute=PIPELINE_COMPUTE,
                 folder=str(folder.root),
                 created_at=time.time(),
@@ -128,11 +133,16 @@ class PipelineRun:
 
     # ------------------------------------------------------------ running
 
-    def run(self) -> JobRecord:
-        """Run every step to its end (or until the pipeline fails); the pipeline's final record."""
+    def run(self, recorded: bool = False) -> JobRecord:
+        """Run every step to its end (or until the pipeline fails); the pipeline's final record.
+        `recorded`: `record` was called (by `distrun run -d`, which started this process)."""
         from distrun.prepare.submission import interrupts_raised
 
-        self._record()
+        if recorded:
+            if not self.index.update(self.name, status=JobStatus.RUNNING, started_at=time.time()):
+                return self.index.get(self.name)  # canceled before it started
+        else:
+            self._record()
         self.say(f"RunId: {self.name}")
         order = ", ".join(self.pipeline.run_order())
         self.say(f"Pipeline: {len(self.status)} steps ({order})")
@@ -295,3 +305,72 @@ def pipeline_summary(record: JobRecord) -> str:
         if cause.get("log"):
             lines.append(f"  Log: {cause['log']}")
     return neutral_text("\n".join(lines))
+
+
+# ---------------------------------------------------------------- in the background
+
+
+RUN_FILE = "pipeline_run.json"  # what `distrun run -d` asks of the background supervisor
+
+
+def start_detached(run: PipelineRun, file: str, overrides: list[str]) -> JobRecord:
+    """`distrun run -d pipeline.yml`: record the pipeline, then supervise it from a new background
+    process (`python -m distrun.runner.pipeline_run NAME`), which loads the file again as given."""
+    import json
+    import subprocess
+    import sys
+
+    from distrun.core.file_modes import make_dirs, open_append
+
+    run.record(JobStatus.QUEUED)
+    folder = run.layout.job(run.name)
+    make_dirs(folder.system_logs)
+    request = {"file": str(Path(file).resolve()), "overrides": overrides, "compute": run.compute}
+    (folder.root / RUN_FILE).write_text(json.dumps(request), encoding="utf-8")
+    log = os.fdopen(open_append(folder.launcher_log), "ab")
+    env = dict(os.environ, DISTRUN_HOME=str(run.layout.home))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distrun.runner.pipeline_run", run.name],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
+    log.close()
+    run.index.set_launcher(run.name, proc.pid)
+    return run.index.get(run.name)
+
+
+def _supervise(name: str) -> int:
+    """The background supervisor of a pipeline `distrun run -d` recorded."""
+    import json
+
+    from distrun.core.safe_files import read_text
+    from distrun.spec.pipeline_loader import load_pipeline_file
+    from distrun.store.layout import Layout
+
+    layout = Layout()
+    index_name = name
+    try:
+        request = json.loads(read_text(layout.job(name).root / RUN_FILE))
+        pipeline = load_pipeline_file(request["file"], request.get("overrides") or [])
+        run = PipelineRun(pipeline, layout, lambda text: print(text, flush=True), request.get("compute"), name)
+    except (DistrunError, OSError, ValueError, KeyError, TypeError) as exc:
+        from distrun.store.index import JobIndex
+
+        why = exc.render() if isinstance(exc, DistrunError) else str(exc)
+        JobIndex(layout.db_path).update(
+            index_name, status=JobStatus.FAILED, reason=f"not started: {why}", ended_at=time.time()
+        )
+        print(why, flush=True)
+        return 1
+    final = run.run(recorded=True)
+    print(pipeline_summary(final), flush=True)
+    return 0 if final.status == JobStatus.COMPLETED else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_supervise(sys.argv[1]))

@@ -156,3 +156,34 @@ def test_job_cancel_of_a_pipeline_cancels_its_running_steps(
     assert records["long"]["steps"]["after"]["status"] == "Canceled"
     assert "long.after" not in records
     assert processes_of_job("long.slow") == []
+
+
+def test_run_detached_supervises_the_pipeline_in_the_background(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text(
+        textwrap.dedent(
+            """\
+            type: pipeline
+            jobs:
+              write:
+                command: echo written > ${{outputs.out}}/note.txt
+                outputs:
+                  out: {type: uri_folder}
+              read:
+                command: cat ${{inputs.x}}/note.txt
+                inputs:
+                  x: ${{parent.jobs.write.outputs.out}}
+            """
+        )
+    )
+    result = run_cli("run", "-d", str(pipeline), "--name", "background")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Created pipeline background with 2 steps (Queued)" in result.stdout
+    wait_for(lambda: _records(distrun_home)["background"]["status"] not in ("Queued", "Running"), timeout=120)
+    records = _records(distrun_home)
+    assert records["background"]["status"] == "Completed", records["background"]
+    assert [s["status"] for s in records["background"]["steps"].values()] == ["Completed"] * 2
+    assert records["background.read"]["parent"] == "background"
+    assert "written" in run_cli("logs", "background.read").stdout
+    log = (distrun_home / "jobs" / "background" / "system_logs" / "launcher.txt").read_text()
+    assert "[read] started as job background.read" in log and "Status: Completed" in log
