@@ -34,19 +34,24 @@ def component_group() -> None:
 )
 @click.option("--name", "-n", default=None, help="The component's name (default: the file's `name`).")
 @click.option("--version", "-v", default=None, help="Default: the file's `version`, else one more than the highest.")
-def component_create(file: str, name: str | None, version: str | None) -> None:
+@click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the file, e.g. --set version=2."
+)
+def component_create(file: str, name: str | None, version: str | None, overrides: tuple[str, ...]) -> None:
     """Check a component and record it, with a snapshot of its code folder: later edits change no pipeline."""
+    from distrun.spec.overrides import parse_override
     from distrun.spec.pipeline_loader import load_component_file
     from distrun.store.components import register_component
 
-    component = load_component_file(file)
+    component = load_component_file(file, overrides)
     name = name or component.spec.name
     if not name:
         raise DistrunError("the component has no name", "add `name:` to the file, or give --name NAME")
     if version is None and component.spec.version is not None:
         version = str(component.spec.version)
     text = Path(file).read_text(encoding="utf-8")  # read and checked as YAML just above
-    registered = register_component(_home(), component.data, text, component.base_dir, name, version)
+    changes = {".".join(map(str, path)): value for path, value in map(parse_override, overrides)}
+    registered = register_component(_home(), component.data, text, component.base_dir, name, version, changes)
     _print_json(registered.to_dict())
 
 

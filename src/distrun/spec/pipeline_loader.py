@@ -403,7 +403,9 @@ class _PipelineLoader:
             self.problem(level, exc.message, at, exc.hint)
             return None
 
-    def _component_file(self, level: _Level, path: Path, at: tuple[str, ...]) -> LoadedComponent | None:
+    def _component_file(
+        self, level: _Level, path: Path, at: tuple[str, ...], overrides: list[str] | tuple[str, ...] = ()
+    ) -> LoadedComponent | None:
         if not path.is_file():
             self.problem(
                 level,
@@ -414,6 +416,7 @@ class _PipelineLoader:
             return None
         try:
             data, smap = read_yaml_file(path)
+            data = apply_overrides(data, smap, list(overrides))
         except ValidationError as exc:
             self.sources.append(str(path))
             self.problems += exc.problems
@@ -540,15 +543,16 @@ class _PipelineLoader:
         return sorted(in_file_order(problems), key=rank)
 
 
-def load_component_file(path: str | Path) -> LoadedComponent:
-    """A command component file on its own (`distrun component create`), checked as a pipeline
-    checks the components its steps name, and its command's references to its inputs and outputs."""
+def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedComponent:
+    """A command component file on its own (`distrun component create`, `--set` overrides applied),
+    checked as a pipeline checks the components its steps name, and its command's references to
+    its inputs and outputs."""
     from distrun.spec.checks import reference_problems
 
     file = Path(path)
     loader = _PipelineLoader({}, file.resolve().parent, str(file), SourceMap(str(file)))
     level = _Level({}, pipeline_models.PipelineJob.model_construct(), loader.smap, loader.base_dir, loader.source)
-    component = loader._component_file(level, file.resolve(), ())
+    component = loader._component_file(level, file.resolve(), (), overrides)
     if component is not None and isinstance(component.spec, pipeline_models.PipelineComponent):
         raise ValidationError(
             [

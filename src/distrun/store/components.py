@@ -62,10 +62,17 @@ def parse_reference(text: str) -> tuple[str, str | None, str | None] | None:
 
 
 def register_component(
-    home: Path, data: dict[str, Any], text: str, base_dir: Path, name: str, version: str | None
+    home: Path,
+    data: dict[str, Any],
+    text: str,
+    base_dir: Path,
+    name: str,
+    version: str | None,
+    overrides: dict[str, Any] | None = None,
 ) -> RegisteredComponent:
-    """Record a validated component (`data`, read from the YAML `text` in `base_dir`) as NAME:VERSION
-    (VERSION: the next whole number when None). Its code folder and conda file are copied in."""
+    """Record a validated component (`data`: the YAML `text` in `base_dir` with `overrides`, dotted
+    key -> value, applied) as NAME:VERSION (VERSION: the next whole number when None). Its code
+    folder and conda file are copied in."""
     from distrun.store.snapshot import snapshot_code
 
     _check_name(name, "name")
@@ -82,7 +89,7 @@ def register_component(
             "versions never change: give a new --version (or none for the next number)",
         ) from None
     try:
-        changes: dict[str, Any] = {"name": name, "version": version}
+        changes: dict[str, Any] = {**(overrides or {}), "name": name, "version": version}
         code = data.get("code")
         if isinstance(code, str) and _is_local(code):
             snapshot_code(_local(base_dir, code), folder / "code", skip=(home,))
@@ -152,7 +159,7 @@ def _with_changes(text: str, changes: dict[str, Any]) -> str:
         *parents, last = key.split(".")
         node = document
         for parent in parents:
-            node = node[parent]
+            node = node.setdefault(parent, {})
         node[last] = value
     out = io.StringIO()
     yaml.dump(document, out)
