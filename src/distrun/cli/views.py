@@ -106,9 +106,9 @@ def steps_table(record: JobRecord) -> str:
         started, ended = state.get("started_at"), state.get("ended_at")
         took = format_seconds(ended - started) if started and ended else ""
         note = state.get("reason") if state.get("status") != "Completed" else ""
-        rows.append(
-            (step, str(state.get("status")), str(state.get("job")), str(state.get("compute")), took, note or "")
-        )
+        # A reused step is Completed in the record, with the earlier run's job (its outputs).
+        shown = "Reused" if state.get("reused") else str(state.get("status"))
+        rows.append((step, shown, str(state.get("job")), str(state.get("compute")), took, note or ""))
     return _table(("STEP", "STATUS", "JOB", "COMPUTE", "DURATION", "REASON"), rows, keep=("STEP", "STATUS", "JOB"))
 
 

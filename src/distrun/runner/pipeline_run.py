@@ -75,14 +75,20 @@ class PipelineRun:
         self.times: dict[str, list[float | None]] = {step: [None, None] for step in pipeline.steps}
         self.first_failure: str | None = None
         self.stopping = False
+        # Step reuse: the job whose outputs each step has (an earlier run's, for a reused step),
+        # and the key of each step that ran, recorded for later runs once it completed.
+        self.job_of = {step: step_job_name(self.name, step) for step in pipeline.steps}
+        self.reused_from: dict[str, str] = {}
+        self.keys: dict[str, str] = {}
 
     # ------------------------------------------------------------ the record
 
     def _steps_field(self) -> dict[str, Any]:
         return {
             step: {
-                "job": step_job_name(self.name, step),
+                "job": self.job_of[step],
                 "status": self.status[step],
+                "reused": step in self.reused_from,
                 "depends_on": list(self.depends_on[step]),
                 "compute": self.targets[step],
                 "reason": self.reasons.get(step),
@@ -175,9 +181,9 @@ class PipelineRun:
         # Counted as submitted from here: a Ctrl-C during the submission cancels the job it made.
         self.status[step] = JobStatus.QUEUED
         try:
-            document = pipeline_step.bound_document(
-                lambda up: job_output_uri(step_job_name(self.name, up.step), up.output)
-            )
+            document = pipeline_step.bound_document(lambda up: job_output_uri(self.job_of[up.step], up.output))
+            if self._reused(step, document):
+                return
             loaded = load_job_data(
                 document, pipeline_step.base_dir, self.pipeline.source, smap=pipeline_step.source_map
             )
@@ -193,6 +199,38 @@ class PipelineRun:
         )
         self.say(f"[{step}] started as job {job} on {where}")
         self._save()
+
+    def _reused(self, step: str, document: dict[str, Any]) -> bool:
+        """Whether the step was reused (then it is Completed with the earlier run's outputs);
+        otherwise its key is kept, to be recorded when it completed."""
+        from distrun.runner.pipeline_reuse import earlier_run, step_key
+        from distrun.spec.pipeline_reuse import why_not_reused
+        from distrun.store.step_reuse import completed_run
+
+        pipeline_step = self.pipeline.steps[step]
+        if not pipeline_step.is_deterministic:
+            return False
+        key = step_key(document, pipeline_step.base_dir, self.layout.home)
+        if key is None:
+            return False
+        self.keys[step] = key
+        why = why_not_reused(True, self.pipeline.spec.settings.force_rerun, pipeline_step.force_rerun)
+        if why is not None:
+            if completed_run(self.layout.home, key) is not None:
+                self.say(f"[{step}] not reused: {why}")
+            return False
+        earlier, why = earlier_run(self.layout.home, key)
+        if earlier is None:
+            if why:
+                self.say(f"[{step}] not reused: {why}")
+            return False
+        self.job_of[step] = earlier.job
+        self.reused_from[step] = earlier.job
+        self.status[step] = JobStatus.COMPLETED
+        self.times[step][1] = time.time()
+        self.say(f"[{step}] Reused: the outputs of job {earlier.job} (same component, inputs and code)")
+        self._save()
+        return True
 
     def _follow_running(self) -> None:
         for step, state in self.status.items():
@@ -216,6 +254,7 @@ class PipelineRun:
         took = f" in {self.times[step][1] - started:.2f} s" if started else ""  # type: ignore[operator]
         if status == JobStatus.COMPLETED:
             self.say(f"[{step}] Completed{took}")
+            self._remember(step)
         else:
             self.reasons[step] = reason or status
             self.say(f"[{step}] {status}{took}: {self.reasons[step]}")
@@ -229,6 +268,19 @@ class PipelineRun:
                 self.stopping = True
                 self._cancel_all(f"step {step} failed")
         self._save()
+
+    def _remember(self, step: str) -> None:
+        """A completed step's key and outputs, kept in the store for later runs to reuse."""
+        from distrun.runner.pipeline_reuse import remember_step
+
+        key = self.keys.get(step)
+        if key is None:
+            return
+        outputs = self.pipeline.steps[step].document.get("outputs")
+        names = list(outputs) if isinstance(outputs, dict) else []
+        why = remember_step(self.layout.home, key, self.job_of[step], step, self.name, names)
+        if why is not None:
+            self.say(f"[{step}] cannot be reused later: {why}")
 
     def _cancel_all(self, why: str) -> None:
         """Cancel every running step's job (each waits its grace period), and start no other."""
@@ -293,7 +345,8 @@ def pipeline_summary(record: JobRecord) -> str:
     for step, state in steps.items():
         started, ended = state.get("started_at"), state.get("ended_at")
         took = f"{ended - started:.2f} s" if started and ended else "-"
-        lines.append(f"  {step:<{width}}  {state.get('status'):<10}  {took:>8}  job {state.get('job')}")
+        shown = "Reused" if state.get("reused") else state.get("status")
+        lines.append(f"  {step:<{width}}  {shown:<10}  {took:>8}  job {state.get('job')}")
     cause = record.root_cause or {}
     if cause.get("step"):
         lines.append(f"Failed first: step {cause['step']} (job {cause['job']})")

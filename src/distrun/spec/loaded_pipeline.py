@@ -52,6 +52,7 @@ class PipelineStep:
     upstream: dict[str, UpstreamOutput] = field(default_factory=dict)  # input name -> what it reads
     pipeline_outputs: dict[str, str] = field(default_factory=dict)  # step output -> pipeline output
     is_deterministic: bool = True
+    force_rerun: bool = False  # the step's own `force_rerun`: never reused
     compute_key: str = ""  # where the step's compute was written: jobs.STEP.compute, settings.default_compute
     key: str = ""  # the step's key path in the file that wrote it (jobs.STEP), for its problems
 

@@ -27,7 +27,7 @@ FROM_COMPONENT = ("command", "code", "environment", "environment_variables", "re
 # Mappings a step's own value is merged into (key by key) rather than replacing.
 MERGED = ("environment_variables", "resources")
 # Keys of a step that are the pipeline's, not its command job's.
-STEP_ONLY = ("type", "component")
+STEP_ONLY = ("type", "component", "force_rerun")
 
 
 def copy_positions(smap: SourceMap, prefix: KeyPath, into: SourceMap, at: KeyPath) -> None:
@@ -169,6 +169,13 @@ class StepBuilder:
                 self.compute_key = format_key_path(where)
         self._inputs()
         self._outputs()
+        force_rerun = self.raw.get("force_rerun", False)
+        if not isinstance(force_rerun, bool):
+            self.problem(
+                f"force_rerun must be true or false, not {force_rerun!r}",
+                ("force_rerun",),
+                "write `force_rerun: true` to run this step even when an earlier run could be reused",
+            )
         return PipelineStep(
             name=self.prefix + self.name,
             document=self.document,
@@ -179,6 +186,7 @@ class StepBuilder:
             upstream=self.upstream,
             pipeline_outputs=self.pipeline_outputs,
             is_deterministic=self.component.spec.is_deterministic if self.component else True,
+            force_rerun=force_rerun is True,
             compute_key=self.compute_key,
             key=format_key_path(self.path),
         )

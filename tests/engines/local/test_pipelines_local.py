@@ -187,3 +187,73 @@ def test_run_detached_supervises_the_pipeline_in_the_background(run_cli, distrun
     assert "written" in run_cli("logs", "background.read").stdout
     log = (distrun_home / "jobs" / "background" / "system_logs" / "launcher.txt").read_text()
     assert "[read] started as job background.read" in log and "Status: Completed" in log
+
+
+def _reuse_pipeline(folder: Path) -> Path:
+    """upper reads a file; count reads upper's output."""
+    (folder / "words.txt").write_text("one two\n")
+    pipeline = folder / "pipeline.yml"
+    pipeline.write_text(
+        textwrap.dedent(
+            """\
+            type: pipeline
+            inputs:
+              words: {type: uri_file, path: ./words.txt}
+            jobs:
+              upper:
+                command: tr a-z A-Z < ${{inputs.words}} > ${{outputs.shout}}/words.txt
+                inputs:
+                  words: ${{parent.inputs.words}}
+                outputs:
+                  shout: {type: uri_folder}
+              count:
+                command: wc -w < ${{inputs.text}}/words.txt > ${{outputs.counted}}/count.txt
+                inputs:
+                  text: ${{parent.jobs.upper.outputs.shout}}
+                outputs:
+                  counted: {type: uri_folder}
+            """
+        )
+    )
+    return pipeline
+
+
+def test_a_second_run_reuses_unchanged_steps_and_reruns_what_changed(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    pipeline = _reuse_pipeline(tmp_path)
+    jobs = distrun_home / "jobs"
+
+    def run(name: str) -> dict:
+        result = run_cli("run", str(pipeline), "--name", name)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return _records(distrun_home)[name]["steps"]
+
+    first = run("first")
+    assert [(s["job"], s["reused"]) for s in first.values()] == [("first.upper", False), ("first.count", False)]
+    # Unchanged: both steps reused, pointed at the first run's jobs; no job of their own.
+    second = run("second")
+    assert [(s["status"], s["job"], s["reused"]) for s in second.values()] == [
+        ("Completed", "first.upper", True),
+        ("Completed", "first.count", True),
+    ]
+    assert {"second.upper", "second.count"}.isdisjoint(_records(distrun_home))
+    shown = run_cli("job", "show", "second").stdout
+    rows = {line.split()[0]: line.split()[1:3] for line in shown.splitlines() if line.startswith(("upper", "count"))}
+    assert rows == {"upper": ["Reused", "first.upper"], "count": ["Reused", "first.count"]}
+    # A changed input file: the step reading it runs again, and so does the step after it.
+    (tmp_path / "words.txt").write_text("one two three\n")
+    third = run("third")
+    assert [(s["job"], s["reused"]) for s in third.values()] == [("third.upper", False), ("third.count", False)]
+    assert (jobs / "third.count" / "named-outputs" / "counted" / "count.txt").read_text().strip() == "3"
+    # An output changed after its job completed (job folders are job-writable) is never reused:
+    # upper is reused from the third run, count runs again.
+    (jobs / "third.count" / "named-outputs" / "counted" / "count.txt").write_text("999\n")
+    result = run_cli("run", str(pipeline), "--name", "fourth")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[count] not reused: the earlier run third.count cannot be reused: its output counted changed" in (
+        result.stdout
+    )
+    fourth = _records(distrun_home)["fourth"]["steps"]
+    assert [(s["job"], s["reused"]) for s in fourth.values()] == [("third.upper", True), ("fourth.count", False)]
+    assert (jobs / "fourth.count" / "named-outputs" / "counted" / "count.txt").read_text().strip() == "3"
