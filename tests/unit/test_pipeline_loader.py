@@ -249,3 +249,30 @@ def test_graph_order_levels_and_cycles() -> None:
     assert find_cycle({"a": ("missing",)}) is None  # an undefined step is reported on its own
     with pytest.raises(ValueError, match="cycle"):
         run_order({"a": ("b",), "b": ("a",)})
+
+
+def test_a_datastore_path_a_later_step_reads_may_be_written_by_an_earlier_step(distrun_home: Path) -> None:
+    """Microsoft's 4b: the first step writes a datastore folder, the second reads a file in it."""
+    missing = "azureml://datastores/workspaceblobstore/paths/shared/hello.txt"
+    data = {
+        "type": "pipeline",
+        "jobs": {
+            "write": {"command": "echo hi", "outputs": {"out": {"type": "uri_folder"}}},
+            "read": {
+                "command": "cat ${{inputs.note}} ${{inputs.after}}",
+                "inputs": {
+                    "note": {"type": "uri_file", "path": missing},
+                    "after": "${{parent.jobs.write.outputs.out}}",
+                },
+            },
+        },
+    }
+    pipeline = load_pipeline_data(data, distrun_home)
+    assert pipeline.steps["read"].document["inputs"]["note"]["path"] == missing  # checked when it starts
+    # A step that runs first reads only what is there before the pipeline: refused now.
+    note = {"note": {"type": "uri_file", "path": missing}}
+    data["jobs"]["first"] = {"command": "cat ${{inputs.note}}", "inputs": note}
+    with pytest.raises(ValidationError) as caught:
+        load_pipeline_data(data, distrun_home)
+    assert [p.key_path for p in caught.value.problems] == ["jobs.first.inputs.note.path"]
+    assert "which does not exist" in caught.value.problems[0].message

@@ -151,7 +151,8 @@ class PipelineRun:
             self._record()
         self.say(f"RunId: {self.name}")
         order = ", ".join(self.pipeline.run_order())
-        self.say(f"Pipeline: {len(self.status)} steps ({order})")
+        count = len(self.status)
+        self.say(f"Pipeline: {count} step{'s' if count != 1 else ''} ({order})")
         try:
             with interrupts_raised():
                 while not all(self._done(step) for step in self.status):

@@ -88,6 +88,16 @@ def load_pipeline_data(
     return _PipelineLoader(data, base_dir, source, smap).load()
 
 
+def _datastore_inputs(document: dict[str, Any]) -> list[str]:
+    """The inputs of a step's job document that read a datastore path (azureml://datastores/...)."""
+    inputs = document.get("inputs")
+    return [
+        str(name)
+        for name, value in (inputs.items() if isinstance(inputs, dict) else ())
+        if isinstance(value, dict) and str(value.get("path", "")).startswith("azureml://datastores/")
+    ]
+
+
 @dataclass
 class _Level:
     """One level of a pipeline: the pipeline file, or a pipeline component one of its steps names."""
@@ -488,11 +498,16 @@ class _PipelineLoader:
         else:
             found = semantic_problems(LoadedJob(spec, step.base_dir, self.source, smap))
         upstream = tuple(f"inputs.{name}.path" for name in step.upstream)
+        # A datastore path a step after others reads may be written by one of them (Microsoft's
+        # 4b: the first step's output is a datastore folder, the second reads a file in it), so
+        # that it is missing now is no problem yet: it is checked when the step starts.
+        later = tuple(f"inputs.{name}.path" for name in _datastore_inputs(document)) if step.depends_on else ()
         prefix = step.key or f"jobs.{step.name}"
         return [
             p if p.position is not None and p.position.source == step.component else _rekeyed(p, prefix)
             for p in found
             if not p.key_path.startswith(upstream)
+            and not (p.key_path.startswith(later) and p.message.endswith("which does not exist"))
         ]
 
     # ------------------------------------------------------------ the graph
