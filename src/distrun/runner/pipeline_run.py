@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,7 @@ class PipelineRun:
         self.capacity = capacity or os.cpu_count() or 1
         targets = check_pipeline(pipeline, layout, compute)
         self.targets = {step: target.name for step, (target, _) in targets.items()}
+        self.local_steps = [step for step, (target, _) in targets.items() if target.type == "local"]
         self.local_size = {
             step: process_count_of(pipeline, step, process_count) if targets[step][0].type == "local" else 0
             for step in pipeline.steps
@@ -154,7 +156,7 @@ class PipelineRun:
         count = len(self.status)
         self.say(f"Pipeline: {count} step{'s' if count != 1 else ''} ({order})")
         try:
-            with interrupts_raised():
+            with interrupts_raised(), self._launchers():
                 while not all(self._done(step) for step in self.status):
                     self._follow_running()
                     for step in startable(self.depends_on, self.status, self.local_size, self.capacity):
@@ -168,6 +170,18 @@ class PipelineRun:
         if self.first_failure is None:
             return self._finish(JobStatus.COMPLETED, None)
         return self._finish(JobStatus.FAILED, f"step {self.first_failure} failed: {self.reasons[self.first_failure]}")
+
+    def _launchers(self) -> AbstractContextManager[None]:
+        """Local steps' supervisors forked from one launcher server (`distrun.backends.launcher_server`):
+        a new interpreter's imports for each step were most of its time."""
+        from distrun.backends.launcher_server import launchers_served
+        from distrun.backends.registry import backend_for
+        from distrun.backends.supervised import SupervisedBackend
+
+        backend = backend_for("local") if self.local_steps else None
+        if not isinstance(backend, SupervisedBackend):
+            return nullcontext()
+        return launchers_served(backend.launcher_module, self.layout.home)
 
     def _done(self, step: str) -> bool:
         return self.status[step] != NOT_STARTED and JobStatus.of(self.status[step]).terminal

@@ -3,9 +3,11 @@ stopping what depends on it and naming the first failing step with its traceback
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
+from distrun.core import procfs
 from distrun.store.index import JobIndex
 from support.cli import REPO
 from support.jobs import processes_of_job, wait_for
@@ -156,6 +158,50 @@ def test_job_cancel_of_a_pipeline_cancels_its_running_steps(
     assert records["long"]["steps"]["after"]["status"] == "Canceled"
     assert "long.after" not in records
     assert processes_of_job("long.slow") == []
+
+
+def _launcher_servers(home: Path) -> list[int]:
+    """Live processes of this test's DISTRUN_HOME running distrun.backends.launcher_server: the
+    server, and the supervisors (with their watchdogs) it forked, which keep its command line."""
+    mine = f"DISTRUN_HOME={home}".encode()
+    return [
+        pid
+        for pid, environ in procfs.environments()
+        if mine in environ and b"distrun.backends.launcher_server" in procfs.command_line(pid) and procfs.is_alive(pid)
+    ]
+
+
+def test_steps_supervisors_are_forked_by_a_server_that_a_killed_pipeline_does_not_leave_behind(
+    start_cli, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text(
+        textwrap.dedent(
+            """\
+            type: pipeline
+            jobs:
+              slow:
+                command: python -c "import time; print('up', flush=True); time.sleep(60)"
+                limits: {grace_period: 1}
+            """
+        )
+    )
+    proc = start_cli("run", str(pipeline), "--name", "served")
+    wait_for(lambda: _records(distrun_home).get("served.slow", {}).get("status") == "Running", timeout=60)
+    supervisor = _records(distrun_home)["served.slow"]["launcher_pid"]
+    assert supervisor in _launcher_servers(distrun_home)
+    [server] = [pid for pid in _launcher_servers(distrun_home) if procfs.parent_of(pid) == proc.pid]
+    # Forked twice: neither the server's child nor the pipeline's, in a session of its own.
+    assert procfs.parent_of(supervisor) not in (server, proc.pid)
+    assert os.getsid(supervisor) not in (os.getsid(proc.pid), os.getsid(server))
+    assert "up" in run_cli("logs", "served.slow").stdout
+    proc.kill()  # distrun itself killed: the server goes with it, the step's job is its supervisor's
+    proc.wait(timeout=10)
+    wait_for(lambda: not procfs.is_alive(server), timeout=10)
+    assert _records(distrun_home)["served.slow"]["status"] == "Running"
+    result = run_cli("job", "cancel", "served.slow")
+    assert result.returncode == 0 and "served.slow: Canceled" in result.stdout, result.stdout + result.stderr
+    assert processes_of_job("served.slow") == []
 
 
 def test_run_detached_supervises_the_pipeline_in_the_background(run_cli, distrun_home: Path, tmp_path: Path) -> None:
