@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench import Bench
+from benchmarks.bench import Bench, CaseError
 from benchmarks.harness import Method, alternate
 from benchmarks.profiling import cprofile
 from benchmarks.results import DISTRUN, CaseResult, Row, Target
@@ -73,8 +73,8 @@ def _methods(bench: Bench, steps: int, chain: bool) -> list[Method]:
     penv = bench.base_env()
 
     def distrun() -> dict[str, float]:
-        env = bench.distrun_env({"DISTRUN_HOME": str(bench.folder("b10-home"))})  # nothing to reuse
-        run, _ = bench.run("b10-distrun", [bench.distrun("run", str(yml))], env, timeout=600)
+        run, output = bench.run("b10-distrun", [bench.distrun("run", str(yml))], _fresh_home(bench), timeout=600)
+        _every_step_ran(output, steps)
         return {WALL: run.wall, OWN_CPU: run.own_cpu}
 
     def shell() -> dict[str, float]:
@@ -82,6 +82,21 @@ def _methods(bench: Bench, steps: int, chain: bool) -> list[Method]:
         return {WALL: run.wall, OWN_CPU: run.own_cpu}
 
     return [Method(DISTRUN, distrun), Method(SCRIPT, shell)]
+
+
+def _fresh_home(bench: Bench) -> dict[str, str]:
+    """distrun's environment with a DISTRUN_HOME of its own: no earlier sample's step to reuse."""
+    env = bench.distrun_env()
+    env["DISTRUN_HOME"] = str(bench.folder("b10-home"))
+    return env
+
+
+def _every_step_ran(output: Path, steps: int) -> None:
+    """A sample counts only if each of its steps ran as a job and completed (none reused, none failed)."""
+    text = output.read_text(errors="replace")
+    completed = text.count("] Completed in ")
+    if completed != steps or "Reused" in text:
+        raise CaseError(f"expected {steps} steps run and completed, found {completed}; output ends:\n{text[-2000:]}")
 
 
 def run(bench: Bench) -> CaseResult:
@@ -130,6 +145,6 @@ def _target(result: CaseResult, case: str) -> None:
 def _profile(bench: Bench, result: CaseResult, steps: int) -> None:
     bench.log(f"  B10 profiling distrun run of the {steps}-step chain (the target was missed)")
     yml, _ = _files(bench, steps, True)
-    env = bench.distrun_env({"DISTRUN_HOME": str(bench.folder("b10-home"))})
+    env = _fresh_home(bench)
     what = f"`distrun run` of the {steps}-step chain, its own process (the steps' supervisors are others)"
     result.profiles.append((what, cprofile(bench, ["run", str(yml)], env)))
