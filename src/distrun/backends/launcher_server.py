@@ -44,6 +44,7 @@ from typing import IO
 
 from distrun.agent.stop_signals import stop_signals_blocked
 from distrun.core.file_modes import open_append
+from distrun.core.process_exit import leave
 
 SERVER_MODULE = "distrun.backends.launcher_server"
 _CLOSE_WAIT_S = 5.0
@@ -192,7 +193,9 @@ def main(module: str) -> int:
         return 0
     name, log = job
     _detach(log)
-    return int(launcher.main(name))
+    # The job's end is recorded: exit as the `distrun` command does, without the interpreter's
+    # teardown (distrun.core.process_exit), as a pipeline waits for this process's exit.
+    leave(launcher.main(name))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from distrun.store.index import JobIndex, JobRecord
     from distrun.store.layout import Layout
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.05  # how often the records of steps whose supervisor cannot be waited on are read
+IDLE_WAIT_SECONDS = 0.5  # the longest wait while every running step's supervisor can be waited on
 PIPELINE_COMPUTE = "pipeline"  # the `compute` of a pipeline's own record: its steps name theirs
 
 
@@ -82,6 +83,8 @@ class PipelineRun:
         self.job_of = {step: step_job_name(self.name, step) for step in pipeline.steps}
         self.reused_from: dict[str, str] = {}
         self.keys: dict[str, str] = {}
+        # A running step's supervisor on this machine, as a pidfd: readable once it exited.
+        self.exits: dict[str, int] = {}
 
     # ------------------------------------------------------------ the record
 
@@ -163,10 +166,14 @@ class PipelineRun:
                         if self.stopping:
                             break  # a step that failed to start stopped the pipeline
                         self._start(step)
-                    time.sleep(POLL_SECONDS)
+                    self._wait()
         except KeyboardInterrupt:
             self._cancel_all("canceled")
             return self._finish(JobStatus.CANCELED, "canceled by the user")
+        finally:
+            for fd in self.exits.values():
+                os.close(fd)
+            self.exits.clear()
         if self.first_failure is None:
             return self._finish(JobStatus.COMPLETED, None)
         return self._finish(JobStatus.FAILED, f"step {self.first_failure} failed: {self.reasons[self.first_failure]}")
@@ -182,6 +189,40 @@ class PipelineRun:
         if not isinstance(backend, SupervisedBackend):
             return nullcontext()
         return launchers_served(backend.launcher_module, self.layout.home)
+
+    def _wait(self) -> None:
+        """Until a running step's supervisor exits (it wrote the job's end first), or the next look
+        at the records is due: at once after a step ends, not at the next tick of a poll."""
+        import select
+
+        running = [s for s, state in self.status.items() if state != NOT_STARTED and not JobStatus.of(state).terminal]
+        watched = {self.exits[s]: s for s in running if s in self.exits}
+        if not watched or len(watched) < len(running):
+            time.sleep(POLL_SECONDS)  # a step without a supervisor here (an engine's job): its record is read
+            return
+        ready, _, _ = select.select(list(watched), [], [], IDLE_WAIT_SECONDS)
+        for fd in ready:  # each fires once: a record not yet ended after it (a killed supervisor) is read
+            os.close(fd)
+            del self.exits[watched[fd]]
+
+    def _watch(self, step: str, record: JobRecord) -> None:
+        """Keep a pidfd of the step's supervisor, when it is a process of this machine, opened while
+        the record's start time still matches it (its pid not reused); otherwise its record is polled."""
+        import socket
+
+        from distrun.store.index import process_start_time
+
+        pid = record.launcher_pid
+        if pid is None or pid == os.getpid() or record.backend_id or record.launcher_host != socket.gethostname():
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:  # gone already, or a kernel without pidfds
+            return
+        if process_start_time(pid) != record.launcher_started:
+            os.close(fd)
+            return
+        self.exits[step] = fd
 
     def _done(self, step: str) -> bool:
         return self.status[step] != NOT_STARTED and JobStatus.of(self.status[step]).terminal
@@ -208,6 +249,7 @@ class PipelineRun:
             return
         self.index.update(job, only_if_not_terminal=False, parent=self.name)
         self.status[step] = record.status
+        self._watch(step, record)
         processes = self.local_size[step]
         where = f"{self.targets[step]}" + (
             f", {processes} process{'es' if processes != 1 else ''}" if processes else ""
@@ -264,6 +306,8 @@ class PipelineRun:
 
     def _ended(self, step: str, status: str, reason: str | None, record: JobRecord | None = None) -> None:
         self.status[step] = status
+        if step in self.exits:
+            os.close(self.exits.pop(step))
         self.times[step][1] = time.time()
         started = self.times[step][0] or self.times[step][1]
         took = f" in {self.times[step][1] - started:.2f} s" if started else ""  # type: ignore[operator]
