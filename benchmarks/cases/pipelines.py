@@ -59,7 +59,7 @@ def script(steps: int, chain: bool) -> str:
     return "\n".join([*lines, *([] if chain else ["wait"])]) + "\n"
 
 
-def _files(bench: Bench, steps: int, chain: bool) -> tuple[Path, Path]:
+def pipeline_files(bench: Bench, steps: int, chain: bool) -> tuple[Path, Path]:
     folder = bench.folder("b10-chain" if chain else "b10-fan-out")
     yml = folder / "pipeline.yml"
     yml.write_text(json.dumps(pipeline(steps, chain), indent=1))  # JSON is YAML
@@ -69,12 +69,12 @@ def _files(bench: Bench, steps: int, chain: bool) -> tuple[Path, Path]:
 
 
 def _methods(bench: Bench, steps: int, chain: bool) -> list[Method]:
-    yml, sh = _files(bench, steps, chain)
+    yml, sh = pipeline_files(bench, steps, chain)
     penv = bench.base_env()
 
     def distrun() -> dict[str, float]:
-        run, output = bench.run("b10-distrun", [bench.distrun("run", str(yml))], _fresh_home(bench), timeout=600)
-        _every_step_ran(output, steps)
+        run, output = bench.run("b10-distrun", [bench.distrun("run", str(yml))], fresh_home(bench), timeout=600)
+        every_step_ran(output, steps)
         return {WALL: run.wall, OWN_CPU: run.own_cpu}
 
     def shell() -> dict[str, float]:
@@ -84,14 +84,14 @@ def _methods(bench: Bench, steps: int, chain: bool) -> list[Method]:
     return [Method(DISTRUN, distrun), Method(SCRIPT, shell)]
 
 
-def _fresh_home(bench: Bench) -> dict[str, str]:
+def fresh_home(bench: Bench) -> dict[str, str]:
     """distrun's environment with a DISTRUN_HOME of its own: no earlier sample's step to reuse."""
     env = bench.distrun_env()
     env["DISTRUN_HOME"] = str(bench.folder("b10-home"))
     return env
 
 
-def _every_step_ran(output: Path, steps: int) -> None:
+def every_step_ran(output: Path, steps: int) -> None:
     """A sample counts only if each of its steps ran as a job and completed (none reused, none failed)."""
     text = output.read_text(errors="replace")
     completed = text.count("] Completed in ")
@@ -144,7 +144,7 @@ def _target(result: CaseResult, case: str) -> None:
 
 def _profile(bench: Bench, result: CaseResult, steps: int) -> None:
     bench.log(f"  B10 profiling distrun run of the {steps}-step chain (the target was missed)")
-    yml, _ = _files(bench, steps, True)
-    env = _fresh_home(bench)
+    yml, _ = pipeline_files(bench, steps, True)
+    env = fresh_home(bench)
     what = f"`distrun run` of the {steps}-step chain, its own process (the steps' supervisors are others)"
     result.profiles.append((what, cprofile(bench, ["run", str(yml)], env)))

@@ -4,7 +4,9 @@ stopping what depends on it and naming the first failing step with its traceback
 from __future__ import annotations
 
 import os
+import subprocess
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from distrun.core import procfs
@@ -124,10 +126,12 @@ def test_continue_on_step_failure_lets_independent_steps_finish(run_cli, distrun
     assert steps["c"]["reason"] == "not started: step a did not complete"
 
 
-def test_job_cancel_of_a_pipeline_cancels_its_running_steps(
-    start_cli, run_cli, distrun_home: Path, tmp_path: Path
-) -> None:
-    pipeline = tmp_path / "pipeline.yml"
+def _start_long_pipeline(
+    start_cli: Callable[..., subprocess.Popen[str]], distrun_home: Path, folder: Path, name: str
+) -> subprocess.Popen[str]:
+    """`distrun run` of a pipeline whose first step sleeps a minute and a second that reads it,
+    returned once the first step's job is Running."""
+    pipeline = folder / "pipeline.yml"
     pipeline.write_text(
         textwrap.dedent(
             """\
@@ -145,8 +149,15 @@ def test_job_cancel_of_a_pipeline_cancels_its_running_steps(
             """
         )
     )
-    proc = start_cli("run", str(pipeline), "--name", "long")
-    wait_for(lambda: _records(distrun_home).get("long.slow", {}).get("status") == "Running", timeout=60)
+    proc = start_cli("run", str(pipeline), "--name", name)
+    wait_for(lambda: _records(distrun_home).get(f"{name}.slow", {}).get("status") == "Running", timeout=60)
+    return proc
+
+
+def test_job_cancel_of_a_pipeline_cancels_its_running_steps(
+    start_cli, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    proc = _start_long_pipeline(start_cli, distrun_home, tmp_path, "long")
     result = run_cli("job", "cancel", "long")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "long: Canceled" in result.stdout
@@ -174,20 +185,7 @@ def _launcher_servers(home: Path) -> list[int]:
 def test_steps_supervisors_are_forked_by_a_server_that_a_killed_pipeline_does_not_leave_behind(
     start_cli, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:
-    pipeline = tmp_path / "pipeline.yml"
-    pipeline.write_text(
-        textwrap.dedent(
-            """\
-            type: pipeline
-            jobs:
-              slow:
-                command: python -c "import time; print('up', flush=True); time.sleep(60)"
-                limits: {grace_period: 1}
-            """
-        )
-    )
-    proc = start_cli("run", str(pipeline), "--name", "served")
-    wait_for(lambda: _records(distrun_home).get("served.slow", {}).get("status") == "Running", timeout=60)
+    proc = _start_long_pipeline(start_cli, distrun_home, tmp_path, "served")
     supervisor = _records(distrun_home)["served.slow"]["launcher_pid"]
     assert supervisor in _launcher_servers(distrun_home)
     [server] = [pid for pid in _launcher_servers(distrun_home) if procfs.parent_of(pid) == proc.pid]
