@@ -41,7 +41,8 @@ _SDK_EXPORTS = {
 # dsl`): they import; what they cannot run yet (sweeps) raises NotSupportedYetError when it is called.
 _SUBMODULES = ("dsl", "sweep")
 
-# Root names of `azure.ai.ml` for what distrun does not run: Spark, and the workspace's other assets. Importing one says so, rather than "cannot import name".
+# Root names of `azure.ai.ml` for what distrun does not run: Spark, and the workspace's other
+# assets. Importing one says so, rather than "cannot import name".
 _NOT_RUN_HERE = {
     "spark": "Spark jobs",
     "load_batch_deployment": "batch deployments",

@@ -187,9 +187,7 @@ class JobOperations:
         """A job, or a pipeline job (with `jobs`: its steps' jobs)."""
         return self._job_of(get_job(self._layout, name))
 
-    def list(
-        self, *, max_results: int | None = None, parent_job_name: str | None = None, **kwargs: Any
-    ) -> list[Any]:
+    def list(self, *, max_results: int | None = None, parent_job_name: str | None = None, **kwargs: Any) -> list[Any]:
         """Jobs, newest first (all of them unless max_results is given); `parent_job_name`: the
         jobs of that pipeline's steps."""
         if parent_job_name is None:

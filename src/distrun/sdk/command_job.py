@@ -100,6 +100,7 @@ class Command(Recorded):
         if pipeline is None:
             return
         self.outputs = NodeOutputs(self, {k: None if v is None else to_data(v) for k, v in self.outputs.items()})
+        self._source_where = caller_position()  # a problem of this step points at this line
         pipeline.add(self)
 
     def _name_hint(self) -> str:

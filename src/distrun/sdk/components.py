@@ -17,8 +17,9 @@ from typing import Any
 from distrun.core.errors import DistrunError
 from distrun.core.user_paths import current_folder
 from distrun.sdk.inputs_outputs import Input, Output
+from distrun.sdk.notices import caller_position
 from distrun.sdk.pipeline_nodes import NodeOutputs, building
-from distrun.sdk.plain import AttrDict, path_text
+from distrun.sdk.plain import AttrDict, path_text, yaml_text
 
 # Keys a step of a component may set besides its inputs and outputs (they become the step's keys).
 STEP_SETTINGS = (
@@ -31,6 +32,13 @@ STEP_SETTINGS = (
     "distribution",
     "force_rerun",
 )
+
+
+def _default(declaration: dict[str, Any]) -> Any:
+    """An input's default as the call's signature shows it (None for an optional input)."""
+    if declaration.get("optional"):
+        return None
+    return declaration.get("default", inspect.Parameter.empty)
 
 
 class Component:
@@ -55,7 +63,9 @@ class Component:
         self.__signature__ = inspect.Signature(
             [
                 inspect.Parameter(
-                    name, inspect.Parameter.KEYWORD_ONLY, default=None if decl.get("optional") else decl.get("default", inspect.Parameter.empty)
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=None if decl.get("optional") else decl.get("default", inspect.Parameter.empty),
                 )
                 for name, decl in (data.get("inputs") or {}).items()
             ]
@@ -89,15 +99,7 @@ class Component:
 
     def __str__(self) -> str:
         """The component as YAML (as azure-ai-ml prints it)."""
-        import io
-
-        from ruamel.yaml import YAML
-
-        out = io.StringIO()
-        yaml = YAML(typ="safe", pure=True)
-        yaml.default_flow_style = False
-        yaml.dump(self._data, out)
-        return out.getvalue()
+        return yaml_text(self._data)
 
     def __repr__(self) -> str:
         return f"CommandComponent(name={self.name!r}, version={self.version!r}, source={str(self._file)!r})"
@@ -124,6 +126,7 @@ class ComponentNode:
         self.distribution: dict[str, Any] | None = None
         self.force_rerun: bool | None = None
         self._base_dir = current_folder()
+        self._source_where = caller_position()  # a problem of this step points at this call
         pipeline = building()
         if pipeline is not None:
             pipeline.add(self)
@@ -191,7 +194,8 @@ class ComponentOperations:
 
         if not isinstance(component, Component):
             raise TypeError(
-                f"components.create_or_update takes a component from load_component(...), not {type(component).__name__}"
+                "components.create_or_update takes a component from load_component(...), "
+                f"not {type(component).__name__}"
             )
         if not component.name:
             raise DistrunError(

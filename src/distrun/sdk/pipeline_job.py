@@ -35,7 +35,7 @@ from distrun.sdk.pipeline_nodes import (
     pop,
     push,
 )
-from distrun.sdk.plain import AttrDict, present, to_data
+from distrun.sdk.plain import AttrDict, present, to_data, yaml_text
 
 _PLAIN_FIELDS = ("name", "display_name", "description", "experiment_name", "compute")
 
@@ -107,7 +107,9 @@ class PipelineJob(Recorded):
         self.jobs = AttrDict(jobs or {})
         self.inputs = AttrDict(inputs or {})
         self.outputs = PipelineOutputs(outputs or {})
-        self.settings = PipelineJobSettings(**settings) if isinstance(settings, dict) else settings or PipelineJobSettings()
+        self.settings = (
+            PipelineJobSettings(**settings) if isinstance(settings, dict) else settings or PipelineJobSettings()
+        )
         self.compute = compute
         self.name = name
         self.display_name = display_name
@@ -151,6 +153,15 @@ class PipelineJob(Recorded):
             data["outputs"] = {key: self._output_data(key) for key in self.outputs}
         data["jobs"] = {step: self._step_data(step, node, names) for step, node in self.jobs.items()}
         return data
+
+    def _positions(self) -> dict[tuple[str | int, ...], Any]:
+        """Where the user's code built the pipeline, and each step: problems point there."""
+        positions: dict[tuple[str | int, ...], Any] = {(): self._where}
+        for step, node in self.jobs.items():
+            where = getattr(node, "_source_where", None)
+            if where is not None:
+                positions[("jobs", step)] = where
+        return positions
 
     def _output_data(self, key: str) -> Any:
         value = self.outputs[key]
@@ -206,15 +217,7 @@ class PipelineJob(Recorded):
 
     def __str__(self) -> str:
         """The pipeline job as YAML (as azure-ai-ml prints it)."""
-        import io
-
-        from ruamel.yaml import YAML
-
-        out = io.StringIO()
-        yaml = YAML(typ="safe", pure=True)
-        yaml.default_flow_style = False
-        yaml.dump(self._to_data(), out)
-        return out.getvalue()
+        return yaml_text(self._to_data())
 
     def __repr__(self) -> str:
         shown = self.name or self.display_name
@@ -234,6 +237,7 @@ class PipelineComponentNode:
         self.compute = job.settings.default_compute or job.compute
         self.display_name: str | None = None
         self._base_dir = job._base_dir
+        self._source_where = caller_position()
         pipeline = building()
         if pipeline is not None:
             pipeline.add(self)

@@ -110,12 +110,16 @@ class NodeOutputs(AttrDict):
 
 
 def absolute(path: Any, base_dir: Path) -> Any:
-    """A local relative path made absolute against `base_dir` (where the user's code ran); URIs,
-    `azureml:` names and bindings stay as they are."""
+    """A local relative path made absolute against `base_dir` (where the user's code ran), as the
+    YAML loader makes a file's paths absolute against its folder; URIs, `azureml:` names and
+    bindings stay as they are."""
+    from distrun.spec.paths import local_path
+
     text = path_text(path)
-    if not isinstance(text, str) or not text or "${{" in text or ":" in text.split("/", 1)[0]:
+    if not isinstance(text, str) or not text or "${{" in text or text.startswith("azureml:"):
         return text
-    return os.path.normpath(base_dir / Path(text).expanduser())
+    local = local_path(base_dir, text)
+    return text if local is None else str(local)
 
 
 def io_type(value: Any) -> str:
@@ -169,7 +173,9 @@ def input_value(value: Any, names: StepNames, base_dir: Path, where: str) -> Any
         return absolute(value, base_dir)
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    raise TypeError(f"{where}: {type(value).__name__} is not an input value (give a number, text, Input or a step's output)")
+    raise TypeError(
+        f"{where}: {type(value).__name__} is not an input value (give a number, text, Input or a step's output)"
+    )
 
 
 def output_value(output: NodeOutput, bound_to: str | None, base_dir: Path) -> Any:

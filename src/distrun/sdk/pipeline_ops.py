@@ -29,13 +29,15 @@ def submit_pipeline(job: PipelineJob, layout: Layout, compute: str | None) -> Jo
     from distrun.spec.source_map import SourceMap
 
     document = job._to_data()
-    smap = SourceMap("<python>", {(): job._where})  # every problem points at the line that built it
+    smap = SourceMap("<python>", job._positions())  # problems point at the lines that built the steps
     loaded = load_pipeline_data(copy.deepcopy(document), job._base_dir, "<python>", (), smap)
     run = PipelineRun(loaded, layout, lambda text: None, compute, job.name)
     return start_detached(run, None, [], document, job._base_dir)
 
 
-def pipeline_of_record(record: JobRecord, folder: Any, job_of: Callable[[JobRecord], Any], layout: Layout) -> PipelineJob:
+def pipeline_of_record(
+    record: JobRecord, folder: Any, job_of: Callable[[JobRecord], Any], layout: Layout
+) -> PipelineJob:
     """A recorded pipeline as a `PipelineJob`: its status, and `jobs` holding each step's job
     (as `jobs.get` returns it) once that step's job was recorded."""
     import datetime
