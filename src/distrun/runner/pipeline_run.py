@@ -423,11 +423,20 @@ def pipeline_summary(record: JobRecord) -> str:
 
 
 RUN_FILE = "pipeline_run.json"  # what `distrun run -d` asks of the background supervisor
+BUILT_FILE = "pipeline.yml"  # a pipeline built in Python (distrun's SDK), kept in its folder
 
 
-def start_detached(run: PipelineRun, file: str, overrides: list[str]) -> JobRecord:
+def start_detached(
+    run: PipelineRun,
+    file: str | None,
+    overrides: list[str],
+    document: dict[str, Any] | None = None,
+    base_dir: Path | None = None,
+) -> JobRecord:
     """`distrun run -d pipeline.yml`: record the pipeline, then supervise it from a new background
-    process (`python -m distrun.runner.pipeline_run NAME`), which loads the file again as given."""
+    process (`python -m distrun.runner.pipeline_run NAME`), which loads the file again as given.
+    A pipeline built in Python gives its `document` instead, written to the pipeline's folder
+    for that process to load, with relative paths starting at `base_dir`."""
     import json
     import subprocess
     import sys
@@ -437,7 +446,16 @@ def start_detached(run: PipelineRun, file: str, overrides: list[str]) -> JobReco
     run.record(JobStatus.QUEUED)
     folder = run.layout.job(run.name)
     make_dirs(folder.system_logs)
-    request = {"file": str(Path(file).resolve()), "overrides": overrides, "compute": run.compute}
+    if document is not None:
+        file = str(folder.root / BUILT_FILE)
+        Path(file).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")  # JSON is YAML
+    assert file is not None
+    request = {
+        "file": str(Path(file).resolve()),
+        "overrides": overrides,
+        "compute": run.compute,
+        "base_dir": None if base_dir is None else str(base_dir),
+    }
     (folder.root / RUN_FILE).write_text(json.dumps(request), encoding="utf-8")
     log = os.fdopen(open_append(folder.launcher_log), "ab")
     env = dict(os.environ, DISTRUN_HOME=str(run.layout.home))
@@ -466,7 +484,7 @@ def _supervise(name: str) -> int:
     index_name = name
     try:
         request = json.loads(read_text(layout.job(name).root / RUN_FILE))
-        pipeline = load_pipeline_file(request["file"], request.get("overrides") or [])
+        pipeline = load_pipeline_file(request["file"], request.get("overrides") or [], request.get("base_dir"))
         run = PipelineRun(pipeline, layout, lambda text: print(text, flush=True), request.get("compute"), name)
     except (DistrunError, OSError, ValueError, KeyError, TypeError) as exc:
         from distrun.store.index import JobIndex

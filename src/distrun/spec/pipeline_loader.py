@@ -59,10 +59,15 @@ def load_document_file(path: str | Path, overrides: list[str] | tuple[str, ...] 
     return load_job_data(data, file.resolve().parent, str(file), overrides, smap)
 
 
-def load_pipeline_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedPipeline:
+def load_pipeline_file(
+    path: str | Path, overrides: list[str] | tuple[str, ...] = (), base_dir: str | Path | None = None
+) -> LoadedPipeline:
+    """`base_dir`: where relative paths start (default: the file's folder; a pipeline built in
+    Python and kept as a file: where that Python ran)."""
     file = Path(path)
     data, smap = read_yaml_file(file)
-    return load_pipeline_data(data, file.resolve().parent, str(file), overrides, smap)
+    start = Path(base_dir) if base_dir is not None else file.resolve().parent
+    return load_pipeline_data(data, start, str(file), overrides, smap)
 
 
 def load_pipeline_data(
@@ -233,7 +238,10 @@ class _PipelineLoader:
     ) -> tuple[dict[str, PipelineStep], dict[str, UpstreamOutput]]:
         """A step naming a pipeline component: the component's steps, with the inputs the step gives."""
         raw = builder.raw
-        if component.source in level.files:
+        # An inline pipeline component (a mapping under `component:`, as distrun's SDK writes a
+        # nested @pipeline) is finite: it cannot name itself, though it shares its file's name.
+        inline = isinstance(raw.get("component"), dict)
+        if not inline and component.source in level.files:
             chain = " -> ".join([*level.files[1:], component.source])
             self.problem(
                 level,
@@ -270,7 +278,7 @@ class _PipelineLoader:
             component.base_dir,
             component.source,
             f"{level.prefix}{name}.",
-            (*level.files, component.source),
+            level.files if inline else (*level.files, component.source),
             dict(builder.upstream),
             frozenset(builder.refused),
         )
