@@ -33,6 +33,7 @@ CASES = {
     "B7": "benchmarks.cases.slurm",
     "B8": "benchmarks.cases.curves",
     "B9": "benchmarks.cases.ray",
+    "B10": "benchmarks.cases.pipelines",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

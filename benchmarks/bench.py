@@ -44,6 +44,7 @@ class Sizes:
     curve_log_ranks: tuple[int, ...] = (4, 64)
     curve_log_bytes: int = 200_000_000
     curve_window: float = 5.0  # seconds the supervisor's idle CPU is measured over
+    pipeline_steps: int = 20  # B10: steps in the chain and in the fan-out
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -63,6 +64,7 @@ class Sizes:
             curve_log_ranks=(2, 4),
             curve_log_bytes=400_000,
             curve_window=1.0,
+            pipeline_steps=3,
         )
 
     def up_to(self, max_ranks: int | None) -> Sizes:

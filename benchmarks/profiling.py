@@ -25,9 +25,10 @@ def _short(text: str) -> str:
 
 
 def cprofile(bench: Bench, args: list[str], env: dict[str, str], top: int = 15, script: str | None = None) -> str:
-    """Run `python -m cProfile -m distrun ARGS` (or `SCRIPT ARGS`) once; its two tables as text."""
+    """Run `python -m cProfile` of `distrun ARGS` (or of `SCRIPT ARGS`) once; its two tables as text."""
     out = bench.folder("profile") / "run.prof"
-    target = [script] if script else ["-m", "distrun"]
+    # Not `-m distrun`: its entry point leaves without the teardown in which cProfile writes.
+    target = [script or bench.workload("distrun_cli.py")]
     subprocess.run(
         [bench.python, "-m", "cProfile", "-o", str(out), *target, *args],
         env=env,

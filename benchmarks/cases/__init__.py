@@ -1,1 +1,1 @@
-"""One module per benchmark case (B1 ... B7); each has `run(bench) -> CaseResult`."""
+"""One module per benchmark case (B1 ... B10); each has `run(bench) -> CaseResult`."""

@@ -24,6 +24,7 @@ _ERRORS = ("DistrunError", "JobFailedError", "ValidationError", "ResourceNotFoun
 _SDK_EXPORTS = {
     "command": "distrun.sdk.command_job",
     "load_job": "distrun.sdk.command_job",
+    "load_component": "distrun.sdk.components",
     "Input": "distrun.sdk.inputs_outputs",
     "Output": "distrun.sdk.inputs_outputs",
     "MLClient": "distrun.sdk.client",
@@ -37,14 +38,13 @@ _SDK_EXPORTS = {
 }
 
 # Modules of `azure.ai.ml` that distrun mirrors (`from azure.ai.ml import dsl` -> `from distrun import
-# dsl`): they import; what they cannot run yet raises NotSupportedYetError when it is called.
+# dsl`): they import; what they cannot run yet (sweeps) raises NotSupportedYetError when it is called.
 _SUBMODULES = ("dsl", "sweep")
 
-# Root names of `azure.ai.ml` for what distrun does not run: components, Spark, and the
-# workspace's other assets. Importing one says so, rather than "cannot import name".
+# Root names of `azure.ai.ml` for what distrun does not run: Spark, and the workspace's other
+# assets. Importing one says so, rather than "cannot import name".
 _NOT_RUN_HERE = {
     "spark": "Spark jobs",
-    "load_component": "components",
     "load_batch_deployment": "batch deployments",
     "load_batch_endpoint": "batch endpoints",
     "load_online_deployment": "online deployments",
@@ -65,10 +65,9 @@ __all__ = [*_ERRORS, "__version__", *_SDK_EXPORTS]
 
 def not_run_here(name: str) -> ImportError:
     what = _NOT_RUN_HERE[name]
-    steps = "; run each step as its own command job" if name == "load_component" else ""
     return ImportError(
-        f"distrun does not provide {name}: it runs command jobs (command(...), load_job, MLClient.jobs), "
-        f"not {what}{steps}",
+        f"distrun does not provide {name}: it runs command and pipeline jobs (command(...), load_job, "
+        f"load_component, @dsl.pipeline, MLClient.jobs), not {what}",
         name=name,
     )
 

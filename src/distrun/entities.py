@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from distrun.sdk.assets import Data
 from distrun.sdk.command_job import Command, CommandJob, CreationContext
+from distrun.sdk.components import CommandComponent, Component
 from distrun.sdk.compute import AmlCompute, Compute
 from distrun.sdk.distributions import (
     DistributionConfiguration,
@@ -21,6 +22,7 @@ from distrun.sdk.job_settings import (
     JobResourceConfiguration,
     ResourceConfiguration,
 )
+from distrun.sdk.pipeline_job import PipelineJob, PipelineJobSettings
 from distrun.sdk.workspaces import Workspace
 
 __all__ = [
@@ -28,8 +30,10 @@ __all__ = [
     "AmlTokenConfiguration",
     "BuildContext",
     "Command",
+    "CommandComponent",
     "CommandJob",
     "CommandJobLimits",
+    "Component",
     "Compute",
     "CreationContext",
     "Data",
@@ -40,6 +44,8 @@ __all__ = [
     "ManagedIdentityConfiguration",
     "MpiDistribution",
     "Output",
+    "PipelineJob",
+    "PipelineJobSettings",
     "PyTorchDistribution",
     "RayDistribution",
     "ResourceConfiguration",

@@ -136,7 +136,7 @@ def test_tiny_run_of_every_case_writes_the_report(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     text = report.read_text()
-    for key in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9"):
+    for key in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "B10"):
         assert f"## {key}: " in text
     assert "crashed" not in text and "broken:" not in text, text
     assert "| case | method | metric | n | median | min | max | distrun/peer |" in text
@@ -149,6 +149,35 @@ def test_tiny_run_of_every_case_writes_the_report(tmp_path):
     # Every case was either measured or says why not.
     for section in text.split("\n## ")[2:]:
         assert "| distrun |" in section or "Skipped: " in section, section[:400]
+
+
+def _python_m(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m ARGS` from the repository root, its output kept."""
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_pipeline_case_runs_the_chain_and_the_fan_out_beside_the_same_commands_in_a_script(tmp_path):
+    """B10 at its smallest (3 steps): every sample of distrun completed, the script beside it."""
+    report = tmp_path / "RESULTS.md"
+    tiny = ("--tiny", "--reps", "1", "--no-setup", "--peers", "none")
+    result = _python_m("benchmarks", "--cases", "B10", *tiny, "--results", str(report))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    text = report.read_text()
+    assert "## B10: pipeline steps" in text and "broken:" not in text and "crashed" not in text, text
+    for case in ("3-step chain", "3-wide fan-out"):
+        for method in ("distrun", "shell script"):
+            assert f"| {case} | {method} | wall s | 1 |" in text, text
+        assert f"| {case} | distrun | per step over the script s | 1 |" in text, text
+    assert "| B10 | at most 0.3 s per step over the shell script in the chain |" in text
+
+
+def test_pipeline_steps_runs_source_trees_side_by_side_with_the_script():
+    trees = ("--src", "src", "--src", "src")
+    result = _python_m("benchmarks.pipeline_steps", *trees, "--shape", "fan-out", "--steps", "2", "--reps", "1")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "2-step fan-out, 1 samples each" in result.stdout
+    assert result.stdout.count("  src: wall median ") == 2, result.stdout
+    assert "  shell script: wall median " in result.stdout
 
 
 def test_curves_section_replaces_its_old_self_and_keeps_the_hand_written_part():

@@ -62,6 +62,7 @@ LAYERS = {
     "distrun.spec.checks": 5,
     "distrun.spec.checks_tensorflow": 5,
     "distrun.spec.raw_checks": 5,
+    "distrun.spec.pipeline_loader": 5,
     # 6 preparation: compute types and targets, a job recorded with its folder filled (PreparedJob),
     # and what is said once about a job on a compute type (job_notes).
     "distrun.prepare": 6,

@@ -1,5 +1,5 @@
 """`from azure.ai.ml import X` becomes `from distrun import X` for every root name of a command
-job; the names of what distrun does not run (components, Spark) say so when imported. `dsl` and
+job; the names of what distrun does not run (Spark, endpoints) say so when imported. `dsl` and
 `sweep` import (tests/unit/test_sdk_notebook_calls.py)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ COMMAND_JOB_NAMES = (
     "MLClient",
     "command",
     "load_job",
+    "load_component",
     "Input",
     "Output",
     "MpiDistribution",
@@ -59,12 +60,14 @@ def test_an_identity_is_kept_with_the_job():
 @pytest.mark.parametrize(
     ("statement", "what"),
     [
-        ("from distrun import load_component", "components"),
+        ("from distrun import load_online_endpoint", "online endpoints"),
         ("from distrun import spark", "Spark jobs"),
     ],
 )
 def test_names_distrun_cannot_honour_raise_an_import_error_that_says_so(statement, what):
-    with pytest.raises(ImportError, match=f"distrun does not provide .*: it runs command jobs .* not {what}"):
+    with pytest.raises(
+        ImportError, match=f"distrun does not provide .*: it runs command and pipeline jobs .* not {what}"
+    ):
         exec(statement, {})
 
 

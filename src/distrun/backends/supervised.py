@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, BinaryIO, ClassVar
 
 from distrun.agent.stop_signals import stop_signals_blocked
 from distrun.backends.base import Backend
+from distrun.backends.launcher_server import launch_served
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import open_append, write_file
 from distrun.core.job_status import JobStatus
@@ -51,8 +52,16 @@ def mark_cancel(folder: JobFolder) -> None:
         pass  # the SIGTERM that follows still stops the job (as a preemption, if it has restarts)
 
 
-def start_detached(prepared: PreparedJob, layout: Layout, argv: list[str]) -> int:
-    """Supervise the job from a new background process running `argv`; returns its pid."""
+def start_detached(prepared: PreparedJob, layout: Layout, argv: list[str], module: str | None = None) -> int:
+    """Supervise the job from a new background process running `argv`; returns its pid.
+
+    Where this process serves launchers of `module` (a pipeline's steps: `launcher_server`), the
+    supervisor is forked from that server instead, without a new interpreter's imports.
+    """
+    pid = None if module is None else launch_served(module, layout.home, prepared.name, prepared.folder.launcher_log)
+    if pid is not None:
+        JobIndex(layout.db_path).set_launcher(prepared.name, pid)
+        return pid
     log = os.fdopen(open_append(prepared.folder.launcher_log), "ab")
     env = dict(os.environ, DISTRUN_HOME=str(layout.home))
     # A SIGTERM right after `job create` reaches the launcher while Python starts: held until
@@ -84,7 +93,7 @@ class SupervisedBackend(Backend):
 
     def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
         """Start the job's supervisor in the background; returns at once."""
-        start_detached(rendered.job, layout, self.launcher_argv(rendered.job.name))
+        start_detached(rendered.job, layout, self.launcher_argv(rendered.job.name), self.launcher_module)
         return JobIndex(layout.db_path).get(rendered.job.name)
 
     @abstractmethod

@@ -9,12 +9,13 @@ from distrun.core.safe_files import read_text
 from distrun.core.terminal_text import neutral
 from distrun.plan.common import process_log_name
 from distrun.runner.follow import follow_logs, lines_of, log_files, log_labels, tail_bytes
-from distrun.runner.jobs import fetch_logs, get_job, is_finished
+from distrun.runner.jobs import fetch_logs, get_job, is_finished, refuse_pipeline_logs
 from distrun.store.layout import Layout
 
 
 def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail: int | None, color: bool) -> None:
     record = get_job(layout, name)
+    refuse_pipeline_logs(record)
     fetch_logs(layout, record)
     folder = layout.job(record.name)
     only = None

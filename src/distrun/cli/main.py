@@ -73,19 +73,16 @@ def cli() -> None:
 # ---------------------------------------------------------------- run / plan
 
 
-def _load(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    from distrun.spec.loader import load_job_file
-
-    return load_job_file(file, overrides)
-
-
 def _run(
     file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool, output: str = "text"
 ) -> NoReturn:
     from distrun.runner import jobs
+    from distrun.spec.loaded import LoadedJob
 
     layout = _layout()
-    loaded = _load(file, overrides)
+    loaded = _load_document(file, overrides)
+    if not isinstance(loaded, LoadedJob):
+        _run_pipeline(loaded, layout, name, compute, stream, file, overrides, output)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)
         if output == "json":
@@ -94,6 +91,33 @@ def _run(
             echo(views().created_text(record))
         sys.exit(0)
     record = jobs.run_job(loaded, layout, sys.stdout.buffer, _color(sys.stdout), compute, name)
+    sys.exit(_exit_code(record.status))
+
+
+def _run_pipeline(
+    pipeline: Any,
+    layout: Any,
+    name: str | None,
+    compute: str | None,
+    stream: bool,
+    file: str,
+    overrides: tuple[str, ...],
+    output: str,
+) -> NoReturn:
+    """A pipeline's supervisor submits each step's job and follows them: this process (attached),
+    or one started in the background (`-d`, `job create` without --stream)."""
+    from distrun.runner.pipeline_run import PipelineRun, pipeline_summary, start_detached
+
+    run = PipelineRun(pipeline, layout, echo, compute, name)
+    if not stream:
+        record = start_detached(run, file, list(overrides))
+        if output == "json":
+            _echo_json(record.to_dict())
+        else:
+            echo(views().created_text(record))
+        sys.exit(0)
+    record = run.run()
+    echo(pipeline_summary(record))
     sys.exit(_exit_code(record.status))
 
 
@@ -148,10 +172,16 @@ def run(
 @_compute_option
 @click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
-    """Dry run: every process, its command and its environment; nothing starts."""
+    """Dry run: every process, its command and its environment; nothing starts. A pipeline: its
+    graph of steps, and each step's processes."""
     from distrun.runner.jobs import plan_job
+    from distrun.spec.loaded import LoadedJob
 
-    rendered = plan_job(_load(file, overrides), _layout(), compute).show()
+    loaded = _load_document(file, overrides)
+    if not isinstance(loaded, LoadedJob):
+        _plan_pipeline(loaded, compute, output)
+        return
+    rendered = plan_job(loaded, _layout(), compute).show()
     if output == "json":
         _echo_json(rendered)
         return
@@ -161,6 +191,27 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     from distrun.plan.text import plan_as_text
 
     echo(plan_as_text(rendered))
+
+
+def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """A command job or a pipeline job, as the file says."""
+    from distrun.spec.pipeline_loader import load_document_file
+
+    return load_document_file(file, overrides)
+
+
+def _plan_pipeline(pipeline: Any, compute: str | None, output: str) -> None:
+    from distrun.runner.pipelines import plan_pipeline
+
+    planned = plan_pipeline(pipeline, _layout(), compute)
+    if output == "json":
+        _echo_json(planned)
+    elif output == "yaml":
+        _echo_yaml(planned)
+    else:
+        from distrun.plan.pipeline_text import pipeline_as_text
+
+        echo(pipeline_as_text(planned))
 
 
 def _echo_yaml(rendered: dict[str, Any]) -> None:
@@ -200,12 +251,32 @@ def job_create(
 @_set_option
 @_compute_option
 def job_validate(file: str, overrides: tuple[str, ...], compute: str | None) -> None:
-    """Check a job file and its compute target as `run` would; prints the resolved job, or every problem."""
+    """Check a job or pipeline file and its compute targets as `run` would; prints the resolved job
+    (a pipeline: each step's job), or every problem."""
     from distrun.runner.jobs import check_target
+    from distrun.spec.loaded import LoadedJob
 
-    loaded = _load(file, overrides)
-    check_target(loaded, _layout(), compute)
-    _echo_json(loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+    loaded = _load_document(file, overrides)
+    if isinstance(loaded, LoadedJob):
+        check_target(loaded, _layout(), compute)
+        _echo_json(loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return
+    from distrun.runner.pipelines import check_pipeline
+
+    targets = check_pipeline(loaded, _layout(), compute)
+    _echo_json(
+        {
+            "pipeline": loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"jobs"}),
+            "steps": {
+                name: {
+                    "compute": targets[name][0].name,
+                    "depends_on": list(step.depends_on),
+                    "job": step.document,
+                }
+                for name, step in loaded.steps.items()
+            },
+        }
+    )
 
 
 def _name_arg(func: Any) -> Any:
@@ -491,10 +562,12 @@ def main() -> None:
 
 
 def _register_envdata() -> None:
+    from distrun.cli.components import component_group
     from distrun.cli.envdata import data_group, env_group
 
     cli.add_command(env_group)
     cli.add_command(data_group)
+    cli.add_command(component_group)
 
 
 _register_envdata()

@@ -84,12 +84,32 @@ def job_list_text(records: list[JobRecord], now: float | None = None) -> str:
         return "No jobs yet: start one with `distrun run job.yml`."
     now = time.time() if now is None else now
     rows = [
-        (r.name, r.status, r.compute, _when(r.created_at, now), format_seconds(_running_for(r, now))) for r in records
+        (r.name, r.status, _compute(r), _when(r.created_at, now), format_seconds(_running_for(r, now))) for r in records
     ]
     return _table(("NAME", "STATUS", "COMPUTE", "CREATED", "DURATION"), rows, keep=("NAME", "STATUS"))
 
 
+def _compute(record: JobRecord) -> str:
+    """A pipeline's record runs no processes itself: its compute column counts its steps."""
+    if record.steps is not None:
+        return f"pipeline ({len(record.steps)} steps)"
+    return record.compute
+
+
 # ---------------------------------------------------------------- job show
+
+
+def steps_table(record: JobRecord) -> str:
+    """A pipeline's steps: each step's job, state, compute, duration, and why it did not complete."""
+    rows = []
+    for step, state in (record.steps or {}).items():
+        started, ended = state.get("started_at"), state.get("ended_at")
+        took = format_seconds(ended - started) if started and ended else ""
+        note = state.get("reason") if state.get("status") != "Completed" else ""
+        # A reused step is Completed in the record, with the earlier run's job (its outputs).
+        shown = "Reused" if state.get("reused") else str(state.get("status"))
+        rows.append((step, shown, str(state.get("job")), str(state.get("compute")), took, note or ""))
+    return _table(("STEP", "STATUS", "JOB", "COMPUTE", "DURATION", "REASON"), rows, keep=("STEP", "STATUS", "JOB"))
 
 
 def process_state(proc: Mapping[str, Any]) -> str:
@@ -155,7 +175,10 @@ def job_show_text(record: JobRecord) -> str:
     lines = [f"Name:     {record.name}", f"Status:   {record.status}"]
     if record.display_name and record.display_name != record.name:
         lines.append(f"Display:  {record.display_name}")
-    lines.append(f"Compute:  {record.compute}" + (f" ({record.distribution})" if record.distribution else ""))
+    if record.steps is None:
+        lines.append(f"Compute:  {record.compute}" + (f" ({record.distribution})" if record.distribution else ""))
+    if record.parent:
+        lines.append(f"Pipeline: {record.parent}")
     lines.append(f"Created:  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.created_at))}")
     duration = _running_for(record, time.time())
     if duration is not None:
@@ -163,6 +186,8 @@ def job_show_text(record: JobRecord) -> str:
     if record.reason and record.status != "Completed":
         lines.append(f"Reason:   {record.reason}")
     cause = record.root_cause or {}
+    if cause.get("step"):
+        lines.append(f"Failed step: {cause['step']} (job {cause.get('job')})")
     if cause.get("after_ms") is not None:
         lines.append(
             f"Failed first: {cause.get('name')} on node {cause.get('node_rank')} ({cause.get('host')}) "
@@ -174,6 +199,9 @@ def job_show_text(record: JobRecord) -> str:
     elif cause.get("log_tail"):
         lines.append("Last lines of its log:")
         lines += ["  " + line for line in cause["log_tail"].splitlines()]
+    if record.steps is not None:
+        lines += ["", steps_table(record), "", "Each step is a job: `distrun job show JOB`, `distrun logs JOB`."]
+        return "\n".join(lines)
     if record.processes:
         lines += ["", process_table(record)]
     outputs = _outputs(record)
@@ -209,6 +237,15 @@ def as_yaml(data: Any) -> str:
 
 def created_text(record: JobRecord) -> str:
     name = record.name
+    if record.steps is not None:  # a pipeline: its steps' jobs have the logs
+        return "\n".join(
+            [
+                f"Created pipeline {name} with {len(record.steps)} steps ({record.status})",
+                f"  its steps:     distrun job show {name}",
+                f"  a step's logs: distrun logs {name}.STEP",
+                f"  cancel it:     distrun job cancel {name}",
+            ]
+        )
     return "\n".join(
         [
             f"Created job {name} on {record.compute} ({record.status})",

@@ -194,6 +194,17 @@ def list_jobs(layout: Layout, limit: int = 50) -> list[JobRecord]:
     return [refresh(layout, record) for record in JobIndex(layout.db_path).list(limit)]
 
 
+def refuse_pipeline_logs(record: JobRecord) -> None:
+    """A pipeline's record runs no process: its steps' jobs have the logs. Said, with their names."""
+    if record.steps is None:
+        return
+    jobs = [str(state.get("job")) for state in record.steps.values()]
+    raise DistrunError(
+        f"{record.name} is a pipeline: it has no logs of its own, each of its steps' jobs has",
+        f"e.g. `distrun logs {jobs[0]}`; its steps' jobs: {', '.join(jobs)}" if jobs else "",
+    )
+
+
 def fetch_logs(layout: Layout, record: JobRecord) -> None:
     """Bring the job's per-rank logs into its folder (engines without a shared filesystem)."""
     try:
@@ -219,6 +230,7 @@ def stream_job(layout: Layout, name: str, out: BinaryIO, say: Callable[[str], No
     from distrun.runner.report import execution_summary
 
     record = get_job(layout, name)
+    refuse_pipeline_logs(record)
     say(f"RunId: {record.name}\nStreaming {record.folder}/user_logs")
     follow_logs(layout.job(record.name), out, is_finished(layout, record.name), color=color)
     out.flush()
@@ -252,6 +264,10 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
         return cancel_unrecorded(layout, name, exc, _grace_seconds(layout, name))
     if record.terminal:
         return record
+    if record.steps is not None:  # a pipeline: its supervisor cancels each running step's job
+        from distrun.runner.pipeline_cancel import cancel_pipeline
+
+        return cancel_pipeline(layout, record)
     backend = _record_backend(layout, record)
     backend.cancel(record, layout)
     give_up = time.monotonic() + _grace_seconds(layout, name) + backend.cancel_wait_s

@@ -15,13 +15,19 @@ def stream_header(record: JobRecord, process_count: int, node_count: int) -> str
     return f"RunId: {record.name}\nStreaming {record.folder}/user_logs ({procs} on {nodes})\n{RULE}"
 
 
-def execution_summary(record: JobRecord) -> str:
+def summary_head(record: JobRecord) -> list[str]:
+    """The lines every execution summary starts with: the run, its status, duration and reason."""
     lines = ["", "Execution Summary", RULE, f"RunId: {record.name}", f"Status: {record.status}"]
     duration = job_duration(record)
     if duration is not None:
         lines.append(f"Duration: {duration:.2f} s")
     if record.status != JobStatus.COMPLETED and record.reason:
         lines.append(f"Reason: {record.reason}")
+    return lines
+
+
+def execution_summary(record: JobRecord) -> str:
+    lines = summary_head(record)
     if record.attempts and len(record.attempts) > 1:  # a job that restarted (distrun.restarts.policy)
         lines.append(f"Attempts: {len(record.attempts)}")
         lines.extend(f"  attempt {a.get('attempt')}: {a.get('status')}, {a.get('reason')}" for a in record.attempts)

@@ -20,6 +20,7 @@ from distrun.runner.jobs import get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.command_job import Command, job_from_data, status_of
 from distrun.sdk.notices import note_ignored
+from distrun.sdk.pipeline_job import PipelineJob
 from distrun.sdk.poller import Poller
 from distrun.store.index import JobRecord
 from distrun.store.layout import Layout
@@ -66,6 +67,9 @@ class MLClient:
 
         self.compute = ComputeOperations(self)
         self.workspaces = WorkspaceOperations(self)
+        from distrun.sdk.components import ComponentOperations
+
+        self.components = ComponentOperations(self)
 
     @classmethod
     def from_config(
@@ -80,8 +84,13 @@ class MLClient:
         return Layout(self._home)
 
     def create_or_update(self, entity: Any, **kwargs: Any) -> Any:
-        if isinstance(entity, Command):
+        from distrun.sdk.components import Component
+        from distrun.sdk.pipeline_job import PipelineJob
+
+        if isinstance(entity, (Command, PipelineJob)):
             return self.jobs.create_or_update(entity, **kwargs)
+        if isinstance(entity, Component):
+            return self.components.create_or_update(entity, **kwargs)
         from distrun.sdk.assets import Data
         from distrun.sdk.job_settings import Environment
 
@@ -97,7 +106,8 @@ class MLClient:
 
         raise NotSupportedYetError(
             f"distrun's MLClient does not create {type(entity).__name__} objects yet",
-            "it creates jobs, data assets, environments and compute (AmlCompute: a local target)",
+            "it creates jobs, pipeline jobs, components, data assets, environments and compute "
+            "(AmlCompute: a local target)",
         )
 
     def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Poller:
@@ -128,18 +138,20 @@ class JobOperations:
 
     def create_or_update(
         self,
-        job: Command,
+        job: Command | PipelineJob,
         *,
         description: str | None = None,
         compute: str | None = None,
         tags: dict[str, Any] | None = None,
         experiment_name: str | None = None,
         **kwargs: Any,
-    ) -> Command:
-        """Validate and start the job in the background; returns it with its name and status."""
-        if not isinstance(job, Command):
+    ) -> Any:
+        """Validate and start the job (or pipeline job) in the background; returns it with its
+        name and status."""
+        if not isinstance(job, (Command, PipelineJob)):
             raise DistrunError(
-                f"create_or_update takes a job built with command(...) or load_job(...), not {type(job).__name__}"
+                "create_or_update takes a job built with command(...) or load_job(...), or a pipeline job "
+                f"from an @pipeline function, not {type(job).__name__}"
             )
         note_ignored("jobs.create_or_update", kwargs)
         job = copy.copy(job)
@@ -149,6 +161,10 @@ class JobOperations:
             job.experiment_name = experiment_name
         if tags:
             job.tags = {**job.tags, **tags}
+        if isinstance(job, PipelineJob):
+            from distrun.sdk.pipeline_ops import submit_pipeline
+
+            return self._job_of(submit_pipeline(job, self._layout, compute or self._client.default_compute))
         source = job._job_source()
         if self._client._ignored:
             ignored = source.data.setdefault("properties", {}).setdefault(operations.IGNORED_PROPERTY, {})
@@ -167,17 +183,30 @@ class JobOperations:
             return ValidationResult(False, messages, exc)
         return ValidationResult(True)
 
-    def get(self, name: str) -> Command:
+    def get(self, name: str) -> Any:
+        """A job, or a pipeline job (with `jobs`: its steps' jobs)."""
         return self._job_of(get_job(self._layout, name))
 
-    def list(self, *, max_results: int | None = None, **kwargs: Any) -> list[Command]:
-        """Jobs, newest first (all of them unless max_results is given)."""
-        records = list_jobs(self._layout, -1 if max_results is None else max_results)
+    def list(self, *, max_results: int | None = None, parent_job_name: str | None = None, **kwargs: Any) -> list[Any]:
+        """Jobs, newest first (all of them unless max_results is given); `parent_job_name`: the
+        jobs of that pipeline's steps."""
+        if parent_job_name is None:
+            records = list_jobs(self._layout, -1 if max_results is None else max_results)
+        else:
+            get_job(self._layout, parent_job_name)  # an unknown pipeline says so
+            records = [record for record in list_jobs(self._layout, -1) if record.parent == parent_job_name]
+            records = records[:max_results] if max_results is not None else records
         return [self._job_of(record) for record in records]
 
     def stream(self, name: str) -> None:
-        """Print the job's logs until it ends, as `distrun job stream`; raises JobFailedError if it failed."""
-        final = operations.stream(self._layout, name, sys.stdout)
+        """Print the job's logs until it ends, as `distrun job stream` (a pipeline: each step's state,
+        then its summary); raises JobFailedError if it failed."""
+        if get_job(self._layout, name).steps is not None:
+            from distrun.sdk.pipeline_ops import stream_pipeline
+
+            final = stream_pipeline(self._layout, name, sys.stdout)
+        else:
+            final = operations.stream(self._layout, name, sys.stdout)
         operations.raise_if_failed(final)
 
     def begin_cancel(self, name: str) -> Poller:
@@ -196,8 +225,12 @@ class JobOperations:
 
         return download_job(self._layout, name, Path(download_path), output_name, all)
 
-    def _job_of(self, record: JobRecord) -> Command:
+    def _job_of(self, record: JobRecord) -> Any:
         folder = self._layout.job(record.name)
+        if record.steps is not None:
+            from distrun.sdk.pipeline_ops import pipeline_of_record
+
+            return pipeline_of_record(record, folder.root, self._job_of, self._layout)
         try:
             data = json.loads(read_text(folder.job_json, root=folder.root))
         except (OSError, ValueError):

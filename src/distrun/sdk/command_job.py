@@ -89,6 +89,28 @@ class Command(Recorded):
         self.reason: str | None = None  # distrun: why the job ended as it did
         self.root_cause: dict[str, Any] | None = None  # distrun: the process that failed first
         self._accept(kwargs)
+        self._join_pipeline()
+
+    def _join_pipeline(self) -> None:
+        """Made (or called) inside an `@pipeline` function: a step of that pipeline, whose
+        outputs (`job.outputs.NAME`) other steps read."""
+        from distrun.sdk.pipeline_nodes import NodeOutputs, building
+
+        pipeline = building()
+        if pipeline is None:
+            return
+        self.outputs = NodeOutputs(self, {k: None if v is None else to_data(v) for k, v in self.outputs.items()})
+        self._source_where = caller_position()  # a problem of this step points at this line
+        pipeline.add(self)
+
+    def _name_hint(self) -> str:
+        """A pipeline step's name when no variable holds it: the job's `name`, else "command"."""
+        return self.name or "command"
+
+    def _step_keys(self) -> dict[str, Any]:
+        from distrun.sdk.pipeline_job import command_step_keys
+
+        return command_step_keys(self)
 
     # ------------------------------------------------------------ Azure ML's setters
 
@@ -145,6 +167,7 @@ class Command(Recorded):
 
         job = copy.copy(self)
         job.inputs = AttrDict({**self.inputs, **inputs})
+        job._join_pipeline()
         return job
 
     def sweep(self, *args: Any, **kwargs: Any) -> Any:

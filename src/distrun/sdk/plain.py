@@ -22,6 +22,21 @@ def to_data(value: Any) -> Any:
     return convert() if callable(convert) else path_text(value)
 
 
+def yaml_text(data: Any) -> str:
+    """Plain data as YAML, keys in their order (how azure-ai-ml prints its entities)."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    out = io.StringIO()
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.width = 120
+    yaml.representer.sort_base_mapping_type_on_output = False  # type: ignore[attr-defined]
+    yaml.dump(data, out)
+    return out.getvalue()
+
+
 class AttrDict(dict):  # type: ignore[type-arg]
     """`job.inputs.epochs` as well as `job.inputs["epochs"]`, as in azure-ai-ml."""
 

@@ -27,7 +27,8 @@ _TYPES = {"pipeline": "a pipeline job", "sweep": "a sweep job", "spark": "a spar
 _HINTS = {
     "component": "distrun runs command jobs: put the component's `command`, `code`, `environment`, `inputs` "
     "and `outputs` in a job file, without `version`",
-    "pipeline": "distrun runs command jobs: run each step of the pipeline as its own job file",
+    "pipeline": "`distrun run FILE` runs a pipeline, `distrun plan FILE` and `distrun job validate -f FILE` "
+    "check one; here a command job is expected",
     "sweep": "distrun runs command jobs: run the `trial` as a job file, once per setting you want to try",
 }
 _OTHER_HINT = "distrun runs command jobs (`type: command`, or no `type`)"
@@ -49,3 +50,14 @@ def not_a_command_job(data: dict[str, Any], smap: SourceMap) -> Problem | None:
         return None
     hint = next((text for word, text in _HINTS.items() if word in kind), _OTHER_HINT)
     return Problem(f"this file is {kind}, not a command job", key, smap.find((key,)), hint)
+
+
+def is_pipeline_document(data: dict[str, Any]) -> bool:
+    """A pipeline job: `type: pipeline`, a pipelineJob `$schema`, or steps under `jobs:`."""
+    schema = str(data.get("$schema") or "").lower().replace("_", "").replace("-", "")
+    if "pipelinejob" in schema.rsplit("/", 1)[-1]:
+        return True
+    kind = data.get("type")
+    if isinstance(kind, str):
+        return kind.lower() == "pipeline"
+    return isinstance(data.get("jobs"), dict)

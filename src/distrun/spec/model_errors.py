@@ -13,7 +13,7 @@ import typing
 from typing import Any
 
 from distrun.core.errors import Problem
-from distrun.spec import models
+from distrun.spec import models, pipeline_models
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 
 # Custom error types raised by validators in `models`, whose ctx names the offending key.
@@ -48,24 +48,36 @@ LAUNCHER_NOTE = {
 }
 
 
-def fields_at(path: KeyPath, data: Any) -> list[str]:
-    """The keys the model allows at `path` (for 'did you mean')."""
-    model: Any = models.JobSpec
+class _MappingOf:
+    """A field that maps names of the user's choosing to one model (a component's `inputs`)."""
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+
+def fields_at(path: KeyPath, data: Any, root: type[models.StrictModel] = models.JobSpec) -> list[str]:
+    """The keys the model allows at `path` (for 'did you mean'); `root` is the document's model."""
+    model: Any = root
     node = data
     for part in path:
         node = node.get(part) if isinstance(node, dict) else None
-        if model is models.JobSpec and part == "distribution":
+        job_like = model in (models.JobSpec, pipeline_models.PipelineJob)
+        if job_like and part == "distribution":
             kind = str(node.get("type", "")).lower() if isinstance(node, dict) else ""
             model = models.DISTRIBUTION_MODELS.get(kind)
-        elif model is models.JobSpec and part in ("inputs", "outputs"):
+        elif job_like and part in ("inputs", "outputs"):
             model = part
         elif model == "inputs":
             model = models.LiteralInput if models._input_kind(node) == "literal_object" else models.DataInput
         elif model == "outputs":
             model = models.OutputSpec
+        elif isinstance(model, _MappingOf):
+            model = model.item
         elif isinstance(model, type) and issubclass(model, models.StrictModel):
             field = model.model_fields.get(str(part))
             model = _model_of(field.annotation) if field else None
+            if field and typing.get_origin(field.annotation) is dict and model is not None:
+                model = _MappingOf(model)
         else:
             model = None
         if model is None:
@@ -213,7 +225,7 @@ def _closest(word: str, allowed: list[str]) -> str | None:
     return best[1] if best[0] >= 0.6 else None
 
 
-def translate(exc: Any, data: Any, smap: SourceMap) -> list[Problem]:
+def translate(exc: Any, data: Any, smap: SourceMap, root: type[models.StrictModel] = models.JobSpec) -> list[Problem]:
     """One `Problem` per document key pydantic found wrong (a key's several union errors are one)."""
     by_path: dict[KeyPath, list[dict[str, Any]]] = {}
     for err in exc.errors():
@@ -223,7 +235,7 @@ def translate(exc: Any, data: Any, smap: SourceMap) -> list[Problem]:
         key = format_key_path(path)
         where = smap.find(path)
         if any(e["type"] == "extra_forbidden" for e in errs):
-            allowed = fields_at(path[:-1], data)
+            allowed = fields_at(path[:-1], data, root)
             close = _closest(str(path[-1]), allowed)
             if close:
                 hint = f"did you mean {close!r}?"

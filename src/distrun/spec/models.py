@@ -297,6 +297,22 @@ def _stringify_env(value: Any) -> Any:
     return out
 
 
+def checked_io_names(value: dict[str, Any], field_name: str) -> dict[str, Any]:
+    """The names of `inputs` or `outputs` (`field_name`), each checked: a name becomes a folder
+    (named-outputs/<name>, inputs/<name>), no longer than the filesystem allows a name to be, or
+    the job would only fail when it is prepared."""
+    kind = "input" if field_name == "inputs" else "output"
+    for key in value:
+        if not re.fullmatch(NAME_PATTERN, key) or len(key) > MAX_IO_NAME:
+            raise PydanticCustomError(
+                "io_name",
+                "{kind} name '{name}' is not allowed: names hold letters, digits and '_', "
+                "and do not start with a digit, at most 255 characters",
+                {"kind": kind, "name": key},
+            )
+    return value
+
+
 # ---------------------------------------------------------------- the job
 
 
@@ -359,18 +375,7 @@ class JobSpec(StrictModel):
     @field_validator("inputs", "outputs")
     @classmethod
     def _names(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
-        kind = "input" if info.field_name == "inputs" else "output"
-        for key in value:
-            # A name becomes a folder (named-outputs/<name>, inputs/<name>): no longer than the
-            # filesystem allows a name to be, or the job would only fail when it is prepared.
-            if not re.fullmatch(NAME_PATTERN, key) or len(key) > MAX_IO_NAME:
-                raise PydanticCustomError(
-                    "io_name",
-                    "{kind} name '{name}' is not allowed: names hold letters, digits and '_', "
-                    "and do not start with a digit, at most 255 characters",
-                    {"kind": kind, "name": key},
-                )
-        return value
+        return checked_io_names(value, info.field_name)
 
     # ------------------------------------------------------------ derived facts
 

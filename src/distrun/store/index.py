@@ -60,12 +60,14 @@ CREATE TABLE IF NOT EXISTS jobs (
     backend_id TEXT,
     tags TEXT,
     attempts TEXT,
-    target TEXT
+    target TEXT,
+    parent TEXT,
+    steps TEXT
 )
 """
-_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts", "target")
+_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts", "target", "steps")
 # Columns added after the first release: (name, type), added to an older index when it is opened.
-_ADDED_COLUMNS = (("attempts", "TEXT"), ("target", "TEXT"))
+_ADDED_COLUMNS = (("attempts", "TEXT"), ("target", "TEXT"), ("parent", "TEXT"), ("steps", "TEXT"))
 # How long the first connections to a new index retry its set-up (see _initialize).
 _INIT_SECONDS = 60.0
 # Below this much free space, an index error is put down to the full filesystem.
@@ -97,6 +99,11 @@ class JobRecord:
     # every later show, cancel, logs or download goes to that engine, whatever config.yaml says
     # by then. None in records written before distrun kept it (they read config.yaml).
     target: dict[str, Any] | None = None
+    # A pipeline step's job: the name of its pipeline's record.
+    parent: str | None = None
+    # A pipeline's record: each step, in file order, with its job's name and state
+    # ({"job": NAME, "status": ..., "depends_on": [...], "compute": ...}).
+    steps: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)

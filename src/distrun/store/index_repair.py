@@ -17,9 +17,10 @@ from typing import Any
 
 from distrun.core.errors import DistrunError
 
-_JSON_FIELDS = {"root_cause": dict, "processes": list, "tags": dict, "attempts": list, "target": dict}
+_JSON_FIELDS = {"root_cause": dict, "processes": list, "tags": dict, "attempts": list, "target": dict, "steps": dict}
 _NUMBERS = ("created_at", "started_at", "ended_at", "launcher_started")
 _TEXTS = ("name", "status", "compute", "folder")
+_OPTIONAL_TEXTS = ("parent",)
 
 
 class DamagedRecordError(DistrunError):
@@ -48,6 +49,9 @@ def checked_row(row: dict[str, Any], db_path: Path) -> dict[str, Any]:
     for field in _TEXTS:
         if not isinstance(row.get(field), str):
             raise damaged(field, f"is {row.get(field)!r}, not text")
+    for field in _OPTIONAL_TEXTS:
+        if row.get(field) is not None and not isinstance(row.get(field), str):
+            raise damaged(field, f"is {str(row.get(field))[:40]!r}, not text")
     for field in _NUMBERS:
         value = row.get(field)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,29 @@ def _ignore_spec(source: Path) -> Any:
                 ) from None
             return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
     return None
+
+
+def code_skip(source: Path, skip: tuple[Path, ...] = ()) -> Callable[[str, bool], bool]:
+    """What a snapshot of `source` leaves out, as a test of (path relative to `source`, is a
+    folder): the same rules as `snapshot_code`, for hashing a code folder as it would be copied."""
+    spec = _ignore_spec(source)
+    left_out = set()
+    for path in skip:
+        try:
+            left_out.add(path.resolve().relative_to(source.resolve()).as_posix())
+        except ValueError:
+            continue
+
+    def skipped(relative: str, is_folder: bool) -> bool:
+        if relative in left_out:
+            return True
+        if is_folder:
+            return relative.rsplit("/", 1)[-1] in ALWAYS_SKIPPED or (
+                spec is not None and spec.match_file(relative + "/")
+            )
+        return spec is not None and spec.match_file(relative)
+
+    return skipped
 
 
 def snapshot_code(source: Path, target: Path, skip: tuple[Path, ...] = ()) -> int:

@@ -1,0 +1,77 @@
+"""`distrun component create | list | show`: command components registered here, which pipeline
+steps name as `component: azureml:NAME:VERSION` or `azureml:NAME@latest` (as `az ml component`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from distrun.cli.shown import echo
+from distrun.core.errors import DistrunError
+
+
+def _home() -> Path:
+    from distrun.store.layout import distrun_home
+
+    return distrun_home()
+
+
+def _print_json(data: Any) -> None:
+    echo(json.dumps(data, indent=2, default=str))
+
+
+@click.group("component")
+def component_group() -> None:
+    """Command components, registered by name and version for pipeline steps (azureml:NAME:VERSION)."""
+
+
+@component_group.command("create")
+@click.option(
+    "--file", "-f", "file", required=True, type=click.Path(dir_okay=False, exists=True), help="A commandComponent YAML."
+)
+@click.option("--name", "-n", default=None, help="The component's name (default: the file's `name`).")
+@click.option("--version", "-v", default=None, help="Default: the file's `version`, else one more than the highest.")
+@click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the file, e.g. --set version=2."
+)
+def component_create(file: str, name: str | None, version: str | None, overrides: tuple[str, ...]) -> None:
+    """Check a component and record it, with a snapshot of its code folder: later edits change no pipeline."""
+    from distrun.spec.overrides import parse_override
+    from distrun.spec.pipeline_loader import load_component_file
+    from distrun.store.components import register_component
+
+    component = load_component_file(file, overrides)
+    name = name or component.spec.name
+    if not name:
+        raise DistrunError("the component has no name", "add `name:` to the file, or give --name NAME")
+    if version is None and component.spec.version is not None:
+        version = str(component.spec.version)
+    text = Path(file).read_text(encoding="utf-8")  # read and checked as YAML just above
+    changes = {".".join(map(str, path)): value for path, value in map(parse_override, overrides)}
+    registered = register_component(_home(), component.data, text, component.base_dir, name, version, changes)
+    _print_json(registered.to_dict())
+
+
+@component_group.command("list")
+@click.option("--name", "-n", default=None, help="Only this component's versions.")
+def component_list(name: str | None) -> None:
+    """Registered components and their versions (latest last)."""
+    from distrun.store.components import list_components
+
+    _print_json([c.to_dict() for c in list_components(_home(), name)])
+
+
+@component_group.command("show")
+@click.option("--name", "-n", required=True)
+@click.option("--version", "-v", default=None)
+@click.option("--label", "-l", default=None, help="latest")
+def component_show(name: str, version: str | None, label: str | None) -> None:
+    """One version of a component (default: the latest): where it is, and its YAML."""
+    from distrun.core.safe_files import read_text
+    from distrun.store.components import get_component
+
+    component = get_component(_home(), name, version, label)
+    _print_json({**component.to_dict(), "yaml": read_text(component.file, 1 << 20, root=_home())})

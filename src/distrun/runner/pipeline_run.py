@@ -1,0 +1,506 @@
+"""`distrun run pipeline.yml`: a pipeline run as a graph of distrun jobs.
+
+Each step is a distrun job of its own, named `<pipeline>.<step>`, submitted on its step's
+compute target through the orchestrator (`distrun.runner.jobs.submit_job`), exactly as `distrun
+job create` submits a job file: its own folder, record (with `parent` naming the pipeline),
+per-rank logs, root cause and restarts. Nothing here knows an engine, so a step on Slurm, Ray or
+Kubernetes is submitted and followed the same way (`get_job` refreshes an engine's job).
+
+A step is submitted once every step it reads from Completed; it reads their outputs by path
+(`azureml://jobs/<job>/outputs/<name>`, resolved by the data layer to the folder the job wrote),
+and is loaded and checked then, as a job file is, with those paths existing. Steps that are
+ready together start together, bounded on local compute by this machine's cores
+(`distrun.runner.pipeline_schedule`). A failed step stops every step below it; without
+`settings.continue_on_step_failure` it also cancels the steps still running and starts no other.
+The pipeline's own record (no processes: `steps` lists each step's job and state) ends Failed
+naming the first failing step, with that step's root cause (its first failing rank and traceback).
+
+This process supervises the pipeline: it is the record's launcher, so a pipeline whose
+`distrun run` is killed is found "launcher lost" by the next reader, as a job's is.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distrun.core.errors import DistrunError
+from distrun.core.job_status import JobStatus
+from distrun.runner import jobs
+from distrun.runner.pipeline_schedule import NOT_STARTED, startable, stopped_by
+from distrun.runner.pipelines import check_pipeline, step_job_name
+
+if TYPE_CHECKING:
+    from distrun.spec.loaded_pipeline import LoadedPipeline
+    from distrun.store.index import JobIndex, JobRecord
+    from distrun.store.layout import Layout
+
+POLL_SECONDS = 0.05  # how often the records of steps whose supervisor cannot be waited on are read
+IDLE_WAIT_SECONDS = 0.5  # the longest wait while every running step's supervisor can be waited on
+PIPELINE_COMPUTE = "pipeline"  # the `compute` of a pipeline's own record: its steps name theirs
+
+
+class PipelineRun:
+    def __init__(
+        self,
+        pipeline: LoadedPipeline,
+        layout: Layout,
+        say: Callable[[str], None],
+        compute: str | None = None,
+        name: str | None = None,
+        capacity: int | None = None,
+    ) -> None:
+        from distrun.prepare.submission import generate_name
+        from distrun.spec.checks import process_count
+        from distrun.store.index import JobIndex
+
+        self.pipeline = pipeline
+        self.layout = layout
+        self.say = say
+        self.compute = compute
+        self.name = name or pipeline.spec.name or generate_name()
+        self.index: JobIndex = JobIndex(layout.db_path)
+        self.capacity = capacity or os.cpu_count() or 1
+        targets = check_pipeline(pipeline, layout, compute)
+        self.targets = {step: target.name for step, (target, _) in targets.items()}
+        self.local_steps = [step for step, (target, _) in targets.items() if target.type == "local"]
+        self.local_size = {
+            step: process_count_of(pipeline, step, process_count) if targets[step][0].type == "local" else 0
+            for step in pipeline.steps
+        }
+        self.depends_on = pipeline.depends_on
+        self.status: dict[str, str] = dict.fromkeys(pipeline.steps, NOT_STARTED)
+        self.reasons: dict[str, str] = {}
+        self.times: dict[str, list[float | None]] = {step: [None, None] for step in pipeline.steps}
+        self.first_failure: str | None = None
+        self.stopping = False
+        # Step reuse: the job whose outputs each step has (an earlier run's, for a reused step),
+        # and the key of each step that ran, recorded for later runs once it completed.
+        self.job_of = {step: step_job_name(self.name, step) for step in pipeline.steps}
+        self.reused_from: dict[str, str] = {}
+        self.keys: dict[str, str] = {}
+        # A running step's supervisor on this machine, as a pidfd: readable once it exited.
+        self.exits: dict[str, int] = {}
+
+    # ------------------------------------------------------------ the record
+
+    def _steps_field(self) -> dict[str, Any]:
+        return {
+            step: {
+                "job": self.job_of[step],
+                "status": self.status[step],
+                "reused": step in self.reused_from,
+                "depends_on": list(self.depends_on[step]),
+                "compute": self.targets[step],
+                "reason": self.reasons.get(step),
+                "started_at": self.times[step][0],
+                "ended_at": self.times[step][1],
+            }
+            for step in self.pipeline.steps
+        }
+
+    def record(self, status: JobStatus = JobStatus.RUNNING) -> None:
+        """Record the pipeline (its steps not started), this process its supervisor."""
+        self._record(status)
+
+    def _record(self, status: JobStatus = JobStatus.RUNNING) -> None:
+        import socket
+
+        from distrun.core.file_modes import DIR_MODE, make_dirs
+        from distrun.store.index import JobRecord, process_start_time
+
+        folder = self.layout.job(self.name)
+        if folder.root.exists():
+            raise DistrunError(f"a job folder for {self.name!r} already exists at {folder.root}", "choose another name")
+        make_dirs(folder.root.parent)
+        spec = self.pipeline.spec
+        pid = os.getpid()
+        self.index.insert(
+            JobRecord(
+                name=self.name,
+                status=status,
+                compute=PIPELINE_COMPUTE,
+                folder=str(folder.root),
+                created_at=time.time(),
+                started_at=time.time(),
+                display_name=spec.display_name or self.name,
+                experiment_name=spec.experiment_name,
+                distribution="pipeline",
+                tags={str(k): str(v) for k, v in spec.tags.items()},
+                launcher_pid=pid,
+                launcher_host=socket.gethostname(),
+                launcher_started=process_start_time(pid),
+                steps=self._steps_field(),
+            )
+        )
+        folder.root.mkdir(mode=DIR_MODE)  # not exist_ok: a pipeline and a job never share a folder
+
+    def _save(self) -> None:
+        self.index.update(self.name, steps=self._steps_field())
+
+    # ------------------------------------------------------------ running
+
+    def run(self, recorded: bool = False) -> JobRecord:
+        """Run every step to its end (or until the pipeline fails); the pipeline's final record.
+        `recorded`: `record` was called (by `distrun run -d`, which started this process)."""
+        from distrun.prepare.submission import interrupts_raised
+
+        if recorded:
+            if not self.index.update(self.name, status=JobStatus.RUNNING, started_at=time.time()):
+                return self.index.get(self.name)  # canceled before it started
+        else:
+            self._record()
+        self.say(f"RunId: {self.name}")
+        order = ", ".join(self.pipeline.run_order())
+        count = len(self.status)
+        self.say(f"Pipeline: {count} step{'s' if count != 1 else ''} ({order})")
+        try:
+            with interrupts_raised(), self._launchers():
+                while not all(self._done(step) for step in self.status):
+                    self._follow_running()
+                    for step in startable(self.depends_on, self.status, self.local_size, self.capacity):
+                        if self.stopping:
+                            break  # a step that failed to start stopped the pipeline
+                        self._start(step)
+                    self._wait()
+        except KeyboardInterrupt:
+            self._cancel_all("canceled")
+            return self._finish(JobStatus.CANCELED, "canceled by the user")
+        finally:
+            for fd in self.exits.values():
+                os.close(fd)
+            self.exits.clear()
+        if self.first_failure is None:
+            return self._finish(JobStatus.COMPLETED, None)
+        return self._finish(JobStatus.FAILED, f"step {self.first_failure} failed: {self.reasons[self.first_failure]}")
+
+    def _launchers(self) -> AbstractContextManager[None]:
+        """Local steps' supervisors forked from one launcher server (`distrun.backends.launcher_server`):
+        a new interpreter's imports for each step were most of its time."""
+        from distrun.backends.launcher_server import launchers_served
+        from distrun.backends.registry import backend_for
+        from distrun.backends.supervised import SupervisedBackend
+
+        backend = backend_for("local") if self.local_steps else None
+        if not isinstance(backend, SupervisedBackend):
+            return nullcontext()
+        return launchers_served(backend.launcher_module, self.layout.home)
+
+    def _wait(self) -> None:
+        """Until a running step's supervisor exits (it wrote the job's end first), or the next look
+        at the records is due: at once after a step ends, not at the next tick of a poll."""
+        import select
+
+        running = [s for s, state in self.status.items() if state != NOT_STARTED and not JobStatus.of(state).terminal]
+        watched = {self.exits[s]: s for s in running if s in self.exits}
+        if not watched or len(watched) < len(running):
+            time.sleep(POLL_SECONDS)  # a step without a supervisor here (an engine's job): its record is read
+            return
+        ready, _, _ = select.select(list(watched), [], [], IDLE_WAIT_SECONDS)
+        for fd in ready:  # each fires once: a record not yet ended after it (a killed supervisor) is read
+            os.close(fd)
+            del self.exits[watched[fd]]
+
+    def _watch(self, step: str, record: JobRecord) -> None:
+        """Keep a pidfd of the step's supervisor, when it is a process of this machine, opened while
+        the record's start time still matches it (its pid not reused); otherwise its record is polled."""
+        import socket
+
+        from distrun.store.index import process_start_time
+
+        pid = record.launcher_pid
+        if pid is None or pid == os.getpid() or record.backend_id or record.launcher_host != socket.gethostname():
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:  # gone already, or a kernel without pidfds
+            return
+        if process_start_time(pid) != record.launcher_started:
+            os.close(fd)
+            return
+        self.exits[step] = fd
+
+    def _done(self, step: str) -> bool:
+        return self.status[step] != NOT_STARTED and JobStatus.of(self.status[step]).terminal
+
+    def _start(self, step: str) -> None:
+        from distrun.data.locations import job_output_uri
+        from distrun.spec.loader import load_job_data
+
+        pipeline_step = self.pipeline.steps[step]
+        job = step_job_name(self.name, step)
+        self.times[step][0] = time.time()
+        # Counted as submitted from here: a Ctrl-C during the submission cancels the job it made.
+        self.status[step] = JobStatus.QUEUED
+        try:
+            document = pipeline_step.bound_document(lambda up: job_output_uri(self.job_of[up.step], up.output))
+            if self._reused(step, document):
+                return
+            loaded = load_job_data(
+                document, pipeline_step.base_dir, self.pipeline.source, smap=pipeline_step.source_map
+            )
+            record, _ = jobs.submit_job(loaded, self.layout, self.compute, job)
+        except DistrunError as exc:
+            self._ended(step, JobStatus.FAILED, f"not started: {exc.render()}")
+            return
+        self.index.update(job, only_if_not_terminal=False, parent=self.name)
+        self.status[step] = record.status
+        self._watch(step, record)
+        processes = self.local_size[step]
+        where = f"{self.targets[step]}" + (
+            f", {processes} process{'es' if processes != 1 else ''}" if processes else ""
+        )
+        self.say(f"[{step}] started as job {job} on {where}")
+        self._save()
+
+    def _reused(self, step: str, document: dict[str, Any]) -> bool:
+        """Whether the step was reused (then it is Completed with the earlier run's outputs);
+        otherwise its key is kept, to be recorded when it completed."""
+        from distrun.runner.pipeline_reuse import earlier_run, step_key
+        from distrun.spec.pipeline_reuse import why_not_reused
+        from distrun.store.step_reuse import completed_run
+
+        pipeline_step = self.pipeline.steps[step]
+        if not pipeline_step.is_deterministic:
+            return False
+        key = step_key(document, pipeline_step.base_dir, self.layout.home)
+        if key is None:
+            return False
+        self.keys[step] = key
+        why = why_not_reused(True, self.pipeline.spec.settings.force_rerun, pipeline_step.force_rerun)
+        if why is not None:
+            if completed_run(self.layout.home, key) is not None:
+                self.say(f"[{step}] not reused: {why}")
+            return False
+        earlier, why = earlier_run(self.layout.home, key)
+        if earlier is None:
+            if why:
+                self.say(f"[{step}] not reused: {why}")
+            return False
+        self.job_of[step] = earlier.job
+        self.reused_from[step] = earlier.job
+        self.status[step] = JobStatus.COMPLETED
+        self.times[step][1] = time.time()
+        self.say(f"[{step}] Reused: the outputs of job {earlier.job} (same component, inputs and code)")
+        self._save()
+        return True
+
+    def _follow_running(self) -> None:
+        for step, state in self.status.items():
+            if state == NOT_STARTED or JobStatus.of(state).terminal:
+                continue
+            try:
+                record = jobs.get_job(self.layout, step_job_name(self.name, step))
+            except DistrunError as exc:  # its record was removed or damaged: the step is lost
+                self._ended(step, JobStatus.FAILED, f"its job's record cannot be read: {exc.message}")
+                continue
+            if record.terminal:
+                self._ended(step, record.status, record.reason, record)
+            elif record.status != state:
+                self.status[step] = record.status
+                self._save()
+
+    def _ended(self, step: str, status: str, reason: str | None, record: JobRecord | None = None) -> None:
+        self.status[step] = status
+        if step in self.exits:
+            os.close(self.exits.pop(step))
+        self.times[step][1] = time.time()
+        started = self.times[step][0] or self.times[step][1]
+        took = f" in {self.times[step][1] - started:.2f} s" if started else ""  # type: ignore[operator]
+        if status == JobStatus.COMPLETED:
+            self.say(f"[{step}] Completed{took}")
+            self._remember(step)
+        else:
+            self.reasons[step] = reason or status
+            self.say(f"[{step}] {status}{took}: {self.reasons[step]}")
+            if self.first_failure is None:
+                self.first_failure = step
+            for below in stopped_by(step, self.depends_on, self.status):
+                self.status[below] = JobStatus.CANCELED
+                self.reasons[below] = f"not started: step {step} did not complete"
+                self.say(f"[{below}] not started: step {step} did not complete")
+            if not self.pipeline.spec.settings.continue_on_step_failure and not self.stopping:
+                self.stopping = True
+                self._cancel_all(f"step {step} failed")
+        self._save()
+
+    def _remember(self, step: str) -> None:
+        """A completed step's key and outputs, kept in the store for later runs to reuse."""
+        from distrun.runner.pipeline_reuse import remember_step
+
+        key = self.keys.get(step)
+        if key is None:
+            return
+        outputs = self.pipeline.steps[step].document.get("outputs")
+        names = list(outputs) if isinstance(outputs, dict) else []
+        why = remember_step(self.layout.home, key, self.job_of[step], step, self.name, names)
+        if why is not None:
+            self.say(f"[{step}] cannot be reused later: {why}")
+
+    def _cancel_all(self, why: str) -> None:
+        """Cancel every running step's job (each waits its grace period), and start no other."""
+        self.stopping = True
+        for step, state in list(self.status.items()):
+            if state == NOT_STARTED:
+                self.status[step] = JobStatus.CANCELED
+                self.reasons[step] = f"not started: {why}"
+                continue
+            if JobStatus.of(state).terminal:
+                continue
+            try:
+                record = jobs.cancel_job(self.layout, step_job_name(self.name, step))
+            except DistrunError as exc:
+                self.reasons[step] = f"could not be canceled: {exc.message}"
+                continue
+            self.status[step] = record.status
+            self.times[step][1] = time.time()
+            self.reasons[step] = record.reason or why
+            self.say(f"[{step}] {record.status}: {why}")
+        self._save()
+
+    def _finish(self, status: JobStatus, reason: str | None) -> JobRecord:
+        root_cause = None
+        if self.first_failure is not None:
+            failing = step_job_name(self.name, self.first_failure)
+            try:
+                cause = jobs.get_job(self.layout, failing).root_cause
+            except DistrunError:
+                cause = None
+            root_cause = {**(cause or {}), "step": self.first_failure, "job": failing}
+        self.index.update(
+            self.name,
+            only_if_not_terminal=False,
+            status=status,
+            reason=reason,
+            root_cause=root_cause,
+            ended_at=time.time(),
+            steps=self._steps_field(),
+        )
+        return self.index.get(self.name)
+
+
+def process_count_of(pipeline: LoadedPipeline, step: str, count: Callable[[Any], int]) -> int:
+    """How many processes a step's job runs (its document was validated with the pipeline)."""
+    from distrun.spec import models
+    from distrun.spec.normalize import normalize
+
+    pipeline_step = pipeline.steps[step]
+    document = normalize(pipeline_step.bound_document(lambda up: "unused"), pipeline_step.source_map)
+    return count(models.JobSpec.model_validate(document))
+
+
+def pipeline_summary(record: JobRecord) -> str:
+    """The pipeline's execution summary: its state, each step's, and the first failing step."""
+    from distrun.core.terminal_text import neutral_text
+    from distrun.runner.report import summary_head
+
+    lines = [*summary_head(record), "Steps:"]
+    steps = record.steps or {}
+    width = max((len(step) for step in steps), default=0)
+    for step, state in steps.items():
+        started, ended = state.get("started_at"), state.get("ended_at")
+        took = f"{ended - started:.2f} s" if started and ended else "-"
+        shown = "Reused" if state.get("reused") else state.get("status")
+        lines.append(f"  {step:<{width}}  {shown:<10}  {took:>8}  job {state.get('job')}")
+    cause = record.root_cause or {}
+    if cause.get("step"):
+        lines.append(f"Failed first: step {cause['step']} (job {cause['job']})")
+        if cause.get("name"):
+            lines.append(f"  first failing process: {cause.get('name')} on node {cause.get('node_rank')}")
+        if cause.get("traceback"):
+            lines.append("  Traceback:")
+            lines.extend("    " + line for line in str(cause["traceback"]).splitlines())
+        if cause.get("log"):
+            lines.append(f"  Log: {cause['log']}")
+    return neutral_text("\n".join(lines))
+
+
+# ---------------------------------------------------------------- in the background
+
+
+RUN_FILE = "pipeline_run.json"  # what `distrun run -d` asks of the background supervisor
+BUILT_FILE = "pipeline.yml"  # a pipeline built in Python (distrun's SDK), kept in its folder
+
+
+def start_detached(
+    run: PipelineRun,
+    file: str | None,
+    overrides: list[str],
+    document: dict[str, Any] | None = None,
+    base_dir: Path | None = None,
+) -> JobRecord:
+    """`distrun run -d pipeline.yml`: record the pipeline, then supervise it from a new background
+    process (`python -m distrun.runner.pipeline_run NAME`), which loads the file again as given.
+    A pipeline built in Python gives its `document` instead, written to the pipeline's folder
+    for that process to load, with relative paths starting at `base_dir`."""
+    import json
+    import subprocess
+    import sys
+
+    from distrun.core.file_modes import make_dirs, open_append
+
+    run.record(JobStatus.QUEUED)
+    folder = run.layout.job(run.name)
+    make_dirs(folder.system_logs)
+    if document is not None:
+        file = str(folder.root / BUILT_FILE)
+        Path(file).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")  # JSON is YAML
+    assert file is not None
+    request = {
+        "file": str(Path(file).resolve()),
+        "overrides": overrides,
+        "compute": run.compute,
+        "base_dir": None if base_dir is None else str(base_dir),
+    }
+    (folder.root / RUN_FILE).write_text(json.dumps(request), encoding="utf-8")
+    log = os.fdopen(open_append(folder.launcher_log), "ab")
+    env = dict(os.environ, DISTRUN_HOME=str(run.layout.home))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distrun.runner.pipeline_run", run.name],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
+    log.close()
+    run.index.set_launcher(run.name, proc.pid)
+    return run.index.get(run.name)
+
+
+def _supervise(name: str) -> int:
+    """The background supervisor of a pipeline `distrun run -d` recorded."""
+    import json
+
+    from distrun.core.safe_files import read_text
+    from distrun.spec.pipeline_loader import load_pipeline_file
+    from distrun.store.layout import Layout
+
+    layout = Layout()
+    index_name = name
+    try:
+        request = json.loads(read_text(layout.job(name).root / RUN_FILE))
+        pipeline = load_pipeline_file(request["file"], request.get("overrides") or [], request.get("base_dir"))
+        run = PipelineRun(pipeline, layout, lambda text: print(text, flush=True), request.get("compute"), name)
+    except (DistrunError, OSError, ValueError, KeyError, TypeError) as exc:
+        from distrun.store.index import JobIndex
+
+        why = exc.render() if isinstance(exc, DistrunError) else str(exc)
+        JobIndex(layout.db_path).update(
+            index_name, status=JobStatus.FAILED, reason=f"not started: {why}", ended_at=time.time()
+        )
+        print(why, flush=True)
+        return 1
+    final = run.run(recorded=True)
+    print(pipeline_summary(final), flush=True)
+    return 0 if final.status == JobStatus.COMPLETED else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_supervise(sys.argv[1]))

@@ -1,0 +1,129 @@
+"""What the faces do with pipeline jobs, above the backends: plan one, check one.
+
+A pipeline step is a command job: its plan is `distrun.runner.jobs.plan_job` of the step's job,
+on the step's compute (or `--compute`), so `distrun plan pipeline.yml` shows for each step
+exactly what `distrun plan` shows for a job file. A step's job is named `<pipeline>.<step>`
+(`step_job_name`); an input read from another step points at the folder that step's job will
+write its output to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distrun.backends.base import Backend
+    from distrun.prepare.compute import ComputeTarget
+    from distrun.spec.loaded import LoadedJob
+    from distrun.spec.loaded_pipeline import LoadedPipeline, PipelineStep, UpstreamOutput
+    from distrun.store.layout import Layout
+
+PREVIEW_NAME = "pipeline"  # the pipeline's name in a plan when the file gives none
+
+
+def step_job_name(pipeline: str, step: str) -> str:
+    """The name of the job a step runs as: readable, and found from the pipeline's name."""
+    return f"{pipeline}.{step}"
+
+
+def upstream_path(layout: Layout, pipeline: LoadedPipeline, name: str, upstream: UpstreamOutput) -> str:
+    """Where the step `upstream.step` of the pipeline run `name` writes its output `upstream.output`."""
+    from distrun.data.locations import output_location
+    from distrun.store.layout import distrun_home
+
+    job = step_job_name(name, upstream.step)
+    declared = (pipeline.steps[upstream.step].document.get("outputs") or {}).get(upstream.output) or {}
+    elsewhere = output_location(declared.get("path"), upstream.output, job, distrun_home())
+    if elsewhere is not None:
+        return str(elsewhere)
+    folder = layout.job(job).named_output(upstream.output)
+    return str(folder / upstream.output) if declared.get("type") == "uri_file" else str(folder)
+
+
+def step_job(
+    pipeline: LoadedPipeline, step: PipelineStep, path_of: Callable[[UpstreamOutput], str], job_name: str
+) -> LoadedJob:
+    """The step's job, its upstream inputs at `path_of(upstream)`, named `job_name`.
+
+    The document was validated with the pipeline; its upstream inputs' paths exist only once
+    those steps ran, so it is not checked against the file system again here (a run loads it
+    with `load_job_data` once they did)."""
+    from distrun.spec import models
+    from distrun.spec.loaded import LoadedJob
+    from distrun.spec.normalize import normalize
+
+    smap = step.source_map
+    document = normalize(step.bound_document(path_of), smap)
+    spec = models.JobSpec.model_validate(document).model_copy(update={"name": job_name})
+    return LoadedJob(spec, step.base_dir, pipeline.source, smap)
+
+
+def check_pipeline(
+    pipeline: LoadedPipeline, layout: Layout, compute: str | None = None
+) -> dict[str, tuple[ComputeTarget, Backend]]:
+    """Each step's compute target and backend, checked as `distrun job validate` checks a job's;
+    every step's problem at once, each at the step's `compute` (or the pipeline's default)."""
+    from distrun.core.errors import DistrunError, Position, Problem, ValidationError
+    from distrun.runner.jobs import check_target
+
+    name = pipeline.spec.name or PREVIEW_NAME
+    targets = {}
+    problems = []
+    for step_name, step in pipeline.steps.items():
+        job_name = step_job_name(name, step_name)
+        job = step_job(pipeline, step, lambda up: upstream_path(layout, pipeline, name, up), job_name)
+        try:
+            targets[step_name] = check_target(job, layout, compute)
+        except DistrunError as exc:
+            where = "--compute" if compute else step.compute_key
+            hint = exc.hint or "define the target with `distrun compute create`, or run every step with --compute local"
+            position = Position(f"--compute {compute}") if compute else step.source_map.find(("compute",))
+            problems.append(Problem(f"step {step_name}: {exc.message}", where, position, hint))
+    if problems:
+        raise ValidationError(problems)
+    return targets
+
+
+def plan_pipeline(pipeline: LoadedPipeline, layout: Layout, compute: str | None = None) -> dict[str, Any]:
+    """The pipeline's graph and each step's job as `distrun plan` shows a job; nothing is written."""
+    from distrun.runner.jobs import plan_job
+
+    check_pipeline(pipeline, layout, compute)  # every step's target problem at once, before any plan
+    name = pipeline.spec.name or PREVIEW_NAME
+    levels = pipeline.levels()
+    steps = []
+    for step_name in pipeline.run_order():
+        step = pipeline.steps[step_name]
+        job_name = step_job_name(name, step_name)
+        job = step_job(pipeline, step, lambda up: upstream_path(layout, pipeline, name, up), job_name)
+        rendered = plan_job(job, layout, compute).show()
+        for inp, up in step.upstream.items():
+            if inp in rendered.get("inputs", {}):
+                rendered["inputs"][inp]["source"] = f"output {up.output} of step {up.step}, once it completed"
+        steps.append(
+            {
+                "name": step_name,
+                "job": job_name,
+                "level": levels[step_name],
+                "depends_on": list(step.depends_on),
+                "component": step.component,
+                "reads": {inp: f"{up.step}.{up.output}" for inp, up in step.upstream.items()},
+                "pipeline_outputs": dict(step.pipeline_outputs),
+                "rendered": rendered,
+            }
+        )
+    settings = pipeline.spec.settings
+    return {
+        "pipeline": name,
+        "display_name": pipeline.spec.display_name,
+        "source": str(Path(pipeline.source)),
+        "notes": list(pipeline.notes),
+        "settings": {
+            "default_compute": settings.default_compute,
+            "continue_on_step_failure": settings.continue_on_step_failure,
+            "force_rerun": settings.force_rerun,
+        },
+        "steps": steps,
+    }

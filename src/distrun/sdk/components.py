@@ -1,0 +1,225 @@
+"""Components from Python, as in azure-ai-ml: `load_component(source="train.yml")` gives a
+component to call inside an `@pipeline` function (each call is a step), and
+`ml_client.components.create_or_update(component)` registers it where `distrun component create`
+does, so a step names it as `azureml:NAME:VERSION`.
+
+A component is its YAML document and where it came from. A step made by calling it names that
+file (or the registered `azureml:NAME:VERSION`), exactly as a pipeline YAML's step would, so the
+YAML loader reads the component itself, with its checks and messages.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from distrun.core.errors import DistrunError
+from distrun.core.user_paths import current_folder
+from distrun.sdk.inputs_outputs import Input, Output
+from distrun.sdk.notices import caller_position
+from distrun.sdk.pipeline_nodes import NodeOutputs, building
+from distrun.sdk.plain import AttrDict, path_text, yaml_text
+
+# Keys a step of a component may set besides its inputs and outputs (they become the step's keys).
+STEP_SETTINGS = (
+    "compute",
+    "display_name",
+    "description",
+    "tags",
+    "environment_variables",
+    "resources",
+    "distribution",
+    "force_rerun",
+)
+
+
+def _default(declaration: dict[str, Any]) -> Any:
+    """An input's default as the call's signature shows it (None for an optional input)."""
+    if declaration.get("optional"):
+        return None
+    return declaration.get("default", inspect.Parameter.empty)
+
+
+class Component:
+    """A command component (`azure.ai.ml.entities.CommandComponent`), loaded from YAML or registered."""
+
+    def __init__(self, data: dict[str, Any], file: Path, reference: str | None = None) -> None:
+        self._data = data
+        self._file = file  # the component's YAML (a registered one: its recorded copy)
+        self._reference = reference  # azureml:NAME:VERSION once registered
+        self.type = str(data.get("type", "command"))
+        self.name = data.get("name")
+        self.version = None if data.get("version") is None else str(data["version"])
+        self.display_name = data.get("display_name")
+        self.description = data.get("description")
+        self.tags = dict(data.get("tags") or {})
+        self.command = data.get("command")
+        self.code = data.get("code")
+        self.environment = data.get("environment")
+        self.is_deterministic = data.get("is_deterministic", True)
+        self.inputs = AttrDict({k: Input(**v) for k, v in (data.get("inputs") or {}).items()})
+        self.outputs = AttrDict({k: Output(**v) for k, v in (data.get("outputs") or {}).items()})
+        self.__signature__ = inspect.Signature(
+            [
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=None if decl.get("optional") else decl.get("default", inspect.Parameter.empty),
+                )
+                for name, decl in (data.get("inputs") or {}).items()
+            ]
+        )
+
+    @property
+    def id(self) -> str | None:
+        return self._reference
+
+    @property
+    def _func(self) -> Any:
+        """azure-ai-ml's component function (`help(component._func)`): the call, with its inputs."""
+        return self.__call__
+
+    def _step_component(self) -> str:
+        """What a step's `component:` names: the registered component, else its file."""
+        return self._reference or str(self._file)
+
+    def __call__(self, *args: Any, **inputs: Any) -> ComponentNode:
+        """A step running this component with these inputs (inside an `@pipeline` function)."""
+        label = self.name or self._file.name
+        if args:
+            raise TypeError(f"{label}() takes its inputs by name, e.g. {label}({', '.join(self.inputs) or 'x'}=...)")
+        unknown = [name for name in inputs if name not in self.inputs]
+        if unknown:
+            raise TypeError(
+                f"{label}() got an unexpected input {unknown[0]!r}: the component's inputs are "
+                f"{', '.join(self.inputs) or 'none'} ({self._file})"
+            )
+        return ComponentNode(self, inputs)
+
+    def __str__(self) -> str:
+        """The component as YAML (as azure-ai-ml prints it)."""
+        return yaml_text(self._data)
+
+    def __repr__(self) -> str:
+        return f"CommandComponent(name={self.name!r}, version={self.version!r}, source={str(self._file)!r})"
+
+
+CommandComponent = Component
+
+
+class ComponentNode:
+    """A step made by calling a component: its inputs, its outputs (`node.outputs.NAME`, to pass
+    on or to change), and the step's own settings (`node.compute = "gpu"`)."""
+
+    def __init__(self, component: Component, inputs: dict[str, Any]) -> None:
+        self.component = component
+        self.inputs = AttrDict(inputs)
+        self.outputs = NodeOutputs(self, {name: Output(type=out.type) for name, out in component.outputs.items()})
+        self.name: str | None = None  # the step's name, once its pipeline is built
+        self.compute: str | None = None
+        self.display_name: str | None = None
+        self.description: str | None = None
+        self.tags: dict[str, Any] = {}
+        self.environment_variables: dict[str, Any] = {}
+        self.resources: dict[str, Any] | None = None
+        self.distribution: dict[str, Any] | None = None
+        self.force_rerun: bool | None = None
+        self._base_dir = current_folder()
+        self._source_where = caller_position()  # a problem of this step points at this call
+        pipeline = building()
+        if pipeline is not None:
+            pipeline.add(self)
+
+    @property
+    def type(self) -> str:
+        return self.component.type
+
+    def _name_hint(self) -> str:
+        return str(self.component.name or self.component._file.stem)
+
+    def _step_keys(self) -> dict[str, Any]:
+        """What the step sets besides its inputs and outputs."""
+        from distrun.sdk.plain import to_data
+
+        data: dict[str, Any] = {"type": self.type, "component": self.component._step_component()}
+        for key in STEP_SETTINGS:
+            value = getattr(self, key)
+            if value not in (None, {}):
+                data[key] = to_data(value)
+        return data
+
+    def __repr__(self) -> str:
+        return f"ComponentNode({self.name or self._name_hint()}, inputs={dict(self.inputs)!r})"
+
+
+def load_component(source: Any = None, **kwargs: Any) -> Component:
+    """A command component file, checked as `distrun component create` checks one
+    (`params_override=[{"version": "2"}]` applied as `--set`)."""
+    from distrun.spec.pipeline_loader import load_component_file
+
+    if source is None:
+        raise TypeError("load_component() needs source=: the path of a component YAML file")
+    path = Path(path_text(source))
+    if not path.is_file():
+        raise DistrunError(
+            f"load_component: {path} {'is a folder' if path.is_dir() else 'does not exist'}",
+            "give the path of a command component YAML file (type: command)",
+        )
+    import json
+
+    overrides = [f"{k}={json.dumps(v)}" for item in kwargs.pop("params_override", None) or [] for k, v in item.items()]
+    loaded = load_component_file(path, overrides)
+    if kwargs:
+        from distrun.sdk.notices import note_ignored
+
+        note_ignored("load_component", kwargs)
+    return Component(loaded.data, path.resolve())
+
+
+class ComponentOperations:
+    """`MLClient.components`: register (create_or_update), get and list command components."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    @property
+    def _home(self) -> Path:
+        return self._client.layout.home
+
+    def create_or_update(self, component: Component, *, version: str | None = None, **kwargs: Any) -> Component:
+        """Register the component as NAME:VERSION (its file's `version`, else the next number),
+        with a snapshot of its code folder, as `distrun component create` does."""
+        from distrun.store.components import register_component
+
+        if not isinstance(component, Component):
+            raise TypeError(
+                "components.create_or_update takes a component from load_component(...), "
+                f"not {type(component).__name__}"
+            )
+        if not component.name:
+            raise DistrunError(
+                f"component {component._file} has no name", "add `name:` to its file, or set component.name"
+            )
+        source = component._file
+        text = source.read_text(encoding="utf-8")
+        version = version or component.version
+        registered = register_component(self._home, component._data, text, source.parent, component.name, version)
+        return self.get(registered.name, registered.version)
+
+    def get(self, name: str, version: str | None = None, label: str | None = None) -> Component:
+        """One registered version (default: the latest)."""
+        from distrun.store.components import get_component
+
+        registered = get_component(self._home, name, None if version is None else str(version), label)
+        component = load_component(registered.file)
+        component._reference = f"azureml:{registered.name}:{registered.version}"
+        return component
+
+    def list(self, name: str | None = None, **kwargs: Any) -> list[Component]:
+        from distrun.store.components import list_components
+
+        return [self.get(c.name, c.version) for c in list_components(self._home, name)]
+
+
+__all__ = ["CommandComponent", "Component", "ComponentNode", "ComponentOperations", "load_component"]

@@ -1,0 +1,103 @@
+"""What `MLClient.jobs` does with a pipeline job: the CLI's own path, called from Python.
+
+    PipelineJob._to_data()  (the pipeline YAML document)
+      -> distrun.spec.pipeline_loader.load_pipeline_data  (the one validation path)
+      -> distrun.runner.pipeline_run.start_detached  (as `distrun job create --file pipeline.yml`)
+
+so a pipeline built in Python is recorded, run, listed and followed exactly like a YAML one;
+its document is kept in its folder as `pipeline.yml`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from distrun.sdk.pipeline_job import PipelineJob
+from distrun.store.index import JobRecord
+from distrun.store.layout import Layout
+
+POLL_SECONDS = 0.2
+
+
+def submit_pipeline(job: PipelineJob, layout: Layout, compute: str | None) -> JobRecord:
+    """Validate the pipeline (every step, its components and compute) and start it in the background."""
+    from distrun.runner.pipeline_run import PipelineRun, start_detached
+    from distrun.spec.pipeline_loader import load_pipeline_data
+    from distrun.spec.source_map import SourceMap
+
+    document = job._to_data()
+    smap = SourceMap("<python>", job._positions())  # problems point at the lines that built the steps
+    loaded = load_pipeline_data(copy.deepcopy(document), job._base_dir, "<python>", (), smap)
+    run = PipelineRun(loaded, layout, lambda text: None, compute, job.name)
+    return start_detached(run, None, [], document, job._base_dir)
+
+
+def pipeline_of_record(
+    record: JobRecord, folder: Any, job_of: Callable[[JobRecord], Any], layout: Layout
+) -> PipelineJob:
+    """A recorded pipeline as a `PipelineJob`: its status, and `jobs` holding each step's job
+    (as `jobs.get` returns it) once that step's job was recorded."""
+    import datetime
+
+    from distrun.core.errors import DistrunError
+    from distrun.runner.jobs import get_job
+    from distrun.sdk.command_job import CreationContext
+
+    steps: dict[str, Any] = {}
+    for step, state in (record.steps or {}).items():
+        try:
+            steps[step] = job_of(get_job(layout, str(state.get("job"))))
+        except DistrunError:
+            continue  # not started (yet): its state is in `pipeline_job.steps`
+    job = PipelineJob(
+        jobs=steps,
+        name=record.name,
+        display_name=record.display_name,
+        experiment_name=record.experiment_name,
+        tags=record.tags,
+    )
+    job.status = str(record.status)
+    job.reason = record.reason
+    job.root_cause = record.root_cause
+    job.studio_url = folder.as_uri()
+    job.creation_context = CreationContext(datetime.datetime.fromtimestamp(record.created_at).astimezone())
+    job.steps = dict(record.steps or {})  # distrun: each step's state, job, compute and times
+    return job
+
+
+def stream_pipeline(layout: Layout, name: str, out: TextIO) -> JobRecord:
+    """Follow a pipeline until it ends: each step's state as it changes, then the execution
+    summary (what `distrun run pipeline.yml` prints)."""
+    from distrun.runner.jobs import get_job
+    from distrun.runner.pipeline_run import pipeline_summary
+    from distrun.runner.pipeline_schedule import NOT_STARTED
+
+    def say(text: str) -> None:
+        out.write(text + "\n")
+        out.flush()
+
+    record = get_job(layout, name)
+    say(f"RunId: {record.name}")
+    said: dict[str, str] = {}
+    while True:
+        record = get_job(layout, name)
+        for step, state in (record.steps or {}).items():
+            shown = "Reused" if state.get("reused") else str(state.get("status"))
+            if said.get(step) != shown and shown != NOT_STARTED:
+                said[step] = shown
+                say(f"[{step}] {shown} (job {state.get('job')})")
+        if record.terminal:
+            break
+        time.sleep(POLL_SECONDS)
+    say(pipeline_summary(record))
+    return record
+
+
+def is_pipeline(record: JobRecord) -> bool:
+    return record.steps is not None
+
+
+__all__ = ["is_pipeline", "pipeline_of_record", "stream_pipeline", "submit_pipeline"]

@@ -1,0 +1,92 @@
+"""A pipeline job as the loader gives it: the validated pipeline, and each step as the command
+job document it runs as.
+
+Plain data. A step's `document` is what `distrun.spec.loader.load_job_data` takes, with the
+inputs it reads from other steps still unbound: `bound_document` gives them their paths once
+the run knows where the upstream steps wrote (`azureml://jobs/<job>/outputs/<name>` of the
+step's job), so each step is loaded, checked and run as a command job of its own.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distrun.core.errors import Position
+from distrun.spec import pipeline_graph
+from distrun.spec.pipeline_models import CommandComponent, PipelineComponent, PipelineJob
+from distrun.spec.source_map import SourceMap
+
+__all__ = ["LoadedComponent", "LoadedPipeline", "PipelineStep", "UpstreamOutput"]
+
+
+@dataclass
+class LoadedComponent:
+    """A command or pipeline component, validated, with its document and where its keys were written."""
+
+    spec: CommandComponent | PipelineComponent
+    data: dict[str, Any]
+    source_map: SourceMap
+    base_dir: Path  # its file's folder: its `code` and conda file resolve here
+    source: str
+
+
+@dataclass(frozen=True)
+class UpstreamOutput:
+    """An output of another step that a step's input reads."""
+
+    step: str
+    output: str
+
+
+@dataclass
+class PipelineStep:
+    name: str  # a step of a pipeline component a step names: "OUTER.STEP"
+    document: dict[str, Any]  # the command job this step runs as (upstream inputs unbound)
+    source_map: SourceMap  # positions of the document's keys, in the pipeline or component file
+    base_dir: Path  # relative paths of the document resolve here (the component's folder)
+    component: str | None  # the component file, or None for an inline command step
+    upstream: dict[str, UpstreamOutput] = field(default_factory=dict)  # input name -> what it reads
+    pipeline_outputs: dict[str, str] = field(default_factory=dict)  # step output -> pipeline output
+    is_deterministic: bool = True
+    force_rerun: bool = False  # the step's own `force_rerun`: never reused
+    compute_key: str = ""  # where the step's compute was written: jobs.STEP.compute, settings.default_compute
+    key: str = ""  # the step's key path in the file that wrote it (jobs.STEP), for its problems
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        """The steps this step reads from, each once, in the order its inputs name them."""
+        return tuple(dict.fromkeys(up.step for up in self.upstream.values()))
+
+    def bound_document(self, path_of: Callable[[UpstreamOutput], str]) -> dict[str, Any]:
+        """The step's command job document with every upstream input's `path` given by `path_of`."""
+        document = copy.deepcopy(self.document)
+        for name, upstream in self.upstream.items():
+            document["inputs"][name]["path"] = path_of(upstream)
+        return document
+
+
+@dataclass
+class LoadedPipeline:
+    spec: PipelineJob
+    base_dir: Path
+    source: str
+    source_map: SourceMap
+    steps: dict[str, PipelineStep]  # in file order
+    notes: list[str] = field(default_factory=list)
+
+    def position(self, *path: str | int) -> Position:
+        return self.source_map.find(tuple(path))
+
+    @property
+    def depends_on(self) -> dict[str, tuple[str, ...]]:
+        return {name: step.depends_on for name, step in self.steps.items()}
+
+    def run_order(self) -> list[str]:
+        return pipeline_graph.run_order(self.depends_on)
+
+    def levels(self) -> dict[str, int]:
+        return pipeline_graph.levels(self.depends_on)

@@ -1,0 +1,603 @@
+"""Load a pipeline job (YAML file) into a `LoadedPipeline`: every step a command job document,
+checked as a command job file is checked.
+
+Steps: read YAML with positions -> apply `--set` overrides -> the pipeline's own schema
+(settings, `jobs`, its inputs and outputs) -> each step's component file (commandComponent
+schema) -> each step built into a command job (`distrun.spec.pipeline_steps`: the
+component's command with the step's keys, inputs and outputs bound) -> that job validated by
+the command job's model and checks -> the graph (undefined steps and outputs, cycles). Every
+problem of every step and component is reported in one round, in file order, each with its
+file:line:col, key path and fix; nothing runs while there is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distrun.core.errors import Problem, ValidationError
+from distrun.spec import models, pipeline_graph, pipeline_models
+from distrun.spec.job_kind import is_pipeline_document
+from distrun.spec.loaded import LoadedJob
+from distrun.spec.loaded_pipeline import LoadedComponent, LoadedPipeline, PipelineStep, UpstreamOutput
+from distrun.spec.loader import load_job_data, semantic_problems
+from distrun.spec.model_errors import translate
+from distrun.spec.normalize import normalize
+from distrun.spec.overrides import apply_overrides
+from distrun.spec.paths import local_path
+from distrun.spec.pipeline_steps import StepBuilder, copy_positions, outputs_of_step
+from distrun.spec.raw_checks import in_file_order, raw_problems
+from distrun.spec.source_map import SourceMap, format_key_path
+from distrun.spec.yaml_source import read_yaml_file
+
+__all__ = [
+    "load_component_file",
+    "load_document_file",
+    "load_pipeline_data",
+    "load_pipeline_file",
+    "preview_output_uri",
+]
+
+# What a step naming a pipeline component may set: its component's steps set the rest.
+PIPELINE_STEP_KEYS = ("type", "component", "inputs", "outputs", "compute", "display_name", "description", "tags")
+# The job name upstream inputs name while a pipeline is only checked (no run, so no job yet).
+PREVIEW_PIPELINE = "pipeline"
+
+
+def preview_output_uri(pipeline: str, step: str, output: str) -> str:
+    return f"azureml://jobs/{pipeline}.{step}/outputs/{output}"
+
+
+def load_document_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedJob | LoadedPipeline:
+    """A command job or a pipeline job, as the file says (`type: pipeline`, a pipelineJob
+    `$schema`, or `jobs:`); the file is read once."""
+    file = Path(path)
+    data, smap = read_yaml_file(file)
+    if isinstance(data, dict) and is_pipeline_document(data):
+        return load_pipeline_data(data, file.resolve().parent, str(file), overrides, smap)
+    return load_job_data(data, file.resolve().parent, str(file), overrides, smap)
+
+
+def load_pipeline_file(
+    path: str | Path, overrides: list[str] | tuple[str, ...] = (), base_dir: str | Path | None = None
+) -> LoadedPipeline:
+    """`base_dir`: where relative paths start (default: the file's folder; a pipeline built in
+    Python and kept as a file: where that Python ran)."""
+    file = Path(path)
+    data, smap = read_yaml_file(file)
+    start = Path(base_dir) if base_dir is not None else file.resolve().parent
+    return load_pipeline_data(data, start, str(file), overrides, smap)
+
+
+def load_pipeline_data(
+    data: Any,
+    base_dir: Path,
+    source: str = "<python>",
+    overrides: list[str] | tuple[str, ...] = (),
+    smap: SourceMap | None = None,
+) -> LoadedPipeline:
+    smap = smap or SourceMap(source)
+    data = apply_overrides(data, smap, list(overrides))
+    if not isinstance(data, dict):
+        raise ValidationError(
+            [
+                Problem(
+                    "a pipeline job is a mapping of keys (type: pipeline, jobs: ...)",
+                    "",
+                    smap.find(()),
+                    "start the file with top-level keys such as `type: pipeline` and `jobs:`",
+                )
+            ]
+        )
+    return _PipelineLoader(data, base_dir, source, smap).load()
+
+
+def _datastore_inputs(document: dict[str, Any]) -> list[str]:
+    """The inputs of a step's job document that read a datastore path (azureml://datastores/...)."""
+    inputs = document.get("inputs")
+    return [
+        str(name)
+        for name, value in (inputs.items() if isinstance(inputs, dict) else ())
+        if isinstance(value, dict) and str(value.get("path", "")).startswith("azureml://datastores/")
+    ]
+
+
+@dataclass
+class _Level:
+    """One level of a pipeline: the pipeline file, or a pipeline component one of its steps names."""
+
+    data: dict[str, Any]  # `inputs` and `outputs` as its steps' `parent.` sees them, and its `jobs`
+    spec: pipeline_models.PipelineJob  # the settings and compute its steps take
+    smap: SourceMap
+    base_dir: Path
+    source: str
+    prefix: str = ""  # its steps' full names: "" at the top, "OUTER." inside the step OUTER
+    files: tuple[str, ...] = ()  # the pipeline component files it is inside (one naming itself)
+    inherited: dict[str, UpstreamOutput] = field(default_factory=dict)  # inputs that are steps' outputs
+    refused: frozenset[str] = frozenset()  # inputs whose value the naming step gave wrong
+
+    def find(self, path: tuple[str | int, ...]) -> Any:
+        return self.smap.find(path)
+
+
+class _PipelineLoader:
+    def __init__(self, data: dict[str, Any], base_dir: Path, source: str, smap: SourceMap) -> None:
+        self.data = data
+        self.base_dir = base_dir
+        self.source = source
+        self.smap = smap
+        self.problems: list[Problem] = []
+        self.component_files: dict[Path, LoadedComponent | None] = {}
+        self.sources: list[str] = [source]  # files in the order problems are reported
+
+    def problem(self, level: _Level, message: str, path: tuple[str | int, ...], hint: str) -> None:
+        self.problems.append(Problem(message, format_key_path(path), level.find(path), hint))
+
+    def load(self) -> LoadedPipeline:
+        spec = self._pipeline()
+        top = _Level(self.data, spec, self.smap, self.base_dir, self.source, files=(self.source,))
+        if self.data.get("jobs") == {}:
+            self.problem(
+                top,
+                "the pipeline has no steps",
+                ("jobs",),
+                "add a step under `jobs:`, e.g. `train: {type: command, component: ./train.yml}`",
+            )
+        steps, _ = self._level(top)
+        self._pipeline_outputs(steps)
+        self._cycles(steps)
+        if self.problems:
+            raise ValidationError(self._ordered(self.problems))
+        return LoadedPipeline(spec, self.base_dir, self.source, self.smap, steps, self._notes(spec))
+
+    # ------------------------------------------------------------ the pipeline itself
+
+    def _pipeline(self) -> pipeline_models.PipelineJob:
+        try:
+            return pipeline_models.PipelineJob.model_validate(self.data)
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            self.problems += translate(exc, self.data, self.smap, pipeline_models.PipelineJob)
+        # Go on with what is usable, so that the steps' problems come in the same round.
+        settings = self.data.get("settings")
+        try:
+            usable = pipeline_models.PipelineSettings.model_validate(settings if isinstance(settings, dict) else {})
+        except Exception:  # reported above
+            usable = pipeline_models.PipelineSettings()
+        compute = self.data.get("compute")
+        experiment = self.data.get("experiment_name")
+        return pipeline_models.PipelineJob.model_construct(
+            jobs={},
+            settings=usable,
+            compute=compute if isinstance(compute, str) else None,
+            experiment_name=experiment if isinstance(experiment, str) else None,
+        )
+
+    def _notes(self, spec: pipeline_models.PipelineJob) -> list[str]:
+        notes = []
+        for key in spec.settings.unknown_keys:
+            import difflib
+
+            close = difflib.get_close_matches(key, pipeline_models.KNOWN_SETTINGS, n=1, cutoff=0.6)
+            mean = f" (did you mean {close[0]}?)" if close else ""
+            notes.append(f"settings.{key} is not a pipeline setting{mean}: Azure ML ignores it, and so does distrun")
+        return notes
+
+    # ------------------------------------------------------------ one level's steps
+
+    def _level(self, level: _Level) -> tuple[dict[str, PipelineStep], dict[str, UpstreamOutput]]:
+        """The level's steps, each a command job (a pipeline component's steps in its place, named
+        OUTER.STEP), and which of its steps writes each of the level's outputs."""
+        jobs = level.data.get("jobs") if isinstance(level.data.get("jobs"), dict) else {}
+        components: dict[str, LoadedComponent | None] = {}
+        runnable: list[str] = []
+        for name, raw in jobs.items():
+            if isinstance(raw, dict) and self._step_kind_ok(level, str(name), raw):
+                components[name] = self._component_of(level, str(name), raw)
+                if self._component_fits(level, str(name), raw, components[name]):
+                    runnable.append(name)
+        outputs_of: dict[str, dict[str, str] | None] = {name: None for name in jobs}  # None: not known
+        outputs_of.update({name: outputs_of_step(jobs[name], components.get(name)) for name in runnable})
+        steps: dict[str, PipelineStep] = {}
+        writers: dict[str, dict[str, UpstreamOutput]] = {}  # a pipeline step's outputs: who writes each
+        for name in runnable:
+            component = components[name]
+            builder = StepBuilder(
+                name,
+                jobs[name],
+                level.spec,
+                level.data,
+                level.smap,
+                level.base_dir,
+                component,
+                outputs_of,
+                level.prefix,
+                level.inherited,
+                level.refused,
+            )
+            if component is not None and isinstance(component.spec, pipeline_models.PipelineComponent):
+                inner, writers[level.prefix + name] = self._nested(level, name, builder, component)
+                steps.update(inner)
+                continue
+            step = builder.build()
+            self.problems += builder.problems
+            self.problems += self._step_problems(step)
+            steps[step.name] = step
+        self._through_pipeline_steps(steps, writers)
+        exported = {
+            level_output: UpstreamOutput(step.name, output)
+            for step in steps.values()
+            for output, level_output in step.pipeline_outputs.items()
+        }
+        return steps, exported
+
+    def _nested(
+        self, level: _Level, name: str, builder: StepBuilder, component: LoadedComponent
+    ) -> tuple[dict[str, PipelineStep], dict[str, UpstreamOutput]]:
+        """A step naming a pipeline component: the component's steps, with the inputs the step gives."""
+        raw = builder.raw
+        # An inline pipeline component (a mapping under `component:`, as distrun's SDK writes a
+        # nested @pipeline) is finite: it cannot name itself, though it shares its file's name.
+        inline = isinstance(raw.get("component"), dict)
+        if not inline and component.source in level.files:
+            chain = " -> ".join([*level.files[1:], component.source])
+            self.problem(
+                level,
+                f"pipeline component {component.source} names itself ({chain})",
+                ("jobs", name, "component"),
+                "a pipeline component cannot contain itself, directly or through others",
+            )
+            return {}, {}
+        for key in raw:
+            if key not in PIPELINE_STEP_KEYS:
+                self.problem(
+                    level,
+                    f"a pipeline step does not take `{key}`: its component's steps set their own",
+                    ("jobs", name, key),
+                    f"a pipeline step takes {', '.join(PIPELINE_STEP_KEYS)}",
+                )
+        builder._inputs()
+        builder._outputs()
+        self.problems += builder.problems
+        settings = level.spec.settings.model_copy(
+            update={"default_compute": raw.get("compute") or level.spec.settings.default_compute or level.spec.compute}
+        )
+        inner_spec = pipeline_models.PipelineJob.model_construct(
+            jobs={}, settings=settings, compute=None, experiment_name=level.spec.experiment_name
+        )
+        inner = _Level(
+            {
+                "inputs": builder.document.get("inputs") or {},
+                "outputs": builder.document.get("outputs") or {},
+                "jobs": component.data.get("jobs"),
+            },
+            inner_spec,
+            component.source_map,
+            component.base_dir,
+            component.source,
+            f"{level.prefix}{name}.",
+            level.files if inline else (*level.files, component.source),
+            dict(builder.upstream),
+            frozenset(builder.refused),
+        )
+        steps, writers = self._level(inner)
+        # Outputs of the component bound to this level's outputs are those outputs now.
+        for step in steps.values():
+            step.pipeline_outputs = {
+                output: builder.pipeline_outputs[inner_output]
+                for output, inner_output in step.pipeline_outputs.items()
+                if inner_output in builder.pipeline_outputs
+            }
+        return steps, writers
+
+    def _through_pipeline_steps(
+        self, steps: dict[str, PipelineStep], writers: dict[str, dict[str, UpstreamOutput]]
+    ) -> None:
+        """An input that reads an output of a pipeline step reads the output of the step inside it
+        that writes that output."""
+        for step in steps.values():
+            for input_name, upstream in list(step.upstream.items()):
+                if upstream.step not in writers:
+                    continue
+                writer = writers[upstream.step].get(upstream.output)
+                if writer is not None:
+                    step.upstream[input_name] = writer
+                    continue
+                self.problems.append(
+                    Problem(
+                        f"output {upstream.output!r} of pipeline step {upstream.step!r} is written by none of "
+                        "its component's steps",
+                        f"{step.key}.inputs.{input_name}",
+                        step.source_map.find(("inputs", input_name)),
+                        f"bind it in the component: `OUTPUT: ${{{{parent.outputs.{upstream.output}}}}}` under a step",
+                    )
+                )
+
+    def _step_kind_ok(self, level: _Level, name: str, raw: dict[str, Any]) -> bool:
+        kind = raw.get("type", "command")
+        text = str(kind).lower()
+        if text in pipeline_models.STEP_TYPES_RUN:
+            return True
+        later = pipeline_models.STEP_TYPES_LATER.get(text)
+        if later is not None:
+            self.problem(
+                level,
+                f"step {name!r} is a {text} step: {later}",
+                ("jobs", name, "type"),
+                "distrun runs `type: command` steps (inline, or `component: ./file.yml`) and "
+                "`type: pipeline` steps naming a pipeline component",
+            )
+        else:
+            self.problem(
+                level,
+                f"unknown step type {kind!r}",
+                ("jobs", name, "type"),
+                "use `type: command`, or `type: pipeline` naming a pipeline component "
+                "(sweep steps are not supported yet)",
+            )
+        return False
+
+    def _component_fits(self, level: _Level, name: str, raw: dict[str, Any], component: LoadedComponent | None) -> bool:
+        """A step's type says what its component is: command, or pipeline."""
+        pipeline_step = str(raw.get("type", "command")).lower() == "pipeline"
+        if "component" in raw and component is None:
+            return False  # its problem is said
+        if pipeline_step and component is None:
+            self.problem(
+                level,
+                "a pipeline step names its pipeline component",
+                ("jobs", name),
+                "add `component: ./stage.yml` (a pipelineComponent file), or make it `type: command`",
+            )
+            return False
+        if component is not None and pipeline_step != isinstance(component.spec, pipeline_models.PipelineComponent):
+            kind = "pipeline" if not pipeline_step else "command"
+            self.problem(
+                level,
+                f"the step is `type: {'pipeline' if pipeline_step else 'command'}` but its component is a "
+                f"{kind} component",
+                ("jobs", name, "type"),
+                f"write `type: {kind}`",
+            )
+            return False
+        return True
+
+    # ------------------------------------------------------------ components
+
+    def _component_of(self, level: _Level, name: str, raw: dict[str, Any]) -> LoadedComponent | None:
+        ref = raw.get("component")
+        at = ("jobs", name, "component")
+        if ref is None:
+            return None
+        if isinstance(ref, dict):
+            smap = SourceMap(level.source)
+            copy_positions(level.smap, at, smap, ())
+            return self._component(ref, smap, level.base_dir, level.source, at)
+        if not isinstance(ref, str) or not ref.strip():
+            self.problem(
+                level, f"expected the path of a component file, got {ref!r}", at, "write e.g. `component: ./train.yml`"
+            )
+            return None
+        if ref.startswith("azureml:"):
+            path = self._registered(level, ref, at)
+        else:
+            path = local_path(level.base_dir, ref.removeprefix("file:") if not ref.startswith("file://") else ref)
+            if path is None:
+                self.problem(
+                    level,
+                    f"component {ref!r} is not a file on this machine",
+                    at,
+                    "name a local component file: ./train.yml",
+                )
+        if path is None:
+            return None
+        path = path.resolve()
+        if path in self.component_files:
+            return self.component_files[path]
+        loaded = self._component_file(level, path, at)
+        self.component_files[path] = loaded
+        return loaded
+
+    def _registered(self, level: _Level, ref: str, at: tuple[str, ...]) -> Path | None:
+        """The file of a component registered with `distrun component create`."""
+        from distrun.core.errors import DistrunError
+        from distrun.store.components import get_component, parse_reference
+        from distrun.store.layout import distrun_home
+
+        parsed = parse_reference(ref)
+        if parsed is None:
+            self.problem(
+                level,
+                f"{ref!r} is not a component distrun can find (components in Azure ML registries are not supported)",
+                at,
+                "name a component registered here, azureml:NAME:VERSION or azureml:NAME@latest, or a file",
+            )
+            return None
+        try:
+            return get_component(distrun_home(), *parsed).file
+        except DistrunError as exc:
+            self.problem(level, exc.message, at, exc.hint)
+            return None
+
+    def _component_file(
+        self, level: _Level, path: Path, at: tuple[str, ...], overrides: list[str] | tuple[str, ...] = ()
+    ) -> LoadedComponent | None:
+        if not path.is_file():
+            self.problem(
+                level,
+                f"component file {path} {'is a folder' if path.is_dir() else 'does not exist'}",
+                at,
+                "check the path (relative paths start at the folder of the file that names it)",
+            )
+            return None
+        try:
+            data, smap = read_yaml_file(path)
+            data = apply_overrides(data, smap, list(overrides))
+        except ValidationError as exc:
+            self.sources.append(str(path))
+            self.problems += exc.problems
+            return None
+        self.sources.append(str(path))
+        return self._component(data, smap, path.parent, str(path), at)
+
+    def _component(
+        self, data: Any, smap: SourceMap, base_dir: Path, source: str, at: tuple[str, ...]
+    ) -> LoadedComponent | None:
+        if not isinstance(data, dict):
+            self.problems.append(
+                Problem(
+                    "a component is a mapping of keys (command:, inputs:, ...)",
+                    "",
+                    smap.find(()),
+                    "write the component's keys at the top level",
+                )
+            )
+            return None
+        kind = str(data.get("type", "command")).lower()
+        schema = str(data.get("$schema", "")).lower()
+        model: type[pipeline_models.CommandComponent] | type[pipeline_models.PipelineComponent]
+        if kind == "pipeline" or "pipelinecomponent" in schema:
+            model = pipeline_models.PipelineComponent
+        elif kind == "command":
+            model = pipeline_models.CommandComponent
+        else:
+            self.problems.append(
+                Problem(
+                    f"a {kind} component cannot be a step: distrun runs command and pipeline components",
+                    "type",
+                    smap.find(("type",)),
+                    "use a component with `type: command` (or `type: pipeline`)",
+                )
+            )
+            return None
+        try:
+            spec = model.model_validate(data)
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            found = translate(exc, data, smap, model)
+            if source != self.source:
+                self.problems += found
+            else:  # an inline component: its keys are under the step's
+                prefix = format_key_path(at)
+                self.problems += [_rekeyed(p, prefix) for p in found]
+            return None
+        return LoadedComponent(spec, data, smap, base_dir, source)
+
+    # ------------------------------------------------------------ each step, as a command job
+
+    def _step_problems(self, step: PipelineStep) -> list[Problem]:
+        """The step's command job, validated and checked as a job file would be. Its inputs
+        from other steps name outputs that exist only once those steps ran: their paths are
+        not checked here (their bindings were)."""
+        document = step.bound_document(lambda up: preview_output_uri(PREVIEW_PIPELINE, up.step, up.output))
+        smap = step.source_map
+        try:
+            document = normalize(document, smap)
+            spec = models.JobSpec.model_validate(document)
+        except ValidationError as exc:
+            found = exc.problems
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            found = [*translate(exc, document, smap), *raw_problems(document, smap)]
+        else:
+            found = semantic_problems(LoadedJob(spec, step.base_dir, self.source, smap))
+        upstream = tuple(f"inputs.{name}.path" for name in step.upstream)
+        # A datastore path a step after others reads may be written by one of them (Microsoft's
+        # 4b: the first step's output is a datastore folder, the second reads a file in it), so
+        # that it is missing now is no problem yet: it is checked when the step starts.
+        later = tuple(f"inputs.{name}.path" for name in _datastore_inputs(document)) if step.depends_on else ()
+        prefix = step.key or f"jobs.{step.name}"
+        return [
+            p if p.position is not None and p.position.source == step.component else _rekeyed(p, prefix)
+            for p in found
+            if not p.key_path.startswith(upstream)
+            and not (p.key_path.startswith(later) and p.message.endswith("which does not exist"))
+        ]
+
+    # ------------------------------------------------------------ the graph
+
+    def _pipeline_outputs(self, steps: dict[str, PipelineStep]) -> None:
+        """Each pipeline output is written by one step."""
+        writer: dict[str, str] = {}
+        for name, step in steps.items():
+            for output, pipeline_output in step.pipeline_outputs.items():
+                if pipeline_output in writer:
+                    first = writer[pipeline_output]
+                    self.problems.append(
+                        Problem(
+                            f"pipeline output {pipeline_output!r} is already the output of step {first!r}",
+                            f"{step.key}.outputs.{output}",
+                            step.source_map.find(("outputs", output)),
+                            "bind each pipeline output to one step's output",
+                        )
+                    )
+                else:
+                    writer[pipeline_output] = name
+
+    def _cycles(self, steps: dict[str, PipelineStep]) -> None:
+        cycle = pipeline_graph.find_cycle({name: step.depends_on for name, step in steps.items()})
+        if cycle is None:
+            return
+        first, second = cycle[0], cycle[1]
+        step = steps[first]
+        reading = next(name for name, up in step.upstream.items() if up.step == second)
+        self.problems.append(
+            Problem(
+                f"the steps form a cycle: {' -> '.join(reversed(cycle))} (each reads the output of the one before)",
+                f"{step.key}.inputs.{reading}",
+                step.source_map.find(("inputs", reading)),
+                "a step can read only outputs of steps that do not read, directly or through others, from it",
+            )
+        )
+
+    def _ordered(self, problems: list[Problem]) -> list[Problem]:
+        """In file order: the pipeline file, then each component file as first met, then overrides."""
+
+        def rank(problem: Problem) -> int:
+            source = problem.position.source if problem.position else ""
+            if source.startswith("--set"):
+                return len(self.sources) + 1
+            return self.sources.index(source) if source in self.sources else len(self.sources)
+
+        return sorted(in_file_order(problems), key=rank)
+
+
+def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedComponent:
+    """A command component file on its own (`distrun component create`, `--set` overrides applied),
+    checked as a pipeline checks the components its steps name, and its command's references to
+    its inputs and outputs."""
+    from distrun.spec.checks import reference_problems
+
+    file = Path(path)
+    loader = _PipelineLoader({}, file.resolve().parent, str(file), SourceMap(str(file)))
+    level = _Level({}, pipeline_models.PipelineJob.model_construct(), loader.smap, loader.base_dir, loader.source)
+    component = loader._component_file(level, file.resolve(), (), overrides)
+    if component is not None and isinstance(component.spec, pipeline_models.PipelineComponent):
+        raise ValidationError(
+            [
+                Problem(
+                    "registering a pipeline component is not supported yet",
+                    "type",
+                    component.source_map.find(("type",)),
+                    "register its command components, and name the pipeline component's file from a pipeline",
+                )
+            ]
+        )
+    if component is not None:
+        position = lambda *key: component.source_map.find(tuple(key))  # noqa: E731
+        spec = component.spec
+        loader.problems += reference_problems(spec.command, spec.inputs, spec.outputs, position)
+    if loader.problems or component is None:
+        raise ValidationError(loader._ordered(loader.problems))
+    return component
+
+
+def _rekeyed(problem: Problem, prefix: str) -> Problem:
+    from dataclasses import replace
+
+    key = f"{prefix}.{problem.key_path}" if problem.key_path else prefix
+    return replace(problem, key_path=key)

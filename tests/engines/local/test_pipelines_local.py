@@ -1,0 +1,303 @@
+"""Pipeline jobs on local compute: each step a real distrun job, outputs passed by path, a failure
+stopping what depends on it and naming the first failing step with its traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+from distrun.core import procfs
+from distrun.store.index import JobIndex
+from support.cli import REPO
+from support.jobs import processes_of_job, wait_for
+
+CHAIN = REPO / "tests" / "data" / "pipelines" / "chain" / "pipeline.yml"
+NESTED = REPO / "tests" / "data" / "pipelines" / "nested" / "pipeline.yml"
+
+
+def _records(home: Path) -> dict[str, dict]:
+    return {record.name: record.to_dict() for record in JobIndex(home / "jobs.db").list(100)}
+
+
+def test_chain_runs_each_step_as_a_job_and_passes_outputs_by_path(run_cli, distrun_home: Path) -> None:
+    result = run_cli("run", str(CHAIN), "--name", "nightly")
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = _records(distrun_home)
+    assert set(records) == {"nightly", "nightly.prepare", "nightly.train", "nightly.score"}
+    pipeline = records["nightly"]
+    assert pipeline["status"] == "Completed" and pipeline["compute"] == "pipeline"
+    assert list(pipeline["steps"]) == ["prepare", "train", "score"]
+    assert [s["status"] for s in pipeline["steps"].values()] == ["Completed"] * 3
+    assert pipeline["steps"]["train"]["depends_on"] == ["prepare"]
+    for step in ("prepare", "train", "score"):
+        child = records[f"nightly.{step}"]
+        assert (child["status"], child["parent"], child["compute"]) == ("Completed", "nightly", "local")
+    assert len(records["nightly.train"]["processes"]) == 4  # 2 nodes x 2 processes
+    jobs = distrun_home / "jobs"
+    # train read prepare's output, score read train's: by path, in the order of the graph.
+    report = (jobs / "nightly.score" / "named-outputs" / "report" / "report.txt").read_text()
+    assert report == "scored epochs=3 lr=0.5 data=a,b\n"
+    assert "[prepare] started as job nightly.prepare on local, 1 process" in result.stdout
+    assert "[train] started as job nightly.train on local, 4 processes" in result.stdout
+    assert result.stdout.index("[prepare] Completed") < result.stdout.index("[train] started")
+    assert "Status: Completed" in result.stdout
+    # The pipeline's faces: its steps in show and list; logs are its steps' jobs'.
+    shown = run_cli("job", "show", "nightly").stdout
+    rows = {line.split()[0]: line.split()[1:4] for line in shown.splitlines() if line.startswith(("prepare", "train"))}
+    assert rows == {
+        "prepare": ["Completed", "nightly.prepare", "local"],
+        "train": ["Completed", "nightly.train", "local"],
+    }
+    assert "pipeline (3 steps)" in run_cli("job", "list").stdout
+    logs = run_cli("logs", "nightly")
+    assert logs.returncode == 2 and "nightly is a pipeline: it has no logs of its own" in logs.stderr
+    assert "trained on rank 3" in run_cli("logs", "nightly.train").stdout
+
+
+def test_a_pipeline_component_runs_its_steps_in_its_place(run_cli, distrun_home: Path) -> None:
+    result = run_cli("run", str(NESTED), "--name", "staged")
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = _records(distrun_home)
+    assert set(records) == {"staged", "staged.stage.prepare", "staged.stage.train", "staged.score"}
+    assert list(records["staged"]["steps"]) == ["stage.prepare", "stage.train", "score"]
+    report = (distrun_home / "jobs" / "staged.score" / "named-outputs" / "report" / "report.txt").read_text()
+    assert report == "scored epochs=4 lr=0.01 data=a,b\n"
+
+
+def _failing_pipeline(folder: Path, continue_on_failure: bool) -> Path:
+    (folder / "src").mkdir(parents=True)
+    (folder / "src" / "fail.py").write_text("def go():\n    raise ValueError('bad rows in step a')\n")
+    pipeline = folder / "pipeline.yml"
+    pipeline.write_text(
+        textwrap.dedent(
+            f"""\
+            type: pipeline
+            settings:
+              continue_on_step_failure: {str(continue_on_failure).lower()}
+            jobs:
+              a:
+                command: python -c "import fail; fail.go()"
+                code: ./src
+                outputs:
+                  out: {{type: uri_folder}}
+              b:
+                command: python -c "import time; time.sleep({2 if continue_on_failure else 60})"
+                limits: {{grace_period: 1}}
+              c:
+                command: ls ${{{{inputs.x}}}}
+                inputs:
+                  x: ${{{{parent.jobs.a.outputs.out}}}}
+            """
+        )
+    )
+    return pipeline
+
+
+def test_a_failed_step_stops_the_pipeline_and_is_named_with_its_traceback(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    result = run_cli("run", str(_failing_pipeline(tmp_path, False)), "--name", "broken")
+    assert result.returncode == 1, result.stdout + result.stderr
+    records = _records(distrun_home)
+    pipeline = records["broken"]
+    assert pipeline["status"] == "Failed"
+    assert pipeline["reason"].startswith("step a failed: ")
+    assert pipeline["root_cause"]["step"] == "a" and pipeline["root_cause"]["job"] == "broken.a"
+    assert "ValueError: bad rows in step a" in pipeline["root_cause"]["traceback"]
+    steps = pipeline["steps"]
+    assert steps["a"]["status"] == "Failed"
+    assert steps["b"]["status"] == "Canceled"  # running beside a: canceled, not left to sleep 60 s
+    assert steps["c"]["status"] == "Canceled" and steps["c"]["reason"].startswith("not started")
+    assert "broken.c" not in records  # never submitted
+    assert records["broken.b"]["status"] == "Canceled"
+    assert processes_of_job("broken.b") == []
+    assert "Failed first: step a (job broken.a)" in result.stdout
+    assert "ValueError: bad rows in step a" in result.stdout
+
+
+def test_continue_on_step_failure_lets_independent_steps_finish(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    result = run_cli("run", str(_failing_pipeline(tmp_path, True)), "--name", "partial")
+    assert result.returncode == 1, result.stdout + result.stderr
+    steps = _records(distrun_home)["partial"]["steps"]
+    assert [steps[s]["status"] for s in "abc"] == ["Failed", "Completed", "Canceled"]
+    assert steps["c"]["reason"] == "not started: step a did not complete"
+
+
+def _start_long_pipeline(
+    start_cli: Callable[..., subprocess.Popen[str]], distrun_home: Path, folder: Path, name: str
+) -> subprocess.Popen[str]:
+    """`distrun run` of a pipeline whose first step sleeps a minute and a second that reads it,
+    returned once the first step's job is Running."""
+    pipeline = folder / "pipeline.yml"
+    pipeline.write_text(
+        textwrap.dedent(
+            """\
+            type: pipeline
+            jobs:
+              slow:
+                command: python -c "import time; print('up', flush=True); time.sleep(60)"
+                limits: {grace_period: 1}
+                outputs:
+                  out: {type: uri_folder}
+              after:
+                command: ls ${{inputs.x}}
+                inputs:
+                  x: ${{parent.jobs.slow.outputs.out}}
+            """
+        )
+    )
+    proc = start_cli("run", str(pipeline), "--name", name)
+    wait_for(lambda: _records(distrun_home).get(f"{name}.slow", {}).get("status") == "Running", timeout=60)
+    return proc
+
+
+def test_job_cancel_of_a_pipeline_cancels_its_running_steps(
+    start_cli, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    proc = _start_long_pipeline(start_cli, distrun_home, tmp_path, "long")
+    result = run_cli("job", "cancel", "long")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "long: Canceled" in result.stdout
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    records = _records(distrun_home)
+    assert records["long"]["status"] == "Canceled"
+    assert records["long.slow"]["status"] == "Canceled"
+    assert records["long"]["steps"]["after"]["status"] == "Canceled"
+    assert "long.after" not in records
+    assert processes_of_job("long.slow") == []
+
+
+def _launcher_servers(home: Path) -> list[int]:
+    """Live processes of this test's DISTRUN_HOME running distrun.backends.launcher_server: the
+    server, and the supervisors (with their watchdogs) it forked, which keep its command line."""
+    mine = f"DISTRUN_HOME={home}".encode()
+    return [
+        pid
+        for pid, environ in procfs.environments()
+        if mine in environ and b"distrun.backends.launcher_server" in procfs.command_line(pid) and procfs.is_alive(pid)
+    ]
+
+
+def test_steps_supervisors_are_forked_by_a_server_that_a_killed_pipeline_does_not_leave_behind(
+    start_cli, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    proc = _start_long_pipeline(start_cli, distrun_home, tmp_path, "served")
+    supervisor = _records(distrun_home)["served.slow"]["launcher_pid"]
+    assert supervisor in _launcher_servers(distrun_home)
+    [server] = [pid for pid in _launcher_servers(distrun_home) if procfs.parent_of(pid) == proc.pid]
+    # Forked twice: neither the server's child nor the pipeline's, in a session of its own.
+    assert procfs.parent_of(supervisor) not in (server, proc.pid)
+    assert os.getsid(supervisor) not in (os.getsid(proc.pid), os.getsid(server))
+    assert "up" in run_cli("logs", "served.slow").stdout
+    proc.kill()  # distrun itself killed: the server goes with it, the step's job is its supervisor's
+    proc.wait(timeout=10)
+    wait_for(lambda: not procfs.is_alive(server), timeout=10)
+    assert _records(distrun_home)["served.slow"]["status"] == "Running"
+    result = run_cli("job", "cancel", "served.slow")
+    assert result.returncode == 0 and "served.slow: Canceled" in result.stdout, result.stdout + result.stderr
+    assert processes_of_job("served.slow") == []
+
+
+def test_run_detached_supervises_the_pipeline_in_the_background(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text(
+        textwrap.dedent(
+            """\
+            type: pipeline
+            jobs:
+              write:
+                command: echo written > ${{outputs.out}}/note.txt
+                outputs:
+                  out: {type: uri_folder}
+              read:
+                command: cat ${{inputs.x}}/note.txt
+                inputs:
+                  x: ${{parent.jobs.write.outputs.out}}
+            """
+        )
+    )
+    result = run_cli("run", "-d", str(pipeline), "--name", "background")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Created pipeline background with 2 steps (Queued)" in result.stdout
+    wait_for(lambda: _records(distrun_home)["background"]["status"] not in ("Queued", "Running"), timeout=120)
+    records = _records(distrun_home)
+    assert records["background"]["status"] == "Completed", records["background"]
+    assert [s["status"] for s in records["background"]["steps"].values()] == ["Completed"] * 2
+    assert records["background.read"]["parent"] == "background"
+    assert "written" in run_cli("logs", "background.read").stdout
+    log = (distrun_home / "jobs" / "background" / "system_logs" / "launcher.txt").read_text()
+    assert "[read] started as job background.read" in log and "Status: Completed" in log
+
+
+def _reuse_pipeline(folder: Path) -> Path:
+    """upper reads a file; count reads upper's output."""
+    (folder / "words.txt").write_text("one two\n")
+    pipeline = folder / "pipeline.yml"
+    pipeline.write_text(
+        textwrap.dedent(
+            """\
+            type: pipeline
+            inputs:
+              words: {type: uri_file, path: ./words.txt}
+            jobs:
+              upper:
+                command: tr a-z A-Z < ${{inputs.words}} > ${{outputs.shout}}/words.txt
+                inputs:
+                  words: ${{parent.inputs.words}}
+                outputs:
+                  shout: {type: uri_folder}
+              count:
+                command: wc -w < ${{inputs.text}}/words.txt > ${{outputs.counted}}/count.txt
+                inputs:
+                  text: ${{parent.jobs.upper.outputs.shout}}
+                outputs:
+                  counted: {type: uri_folder}
+            """
+        )
+    )
+    return pipeline
+
+
+def test_a_second_run_reuses_unchanged_steps_and_reruns_what_changed(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    pipeline = _reuse_pipeline(tmp_path)
+    jobs = distrun_home / "jobs"
+
+    def run(name: str) -> dict:
+        result = run_cli("run", str(pipeline), "--name", name)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return _records(distrun_home)[name]["steps"]
+
+    first = run("first")
+    assert [(s["job"], s["reused"]) for s in first.values()] == [("first.upper", False), ("first.count", False)]
+    # Unchanged: both steps reused, pointed at the first run's jobs; no job of their own.
+    second = run("second")
+    assert [(s["status"], s["job"], s["reused"]) for s in second.values()] == [
+        ("Completed", "first.upper", True),
+        ("Completed", "first.count", True),
+    ]
+    assert {"second.upper", "second.count"}.isdisjoint(_records(distrun_home))
+    shown = run_cli("job", "show", "second").stdout
+    rows = {line.split()[0]: line.split()[1:3] for line in shown.splitlines() if line.startswith(("upper", "count"))}
+    assert rows == {"upper": ["Reused", "first.upper"], "count": ["Reused", "first.count"]}
+    # A changed input file: the step reading it runs again, and so does the step after it.
+    (tmp_path / "words.txt").write_text("one two three\n")
+    third = run("third")
+    assert [(s["job"], s["reused"]) for s in third.values()] == [("third.upper", False), ("third.count", False)]
+    assert (jobs / "third.count" / "named-outputs" / "counted" / "count.txt").read_text().strip() == "3"
+    # An output changed after its job completed (job folders are job-writable) is never reused:
+    # upper is reused from the third run, count runs again.
+    (jobs / "third.count" / "named-outputs" / "counted" / "count.txt").write_text("999\n")
+    result = run_cli("run", str(pipeline), "--name", "fourth")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[count] not reused: the earlier run third.count cannot be reused: its output counted changed" in (
+        result.stdout
+    )
+    fourth = _records(distrun_home)["fourth"]["steps"]
+    assert [(s["job"], s["reused"]) for s in fourth.values()] == [("third.upper", True), ("fourth.count", False)]
+    assert (jobs / "fourth.count" / "named-outputs" / "counted" / "count.txt").read_text().strip() == "3"

@@ -1,0 +1,69 @@
+"""Pipeline files at the command line: `plan` and `job validate` take them, a bad one is every
+problem at once with no traceback, `component create` registers what steps name."""
+
+from __future__ import annotations
+
+import json
+
+from support.cli import REPO
+
+CHAIN = REPO / "tests" / "data" / "pipelines" / "chain" / "pipeline.yml"
+EVERY_PROBLEM = REPO / "tests" / "data" / "invalid_pipelines" / "27-every-problem-at-once.yml"
+
+
+def test_plan_and_validate_take_a_pipeline(run_cli) -> None:
+    plan = run_cli("plan", str(CHAIN))
+    assert plan.returncode == 0, plan.stderr
+    assert "pipeline: pipeline (chain)  steps: 3" in plan.stdout
+    assert "  level 2: score  after train  (model <- train.model)" in plan.stdout
+    assert "=== step train: job pipeline.train" in plan.stdout and "[1/3] rank_3" in plan.stdout
+    shown = json.loads(run_cli("plan", str(CHAIN), "-o", "json", "--set", "name=nightly").stdout)
+    assert [step["job"] for step in shown["steps"]] == ["nightly.prepare", "nightly.train", "nightly.score"]
+    validated = run_cli("job", "validate", "-f", str(CHAIN))
+    assert validated.returncode == 0, validated.stderr
+    steps = json.loads(validated.stdout)["steps"]
+    assert steps["train"]["depends_on"] == ["prepare"] and steps["train"]["compute"] == "local"
+    assert steps["train"]["job"]["inputs"]["epochs"] == 3
+
+
+def test_a_bad_pipeline_is_every_problem_at_once(run_cli) -> None:
+    for verb in (("plan",), ("job", "validate", "-f"), ("run",)):
+        result = run_cli(*verb, str(EVERY_PROBLEM))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "invalid job: 7 problems" in result.stderr
+        assert (
+            "jobs.score.inputs.data: ${{parent.jobs.trian.outputs.model}} refers to an undefined step" in result.stderr
+        )
+        assert "Traceback" not in result.stderr
+
+
+def test_an_unknown_step_compute_is_named_and_compute_local_runs_it(run_cli) -> None:
+    result = run_cli("plan", str(CHAIN), "--set", "jobs.score.compute=azureml:gpu-cluster")
+    assert result.returncode == 2
+    assert "jobs.score.compute: step score: unknown compute target 'gpu-cluster'" in result.stderr
+    assert (
+        run_cli("plan", str(CHAIN), "--set", "jobs.score.compute=azureml:gpu-cluster", "--compute", "local").returncode
+        == 0
+    )
+
+
+def test_component_create_list_show_and_a_step_naming_it(run_cli, distrun_home, tmp_path) -> None:
+    import shutil
+
+    folder = tmp_path / "chain"
+    shutil.copytree(CHAIN.parent, folder)
+    created = run_cli("component", "create", "-f", str(folder / "train.yml"))
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["version"] == "1"  # the file's version
+    again = run_cli("component", "create", "-f", str(folder / "train.yml"))
+    assert again.returncode == 2 and "component train already has version 1" in again.stderr
+    bumped = run_cli("component", "create", "-f", str(folder / "train.yml"), "--set", "version=5")
+    assert bumped.returncode == 0 and json.loads(bumped.stdout)["version"] == "5", bumped.stderr
+    assert [c["version"] for c in json.loads(run_cli("component", "list").stdout)] == ["1", "5"]
+    shown = json.loads(run_cli("component", "show", "-n", "train", "-l", "latest").stdout)
+    assert "code: ./code" in shown["yaml"]
+    pipeline = folder / "pipeline.yml"
+    pipeline.write_text(pipeline.read_text().replace("component: ./train.yml", "component: azureml:train@latest"))
+    plan = run_cli("plan", str(pipeline))
+    assert plan.returncode == 0, plan.stderr
+    assert f"=== step train: job pipeline.train, component {shown['path']}, 4 processes" in plan.stdout

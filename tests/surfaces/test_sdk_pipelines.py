@@ -1,0 +1,73 @@
+"""A pipeline built with the SDK runs for real on local compute: `@dsl.pipeline` with a component
+from YAML and a `command(...)` step reading its output, submitted, streamed and read back with
+`MLClient.jobs`, through the runner `distrun run pipeline.yml` uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distrun import Input, MLClient, Output, command, load_component
+from distrun.dsl import pipeline
+from support.sdk import sdk_env, write
+
+__all__ = ["sdk_env"]  # the fixture, imported for pytest
+
+
+def test_a_two_step_sdk_pipeline_chains_an_output(sdk_env: Path, capsys) -> None:
+    write(
+        sdk_env / "src" / "double.py",
+        """
+        import pathlib, sys
+        numbers = (pathlib.Path(sys.argv[1]) / "sample.txt").read_text().split()
+        (pathlib.Path(sys.argv[2]) / "doubled.txt").write_text(" ".join(str(2 * int(n)) for n in numbers))
+        """,
+    )
+    write(
+        sdk_env / "double.yml",
+        """
+        type: command
+        name: double
+        inputs:
+          numbers: {type: uri_folder}
+        outputs:
+          doubled: {type: uri_folder}
+        code: ./src
+        command: python double.py ${{inputs.numbers}} ${{outputs.doubled}}
+        """,
+    )
+    double = load_component(source="./double.yml")
+    total = command(
+        command="python -c \"import sys; t = sum(map(int, open(sys.argv[1] + '/doubled.txt').read().split()));"
+        " open(sys.argv[2] + '/total.txt', 'w').write(f'{sys.argv[3]}{t}')\""
+        " ${{inputs.doubled}} ${{outputs.total}} ${{inputs.label}}",
+        inputs={"doubled": Input(type="uri_folder"), "label": "sum="},
+        outputs={"total": Output(type="uri_folder")},
+    )
+
+    @pipeline(description="double, then add up")
+    def add_up(numbers):
+        first = double(numbers=numbers)
+        second = total(doubled=first.outputs.doubled)
+        return {"result": second.outputs.total}
+
+    job = add_up(numbers=Input(type="uri_folder", path="./data"))
+    job.settings.default_compute = "local"
+    client = MLClient()
+    submitted = client.jobs.create_or_update(job, experiment_name="sdk-pipelines")
+    client.jobs.stream(submitted.name)
+    shown = capsys.readouterr().out
+    assert f"[first] Completed (job {submitted.name}.first)" in shown
+    assert "Status: Completed" in shown and "second  Completed" in shown
+
+    done = client.jobs.get(submitted.name)
+    assert done.status == "Completed" and list(done.jobs) == ["first", "second"]
+    assert [step.status for step in done.jobs.values()] == ["Completed", "Completed"]
+    assert {j.name for j in client.jobs.list(parent_job_name=submitted.name)} == {
+        f"{submitted.name}.first",
+        f"{submitted.name}.second",
+    }
+    assert done.jobs.second.experiment_name == "sdk-pipelines"
+    # The second step read what the first wrote, by path: 2*(1+2+3).
+    folder = client.layout.job(f"{submitted.name}.second").named_output("total")
+    assert (folder / "total.txt").read_text() == "sum=12"
+    assert (client.layout.job(submitted.name).root / "pipeline.yml").is_file()  # the document it ran
