@@ -19,6 +19,7 @@ from pathlib import Path
 
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import FILE_MODE, make_dirs, make_home
+from distrun.core.registered_versions import pick_version
 from distrun.core.safe_files import read_text
 
 ASSET_TYPES = ("uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model")
@@ -85,23 +86,9 @@ def list_assets(home: Path, name: str | None = None) -> list[DataAsset]:
 
 def get_asset(home: Path, name: str, version: str | None = None, label: str | None = None) -> DataAsset:
     versions = list_assets(home, name) if _NAME.match(name) else []
-    if not versions:
-        raise DistrunError(
-            f"there is no data asset named {name!r}", "register it: distrun data create --name ... --path ..."
-        )
-    if version is not None:
-        for asset in versions:
-            if asset.version == version:
-                return asset
-        known = ", ".join(a.version for a in versions)
-        raise DistrunError(
-            f"data asset {name} has no version {version!r} (versions: {known})", f"use azureml:{name}@latest"
-        )
-    if label not in (None, "latest"):
-        raise DistrunError(
-            f"data asset label {label!r} is not known", f"use azureml:{name}@latest or azureml:{name}:VERSION"
-        )
-    return versions[-1]
+    return pick_version(
+        "data asset", name, versions, version, label, "register it: distrun data create --name ... --path ..."
+    )
 
 
 def _next_version(home: Path, name: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, make_dirs, make_home
+from distrun.core.registered_versions import pick_version
 from distrun.core.safe_files import read_text
 
 COMPONENT_FILE = "component.yml"
@@ -129,24 +130,9 @@ def list_components(home: Path, name: str | None = None) -> list[RegisteredCompo
 
 def get_component(home: Path, name: str, version: str | None = None, label: str | None = None) -> RegisteredComponent:
     versions = list_components(home, name) if _NAME.match(name) else []
-    if not versions:
-        raise DistrunError(
-            f"there is no registered component named {name!r}",
-            "register it: distrun component create --file component.yml",
-        )
-    if version is not None:
-        for component in versions:
-            if component.version == version:
-                return component
-        known = ", ".join(c.version for c in versions)
-        raise DistrunError(
-            f"component {name} has no version {version!r} (versions: {known})", f"use azureml:{name}@latest"
-        )
-    if label not in (None, "latest"):
-        raise DistrunError(
-            f"component label {label!r} is not known", f"use azureml:{name}@latest or azureml:{name}:VERSION"
-        )
-    return versions[-1]
+    return pick_version(
+        "component", name, versions, version, label, "register it: distrun component create --file component.yml"
+    )
 
 
 def _with_changes(text: str, changes: dict[str, Any]) -> str:
