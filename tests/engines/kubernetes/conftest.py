@@ -26,12 +26,24 @@ from support.clusters.k8s_emulator import EmulatedCluster
 PORT_LOCKS = Path(tempfile.gettempdir()) / "distrun-test-k8s-ports"
 
 
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux's default if unreadable)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def reserve_port_base(count: int = 16) -> tuple[int, IO[bytes]]:
     """A base port with `count` free ports after it, held for this test (the returned file's lock)
     against every other test run on this machine: the pods start only later, so a port that is
     free now proves nothing to a second run looking at the same moment."""
     PORT_LOCKS.mkdir(mode=0o700, exist_ok=True)
-    bases = list(range(31000, 60000, 97))
+    # Below the kernel's ephemeral range: a port of it that is free now can be any process's
+    # outgoing connection by the time the pods bind it (seen: a DDP rank 0's EADDRINUSE while a
+    # second suite ran). The Ray test cluster's ports (20100-20199) are in a namespace of its own.
+    bases = list(range(21000, ephemeral_ports()[0] - count, 97))
     start = random.randrange(len(bases))  # runs started together do not queue on the same locks
     for base in bases[start:] + bases[:start]:
         lock = open(PORT_LOCKS / str(base), "ab")
