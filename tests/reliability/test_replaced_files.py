@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sqlite3
 from collections.abc import Callable
@@ -251,10 +252,11 @@ def test_run_show_metrics_and_data_list_end_when_the_job_swaps_its_files_for_pip
 ):
     """A real job, tracked by MLflow, that swaps tracking.json and the metrics store for named pipes."""
     monkeypatch.setenv("DISTRUN_MLFLOW", "1")
+    # The ranks log over HTTP to distrun's server; the store it serves is DISTRUN_HOME's mlflow.db.
     job = write_job(
-        """
+        f"""
         command: >-
-          data=$(python -c "import os; print(os.environ['MLFLOW_TRACKING_URI'][len('sqlite:///'):])") &&
+          data={shlex.quote(str(distrun_home / "mlflow.db"))} &&
           cd "$DISTRUN_JOB_DIR" && rm tracking.json && mkfifo tracking.json &&
           rm "$data" && mkfifo "$data" && mkdir -p "$(dirname "$data")/data/ds" &&
           mkfifo "$(dirname "$data")/data/ds/1.json" && echo swapped

@@ -54,6 +54,7 @@ class PipelineRun:
         name: str | None = None,
         capacity: int | None = None,
     ) -> None:
+        from distrun.prepare.compute import runs_on_this_machine
         from distrun.prepare.submission import generate_name
         from distrun.spec.checks import process_count
         from distrun.store.index import JobIndex
@@ -67,10 +68,12 @@ class PipelineRun:
         self.capacity = capacity or os.cpu_count() or 1
         targets = check_pipeline(pipeline, layout, compute)
         self.targets = {step: target.name for step, (target, _) in targets.items()}
-        self.local_steps = [step for step, (target, _) in targets.items() if target.type == "local"]
+        # Steps whose processes run on this machine share its cores (`capacity`); an engine's don't.
+        here = {step for step, (target, _) in targets.items() if runs_on_this_machine(target.type)}
+        self.local_steps = [step for step in pipeline.steps if step in here]
+        self.machine_types = sorted({targets[step][0].type for step in here})
         self.local_size = {
-            step: process_count_of(pipeline, step, process_count) if targets[step][0].type == "local" else 0
-            for step in pipeline.steps
+            step: process_count_of(pipeline, step, process_count) if step in here else 0 for step in pipeline.steps
         }
         self.depends_on = pipeline.depends_on
         self.status: dict[str, str] = dict.fromkeys(pipeline.steps, NOT_STARTED)
@@ -185,7 +188,7 @@ class PipelineRun:
         from distrun.backends.registry import backend_for
         from distrun.backends.supervised import SupervisedBackend
 
-        backend = backend_for("local") if self.local_steps else None
+        backend = backend_for(self.machine_types[0]) if len(self.machine_types) == 1 else None
         if not isinstance(backend, SupervisedBackend):
             return nullcontext()
         return launchers_served(backend.launcher_module, self.layout.home)
