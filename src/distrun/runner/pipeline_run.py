@@ -4,7 +4,8 @@ Each step is a distrun job of its own, named `<pipeline>.<step>`, submitted on i
 compute target through the orchestrator (`distrun.runner.jobs.submit_job`), exactly as `distrun
 job create` submits a job file: its own folder, record (with `parent` naming the pipeline),
 per-rank logs, root cause and restarts. Nothing here knows an engine, so a step on Slurm, Ray or
-Kubernetes is submitted and followed the same way (`get_job` refreshes an engine's job).
+Kubernetes is submitted and followed the same way (`get_job` refreshes an engine's job, which
+asks the engine: that is done at most every `pipeline_schedule.ENGINE_LOOK_SECONDS` a step).
 
 A step is submitted once every step it reads from Completed; it reads their outputs by path
 (`azureml://jobs/<job>/outputs/<name>`, resolved by the data layer to the folder the job wrote),
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
 from distrun.runner import jobs
-from distrun.runner.pipeline_schedule import NOT_STARTED, startable, stopped_by
+from distrun.runner.pipeline_schedule import NOT_STARTED, due_looks, startable, stopped_by
 from distrun.runner.pipelines import check_pipeline, step_job_name
 
 if TYPE_CHECKING:
@@ -72,9 +73,8 @@ class PipelineRun:
         here = {step for step, (target, _) in targets.items() if runs_on_this_machine(target.type)}
         self.local_steps = [step for step in pipeline.steps if step in here]
         self.machine_types = sorted({targets[step][0].type for step in here})
-        self.local_size = {
-            step: process_count_of(pipeline, step, process_count) if step in here else 0 for step in pipeline.steps
-        }
+        self.processes = {step: process_count_of(pipeline, step, process_count) for step in pipeline.steps}
+        self.local_size = {step: self.processes[step] if step in here else 0 for step in pipeline.steps}
         self.depends_on = pipeline.depends_on
         self.status: dict[str, str] = dict.fromkeys(pipeline.steps, NOT_STARTED)
         self.reasons: dict[str, str] = {}
@@ -88,6 +88,8 @@ class PipelineRun:
         self.keys: dict[str, str] = {}
         # A running step's supervisor on this machine, as a pidfd: readable once it exited.
         self.exits: dict[str, int] = {}
+        # When the engine was last asked about each step it runs (time.monotonic()).
+        self.looked: dict[str, float] = {}
 
     # ------------------------------------------------------------ the record
 
@@ -252,11 +254,11 @@ class PipelineRun:
             return
         self.index.update(job, only_if_not_terminal=False, parent=self.name)
         self.status[step] = record.status
+        if record.backend_id:
+            self.looked[step] = time.monotonic()
         self._watch(step, record)
-        processes = self.local_size[step]
-        where = f"{self.targets[step]}" + (
-            f", {processes} process{'es' if processes != 1 else ''}" if processes else ""
-        )
+        processes = self.processes[step]
+        where = f"{self.targets[step]}, {processes} process{'es' if processes != 1 else ''}"
         self.say(f"[{step}] started as job {job} on {where}")
         self._save()
 
@@ -293,9 +295,14 @@ class PipelineRun:
         return True
 
     def _follow_running(self) -> None:
-        for step, state in self.status.items():
-            if state == NOT_STARTED or JobStatus.of(state).terminal:
-                continue
+        running = [s for s, state in self.status.items() if state != NOT_STARTED and not JobStatus.of(state).terminal]
+        now = time.monotonic()
+        for step in due_looks(running, self.looked, now):
+            state = self.status[step]
+            if JobStatus.of(state).terminal:
+                continue  # ended since the list was made (canceled after another step failed)
+            if step in self.looked:
+                self.looked[step] = now
             try:
                 record = jobs.get_job(self.layout, step_job_name(self.name, step))
             except DistrunError as exc:  # its record was removed or damaged: the step is lost

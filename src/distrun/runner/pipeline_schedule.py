@@ -1,4 +1,4 @@
-"""Which pipeline steps start now, and which a failure stops: pure decisions over plain data.
+"""Which pipeline steps start now, which a failure stops, and which to look at: pure decisions over plain data.
 
 A step starts when every step it reads from Completed. Steps on local compute share this
 machine's cores: a step starts only while its processes fit beside the local steps already
@@ -8,12 +8,16 @@ run). Steps on a cluster engine take no local room: the engine queues them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from distrun.core.job_status import JobStatus
 from distrun.spec.pipeline_graph import downstream_of
 
 NOT_STARTED = "NotStarted"  # Azure ML's word for a step still waiting
+# How often the engine running a step is asked about it, as `distrun run` asks about a job
+# (`distrun.runner.attach.POLL_S`): each look is a request to the engine (on Slurm, `scontrol
+# show job`, an RPC to slurmctld), which a scheduler's users must not send many times a second.
+ENGINE_LOOK_SECONDS = 0.5
 
 
 def startable(
@@ -50,3 +54,12 @@ def stopped_by(failed: str, depends_on: Mapping[str, Sequence[str]], status: Map
 
 def _ended(state: str) -> bool:
     return JobStatus.of(state).terminal if state != NOT_STARTED else False
+
+
+def due_looks(running: Iterable[str], last_look: Mapping[str, float], now: float) -> list[str]:
+    """The running steps whose job's record to read now.
+
+    `last_look`: when the engine was last asked about each step an engine runs; such a step is
+    due once ENGINE_LOOK_SECONDS passed. Any other step's record is the job index's, read each time.
+    """
+    return [s for s in running if s not in last_look or now - last_look[s] >= ENGINE_LOOK_SECONDS]

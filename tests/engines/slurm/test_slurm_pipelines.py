@@ -1,0 +1,107 @@
+"""A pipeline on the real Slurm cluster of 2 nodes (n1, n2): each step its own Slurm job,
+submitted when the steps it reads from completed, reading their outputs by path on the
+filesystem the nodes share."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from support.clusters.slurm_cluster import SlurmCluster
+from support.jobs import record
+
+PIPELINE = """\
+type: pipeline
+jobs:
+  prepare:
+    command: echo "rows from prepare on $SLURMD_NODENAME" > ${{outputs.data}}/rows.txt
+    outputs:
+      data: {type: uri_folder}
+  train:
+    command: python train.py ${{inputs.data}} ${{outputs.result}}
+    code: ./src
+    inputs:
+      data: ${{parent.jobs.prepare.outputs.data}}
+    outputs:
+      result: {type: uri_folder}
+    resources:
+      instance_count: 2
+    distribution:
+      type: pytorch
+      process_count_per_instance: 2
+"""
+
+# Every rank reads prepare's file and all-reduces its rank over gloo; rank 0 writes both.
+TRAIN = """\
+import os, sys
+import torch
+import torch.distributed as dist
+
+data, out = sys.argv[1], sys.argv[2]
+with open(os.path.join(data, "rows.txt")) as f:
+    rows = f.read().strip()
+dist.init_process_group("gloo")
+total = torch.ones(1) * dist.get_rank()
+dist.all_reduce(total)
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} sum {int(total.item())} read {rows!r}", flush=True)
+if dist.get_rank() == 0:
+    with open(os.path.join(out, "result.txt"), "w") as f:
+        f.write(f"sum {int(total.item())} of {rows}\\n")
+dist.destroy_process_group()
+"""
+
+
+def job_lookups(cluster: SlurmCluster) -> int:
+    """How many times slurmctld was asked about one job (`scontrol show job ID`) since it started."""
+    found = re.search(r"REQUEST_JOB_INFO_SINGLE\s*\(\s*\d+\)\s*count:(\d+)", cluster.run(["sdiag"]).stdout)
+    return int(found.group(1)) if found else 0
+
+
+@pytest.mark.slow
+def test_pipeline_steps_run_as_slurm_jobs_passing_outputs_by_path(
+    run_cli, hpc, distrun_home, tmp_path: Path, slurm_cluster: SlurmCluster
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(TRAIN)
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text(PIPELINE)
+    lookups, started = job_lookups(slurm_cluster), time.monotonic()
+    result = run_cli("run", str(pipeline), "--compute", hpc, "--name", "nightly", timeout=300)
+    took, lookups = time.monotonic() - started, job_lookups(slurm_cluster) - lookups
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "Status: Completed" in out, out
+    # The pipeline asks Slurm about a running step every 0.5 s, as `distrun run` asks about a job,
+    # not at each 50 ms turn of its loop (20 RPCs a second to slurmctld).
+    assert lookups <= 2.5 * took + 10, (lookups, took)
+
+    parent = record(distrun_home, "nightly")
+    assert parent["status"] == "Completed"
+    assert {step: (s["status"], s["job"], s["compute"]) for step, s in parent["steps"].items()} == {
+        "prepare": ("Completed", "nightly.prepare", hpc),
+        "train": ("Completed", "nightly.train", hpc),
+    }
+    children = {step: record(distrun_home, f"nightly.{step}") for step in ("prepare", "train")}
+    for child in children.values():
+        assert (child["status"], child["parent"], child["compute"]) == ("Completed", "nightly", hpc)
+    # Each step its own Slurm job, the second submitted only once the first had completed.
+    ids = [children[step]["backend_id"] for step in ("prepare", "train")]
+    assert all(ids) and ids[0] != ids[1], ids
+    assert "[prepare] started as job nightly.prepare on hpc, 1 process\n" in out, out
+    assert out.index("[prepare] Completed") < out.index("[train] started as job nightly.train on hpc, 4 processes")
+
+    jobs = distrun_home / "jobs"
+    rows = (jobs / "nightly.prepare" / "named-outputs" / "data" / "rows.txt").read_text().strip()
+    assert rows in ("rows from prepare on n1", "rows from prepare on n2")  # run by a Slurm node
+    train = children["train"]
+    assert {p["rank"]: p["host"] for p in train["processes"]} == {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
+    logs = jobs / "nightly.train" / "user_logs"
+    assert sorted(p.name for p in logs.iterdir()) == [f"std_log_process_{i:02d}.txt" for i in range(4)]
+    for rank in range(4):
+        text = (logs / f"std_log_process_{rank:02d}.txt").read_text()
+        assert f"rank {rank} of 4 sum 6 read {rows!r}" in text, text
+    result_file = jobs / "nightly.train" / "named-outputs" / "result" / "result.txt"
+    assert result_file.read_text() == f"sum 6 of {rows}\n"
