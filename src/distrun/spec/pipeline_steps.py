@@ -11,7 +11,7 @@ written (the pipeline file, or the component file), so any later problem points 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -225,18 +225,26 @@ class StepBuilder:
         copy_positions(self.smap, self.path + (key,), self.positions, (key,))
         return None
 
+    def _entries(
+        self, key: str, given: dict[str, Any], declared: Mapping[str, Any] | None
+    ) -> Iterator[tuple[str, Any, tuple[str, str]]]:
+        """Each entry given under `key` (inputs, outputs) with its position kept; one the component
+        does not declare is said and skipped."""
+        for name, value in given.items():
+            at = (key, name)
+            copy_positions(self.smap, self.path + at, self.positions, at)
+            if declared is not None and name not in declared:
+                self._undeclared(key[:-1], name, list(declared))
+                continue
+            yield name, value, at
+
     def _inputs(self) -> None:
         given = self._given("inputs")
         if given is None:
             return
         declared = self.component.spec.inputs if self.component else None
         inputs: dict[str, Any] = {}
-        for name, value in given.items():
-            at = ("inputs", name)
-            copy_positions(self.smap, self.path + at, self.positions, at)
-            if declared is not None and name not in declared:
-                self._undeclared("input", name, list(declared))
-                continue
+        for name, value, _ in self._entries("inputs", given, declared):
             if value is None:
                 continue  # given as nothing: the component's default, if any
             bound = self._input_value(name, value, declared.get(name) if declared else None)
@@ -384,12 +392,7 @@ class StepBuilder:
             return
         declared = self.component.spec.outputs if self.component else None
         outputs: dict[str, Any] = {}
-        for name, value in given.items():
-            at = ("outputs", name)
-            copy_positions(self.smap, self.path + at, self.positions, at)
-            if declared is not None and name not in declared:
-                self._undeclared("output", name, list(declared))
-                continue
+        for name, value, at in self._entries("outputs", given, declared):
             outputs[name] = None  # a refused value still names the output (see _inputs)
             kind = {"type": declared[name].type} if declared is not None else {}
             try:
