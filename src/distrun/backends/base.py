@@ -45,6 +45,7 @@ from distrun.agent.node_facts import NodeFacts, NodeOutcome
 from distrun.agent.outcome_channel import MAIN_WORK_DONE, FolderOutcomeChannel, OutcomeChannel
 from distrun.backends.values import EngineRequest, Observation, RenderedJob
 from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.prepare.compute import shares_job_folders
 from distrun.prepare.submission import PreparedJob, bind
 from distrun.spec.models import DEFAULT_GRACE_PERIOD
 
@@ -161,7 +162,7 @@ class Backend(ABC):
         """
         spec = loaded.spec
         folder = layout.job(name)
-        bindings = bind(loaded, spec, folder, materialize=False)
+        bindings = bind(loaded, spec, folder, materialize=False, ships_files=not shares_job_folders(target.type))
         return self.render(PreparedJob(name, spec, folder, target, bindings), layout)
 
     @abstractmethod

@@ -39,6 +39,11 @@ class BackendEntry:
     # True for the type whose jobs run on this machine, each node simulated (what the SDK's
     # AmlCompute stands for here).
     on_this_machine: bool = False
+    # True where a job's nodes see this machine's DISTRUN_HOME (local; Slurm, whose DISTRUN_HOME
+    # must be on the filesystem its nodes share). False where the job's files are shipped to the
+    # nodes (Ray, Kubernetes): an input that is another job's output is then copied into the job
+    # folder, to travel with the job's code (`distrun.prepare.submission.bind`).
+    shares_job_folders: bool = True
 
 
 # Each entry names the module that defines `BACKEND` (an instance of `distrun.backends.base.Backend`;
@@ -46,8 +51,8 @@ class BackendEntry:
 BACKENDS: dict[str, BackendEntry] = {
     "local": BackendEntry("distrun.backends.local", user_created=False, on_this_machine=True),
     "slurm": BackendEntry("distrun.backends.slurm.backend"),
-    "ray": BackendEntry("distrun.backends.ray.backend", extra="ray"),
-    "kubernetes": BackendEntry("distrun.backends.kubernetes.backend", extra="kubernetes"),
+    "ray": BackendEntry("distrun.backends.ray.backend", extra="ray", shares_job_folders=False),
+    "kubernetes": BackendEntry("distrun.backends.kubernetes.backend", extra="kubernetes", shares_job_folders=False),
 }
 COMPUTE_TYPES = tuple(BACKENDS)
 USER_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.user_created)  # `compute create --type`
@@ -57,6 +62,12 @@ def runs_on_this_machine(target_type: str) -> bool:
     """Whether a target of this type runs its jobs on this machine (its nodes simulated)."""
     entry = BACKENDS.get(target_type)
     return entry is not None and entry.on_this_machine
+
+
+def shares_job_folders(target_type: str) -> bool:
+    """Whether a target of this type runs its jobs where this machine's job folders are seen (by path)."""
+    entry = BACKENDS.get(target_type)
+    return entry is None or entry.shares_job_folders
 
 
 LOCAL = "local"

@@ -28,7 +28,7 @@ from distrun.core.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
 from distrun.core.safe_files import read_text
 from distrun.core.user_paths import current_folder
 from distrun.plan.model import Bindings
-from distrun.prepare.compute import ComputeTarget, resolve_target, submitted_target
+from distrun.prepare.compute import ComputeTarget, resolve_target, shares_job_folders, submitted_target
 from distrun.spec import models
 from distrun.spec.command_template import render_value
 from distrun.spec.loader import LoadedJob, local_path
@@ -120,7 +120,7 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
     with interrupts_raised():
         index.insert(record)
         try:
-            bindings = _fill_folder(loaded, spec, folder)
+            bindings = _fill_folder(loaded, spec, folder, ships_files=not shares_job_folders(target.type))
             bindings = _with_tracking(bindings, folder, layout, target, job_name, record.experiment_name or job_name)
             _write_text(folder.bindings_json, json.dumps(bindings.__dict__, indent=2))
             if not index.update(job_name, status=STARTING):
@@ -165,7 +165,7 @@ def interrupts_raised() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> Bindings:
+def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, ships_files: bool) -> Bindings:
     make_dirs(folder.root.parent)
     folder.root.mkdir(mode=DIR_MODE)  # not exist_ok: two jobs never share a folder
     for path in (folder.user_logs, folder.system_logs, folder.named_outputs):
@@ -181,7 +181,7 @@ def _fill_folder(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder) -> 
         snapshot_code(code, folder.code, skip=(folder.root.parent.parent,))
     else:
         folder.code.mkdir(mode=DIR_MODE)
-    return bind(loaded, spec, folder, materialize=True)
+    return bind(loaded, spec, folder, materialize=True, ships_files=ships_files)
 
 
 def _with_tracking(
@@ -196,16 +196,27 @@ def _with_tracking(
     return Bindings(**{**bindings.__dict__, "environment": {**bindings.environment, **run.environment()}})
 
 
-def bind(loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool) -> Bindings:
-    """What each input and output reference becomes; `materialize` copies and creates them."""
+def bind(
+    loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool, ships_files: bool = False
+) -> Bindings:
+    """What each input and output reference becomes; `materialize` copies and creates them.
+
+    `ships_files`: the job's nodes do not see this machine's job folders (Ray, Kubernetes); an
+    input that is another job's output (a pipeline's upstream step) is then copied into this
+    job's `inputs/`, which the backend ships with the code, as a `mode: download` input is.
+    """
     inputs: dict[str, str] = {}
     input_paths: dict[str, str] = {}
     input_sources: dict[str, dict[str, str]] = {}
+    jobs = folder.root.parent.resolve()
     for name, value in spec.inputs.items():
         if isinstance(value, models.DataInput):
             source, how = _input_source(loaded, value, folder, materialize)
             input_sources[name] = {"path": value.path, "source": how}
-            if value.mode in COPY_MODES:
+            shipped = ships_files and source.is_relative_to(jobs)
+            if shipped:
+                input_sources[name]["source"] = f"{how}, copied into the job folder to travel with it"
+            if value.mode in COPY_MODES or shipped:
                 target = folder.inside(folder.inputs / name)
                 if source.is_file():
                     target = target / source.name

@@ -108,7 +108,7 @@ def preview(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: str 
     spec = loaded.spec
     job_name = name or spec.name or "generated-name"
     folder = layout.job(job_name)
-    bindings = bind(loaded, spec, folder, materialize=False)
+    bindings = bind(loaded, spec, folder, materialize=False, ships_files=True)
     with tempfile.TemporaryDirectory(prefix="distrun-plan-") as tmp:
         code = None
         if spec.code is not None and not BACKEND.target_settings(target).code_in_image:

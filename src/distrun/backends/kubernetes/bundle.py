@@ -59,10 +59,11 @@ def build_bundle(files: Mapping[str, bytes], trees: Mapping[str, Path]) -> bytes
 def encoded(bundle: bytes) -> str:
     if len(bundle) > BUNDLE_LIMIT:
         raise DistrunError(
-            f"the job's code is {len(bundle) // 1024} KiB compressed; a ConfigMap holds at most "
-            f"{BUNDLE_LIMIT // 1024} KiB of it (Kubernetes limits ConfigMaps to 1 MiB)",
+            f"the job's code and copied inputs are {len(bundle) // 1024} KiB compressed; a ConfigMap holds at most "
+            f"{BUNDLE_LIMIT // 1024} KiB of them (Kubernetes limits ConfigMaps to 1 MiB)",
             "leave large files out with .amlignore, or build the code into the image and set the target's "
-            "code_in_image to its folder there",
+            "code_in_image to its folder there; large inputs (also a pipeline step's upstream outputs) belong "
+            "on a datastore or volume the pods see",
         )
     return base64.b64encode(bundle).decode("ascii")
 

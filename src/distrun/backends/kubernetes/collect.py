@@ -4,7 +4,8 @@ Each agent pod's log holds its processes' lines with their `[label] ` prefixes (
 stream of the agent inside) and, last, the agent's outcome record. The lines are split back
 into `user_logs/<the process's log file>` by label, so `job logs/stream/download` read a
 Kubernetes job's logs as they read a local one's; the whole pod log is kept in
-`system_logs/pod_<name>.txt`. Collecting is incremental (byte offsets in
+`system_logs/pod_<name>.txt`, but the records that carry the pod's outputs back
+(`output_records`), which are unpacked into the job folder instead. Collecting is incremental (byte offsets in
 `k8s/log_offsets.json`) and serialized by a lock, so two shells never write a line twice.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from distrun.backends.kubernetes.job_files import K8sPaths
 from distrun.backends.kubernetes.manifests import OUTCOME_MARK
+from distrun.backends.kubernetes.output_records import is_output_record, receive
 from distrun.backends.kubernetes.state import ATTEMPT_KEY, PodOutcome
 from distrun.core.file_modes import FILE_MODE, make_dirs, write_file
 from distrun.core.safe_files import read_text
@@ -45,12 +47,16 @@ def label_files(folder: JobFolder) -> dict[str, str]:
     return {label: name for name, (label, _node) in log_labels(folder).items()}
 
 
-def split_log(new: bytes, labels: Mapping[str, str]) -> tuple[dict[str, bytes], list[dict[str, Any]]]:
-    """Whole lines of a pod log -> bytes per log file, and the outcome records found."""
+def split_log(new: bytes, labels: Mapping[str, str]) -> tuple[dict[str, bytes], list[dict[str, Any]], list[bytes]]:
+    """Whole lines of a pod log -> bytes per log file, the outcome records and the outputs records found."""
     files: dict[str, list[bytes]] = {}
     outcomes = []
+    archive: list[bytes] = []
     mark = OUTCOME_MARK.encode()
     for line in new.splitlines(keepends=True):
+        if is_output_record(line):
+            archive.append(line)
+            continue
         if line.startswith(mark):
             with contextlib.suppress(ValueError):
                 outcomes.append(json.loads(line[len(mark) :]))
@@ -60,7 +66,7 @@ def split_log(new: bytes, labels: Mapping[str, str]) -> tuple[dict[str, bytes], 
             name = labels.get(label.decode("utf-8", "replace"))
             if name is not None:
                 files.setdefault(name, []).append(rest)
-    return {name: b"".join(parts) for name, parts in files.items()}, outcomes
+    return {name: b"".join(parts) for name, parts in files.items()}, outcomes, archive
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -94,8 +100,14 @@ def collect_pod_log(
     if end <= start:
         return
     new = log[start:end]
-    _append(folder.system_logs / f"pod_{pod}.txt", new)
-    per_file, outcomes = split_log(new, labels)
+    per_file, outcomes, archive = split_log(new, labels)
+    # The pod log as it was, but the outputs' records: said in a line each archive instead.
+    kept = b"".join(line for line in new.splitlines(keepends=True) if not is_output_record(line))
+    for record in archive:
+        said = receive(record, pod, paths.outputs, folder.root)
+        if said:
+            kept += said.encode() + b"\n"
+    _append(folder.system_logs / f"pod_{pod}.txt", kept)
     for name, data in per_file.items():
         if "/" not in name and name.endswith(".txt"):
             make_dirs(user_logs)

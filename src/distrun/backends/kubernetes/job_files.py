@@ -10,6 +10,7 @@ k8s/stopping           when distrun first began stopping the job's remaining pod
 k8s/log_offsets.json   how far each pod's log was read (`collect`)
 k8s/collect.lock       held while logs and outcomes are brought in (`collect.collecting`)
 k8s/outcomes/POD.json  each pod agent's outcome, with the attempt (JobSet restart) of its pod
+k8s/outputs/POD.*      a pod's outputs archive while its log records come in (`output_records`)
 k8s/attempt            the attempt whose logs user_logs/ holds
 k8s/preemptions        JobSet's count of restarts for disrupted pods, kept for when the JobSet is gone
 """
@@ -41,6 +42,7 @@ class K8sPaths:
         self.offsets = self.folder / "log_offsets.json"
         self.lock = self.folder / "collect.lock"
         self.outcomes = self.folder / "outcomes"
+        self.outputs = self.folder / "outputs"
         self.attempt = self.folder / "attempt"  # the attempt whose logs user_logs/ holds
         self.preemptions = self.folder / "preemptions"
 

@@ -7,7 +7,8 @@ JOB_COMPLETION_INDEX, which Kubernetes sets in each pod of an Indexed Job; hosts
 the job's placement) and hands them to the engine-free node agent (`distrun.agent.node.
 run_node`): per-rank logs in `<work_dir>/<job>/user_logs` inside the pod, prefixed lines on
 stdout, which is the pod's log. It reports the node's outcome on a `PodOutcomeChannel`, where
-the client reads it without a shared filesystem:
+the client reads it without a shared filesystem (after the outputs the processes wrote, sent
+back in the same log: `output_records`):
 
 - the termination message (`<work_dir>/termination-log`, compact, Kubernetes keeps 4 KiB);
 - a final log record, one line `distrun-outcome: {json}` with every process.
@@ -57,12 +58,15 @@ class PodOutcomeChannel:
     training pods have completed.
     """
 
-    def __init__(self, work_dir: Path, pod: str, node: str) -> None:
+    def __init__(self, work_dir: Path, pod: str, node: str, job_dir: Path | None = None) -> None:
         self.work_dir = work_dir
         self.pod = pod
         self.node = node
+        self.job_dir = job_dir
 
     def publish(self, outcome: NodeOutcome) -> None:
+        # The outputs first: once the client reads the outcome, the outputs are in the job folder.
+        self.send_outputs()
         data = outcome.to_dict()
         data["pod"], data["node"] = self.pod, self.node
         for proc in data.get("processes") or []:
@@ -75,6 +79,22 @@ class PodOutcomeChannel:
         except OSError as exc:  # the log record below still carries it
             print(f"distrun pod agent: could not write the termination message: {exc}", file=sys.stderr, flush=True)
         sys.stdout.write(OUTCOME_MARK + json.dumps(data, default=str) + "\n")
+        sys.stdout.flush()
+
+    def send_outputs(self) -> None:
+        """What this pod's processes wrote to the named outputs, ./outputs and ./logs, as log records."""
+        from distrun.agent.output_archive import pack_outputs
+        from distrun.backends.kubernetes.output_records import output_records
+
+        if self.job_dir is None or not self.job_dir.is_dir():
+            return  # the agent failed before the job's files were unpacked: nothing was written
+        try:
+            records = output_records(pack_outputs(self.job_dir))
+        except OSError as exc:
+            print(f"distrun pod agent: could not pack the outputs: {exc}", file=sys.stderr, flush=True)
+            return
+        for record in records:
+            sys.stdout.write(record + "\n")
         sys.stdout.flush()
 
     def outcomes(self, node_ranks: Iterable[int] | None = None) -> dict[int, NodeOutcome]:
@@ -190,13 +210,18 @@ def remote_start_hosts(hosts: Iterable[str], port_base: int) -> dict[str, str]:
     return {host: f"{host}:{port_base + rank}" for rank, host in enumerate(hosts)}
 
 
+def pod_folders(env: Mapping[str, str]) -> tuple[Path, Path]:
+    """The pod's work folder (volumes, termination log) and its job folder."""
+    work = Path(env.get(f"{ENV_PREFIX}WORK_DIR", "/distrun"))
+    return work, Path(env.get(f"{ENV_PREFIX}JOB_DIR") or work / "job")
+
+
 def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
     from distrun.agent.node import note_stop_requests, read_job_and_spec, run_node
     from distrun.backends.kubernetes.render import PLACEMENT_FILE, placement_from
 
     stop_requested = note_stop_requests()
-    work = Path(env.get(f"{ENV_PREFIX}WORK_DIR", "/distrun"))
-    job_dir = Path(env.get(f"{ENV_PREFIX}JOB_DIR") or work / "job")
+    work, job_dir = pod_folders(env)
     node_rank = node_rank_from(env)
     unpack_job(work, job_dir, env)
     port_base = env.get(f"{ENV_PREFIX}REMOTE_START_PORT", "")
@@ -273,9 +298,8 @@ def main() -> int:
 
     env = dict(os.environ)
     pod = env.get(f"{ENV_PREFIX}POD_NAME", "")
-    channel = PodOutcomeChannel(
-        Path(env.get(f"{ENV_PREFIX}WORK_DIR", "/distrun")), pod, env.get(f"{ENV_PREFIX}NODE_NAME", "")
-    )
+    work, job_dir = pod_folders(env)
+    channel = PodOutcomeChannel(work, pod, env.get(f"{ENV_PREFIX}NODE_NAME", ""), job_dir)
     try:
         return run_pod(env, channel)
     except Exception as exc:  # whatever stops the agent, the client must read why

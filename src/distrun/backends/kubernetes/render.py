@@ -13,6 +13,7 @@ from typing import Any
 from distrun.backends.kubernetes import bundle as job_bundle
 from distrun.backends.kubernetes.manifests import render_objects
 from distrun.backends.kubernetes.mlflow_route import pod_tracking
+from distrun.backends.kubernetes.output_records import OUTPUTS_LIMIT
 from distrun.backends.kubernetes.pods import PodLayout, build_layout, placement
 from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.core.json_encoding import compact_json
@@ -100,7 +101,10 @@ def _notes(spec: JobSpec, target: KubernetesSettings, layout: PodLayout, local: 
             "a volume has them at the same path (mode: download copies them into the job instead)"
         )
     if spec.outputs:
-        notes.append("named outputs are written inside the pods; the logs come back, output files do not")
+        notes.append(
+            "named outputs are written inside the pods; each pod's agent sends what they hold back through its "
+            f"log when its processes end (at most {OUTPUTS_LIMIT >> 20} MiB compressed a pod)"
+        )
     tracking = pod_tracking(local.environment).note
     if tracking:
         notes.append(tracking)
@@ -128,9 +132,9 @@ def render_request(
     trees: dict[str, Path] = {}
     if code_dir is not None and not target.code_in_image:
         trees[job_bundle.CODE] = code_dir
-        inputs = Path(local_job_dir) / job_bundle.INPUTS
-        if inputs.is_dir():
-            trees[job_bundle.INPUTS] = inputs
+    inputs = Path(local_job_dir) / job_bundle.INPUTS  # copied inputs travel also when the code is in the image
+    if inputs.is_dir():
+        trees[job_bundle.INPUTS] = inputs
     payload = job_bundle.encoded(job_bundle.build_bundle(job_files(spec, bound, where), trees))
     objects = render_objects(layout, spec, target, job_name, payload, token)
     return KubernetesRequest(layout, objects, plan, tuple(_notes(spec, target, layout, bindings, local_job_dir)))

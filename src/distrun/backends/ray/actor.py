@@ -243,10 +243,9 @@ class RayNodeAgent:
 
     def collect(self) -> bytes:
         """The job's outputs written on this node: named outputs and the code folder's outputs/ and logs/."""
-        from distrun.store.layout import ARTIFACT_DIRS
+        from distrun.agent.output_archive import pack_outputs
 
-        job = job_folder(self.workdir, self.job_name)
-        return pack_folders(job, ["named-outputs", *[f"code/{name}" for name in ARTIFACT_DIRS]])
+        return pack_outputs(job_folder(self.workdir, self.job_name))
 
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)

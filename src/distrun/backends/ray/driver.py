@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from distrun.backends.ray.actor import RayNodeAgent, pack_folders, unpack_into
+from distrun.agent.output_archive import unpack_outputs
+from distrun.backends.ray.actor import RayNodeAgent, pack_folders
 from distrun.backends.ray.placement import (
     PlacementRequest,
     RayNodeFree,
@@ -461,11 +462,16 @@ class RayRun:
         live = [n for n in self.nodes if n.outcome is not None and not n.outcome.get("agent_lost")]
         refs = [n.actor.collect.remote() for n in live]
         ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=COLLECT_TIMEOUT_S)
+        # Each node's named outputs, ./outputs and ./logs, merged into the job folder here (a
+        # file written on two nodes: the one read last); a pipeline's next step reads them here.
         for ref in ready:
             try:
-                unpack_into(self.ray.get(ref), self.prepared.folder.root)
+                left_out = unpack_outputs(self.ray.get(ref), self.prepared.folder.root)
             except Exception as exc:
                 self._append("system_logs/ray_driver.txt", f"could not fetch outputs: {first_line(exc)}\n".encode())
+                continue
+            for what in left_out:
+                self._append("system_logs/ray_driver.txt", f"output not brought back: {what}\n".encode())
 
     def _release(self) -> None:
         for fd in self.log_fds.values():
