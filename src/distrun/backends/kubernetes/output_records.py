@@ -38,14 +38,18 @@ def output_records(archive: bytes) -> list[str]:
         return []
     if len(archive) > OUTPUTS_LIMIT:
         why = (
-            f"the outputs are {len(archive) / 2**20:.1f} MiB compressed, more than the "
-            f"{OUTPUTS_LIMIT >> 20} MiB a pod's log carries back; write large outputs to a datastore output "
+            f"the outputs are {_size(len(archive))} compressed, more than the "
+            f"{_size(OUTPUTS_LIMIT)} a pod's log carries back; write large outputs to a datastore output "
             "(path: azureml://datastores/<name>/paths/...) or a volume"
         )
         return [OUTPUTS_MARK + json.dumps({"skipped": why})]
     header = {"bytes": len(archive), "sha256": hashlib.sha256(archive).hexdigest()}
     chunks = (base64.b64encode(archive[at : at + CHUNK]).decode("ascii") for at in range(0, len(archive), CHUNK))
     return [OUTPUTS_MARK + json.dumps(header), *(CHUNK_MARK + chunk for chunk in chunks)]
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 1024:.1f} KiB"
 
 
 def is_output_record(line: bytes) -> bool:
