@@ -5,11 +5,13 @@ filesystem the nodes share."""
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 
+from support.cli import REPO
 from support.clusters.slurm_cluster import SlurmCluster
 from support.jobs import record
 
@@ -34,24 +36,9 @@ jobs:
       process_count_per_instance: 2
 """
 
-# Every rank reads prepare's file and all-reduces its rank over gloo; rank 0 writes both.
-TRAIN = """\
-import os, sys
-import torch
-import torch.distributed as dist
-
-data, out = sys.argv[1], sys.argv[2]
-with open(os.path.join(data, "rows.txt")) as f:
-    rows = f.read().strip()
-dist.init_process_group("gloo")
-total = torch.ones(1) * dist.get_rank()
-dist.all_reduce(total)
-print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} sum {int(total.item())} read {rows!r}", flush=True)
-if dist.get_rank() == 0:
-    with open(os.path.join(out, "result.txt"), "w") as f:
-        f.write(f"sum {int(total.item())} of {rows}\\n")
-dist.destroy_process_group()
-"""
+# Every rank reads prepare's file and all-reduces its rank over gloo; rank 0 writes both (the
+# training step of the Ray and Kubernetes pipeline tests too).
+TRAIN = REPO / "tests" / "data" / "pipelines" / "ddp_after_prepare" / "src" / "train.py"
 
 
 def job_lookups(cluster: SlurmCluster) -> int:
@@ -65,7 +52,7 @@ def test_pipeline_steps_run_as_slurm_jobs_passing_outputs_by_path(
     run_cli, hpc, distrun_home, tmp_path: Path, slurm_cluster: SlurmCluster
 ) -> None:
     (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "train.py").write_text(TRAIN)
+    shutil.copy(TRAIN, tmp_path / "src" / "train.py")
     pipeline = tmp_path / "pipeline.yml"
     pipeline.write_text(PIPELINE)
     lookups, started = job_lookups(slurm_cluster), time.monotonic()
@@ -100,8 +87,11 @@ def test_pipeline_steps_run_as_slurm_jobs_passing_outputs_by_path(
     assert {p["rank"]: p["host"] for p in train["processes"]} == {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
     logs = jobs / "nightly.train" / "user_logs"
     assert sorted(p.name for p in logs.iterdir()) == [f"std_log_process_{i:02d}.txt" for i in range(4)]
+    # Read by path where prepare wrote it, on the filesystem both nodes share: no copy.
+    upstream = (jobs / "nightly.prepare" / "named-outputs" / "data").resolve()
+    assert not (jobs / "nightly.train" / "inputs").exists()
     for rank in range(4):
         text = (logs / f"std_log_process_{rank:02d}.txt").read_text()
-        assert f"rank {rank} of 4 sum 6 read {rows!r}" in text, text
+        assert f"rank {rank} read {rows!r} in {upstream}\n" in text and f"rank {rank} of 4 sum 6\n" in text, text
     result_file = jobs / "nightly.train" / "named-outputs" / "result" / "result.txt"
     assert result_file.read_text() == f"sum 6 of {rows}\n"
