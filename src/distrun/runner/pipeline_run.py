@@ -9,7 +9,10 @@ asks the engine: that is done at most every `pipeline_schedule.ENGINE_LOOK_SECON
 
 A step is submitted once every step it reads from Completed; it reads their outputs by path
 (`azureml://jobs/<job>/outputs/<name>`, resolved by the data layer to the folder the job wrote),
-and is loaded and checked then, as a job file is, with those paths existing. Steps that are
+and is loaded and checked then, as a job file is, with those paths existing. On a target whose
+nodes do not see this machine's job folders (Ray, Kubernetes), that folder is filled by the
+backend when the upstream job ends, and the step's job gets a copy to ship with its code
+(`distrun.prepare.submission.bind`): nothing here differs by engine. Steps that are
 ready together start together, bounded on local compute by this machine's cores
 (`distrun.runner.pipeline_schedule`). A failed step stops every step below it; without
 `settings.continue_on_step_failure` it also cancels the steps still running and starts no other.
