@@ -411,6 +411,39 @@ def test_a_rank_that_fails_on_attempt_0_is_restarted_by_jobset_and_completes(
     assert "Attempts: 2\n  attempt 0: Failed, rank 1 on node 1 exited with code 1" in done.stdout
 
 
+REPORT_FINALIZER = "distrun.io/report"
+
+
+def test_a_failed_attempts_pods_wait_for_distrun_to_read_their_reports(
+    k8s: EmulatedCluster, distrun_home: Path, tmp_path: Path
+) -> None:
+    job = write_job(tmp_path / "job", RESTARTING, RESTART_JOB)
+    submit(distrun_home, job, "held-k8s")
+
+    # Nothing reads the job meanwhile: JobSet restarts the failed attempt and deletes its pods,
+    # which stay (ended, deleting) while distrun's finalizer holds them, so no attempt 1 starts.
+    def held() -> list[dict[str, Any]]:
+        pods = k8s.pods()
+        ended = [p for p in pods if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")]
+        deleting = [p for p in ended if p["metadata"].get("deletionTimestamp")]
+        return deleting if len(deleting) == 2 and len(pods) == 2 else []
+
+    wait_for(held, WAIT_S, 0.2)
+    time.sleep(1.0)  # a few more rounds of the controllers: still held, attempt 1 not created
+    pods = held()
+    assert [REPORT_FINALIZER] == sorted({f for p in pods for f in p["metadata"]["finalizers"]})
+    assert all(p["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "0" for p in pods)
+
+    record = wait_for_record(distrun_home, "held-k8s", lambda r: r["status"] in ("Failed", "Completed", "Canceled"))
+    assert record["status"] == "Completed", record["reason"]
+    first, second = record["attempts"]
+    assert first["status"] == "Failed" and first["root_cause"]["name"] == "rank_1"
+    assert "lost a GPU on attempt 0" in first["root_cause"]["traceback"]
+    assert second["status"] == "Completed"
+    held_now = [p["metadata"]["name"] for p in k8s.pods() if REPORT_FINALIZER in p["metadata"].get("finalizers", [])]
+    assert not held_now, held_now  # the ended job's pods are let go
+
+
 def test_a_no_restart_exit_code_fails_the_jobset_at_once(
     k8s: EmulatedCluster, run_cli, distrun_home: Path, tmp_path: Path
 ) -> None:

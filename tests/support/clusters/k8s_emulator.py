@@ -426,7 +426,8 @@ class TestControllers:
                     "namespace": self.api.namespace,
                     "labels": labels,
                     "annotations": {INDEX_ANNOTATION: str(index)},
-                    "finalizers": [FINALIZER],
+                    # The template's own (distrun's report finalizer), as the Job controller copies them.
+                    "finalizers": [*(meta.get("finalizers") or []), FINALIZER],
                 },
                 "spec": pod_spec,
                 "status": {"phase": "Pending"},
@@ -700,7 +701,11 @@ class TestKubelet:
                 # Kept until the next sync, so the Job controller sees the evicted pod's failure (the
                 # real one's tracking finalizer makes sure it does).
                 return
-        self.api.patch("pods", name, {"metadata": {"finalizers": []}})  # gone now
+        # Read again just before: distrun may have taken its own finalizer off since this sync's list.
+        current = self.api.get("pods", name) or {}
+        finalizers = (current.get("metadata") or {}).get("finalizers") or []
+        if FINALIZER in finalizers:  # gone now, unless another finalizer (distrun's) still holds it
+            self.api.patch("pods", name, {"metadata": {"finalizers": [f for f in finalizers if f != FINALIZER]}})
 
     def _kill(self, running: RunningPod) -> None:
         if running.proc is not None:

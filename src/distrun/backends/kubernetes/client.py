@@ -82,12 +82,19 @@ class KubernetesClient:
         self.namespace = target.namespace
         self.api = api if api is not None else api_client(target)
 
-    def _call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
         k8s = _kubernetes()
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json, */*"}
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         try:
             _, url, header_params, serialized, _ = self.api.param_serialize(
                 method, path, query_params=params, header_params=headers, body=body, auth_settings=["BearerToken"]
@@ -158,6 +165,26 @@ class KubernetesClient:
             self._call("DELETE", f"{collection_path(kind, self.namespace)}/{name}", body=body)
         except KubernetesApiError as exc:
             if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def remove_finalizer(self, pod: dict[str, Any], finalizer: str) -> bool:
+        """Take `finalizer` off a pod as it was read (`pod`); False when the pod changed since or is gone.
+
+        A merge patch with the read `resourceVersion`: the API server refuses it (409) when another
+        writer changed the pod meanwhile, so no one else's finalizer is put back; the next look retries.
+        """
+        meta = pod.get("metadata") or {}
+        kept = [f for f in meta.get("finalizers") or [] if f != finalizer]
+        patch: dict[str, Any] = {"metadata": {"finalizers": kept}}
+        if meta.get("resourceVersion"):
+            patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
+        path = f"{collection_path('Pod', self.namespace)}/{meta.get('name', '')}"
+        try:
+            self._call("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        except KubernetesApiError as exc:
+            if exc.status in (404, 409):
                 return False
             raise
         return True

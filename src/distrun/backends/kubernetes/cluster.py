@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from distrun.backends.kubernetes.client import KubernetesClient
-from distrun.backends.kubernetes.manifests import JOB_LABEL, files_name, secret_name, uses_remote_starts
+from distrun.backends.kubernetes.manifests import (
+    JOB_LABEL,
+    REPORT_FINALIZER,
+    files_name,
+    secret_name,
+    uses_remote_starts,
+)
 from distrun.backends.kubernetes.observe import Seen, observe_job
 from distrun.backends.kubernetes.pods import PodLayout
 from distrun.backends.kubernetes.render import KubernetesRequest
@@ -69,10 +75,16 @@ class KubernetesCluster:
     def stop_rest(self, layout: PodLayout, state: JobState) -> None:
         """End what still runs: after a failure or a cancel the whole job; after success the auxiliaries."""
         if state.status == JobStatus.COMPLETED:
-            for pod in self.client.list("Pod", {JOB_LABEL: layout.object_name}):
-                view = pod_view(pod)
-                if view.phase in ("Pending", "Running") and not view.deleting:
+            live = [pod_view(p) for p in self.client.list("Pod", {JOB_LABEL: layout.object_name})]
+            live = [v for v in live if v.phase in ("Pending", "Running") and not v.deleting]
+            if layout.jobset:  # the JobSet is Completed: its controller ignores what its Jobs do now
+                for view in live:
                     self.client.delete("Pod", view.name)
+                return
+            # Indexed Jobs: the auxiliary roles' Jobs go with their pods. A pod deleted alone exits
+            # non-zero when stopped, and its Job's failure policy would fail the Job (and the job with it).
+            for role in sorted({v.role for v in live}):
+                self.client.delete("Job", f"{layout.object_name}-{role}")
             return
         self.delete_objects(layout)
 
@@ -86,7 +98,12 @@ class KubernetesCluster:
                 self.client.delete("Job", f"{layout.object_name}-{role.name}")
 
     def cleanup(self, layout: PodLayout) -> None:
-        """The ConfigMap, Secret and Service outlive nothing: removed once the job is over."""
+        """The ConfigMap, Secret and Service outlive nothing: removed once the job is over. Pods
+        still holding distrun's report finalizer (stopped after the last look) are let go: the
+        job's record is written, nothing more will be read from them."""
+        for pod in self.client.list("Pod", {JOB_LABEL: layout.object_name}):
+            if pod_view(pod).held:
+                self.client.remove_finalizer(pod, REPORT_FINALIZER)
         self.client.delete("ConfigMap", files_name(layout))
         if uses_remote_starts(layout):
             self.client.delete("Secret", secret_name(layout))

@@ -35,6 +35,9 @@ TERMINATION_LOG = "termination-log"
 # The agent's final log record: this prefix, then its outcome as JSON, on one line.
 OUTCOME_MARK = "distrun-outcome: "
 AGENT_REPORT_S = 10
+# Every pod carries this finalizer until distrun has read its report (its final log record or
+# termination message): a pod deleted first (a JobSet restart, a cancel) stays until then.
+REPORT_FINALIZER = "distrun.io/report"
 # MPI: the Secret with the job's remote-start token (mpirun's daemons start through the agents).
 TOKEN_KEY = "remote-start-token"
 
@@ -202,7 +205,7 @@ def pod_template(
         spec["tolerations"] = [dict(t) for t in target.tolerations]
     if target.priority_class:
         spec["priorityClassName"] = target.priority_class
-    return {"metadata": {"labels": labels(layout, role.name)}, "spec": spec}
+    return {"metadata": {"labels": labels(layout, role.name), "finalizers": [REPORT_FINALIZER]}, "spec": spec}
 
 
 def _job_spec(

@@ -1,7 +1,9 @@
 """One look at a Kubernetes job: its pods, their logs and outcomes -> distrun's state (`observe_job`).
 
 The logs land in the job folder on the way (`collect`), and an outcome read once is kept
-there: pods are removed when their job ends, their reports must not go with them. With
+there: pods are removed when their job ends, their reports must not go with them. Each pod
+carries distrun's report finalizer, taken off here once its ended pod's log has been read, so a
+pod deleted before that (a JobSet restart, a cancel) waits for this look. With
 restarts (JobSet only), pods are told apart by their JobSet restart (`attempts`).
 """
 
@@ -23,7 +25,7 @@ from distrun.backends.kubernetes.job_files import (
     show_attempt,
     shown_attempt,
 )
-from distrun.backends.kubernetes.manifests import JOB_LABEL
+from distrun.backends.kubernetes.manifests import JOB_LABEL, REPORT_FINALIZER
 from distrun.backends.kubernetes.pods import PodLayout
 from distrun.backends.kubernetes.state import PodOutcome, job_state, pod_view, termination_outcome
 from distrun.core.job_status import JobState, JobStatus
@@ -61,16 +63,19 @@ def observe_job(
     with collecting(paths):
         if restarts:
             _next_attempt_logs(folder, paths, current)
-        for view in views:
+        for pod, view in zip(pods, views, strict=True):
             # MPI's worker pods only start mpirun's daemons: their ranks' output is in the launcher's log.
             serves = any(r.serves_remote_starts and r.name == view.role for r in layout.roles)
-            if serves or (view.phase == "Pending" and not view.deleting):
-                continue
-            logs = folder.user_logs if view.attempt >= current else attempt_folder(folder.user_logs, view.attempt)
-            collect_pod_log(folder, paths, view.name, client.pod_log(view.name), labels, logs, view.attempt)
-            from_status = termination_outcome(view)
-            if from_status is not None and not (paths.outcomes / f"{view.name}.json").exists():
-                keep_outcome(paths, view.name, from_status, view.attempt)
+            if not serves and not (view.phase == "Pending" and not view.deleting):
+                logs = folder.user_logs if view.attempt >= current else attempt_folder(folder.user_logs, view.attempt)
+                collect_pod_log(folder, paths, view.name, client.pod_log(view.name), labels, logs, view.attempt)
+                from_status = termination_outcome(view)
+                if from_status is not None and not (paths.outcomes / f"{view.name}.json").exists():
+                    keep_outcome(paths, view.name, from_status, view.attempt)
+            if view.held and view.ended:
+                # Its whole log was read above (it had ended before the log was asked for) and its
+                # report kept: the pod may go now.
+                client.remove_finalizer(pod, REPORT_FINALIZER)
         outcomes = read_outcomes(paths)
     mine = of_attempt(outcomes, current)
     engine_failed = engine_failure(client, layout)

@@ -15,7 +15,7 @@ from typing import Any
 
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.cluster import merged_processes
-from distrun.backends.kubernetes.manifests import CONTAINER, RESTART_ATTEMPT_LABEL, ROLE_LABEL
+from distrun.backends.kubernetes.manifests import CONTAINER, REPORT_FINALIZER, RESTART_ATTEMPT_LABEL, ROLE_LABEL
 from distrun.backends.kubernetes.pods import PodLayout
 from distrun.core.job_status import JobState, JobStatus
 
@@ -39,6 +39,12 @@ class PodView:
     unschedulable: str = ""  # the scheduler's message while it cannot place the pod
     deleting: bool = False
     attempt: int = 0  # the JobSet restart it belongs to (0: the first run, or no JobSet)
+    held: bool = False  # it still carries distrun's report finalizer
+
+    @property
+    def ended(self) -> bool:
+        """Its container will run no more: it exited, or it was deleted before it started."""
+        return self.phase in ("Succeeded", "Failed") or (self.deleting and self.phase == "Pending")
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
@@ -74,6 +80,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         waiting_reason=waiting,
         unschedulable=unschedulable,
         deleting=bool(meta.get("deletionTimestamp")),
+        held=REPORT_FINALIZER in (meta.get("finalizers") or []),
         attempt=int(attempt) if (attempt := str(labels.get(RESTART_ATTEMPT_LABEL, "0"))).isdigit() else 0,
     )
 
