@@ -127,3 +127,33 @@ def plan_pipeline(pipeline: LoadedPipeline, layout: Layout, compute: str | None 
         },
         "steps": steps,
     }
+
+
+def never_ran(state: dict[str, Any]) -> bool:
+    """Whether a step of a pipeline's record has no job (it never started: waiting, or stopped before)."""
+    return state.get("status") == "NotStarted" or str(state.get("reason") or "").startswith("not started")
+
+
+def resolve_job_name(layout: Layout, name: str) -> str:
+    """The job a name given to `job show`, `logs`, `stream`, `download` or `cancel` means:
+    `PIPELINE/STEP` is that step's job (a reused step's: the earlier job whose outputs it has);
+    any other name is itself (a job's names never hold a `/`)."""
+    from distrun.core.errors import DistrunError
+    from distrun.runner.jobs import get_job
+
+    if "/" not in name:
+        return name
+    pipeline, step = name.split("/", 1)
+    record = get_job(layout, pipeline)
+    steps = record.steps
+    if steps is None:
+        raise DistrunError(f"{pipeline} is a job, not a pipeline: it has no step {step!r}", f"use `{pipeline}` alone")
+    if step not in steps:
+        raise DistrunError(f"pipeline {pipeline} has no step {step!r}", f"its steps: {', '.join(steps)}")
+    state = steps[step]
+    if never_ran(state):
+        why = state.get("reason") or "it waits for the steps it reads from"
+        raise DistrunError(
+            f"step {step} of pipeline {pipeline} has no job: {why}", f"see `distrun job show {pipeline}`"
+        )
+    return str(state["job"])

@@ -52,9 +52,20 @@ def test_chain_runs_each_step_as_a_job_and_passes_outputs_by_path(run_cli, distr
         "train": ["Completed", "nightly.train", "local"],
     }
     assert "pipeline (3 steps)" in run_cli("job", "list").stdout
-    logs = run_cli("logs", "nightly")
-    assert logs.returncode == 2 and "nightly is a pipeline: it has no logs of its own" in logs.stderr
-    assert "trained on rank 3" in run_cli("logs", "nightly.train").stdout
+    # A pipeline's logs are its steps', each line prefixed by step; PIPELINE/STEP is one step's job.
+    logs = run_cli("logs", "nightly").stdout
+    assert "[prepare] [0/0] prepared 10 rows" in logs and "[train] [1/3] trained on rank 3" in logs
+    assert logs.index("[prepare]") < logs.index("[train]") < logs.index("[score]")
+    one = run_cli("logs", "nightly/train", "--rank", "3").stdout
+    assert one == "trained on rank 3\n"
+    assert "Pipeline: nightly" in run_cli("job", "show", "nightly/score").stdout
+    missing = run_cli("logs", "nightly/trian")
+    assert missing.returncode == 2 and "pipeline nightly has no step 'trian'" in missing.stderr
+    # Its download: a folder per step, as `job download` of that step's job.
+    fetched = run_cli("job", "download", "nightly", "-p", str(distrun_home / "got"), "--all")
+    assert fetched.returncode == 0, fetched.stderr
+    assert (distrun_home / "got" / "score" / "named-outputs" / "report" / "report.txt").read_text() == report
+    assert (distrun_home / "got" / "train" / "artifacts" / "user_logs" / "std_log_process_03.txt").is_file()
 
 
 def test_a_pipeline_component_runs_its_steps_in_its_place(run_cli, distrun_home: Path) -> None:
@@ -223,7 +234,10 @@ def test_run_detached_supervises_the_pipeline_in_the_background(run_cli, distrun
     result = run_cli("run", "-d", str(pipeline), "--name", "background")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Created pipeline background with 2 steps (Queued)" in result.stdout
-    wait_for(lambda: _records(distrun_home)["background"]["status"] not in ("Queued", "Running"), timeout=120)
+    # Followed from any shell while it runs: each step's lines as its job writes them, then the summary.
+    streamed = run_cli("stream", "background")
+    assert streamed.returncode == 0, streamed.stdout + streamed.stderr
+    assert "[read] [0/0] written" in streamed.stdout and "Status: Completed" in streamed.stdout
     records = _records(distrun_home)
     assert records["background"]["status"] == "Completed", records["background"]
     assert [s["status"] for s in records["background"]["steps"].values()] == ["Completed"] * 2
