@@ -315,3 +315,23 @@ def test_a_second_run_reuses_unchanged_steps_and_reruns_what_changed(
     fourth = _records(distrun_home)["fourth"]["steps"]
     assert [(s["job"], s["reused"]) for s in fourth.values()] == [("third.upper", True), ("fourth.count", False)]
     assert (jobs / "fourth.count" / "named-outputs" / "counted" / "count.txt").read_text().strip() == "3"
+
+
+def test_local_steps_asking_for_gpus_are_given_gpus_no_running_step_holds(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    # Two GPUs as distrun's local backend sees them (CUDA_VISIBLE_DEVICES of the shell; nothing
+    # here touches a GPU): g1 and g2 ask one each and run side by side, g3 asks both and waits.
+    pipeline = tmp_path / "pipeline.yml"
+    steps = "".join(
+        f"  {name}:\n    command: echo {name} sees $CUDA_VISIBLE_DEVICES\n"
+        f"    resources: {{properties: {{gpus_per_node: {count}}}}}\n"
+        for name, count in (("g1", 1), ("g2", 1), ("g3", 2))
+    )
+    pipeline.write_text("type: pipeline\njobs:\n" + steps)
+    result = run_cli("run", str(pipeline), "--name", "gpus", env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    logs = run_cli("logs", "gpus").stdout
+    assert {"[g1] [0/0] g1 sees 0", "[g2] [0/0] g2 sees 1", "[g3] [0/0] g3 sees 0,1"} <= set(logs.splitlines())
+    state = _records(distrun_home)["gpus"]["steps"]
+    assert state["g3"]["started_at"] >= max(state["g1"]["ended_at"], state["g2"]["ended_at"])
