@@ -36,7 +36,7 @@ from distrun.runner.pipeline_schedule import NOT_STARTED, due_looks, gpus_for, s
 from distrun.runner.pipelines import check_pipeline, step_job_name
 
 if TYPE_CHECKING:
-    from distrun.spec.loaded_pipeline import LoadedPipeline
+    from distrun.spec.loaded_pipeline import LoadedPipeline, UpstreamOutput
     from distrun.store.index import JobIndex, JobRecord
     from distrun.store.layout import Layout
 
@@ -256,7 +256,9 @@ class PipelineRun:
         # Counted as submitted from here: a Ctrl-C during the submission cancels the job it made.
         self.status[step] = JobStatus.QUEUED
         try:
-            document = pipeline_step.bound_document(lambda up: job_output_uri(self.job_of[up.step], up.output))
+            document = pipeline_step.bound_document(
+                lambda up: job_output_uri(self.job_of[up.step], up.output), self._value_of
+            )
             if self._reused(step, document):
                 return
             document = self._with_gpus(step, document)
@@ -276,6 +278,13 @@ class PipelineRun:
         where = f"{self.targets[step]}, {processes} process{'es' if processes != 1 else ''}"
         self.say(f"[{step}] started as job {job} on {where}")
         self._save()
+
+    def _value_of(self, upstream: UpstreamOutput, kind: str) -> Any:
+        """The value a completed step wrote to a value output (its file's text, of the reading
+        input's type), read through the safe path: the step's processes could write anything there."""
+        from distrun.runner.pipelines import output_value
+
+        return output_value(self.layout, self.job_of[upstream.step], upstream, kind)
 
     def _with_gpus(self, step: str, document: dict[str, Any]) -> dict[str, Any]:
         """A step asking for GPUs sees those it was given (CUDA_VISIBLE_DEVICES, which the local
