@@ -19,7 +19,7 @@ from distrun.ui.charts import line_chart
 from distrun.ui.guard import form_token, host_allowed
 from distrun.ui.log_events import decode_cursor, encode_cursor
 from support.cli import cli_env
-from support.jobs import python_ranks
+from support.jobs import python_ranks, two_step_pipeline
 
 # One worker runs this module, so its module-scoped server and jobs start once (tests/README.md).
 pytestmark = pytest.mark.xdist_group("ui_app")
@@ -38,32 +38,20 @@ FAILING = "r = int(os.environ['RANK']); print('line one', r, flush=True); print(
 )
 
 
-def run_job(home: Path, folder: Path, body: str, name: str) -> None:
-    (folder / "src").mkdir(parents=True)
-    job = folder / "job.yml"
-    job.write_text(textwrap.dedent(python_ranks(body, grace=2)))
+def run_cli_quietly(home: Path, file: Path, name: str) -> None:
     subprocess.run(
-        [sys.executable, "-m", "distrun", "run", str(job), "--name", name],
+        [sys.executable, "-m", "distrun", "run", str(file), "--name", name],
         capture_output=True,
         timeout=180,
         env=cli_env(home, {"DISTRUN_MLFLOW": "0"}),
     )
 
 
-# Two one-process steps, the second reading the first's output: the pipeline the pages draw.
-FLOW = """\
-type: pipeline
-display_name: <i>flow</i>
-jobs:
-  make:
-    command: echo made > ${{outputs.out}}/made.txt
-    outputs:
-      out: {type: uri_folder}
-  use:
-    command: cat ${{inputs.got}}/made.txt
-    inputs:
-      got: ${{parent.jobs.make.outputs.out}}
-"""
+def run_job(home: Path, folder: Path, body: str, name: str) -> None:
+    (folder / "src").mkdir(parents=True)
+    job = folder / "job.yml"
+    job.write_text(textwrap.dedent(python_ranks(body, grace=2)))
+    run_cli_quietly(home, job, name)
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +60,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = base / "home"
     run_job(home, base / "ok", "print('fine', flush=True)", "good_job")
     run_job(home, base / "bad", FAILING, "bad_job")
-    (base / "flow.yml").write_text(FLOW)
-    subprocess.run(
-        [sys.executable, "-m", "distrun", "run", str(base / "flow.yml"), "--name", "flow"],
-        capture_output=True,
-        timeout=180,
-        env=cli_env(home, {"DISTRUN_MLFLOW": "0"}),
-    )
+    (base / "flow.yml").write_text(two_step_pipeline(display_name="<i>flow</i>"))  # the pipeline the pages draw
+    run_cli_quietly(home, base / "flow.yml", "flow")
     index = JobIndex(home / "jobs.db")
     assert index.get("good_job").status == "Completed"
     assert index.get("bad_job").status == "Failed"
@@ -125,17 +108,17 @@ def test_pipeline_page_draws_its_steps_linked_to_their_jobs_and_steps_link_back(
     graph = re.search(r'<svg class="pipeline-graph".*?</svg>', page, re.S)
     assert graph is not None
     assert re.findall(r'data-step="(\w+)" data-state="(\w+)"', graph.group()) == [
-        ("make", "Completed"),
-        ("use", "Completed"),
+        ("write", "Completed"),
+        ("read", "Completed"),
     ]
-    assert 'data-from="make" data-to="use"' in graph.group()
-    assert '<a href="/jobs/flow.make">' in graph.group() and '<a href="/jobs/flow.use">' in graph.group()
+    assert 'data-from="write" data-to="read"' in graph.group()
+    assert '<a href="/jobs/flow.write">' in graph.group() and '<a href="/jobs/flow.read">' in graph.group()
     assert "every 2s" not in page and "Cancel pipeline" not in page  # it ended: no polling
     rows = client.get("/fragments/jobs").text
     assert re.search(r'data-name="flow" data-status="Completed".*?pipeline, 2 steps: 2 Completed', rows, re.S)
-    step = client.get("/jobs/flow.use").text
-    assert 'Step <b>use</b> of pipeline <a href="/jobs/flow">flow</a>' in step
-    assert "made" in client.get("/jobs/flow.use/logs/events").text  # it read make's output
+    step = client.get("/jobs/flow.read").text
+    assert 'Step <b>read</b> of pipeline <a href="/jobs/flow">flow</a>' in step
+    assert "written" in client.get("/jobs/flow.read/logs/events").text  # it read write's output
 
 
 def test_a_running_pipelines_page_follows_its_steps(tmp_path: Path) -> None:

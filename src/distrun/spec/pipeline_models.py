@@ -40,6 +40,19 @@ STEP_TYPES_LATER = {
 }
 
 Scalar = str | bool | int | float
+# A component's input or output type: data (DATA_TYPES) or a value (LITERAL_TYPES).
+IoType = Literal[
+    "uri_file",
+    "uri_folder",
+    "mltable",
+    "custom_model",
+    "mlflow_model",
+    "triton_model",
+    "string",
+    "integer",
+    "number",
+    "boolean",
+]
 
 
 class _NamedInputsOutputs(models.StrictModel):
@@ -54,18 +67,7 @@ class _NamedInputsOutputs(models.StrictModel):
 class InputDeclaration(models.StrictModel):
     """A component's input: its type, and a default or `optional` when a step need not give it."""
 
-    type: Literal[
-        "uri_file",
-        "uri_folder",
-        "mltable",
-        "custom_model",
-        "mlflow_model",
-        "triton_model",
-        "string",
-        "integer",
-        "number",
-        "boolean",
-    ]
+    type: IoType
     default: Scalar | None = None
     optional: bool = False
     description: str | None = None
@@ -83,18 +85,7 @@ class OutputDeclaration(models.StrictModel):
     """A component's output: data it writes, or a value (`string`, `integer`, `number`, `boolean`:
     Azure ML's primitive outputs) it writes to a file that the steps reading it get the text of."""
 
-    type: Literal[
-        "uri_file",
-        "uri_folder",
-        "mltable",
-        "custom_model",
-        "mlflow_model",
-        "triton_model",
-        "string",
-        "integer",
-        "number",
-        "boolean",
-    ] = "uri_folder"
+    type: IoType = "uri_folder"
     mode: Literal["rw_mount", "upload", "direct"] | None = None
     description: str | None = None
     is_control: bool | None = None  # Azure ML's flag for a value that steers later steps; kept, not used

@@ -12,7 +12,7 @@ from pathlib import Path
 from distrun.core import procfs
 from distrun.store.index import JobIndex
 from support.cli import REPO
-from support.jobs import processes_of_job, wait_for
+from support.jobs import processes_of_job, two_step_pipeline, wait_for
 
 CHAIN = REPO / "tests" / "data" / "pipelines" / "chain" / "pipeline.yml"
 NESTED = REPO / "tests" / "data" / "pipelines" / "nested" / "pipeline.yml"
@@ -215,22 +215,7 @@ def test_steps_supervisors_are_forked_by_a_server_that_a_killed_pipeline_does_no
 
 def test_run_detached_supervises_the_pipeline_in_the_background(run_cli, distrun_home: Path, tmp_path: Path) -> None:
     pipeline = tmp_path / "pipeline.yml"
-    pipeline.write_text(
-        textwrap.dedent(
-            """\
-            type: pipeline
-            jobs:
-              write:
-                command: echo written > ${{outputs.out}}/note.txt
-                outputs:
-                  out: {type: uri_folder}
-              read:
-                command: cat ${{inputs.x}}/note.txt
-                inputs:
-                  x: ${{parent.jobs.write.outputs.out}}
-            """
-        )
-    )
+    pipeline.write_text(two_step_pipeline())
     result = run_cli("run", "-d", str(pipeline), "--name", "background")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Created pipeline background with 2 steps (Queued)" in result.stdout
