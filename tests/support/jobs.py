@@ -30,6 +30,23 @@ def four_rank_job(command: str, grace: float = 3) -> str:
     return FOUR_RANK_JOB.replace("{command}", command).replace("{grace}", str(grace))
 
 
+def two_step_pipeline(display_name: str = "two steps") -> str:
+    """A pipeline of two one-process steps: `write` puts `written` in its output, `read` prints it."""
+    return (
+        "type: pipeline\n"
+        f"display_name: {display_name}\n"
+        "jobs:\n"
+        "  write:\n"
+        "    command: echo written > ${{outputs.out}}/note.txt\n"
+        "    outputs:\n"
+        "      out: {type: uri_folder}\n"
+        "  read:\n"
+        "    command: cat ${{inputs.x}}/note.txt\n"
+        "    inputs:\n"
+        "      x: ${{parent.jobs.write.outputs.out}}\n"
+    )
+
+
 def python_ranks(body: str, grace: float = 3) -> str:
     """Four ranks that each print `up RANK`, then run the Python statements `body`."""
     prelude = "import os, sys, time; print('up', os.environ['RANK'], flush=True)"

@@ -88,6 +88,9 @@ def test_conda_file_job_runs_in_its_built_environment_and_second_job_reuses_it(
     assert "is kept for image-based backends" not in first.stdout + first.stderr
     manifest = json.loads((env / "distrun-env.json").read_text())
     assert manifest["requirements"][-1] == f"{PROBE}==1.0"
+    # Seeded as `python -m venv` seeds one: pip, and setuptools where ensurepip carries it (<= 3.11).
+    seeded = {p.name for p in env.glob("lib/python3.*/site-packages/*") if p.name in ("pip", "setuptools")}
+    assert seeded == ({"pip", "setuptools"} if sys.version_info < (3, 12) else {"pip"})
 
     # The same spec written as a file (with -r requirements.txt): same content, same environment.
     folder = job.parent

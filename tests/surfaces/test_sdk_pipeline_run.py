@@ -71,3 +71,48 @@ def test_a_two_step_sdk_pipeline_chains_an_output(sdk_env: Path, capsys) -> None
     folder = client.layout.job(f"{submitted.name}.second").named_output("total")
     assert (folder / "total.txt").read_text() == "sum=12"
     assert (client.layout.job(submitted.name).root / "pipeline.yml").is_file()  # the document it ran
+
+
+def test_command_component_functions_run_as_steps_passing_a_return_value(sdk_env: Path, capsys) -> None:
+    # Written as Microsoft's mldesigner examples write them: `from mldesigner import ...`.
+    write(
+        sdk_env / "steps" / "functions.py",
+        """
+        from pathlib import Path
+        from mldesigner import command_component, Input, Output
+
+        @command_component(display_name="Count")
+        def count_words(text: Input(type="uri_folder"), counted: Output(type="uri_folder"), scale=1) -> int:
+            words = (Path(text) / "sample.txt").read_text().split()
+            (Path(counted) / "words.txt").write_text("\\n".join(words))
+            return len(words) * scale
+
+        @command_component()
+        def report(counted: Input(type="uri_folder"), total: int, out: Output(type="uri_folder"), label: str = None):
+            lines = (Path(counted) / "words.txt").read_text().splitlines()
+            (Path(out) / "report.txt").write_text(f"{label} {total} {lines}")
+            print("reported", total)
+        """,
+    )
+    import sys
+
+    sys.path.insert(0, str(sdk_env / "steps"))
+    try:
+        from functions import count_words, report  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(sdk_env / "steps"))
+        sys.modules.pop("functions", None)
+
+    @pipeline(default_compute="local")
+    def words(text):
+        counting = count_words(text=text, scale=10)
+        summary = report(counted=counting.outputs.counted, total=counting.outputs.output, label="total:")
+        return {"report": summary.outputs.out}
+
+    client = MLClient()
+    submitted = client.jobs.create_or_update(words(text=Input(type="uri_folder", path="./data")))
+    client.jobs.stream(submitted.name)
+    assert "Status: Completed" in capsys.readouterr().out
+    # The return value went from the first step's value output to the second step's integer input.
+    report_file = client.layout.job(f"{submitted.name}.summary").named_output("out") / "report.txt"
+    assert report_file.read_text() == "total: 30 ['1', '2', '3']"

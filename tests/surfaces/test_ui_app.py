@@ -19,7 +19,7 @@ from distrun.ui.charts import line_chart
 from distrun.ui.guard import form_token, host_allowed
 from distrun.ui.log_events import decode_cursor, encode_cursor
 from support.cli import cli_env
-from support.jobs import python_ranks
+from support.jobs import python_ranks, two_step_pipeline
 
 # One worker runs this module, so its module-scoped server and jobs start once (tests/README.md).
 pytestmark = pytest.mark.xdist_group("ui_app")
@@ -38,16 +38,20 @@ FAILING = "r = int(os.environ['RANK']); print('line one', r, flush=True); print(
 )
 
 
-def run_job(home: Path, folder: Path, body: str, name: str) -> None:
-    (folder / "src").mkdir(parents=True)
-    job = folder / "job.yml"
-    job.write_text(textwrap.dedent(python_ranks(body, grace=2)))
+def run_cli_quietly(home: Path, file: Path, name: str) -> None:
     subprocess.run(
-        [sys.executable, "-m", "distrun", "run", str(job), "--name", name],
+        [sys.executable, "-m", "distrun", "run", str(file), "--name", name],
         capture_output=True,
         timeout=180,
         env=cli_env(home, {"DISTRUN_MLFLOW": "0"}),
     )
+
+
+def run_job(home: Path, folder: Path, body: str, name: str) -> None:
+    (folder / "src").mkdir(parents=True)
+    job = folder / "job.yml"
+    job.write_text(textwrap.dedent(python_ranks(body, grace=2)))
+    run_cli_quietly(home, job, name)
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +60,12 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = base / "home"
     run_job(home, base / "ok", "print('fine', flush=True)", "good_job")
     run_job(home, base / "bad", FAILING, "bad_job")
+    (base / "flow.yml").write_text(two_step_pipeline(display_name="<i>flow</i>"))  # the pipeline the pages draw
+    run_cli_quietly(home, base / "flow.yml", "flow")
     index = JobIndex(home / "jobs.db")
     assert index.get("good_job").status == "Completed"
     assert index.get("bad_job").status == "Failed"
+    assert index.get("flow").status == "Completed"
     return home
 
 
@@ -93,6 +100,67 @@ def test_failed_job_page_names_root_cause_with_traceback_and_log_link(client: Te
     assert "stopped by distrun" in page and "exit 1" in page
     assert "RANK" in page and "MASTER_PORT" in page  # the plan, every process's environment
     assert "Cancel job" not in page  # it ended
+
+
+def test_pipeline_page_draws_its_steps_linked_to_their_jobs_and_steps_link_back(client: TestClient) -> None:
+    page = client.get("/jobs/flow").text
+    assert "&lt;i&gt;flow&lt;/i&gt;" in page and "<i>flow" not in page  # the display name, escaped
+    graph = re.search(r'<svg class="pipeline-graph".*?</svg>', page, re.S)
+    assert graph is not None
+    assert re.findall(r'data-step="(\w+)" data-state="(\w+)"', graph.group()) == [
+        ("write", "Completed"),
+        ("read", "Completed"),
+    ]
+    assert 'data-from="write" data-to="read"' in graph.group()
+    assert '<a href="/jobs/flow.write">' in graph.group() and '<a href="/jobs/flow.read">' in graph.group()
+    assert "every 2s" not in page and "Cancel pipeline" not in page  # it ended: no polling
+    rows = client.get("/fragments/jobs").text
+    assert re.search(r'data-name="flow" data-status="Completed".*?pipeline, 2 steps: 2 Completed', rows, re.S)
+    step = client.get("/jobs/flow.read").text
+    assert 'Step <b>read</b> of pipeline <a href="/jobs/flow">flow</a>' in step
+    assert "written" in client.get("/jobs/flow.read/logs/events").text  # it read write's output
+
+
+def test_a_running_pipelines_page_follows_its_steps(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    from distrun.store.index import JobRecord, process_start_time
+
+    layout = Layout(tmp_path / "home")
+    layout.home.mkdir()
+    index = JobIndex(layout.db_path)
+    steps = {
+        "a": {"job": "live.a", "status": "Completed", "depends_on": [], "started_at": 1.0, "ended_at": 2.0},
+        "b": {"job": "live.b", "status": "Running", "depends_on": ["a"], "started_at": 2.0},
+    }
+    pid = os.getpid()  # a live supervisor: this process, so no reader calls the pipeline lost
+    index.insert(
+        JobRecord(
+            name="live",
+            status="Running",
+            compute="pipeline",
+            folder=str(layout.job("live").root),
+            created_at=1.0,
+            started_at=1.0,
+            launcher_pid=pid,
+            launcher_host=socket.gethostname(),
+            launcher_started=process_start_time(pid),
+            steps=steps,
+        )
+    )
+    app = create_app(UiSettings(layout=layout, token=TOKEN))
+    with TestClient(app, base_url="http://127.0.0.1:8000") as live:
+        live.get("/", params={"token": TOKEN})
+        page = live.get("/jobs/live").text
+        assert 'hx-get="/jobs/live/fragments/summary" hx-trigger="every 2s"' in page
+        assert 'data-step="b" data-state="Running"' in page and "Cancel pipeline" in page
+        steps["b"].update(status="Completed", ended_at=4.0)
+        index.update("live", steps=steps)
+        index.update("live", status="Completed", ended_at=4.0)
+        fragment = live.get("/jobs/live/fragments/summary").text
+        assert 'data-step="b" data-state="Completed"' in fragment and "Completed · 2.0 s" in fragment
+        assert "hx-trigger" not in fragment  # ended: the page stops asking
 
 
 def test_missing_job_is_404(client: TestClient) -> None:

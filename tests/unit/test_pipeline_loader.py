@@ -276,3 +276,40 @@ def test_a_datastore_path_a_later_step_reads_may_be_written_by_an_earlier_step(d
         load_pipeline_data(data, distrun_home)
     assert [p.key_path for p in caught.value.problems] == ["jobs.first.inputs.note.path"]
     assert "which does not exist" in caught.value.problems[0].message
+
+
+# ---------------------------------------------------------------- value outputs
+
+
+def test_a_value_input_reads_a_value_output_of_the_step_before(tmp_path: Path, distrun_home: Path) -> None:
+    def component(outputs: dict, inputs: dict | None = None) -> dict:
+        return {"type": "command", "command": "true", "inputs": inputs or {}, "outputs": outputs}
+
+    data = {
+        "type": "pipeline",
+        "jobs": {
+            "count": {
+                "type": "command",
+                "component": component({"n": {"type": "integer"}, "d": {"type": "uri_folder"}}),
+            },
+            "use": {
+                "type": "command",
+                "component": component({}, {"times": {"type": "integer"}, "where": {"type": "string"}}),
+                "inputs": {"times": "${{parent.jobs.count.outputs.n}}", "where": "${{parent.jobs.count.outputs.d}}"},
+            },
+        },
+    }
+    with pytest.raises(ValidationError) as caught:
+        load_pipeline_data(data, tmp_path)
+    [problem] = caught.value.problems  # a data output is no value: said at the input that reads it
+    assert problem.key_path == "jobs.use.inputs.where" and "is data" in problem.message
+    del data["jobs"]["use"]["inputs"]["where"], data["jobs"]["use"]["component"]["inputs"]["where"]
+    pipeline = load_pipeline_data(data, tmp_path)
+    use = pipeline.steps["use"]
+    assert use.depends_on == ("count",) and use.values == {"times": "integer"}
+    # The value output is the file its step's command is given; the input gets its value once it ran.
+    assert pipeline.steps["count"].document["outputs"]["n"] == {"type": "uri_file"}
+    assert use.bound_document(str)["inputs"]["times"] == 0  # a stand-in of its type until then
+    assert use.bound_document(str, lambda up, kind: f"{up.step}.{up.output} as {kind}")["inputs"]["times"] == (
+        "count.n as integer"
+    )

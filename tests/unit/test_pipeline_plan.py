@@ -79,6 +79,39 @@ def test_ready_steps_start_together_within_the_machines_cores() -> None:
     assert stopped_by("a", fan, waiting) == ["b", "c", "d"]
 
 
+def test_steps_asking_for_gpus_start_only_while_they_fit_beside_the_running_ones() -> None:
+    from distrun.runner.pipeline_schedule import NOT_STARTED, gpus_for, startable
+
+    # Four independent one-process steps on a 16-core machine with 2 GPUs: cores never hold them back.
+    steps = {"train1": (), "train2": (), "cpu": (), "big": ()}
+    sizes = dict.fromkeys(steps, 1)
+    need = {"train1": 2, "train2": 1, "big": 4}
+    waiting = dict.fromkeys(steps, NOT_STARTED)
+    assert startable(steps, waiting, sizes, 16, need, gpus=2) == ["train1", "cpu"]  # train1 takes both
+    running = {**waiting, "train1": "Running", "cpu": "Running"}
+    assert startable(steps, running, sizes, 16, need, gpus=2) == []  # no GPU free: train2 and big wait
+    ended = {**running, "train1": "Completed"}
+    assert startable(steps, ended, sizes, 16, need, gpus=2) == ["train2"]  # big needs 4 of 2: waits for none running
+    assert startable(steps, {**ended, "train2": "Completed"}, sizes, 16, need, gpus=2) == ["big"]  # then alone
+    # Without the GPU counts (a machine with no step asking) only cores count, as before.
+    assert startable(steps, waiting, sizes, 16) == list(steps)
+    # The GPUs a step is given are never a running step's.
+    assert gpus_for(2, ("0", "1", "2", "3"), [("1",), ("2",)]) == ("0", "3")
+    assert gpus_for(2, ("0", "1"), [("0",)]) == ("1",)  # fewer free than asked: its job says so
+
+
+def test_a_steps_gpus_are_gpus_per_node_times_its_nodes() -> None:
+    from distrun.runner.pipeline_run import gpus_asked
+    from distrun.spec import models
+
+    def spec(resources: dict) -> models.JobSpec:
+        return models.JobSpec.model_validate({"command": "true", "resources": resources})
+
+    assert gpus_asked(spec({"instance_count": 2, "properties": {"gpus_per_node": "a100:3"}})) == 6
+    assert gpus_asked(spec({"instance_count": 2})) == 0
+    assert gpus_asked(spec({"properties": {"gpus_per_node": "many"}})) == 0  # its load says what is wrong
+
+
 # ---------------------------------------------------------------- a pipeline's record, shown
 
 

@@ -200,6 +200,30 @@ def test_a_bad_value_is_the_loaders_error_at_the_users_line(
     assert not (distrun_home / "jobs").exists()  # nothing recorded
 
 
+def test_a_bad_value_in_a_nested_pipeline_is_at_the_users_line_in_its_function(
+    distrun_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(CHAIN)
+    train_component = load_component(source="train.yml")
+
+    @pipeline
+    def inner(data):
+        return {"model": train_component(data=data, epochs="many").outputs.model}  # the inner step's line
+
+    @pipeline(default_compute="local")
+    def outer(data):
+        return {"model": inner(data=data).outputs.model}
+
+    lines = Path(__file__).read_text().splitlines()
+    line = 1 + next(i for i, text in enumerate(lines) if text.endswith("# the inner step's line"))
+    with pytest.raises(distrun.ValidationError) as caught:
+        MLClient().jobs.create_or_update(outer(data=Input(path="./data")))
+    (problem,) = caught.value.problems
+    assert problem.message == "input 'epochs': expected a whole number, got 'many'"
+    assert (problem.position.source, problem.position.line) == (__file__, line)
+    assert not (distrun_home / "jobs").exists()
+
+
 def test_a_registered_component_is_named_by_its_steps(distrun_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(CHAIN)
     client = MLClient()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import BinaryIO
 
 from distrun.core.errors import DistrunError
 from distrun.core.safe_files import read_text
@@ -13,7 +14,16 @@ from distrun.runner.jobs import fetch_logs, get_job, is_finished, refuse_pipelin
 from distrun.store.layout import Layout
 
 
-def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail: int | None, color: bool) -> None:
+def show_logs(
+    layout: Layout,
+    name: str,
+    *,
+    rank: int | None,
+    follow: bool,
+    tail: int | None,
+    color: bool,
+    out: BinaryIO | None = None,
+) -> None:
     record = get_job(layout, name)
     refuse_pipeline_logs(record)
     fetch_logs(layout, record)
@@ -21,10 +31,11 @@ def show_logs(layout: Layout, name: str, *, rank: int | None, follow: bool, tail
     only = None
     if rank is not None:
         only = _log_of_rank(layout, record.name, rank)
-    out = sys.stdout.buffer
+    if out is None:
+        out = sys.stdout.buffer
     # One rank's log into a file or a pipe is the log, byte for byte; anything shown on a
     # terminal, or mixed with other ranks' lines, has its escape sequences neutralized.
-    raw = only is not None and not sys.stdout.isatty()
+    raw = only is not None and not out.isatty()
     if tail is not None:
         labels = log_labels(folder)
         files = log_files(folder)

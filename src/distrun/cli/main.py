@@ -295,7 +295,9 @@ def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> s
         raise DistrunError("there are no jobs yet", "start one with `distrun run job.yml`")
     if not chosen:
         raise DistrunError("give the job name", "e.g. distrun job show NAME (see `distrun job list`)")
-    return chosen
+    from distrun.runner.pipelines import resolve_job_name
+
+    return resolve_job_name(_layout(), chosen)  # PIPELINE/STEP: that step's job
 
 
 @job.command("show")
@@ -336,12 +338,30 @@ def job_list(max_results: int, output: str) -> None:
 @_name_arg
 def job_stream(name: str | None, name_opt: str | None) -> None:
     """Stream a job's logs (the newest job without a name) until it ends; exits non-zero if it failed."""
-    from distrun.runner.jobs import stream_job
+    from distrun.runner.jobs import get_job, stream_job
 
     chosen = _job_name(name, name_opt, newest=True)
     with _still_running_on_interrupt(chosen):
-        final = stream_job(_layout(), chosen, sys.stdout.buffer, click.echo, color=_color(sys.stdout))
+        record = get_job(_layout(), chosen)
+        if record.steps is not None:
+            final = _stream_pipeline(record)
+        else:
+            final = stream_job(_layout(), chosen, sys.stdout.buffer, click.echo, color=_color(sys.stdout))
     sys.exit(_exit_code(final.status))
+
+
+def _stream_pipeline(record: Any) -> Any:
+    """A pipeline's stream: every step's logs as they come, prefixed by step, then its summary."""
+    from distrun.cli.pipeline_logs import show_pipeline_logs
+    from distrun.runner.jobs import get_job
+    from distrun.runner.pipeline_run import pipeline_summary
+
+    echo(f"RunId: {record.name}\nStreaming the logs of its steps' jobs")
+    sys.stdout.flush()
+    show_pipeline_logs(_layout(), record, sys.stdout.buffer, follow=True, tail=None, color=_color(sys.stdout))
+    final = get_job(_layout(), record.name)
+    echo(pipeline_summary(final))
+    return final
 
 
 cli.add_command(job_stream, "stream")  # `distrun stream NAME`, as `distrun logs` is also `job logs`
@@ -385,10 +405,15 @@ def job_cancel(name: str | None, name_opt: str | None) -> None:
 def job_download(
     name: str | None, name_opt: str | None, download_path: str, output_name: str | None, all_: bool
 ) -> None:
-    """Download a finished job's artifacts and named outputs."""
-    from distrun.runner.download import download_job
+    """Download a finished job's artifacts and named outputs (a pipeline's: each step's, in a folder per step)."""
+    from distrun.runner.download import download_job, download_pipeline
+    from distrun.runner.jobs import get_job
 
-    written = download_job(_layout(), _job_name(name, name_opt), Path(download_path), output_name, all_)
+    chosen = _job_name(name, name_opt)
+    if get_job(_layout(), chosen).steps is not None:
+        written = download_pipeline(_layout(), chosen, Path(download_path), output_name, all_)
+    else:
+        written = download_job(_layout(), chosen, Path(download_path), output_name, all_)
     for path in written:
         echo(f"Downloaded {path}")
 
@@ -402,11 +427,24 @@ def job_download(
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the job ends.")
 @click.option("--tail", type=int, default=None, help="Only the last N lines of each log.")
 def logs(name: str | None, name_opt: str | None, rank: int | None, follow: bool, tail: int | None) -> None:
-    """Print a job's per-process logs (the newest job without a name), each line prefixed with its process."""
+    """Print a job's per-process logs (the newest job without a name), each line prefixed with its process.
+    A pipeline's: every step's, each line prefixed with its step too; PIPELINE/STEP: one step's."""
     from distrun.cli.logs_view import show_logs
+    from distrun.runner.jobs import get_job
 
     chosen = _job_name(name, name_opt, newest=True)
     with _still_running_on_interrupt(chosen):
+        record = get_job(_layout(), chosen)
+        if record.steps is not None:
+            if rank is not None:
+                raise DistrunError(
+                    f"{chosen} is a pipeline: --rank is a rank of one step's job",
+                    f"e.g. distrun logs {chosen}/STEP --rank {rank}",
+                )
+            from distrun.cli.pipeline_logs import show_pipeline_logs
+
+            show_pipeline_logs(_layout(), record, sys.stdout.buffer, follow=follow, tail=tail, color=_color(sys.stdout))
+            return
         show_logs(_layout(), chosen, rank=rank, follow=follow, tail=tail, color=_color(sys.stdout))
 
 

@@ -242,7 +242,7 @@ def created_text(record: JobRecord) -> str:
             [
                 f"Created pipeline {name} with {len(record.steps)} steps ({record.status})",
                 f"  its steps:     distrun job show {name}",
-                f"  a step's logs: distrun logs {name}.STEP",
+                f"  follow it:     distrun stream {name}   (every step's logs; one step's: {name}/STEP)",
                 f"  cancel it:     distrun job cancel {name}",
             ]
         )

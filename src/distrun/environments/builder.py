@@ -134,8 +134,10 @@ def _build(target: BuildTarget, final: Path, out: TextIO) -> None:
     try:
         _run_step(installer, installer.create(target.python, tmp), target, out, "creating the virtual environment")
         # pip in every environment: a job's `pip install` must reach its own environment, not
-        # whichever pip comes next on PATH (the user's, or distrun's).
-        seed = installer.seed_pip(tmp, bundled_pip(tmp / "bin" / "python"))
+        # whichever pip comes next on PATH (the user's, or distrun's). And setuptools where
+        # `python -m venv` (and a conda environment's pip) brings it: packages that import
+        # pkg_resources at run time (Microsoft's mldesigner) need it.
+        seed = installer.seed_pip(tmp, bundled_wheels(tmp / "bin" / "python"))
         if seed is not None:
             _run_step(installer, seed, target, out, "installing pip")
         requirements = tmp / "distrun-requirements.txt"
@@ -197,9 +199,11 @@ def _run_step(installer: Installer, argv: list[str], target: BuildTarget, out: T
         raise DistrunError(*_failure(target, lines, what, code))
 
 
-# Printed by the environment's own interpreter: the pip wheel its ensurepip carries, or the one a
-# Debian-style system keeps in /usr/share/python-wheels (whose python3 has no ensurepip).
-_BUNDLED_PIP = """
+# Printed by the environment's own interpreter: the pip wheel its ensurepip carries (and the
+# setuptools wheel, which ensurepip carries up to Python 3.11 and `python -m venv` installs with
+# pip there), or those a Debian-style system keeps in /usr/share/python-wheels (whose python3 has
+# no ensurepip).
+_BUNDLED_WHEELS = """
 import glob, os, sys
 try:
     import ensurepip
@@ -211,20 +215,22 @@ for place in places:
     found = sorted(glob.glob(os.path.join(place, "pip-*.whl")))
     if found:
         print(found[-1])
+        print(*sorted(glob.glob(os.path.join(place, "setuptools-*.whl")))[-1:])
         break
 """
 
 
-def bundled_pip(python: Path) -> Path | None:
-    """The pip wheel that comes with `python`, if any (ensurepip's), for installing pip offline."""
+def bundled_wheels(python: Path) -> tuple[Path, ...]:
+    """The pip wheel that comes with `python` (ensurepip's), and its setuptools wheel where it
+    has one, for seeding an environment offline as `python -m venv` would; () if none."""
     try:
         out = subprocess.run(
-            [str(python), "-c", _BUNDLED_PIP], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+            [str(python), "-c", _BUNDLED_WHEELS], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
         )
     except (OSError, subprocess.SubprocessError):
-        return None
-    found = out.stdout.strip()
-    return Path(found) if out.returncode == 0 and found.endswith(".whl") else None
+        return ()
+    found = tuple(Path(line) for line in out.stdout.split() if line.endswith(".whl"))
+    return found if out.returncode == 0 else ()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

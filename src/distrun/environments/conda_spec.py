@@ -24,7 +24,7 @@ from distrun.core.user_paths import expand_user
 REQUIREMENTS_FILE_LIMIT = 1 << 20  # a pip requirements file; a named pipe or /dev/zero is refused
 
 # Bumped when the way an environment is built changes, so old builds are not reused.
-BUILD_FORMAT = 2  # 2: environments have pip
+BUILD_FORMAT = 3  # 2: environments have pip; 3: and setuptools where `python -m venv` gives it
 
 # Conda packages without a pip equivalent: system libraries, toolchains, CUDA as a package.
 CONDA_ONLY = frozenset(

@@ -35,18 +35,18 @@ class Installer:
             return [self.binary, "venv", "--quiet", "--no-project", "--python", str(python), str(folder)]
         return [str(python), "-m", "venv", str(folder)]
 
-    def seed_pip(self, folder: Path, bundled_pip: Path | None) -> list[str] | None:
+    def seed_pip(self, folder: Path, bundled: tuple[Path, ...]) -> list[str] | None:
         """The command that puts pip into a new environment; None when it has pip already.
 
-        `python -m venv` runs ensurepip. uv makes environments without pip: its pip then comes
-        from the interpreter's own bundled wheel (ensurepip's, no index needed, so offline
-        machines build too), else from the package index.
+        `python -m venv` runs ensurepip (pip, and setuptools up to Python 3.11). uv makes
+        environments without pip: the same wheels then come from the interpreter's own bundle
+        (ensurepip's, no index needed, so offline machines build too), else pip from the index.
         """
         if self.binary is None:
             return None
         python = str(folder / "bin" / "python")
-        if bundled_pip is not None:
-            return [self.binary, "pip", "install", "--python", python, "--offline", "--no-deps", str(bundled_pip)]
+        if bundled:
+            return [self.binary, "pip", "install", "--python", python, "--offline", "--no-deps", *map(str, bundled)]
         return [self.binary, "pip", "install", "--python", python, "pip"]
 
     def install(self, folder: Path, requirements: Path) -> list[str]:

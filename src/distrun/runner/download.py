@@ -145,3 +145,34 @@ def _copy_file(src: Path, out: Path, mode: int) -> None:
             os.close(writer)
     finally:
         os.close(reader)
+
+
+def download_pipeline(layout: Layout, name: str, dest: Path, output_name: str | None, everything: bool) -> list[Path]:
+    """A finished pipeline's steps, each as `download_job` downloads a job, into `<dest>/<step>/`.
+
+    A reused step's are the earlier job's (its outputs are the step's). Steps that never ran are
+    said and left out; with --output-name, only the steps that have that output."""
+    from distrun.runner.pipelines import never_ran
+
+    record = get_job(layout, name)
+    if not record.terminal:
+        raise DistrunError(
+            f"pipeline {name} is {record.status}; download works once it has ended",
+            f"wait with `distrun job stream {name}`, or download an ended step: distrun job download {name}/STEP",
+        )
+    written: list[Path] = []
+    having = []
+    for step, state in (record.steps or {}).items():
+        if never_ran(state):
+            print(f"distrun: step {step} did not run: nothing to download", file=sys.stderr)
+            continue
+        job = str(state.get("job"))
+        if output_name is not None and not layout.job(job).named_output(output_name).exists():
+            continue
+        having.append(step)
+        written.extend(download_job(layout, job, dest / step, output_name, everything))
+    if output_name is not None and not having:
+        raise DistrunError(
+            f"no step of pipeline {name} has a named output {output_name!r}", f"see `distrun job show {name}`"
+        )
+    return written

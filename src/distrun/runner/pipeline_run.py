@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
 from distrun.runner import jobs
-from distrun.runner.pipeline_schedule import NOT_STARTED, due_looks, startable, stopped_by
+from distrun.runner.pipeline_schedule import NOT_STARTED, due_looks, gpus_for, startable, stopped_by
 from distrun.runner.pipelines import check_pipeline, step_job_name
 
 if TYPE_CHECKING:
-    from distrun.spec.loaded_pipeline import LoadedPipeline
+    from distrun.spec.loaded_pipeline import LoadedPipeline, UpstreamOutput
     from distrun.store.index import JobIndex, JobRecord
     from distrun.store.layout import Layout
 
@@ -78,6 +78,12 @@ class PipelineRun:
         self.machine_types = sorted({targets[step][0].type for step in here})
         self.processes = {step: process_count_of(pipeline, step, process_count) for step in pipeline.steps}
         self.local_size = {step: self.processes[step] if step in here else 0 for step in pipeline.steps}
+        # The GPUs each local step asks for, and this machine's (asked of the driver only when
+        # a step asks): counted as the cores are, each step given GPUs no running step holds.
+        asked = {step: process_count_of(pipeline, step, gpus_asked) for step in self.local_steps}
+        self.gpu_need = {step: n for step, n in asked.items() if n}
+        self.machine_gpus: tuple[str, ...] = local_gpus() if self.gpu_need else ()
+        self.gpus_held: dict[str, tuple[str, ...]] = {}
         self.depends_on = pipeline.depends_on
         self.status: dict[str, str] = dict.fromkeys(pipeline.steps, NOT_STARTED)
         self.reasons: dict[str, str] = {}
@@ -170,7 +176,15 @@ class PipelineRun:
             with interrupts_raised(), self._launchers():
                 while not all(self._done(step) for step in self.status):
                     self._follow_running()
-                    for step in startable(self.depends_on, self.status, self.local_size, self.capacity):
+                    ready = startable(
+                        self.depends_on,
+                        self.status,
+                        self.local_size,
+                        self.capacity,
+                        self.gpu_need,
+                        len(self.machine_gpus),
+                    )
+                    for step in ready:
                         if self.stopping:
                             break  # a step that failed to start stopped the pipeline
                         self._start(step)
@@ -245,9 +259,12 @@ class PipelineRun:
         # Counted as submitted from here: a Ctrl-C during the submission cancels the job it made.
         self.status[step] = JobStatus.QUEUED
         try:
-            document = pipeline_step.bound_document(lambda up: job_output_uri(self.job_of[up.step], up.output))
+            document = pipeline_step.bound_document(
+                lambda up: job_output_uri(self.job_of[up.step], up.output), self._value_of
+            )
             if self._reused(step, document):
                 return
+            document = self._with_gpus(step, document)
             loaded = load_job_data(
                 document, pipeline_step.base_dir, self.pipeline.source, smap=pipeline_step.source_map
             )
@@ -264,6 +281,34 @@ class PipelineRun:
         where = f"{self.targets[step]}, {processes} process{'es' if processes != 1 else ''}"
         self.say(f"[{step}] started as job {job} on {where}")
         self._save()
+
+    def _value_of(self, upstream: UpstreamOutput, kind: str) -> Any:
+        """The value a completed step wrote to a value output (its file's text, of the reading
+        input's type), read through the safe path: the step's processes could write anything there."""
+        from distrun.runner.pipelines import output_value
+
+        return output_value(self.layout, self.job_of[upstream.step], upstream, kind)
+
+    def _with_gpus(self, step: str, document: dict[str, Any]) -> dict[str, Any]:
+        """A step asking for GPUs sees those it was given (CUDA_VISIBLE_DEVICES, which the local
+        backend slices between its nodes), none that a running step holds. A step that sets
+        CUDA_VISIBLE_DEVICES itself keeps its own, and is counted for what it asks."""
+        from distrun.plan.gpus import VISIBLE_DEVICES, parse_visible_devices
+
+        asked = self.gpu_need.get(step, 0)
+        variables = document.get("environment_variables")
+        variables = dict(variables) if isinstance(variables, dict) else {}
+        if not asked or not self.machine_gpus:
+            return document
+        if VISIBLE_DEVICES in variables:
+            own = parse_visible_devices(str(variables[VISIBLE_DEVICES])) or ()
+            self.gpus_held[step] = tuple(gpu for gpu in own if gpu in self.machine_gpus)
+            return document
+        running = [s for s, state in self.status.items() if s != step and not self._done(s) and state != NOT_STARTED]
+        devices = gpus_for(asked, self.machine_gpus, (self.gpus_held.get(s, ()) for s in running))
+        self.gpus_held[step] = devices
+        variables[VISIBLE_DEVICES] = ",".join(devices)
+        return {**document, "environment_variables": variables}
 
     def _reused(self, step: str, document: dict[str, Any]) -> bool:
         """Whether the step was reused (then it is Completed with the earlier run's outputs);
@@ -404,6 +449,26 @@ def process_count_of(pipeline: LoadedPipeline, step: str, count: Callable[[Any],
     pipeline_step = pipeline.steps[step]
     document = normalize(pipeline_step.bound_document(lambda up: "unused"), pipeline_step.source_map)
     return count(models.JobSpec.model_validate(document))
+
+
+def gpus_asked(spec: Any) -> int:
+    """The GPUs a step's job asks for on local compute: `gpus_per_node` times its nodes (0 when
+    not asked, or asked in a form its load will refuse with the reason)."""
+    from distrun.plan.gpus import asked_gpus_per_node
+    from distrun.plan.plan_job import PlanJob
+
+    try:
+        per_node = asked_gpus_per_node(PlanJob.of(spec))
+    except DistrunError:
+        return 0
+    return (per_node or 0) * spec.resources.instance_count
+
+
+def local_gpus() -> tuple[str, ...]:
+    """This machine's GPUs as distrun's local backend sees them (CUDA_VISIBLE_DEVICES, else the driver)."""
+    from distrun.backends.local_gpus import probe_gpus
+
+    return probe_gpus()
 
 
 def pipeline_summary(record: JobRecord) -> str:

@@ -42,6 +42,41 @@ def upstream_path(layout: Layout, pipeline: LoadedPipeline, name: str, upstream:
     return str(folder / upstream.output) if declared.get("type") == "uri_file" else str(folder)
 
 
+VALUE_BYTES = 64 << 10  # the most a value output's file may hold
+
+
+def output_value(layout: Layout, job: str, upstream: UpstreamOutput, kind: str) -> Any:
+    """The value the job `job` wrote to its value output `upstream.output` (a `string`, `integer`,
+    `number` or `boolean` output: the text of the file its command was given), as `kind`."""
+    from distrun.core.errors import DistrunError
+    from distrun.core.safe_files import read_text
+
+    folder = layout.job(job)
+    path = folder.named_output(upstream.output) / upstream.output
+    what = f"output {upstream.output} of step {upstream.step} (job {job})"
+    try:
+        text = read_text(path, VALUE_BYTES, root=folder.root)
+    except FileNotFoundError:
+        raise DistrunError(f"{what} holds no value: the step wrote nothing to {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DistrunError(f"{what} cannot be read: {exc}") from None
+    text = text[:-1] if text.endswith("\n") else text
+    try:
+        if kind == "integer":
+            return int(text)
+        if kind == "number":
+            return float(text)
+    except ValueError:
+        raise DistrunError(
+            f"{what} is {text[:80]!r}, not a {'whole number' if kind == 'integer' else 'number'}"
+        ) from None
+    if kind == "boolean":
+        if text.strip().lower() not in ("true", "false"):
+            raise DistrunError(f"{what} is {text[:80]!r}, not true or false")
+        return text.strip().lower() == "true"
+    return text
+
+
 def step_job(
     pipeline: LoadedPipeline, step: PipelineStep, path_of: Callable[[UpstreamOutput], str], job_name: str
 ) -> LoadedJob:
@@ -127,3 +162,33 @@ def plan_pipeline(pipeline: LoadedPipeline, layout: Layout, compute: str | None 
         },
         "steps": steps,
     }
+
+
+def never_ran(state: dict[str, Any]) -> bool:
+    """Whether a step of a pipeline's record has no job (it never started: waiting, or stopped before)."""
+    return state.get("status") == "NotStarted" or str(state.get("reason") or "").startswith("not started")
+
+
+def resolve_job_name(layout: Layout, name: str) -> str:
+    """The job a name given to `job show`, `logs`, `stream`, `download` or `cancel` means:
+    `PIPELINE/STEP` is that step's job (a reused step's: the earlier job whose outputs it has);
+    any other name is itself (a job's names never hold a `/`)."""
+    from distrun.core.errors import DistrunError
+    from distrun.runner.jobs import get_job
+
+    if "/" not in name:
+        return name
+    pipeline, step = name.split("/", 1)
+    record = get_job(layout, pipeline)
+    steps = record.steps
+    if steps is None:
+        raise DistrunError(f"{pipeline} is a job, not a pipeline: it has no step {step!r}", f"use `{pipeline}` alone")
+    if step not in steps:
+        raise DistrunError(f"pipeline {pipeline} has no step {step!r}", f"its steps: {', '.join(steps)}")
+    state = steps[step]
+    if never_ran(state):
+        why = state.get("reason") or "it waits for the steps it reads from"
+        raise DistrunError(
+            f"step {step} of pipeline {pipeline} has no job: {why}", f"see `distrun job show {pipeline}`"
+        )
+    return str(state["job"])

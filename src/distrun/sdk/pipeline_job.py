@@ -155,12 +155,16 @@ class PipelineJob(Recorded):
         return data
 
     def _positions(self) -> dict[tuple[str | int, ...], Any]:
-        """Where the user's code built the pipeline, and each step: problems point there."""
+        """Where the user's code built the pipeline, and each step: problems point there. A nested
+        pipeline's steps (its inline component's `jobs`) point at the lines of its own function."""
         positions: dict[tuple[str | int, ...], Any] = {(): self._where}
         for step, node in self.jobs.items():
             where = getattr(node, "_source_where", None)
             if where is not None:
                 positions[("jobs", step)] = where
+            if isinstance(node, PipelineComponentNode):
+                for path, inner in node.job._positions().items():
+                    positions[("jobs", step, "component", *path)] = inner
         return positions
 
     def _output_data(self, key: str) -> Any:

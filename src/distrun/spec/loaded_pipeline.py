@@ -50,6 +50,9 @@ class PipelineStep:
     base_dir: Path  # relative paths of the document resolve here (the component's folder)
     component: str | None  # the component file, or None for an inline command step
     upstream: dict[str, UpstreamOutput] = field(default_factory=dict)  # input name -> what it reads
+    # Of those, the inputs that take the upstream output's value (a `string`, `integer`, ...
+    # output), not its path: input name -> its declared type.
+    values: dict[str, str] = field(default_factory=dict)
     pipeline_outputs: dict[str, str] = field(default_factory=dict)  # step output -> pipeline output
     is_deterministic: bool = True
     force_rerun: bool = False  # the step's own `force_rerun`: never reused
@@ -61,12 +64,24 @@ class PipelineStep:
         """The steps this step reads from, each once, in the order its inputs name them."""
         return tuple(dict.fromkeys(up.step for up in self.upstream.values()))
 
-    def bound_document(self, path_of: Callable[[UpstreamOutput], str]) -> dict[str, Any]:
-        """The step's command job document with every upstream input's `path` given by `path_of`."""
+    def bound_document(
+        self, path_of: Callable[[UpstreamOutput], str], value_of: Callable[[UpstreamOutput, str], Any] | None = None
+    ) -> dict[str, Any]:
+        """The step's command job document with every upstream input's `path` given by `path_of`,
+        and every input reading a value given `value_of(upstream, type)` (a stand-in of its type
+        without it: the value exists only once the upstream step ran)."""
         document = copy.deepcopy(self.document)
         for name, upstream in self.upstream.items():
-            document["inputs"][name]["path"] = path_of(upstream)
+            if name in self.values:
+                kind = self.values[name]
+                document["inputs"][name] = value_of(upstream, kind) if value_of else VALUE_STAND_INS[kind]
+            else:
+                document["inputs"][name]["path"] = path_of(upstream)
         return document
+
+
+# What an input reading another step's value holds until that step ran (a plan, a check).
+VALUE_STAND_INS: dict[str, Any] = {"string": "", "integer": 0, "number": 0.0, "boolean": False}
 
 
 @dataclass

@@ -22,6 +22,12 @@ DATA_TYPES = ("uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model
 LITERAL_TYPES = ("string", "integer", "number", "boolean")
 IO_TYPES = (*DATA_TYPES, *LITERAL_TYPES)
 
+
+def job_output_type(declared: str) -> str:
+    """The type a step's job writes an output as: a value output is the file holding its text."""
+    return "uri_file" if declared in LITERAL_TYPES else declared
+
+
 # What a step may be (`type:`), and what distrun runs of them.
 STEP_TYPES_RUN = ("command", "pipeline")
 STEP_TYPES_LATER = {
@@ -34,6 +40,19 @@ STEP_TYPES_LATER = {
 }
 
 Scalar = str | bool | int | float
+# A component's input or output type: data (DATA_TYPES) or a value (LITERAL_TYPES).
+IoType = Literal[
+    "uri_file",
+    "uri_folder",
+    "mltable",
+    "custom_model",
+    "mlflow_model",
+    "triton_model",
+    "string",
+    "integer",
+    "number",
+    "boolean",
+]
 
 
 class _NamedInputsOutputs(models.StrictModel):
@@ -48,18 +67,7 @@ class _NamedInputsOutputs(models.StrictModel):
 class InputDeclaration(models.StrictModel):
     """A component's input: its type, and a default or `optional` when a step need not give it."""
 
-    type: Literal[
-        "uri_file",
-        "uri_folder",
-        "mltable",
-        "custom_model",
-        "mlflow_model",
-        "triton_model",
-        "string",
-        "integer",
-        "number",
-        "boolean",
-    ]
+    type: IoType
     default: Scalar | None = None
     optional: bool = False
     description: str | None = None
@@ -74,9 +82,13 @@ class InputDeclaration(models.StrictModel):
 
 
 class OutputDeclaration(models.StrictModel):
-    type: Literal["uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model", "triton_model"] = "uri_folder"
+    """A component's output: data it writes, or a value (`string`, `integer`, `number`, `boolean`:
+    Azure ML's primitive outputs) it writes to a file that the steps reading it get the text of."""
+
+    type: IoType = "uri_folder"
     mode: Literal["rw_mount", "upload", "direct"] | None = None
     description: str | None = None
+    is_control: bool | None = None  # Azure ML's flag for a value that steers later steps; kept, not used
 
 
 class _Component(_NamedInputsOutputs):

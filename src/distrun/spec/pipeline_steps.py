@@ -17,9 +17,9 @@ from typing import Any
 
 from distrun.core.errors import Problem
 from distrun.spec import paths
-from distrun.spec.loaded_pipeline import LoadedComponent, PipelineStep, UpstreamOutput
+from distrun.spec.loaded_pipeline import VALUE_STAND_INS, LoadedComponent, PipelineStep, UpstreamOutput
 from distrun.spec.pipeline_bindings import BINDING_FORMS, Binding, NotABinding, binding_of
-from distrun.spec.pipeline_models import DATA_TYPES, InputDeclaration, PipelineJob
+from distrun.spec.pipeline_models import DATA_TYPES, LITERAL_TYPES, InputDeclaration, PipelineJob, job_output_type
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 
 # What a command step takes from its component; the step's own keys come over these.
@@ -122,6 +122,7 @@ class StepBuilder:
         self.positions = SourceMap(smap.source)
         self.positions.set((), smap.find(self.path))
         self.upstream: dict[str, UpstreamOutput] = {}
+        self.values: dict[str, str] = {}  # inputs reading an upstream output's value: name -> type
         self.pipeline_outputs: dict[str, str] = {}
 
     def problem(self, message: str, at: KeyPath, hint: str) -> None:
@@ -184,6 +185,7 @@ class StepBuilder:
             # An inline component (a mapping under `component:`) is written in the pipeline file.
             component=self.component.source if self.component and self.component.source != self.smap.source else None,
             upstream=self.upstream,
+            values=self.values,
             pipeline_outputs=self.pipeline_outputs,
             is_deterministic=self.component.spec.is_deterministic if self.component else True,
             force_rerun=force_rerun is True,
@@ -372,13 +374,20 @@ class StepBuilder:
                 else f"step {step}'s outputs: {', '.join(known) or 'none'}",
             )
             return None
+        written = (outputs or {}).get(output)
         if decl is not None and not decl.is_data:
-            self.problem(
-                f"input {name!r} is a {decl.type} input of the component, but {binding.text()} is data",
-                at,
-                "bind a data input (uri_folder, uri_file, ...) to a step's output",
-            )
-            return None
+            if written is not None and written not in LITERAL_TYPES:
+                self.problem(
+                    f"input {name!r} is a {decl.type} input of the component, but {binding.text()} is data",
+                    at,
+                    "bind a data input (uri_folder, uri_file, ...) to a step's output, or a value input "
+                    "to a value output (type: string, integer, number or boolean)",
+                )
+                return None
+            # A value output (a function's return value): the step gets its text once it was written.
+            self.upstream[name] = UpstreamOutput(self.prefix + step, output)
+            self.values[name] = decl.type
+            return VALUE_STAND_INS[decl.type]
         self.upstream[name] = UpstreamOutput(self.prefix + step, output)
         kind = decl.type if decl is not None else (outputs or {}).get(output, "uri_folder")
         extra = {k: v for k, v in value.items() if k != "path"} if isinstance(value, dict) else {}
@@ -394,7 +403,7 @@ class StepBuilder:
         outputs: dict[str, Any] = {}
         for name, value, at in self._entries("outputs", given, declared):
             outputs[name] = None  # a refused value still names the output (see _inputs)
-            kind = {"type": declared[name].type} if declared is not None else {}
+            kind = {"type": job_output_type(declared[name].type)} if declared is not None else {}
             try:
                 binding = binding_of(value)
             except NotABinding as exc:
@@ -426,7 +435,7 @@ class StepBuilder:
             copy_positions(self.smap, ("outputs", binding.name), self.positions, at)
         for name, decl in (declared or {}).items():
             if outputs.get(name) is None:
-                outputs[name] = {"type": decl.type, **({"mode": decl.mode} if decl.mode else {})}
+                outputs[name] = {"type": job_output_type(decl.type), **({"mode": decl.mode} if decl.mode else {})}
         if outputs or "outputs" in self.raw:
             self.document["outputs"] = outputs
 

@@ -26,7 +26,7 @@ from distrun.metrics.history import History, metric_history
 from distrun.store.index import JobRecord
 from distrun.store.layout import JobFolder, Layout
 from distrun.store.log_labels import labels_from_plan
-from distrun.ui import job_files, job_view, log_events, metrics_view, outputs_tree
+from distrun.ui import job_files, job_view, log_events, metrics_view, outputs_tree, pipeline_view
 from distrun.ui.access import SecurityHeaders, TokenCheck
 from distrun.ui.charts import number
 from distrun.ui.guard import form_token, host_allowed, new_token, token_matches
@@ -83,11 +83,15 @@ def create_app(settings: UiSettings) -> ASGIApp:
     shapes: dict[str, str] = {}
 
     def shapes_of(records: list[JobRecord]) -> dict[str, str]:
-        # "nodes x processes" from the resolved job, read once per job (it never changes).
+        # "nodes x processes" from the resolved job, read once per job (it never changes); a
+        # pipeline's steps and their states from its record, each time (they change as it runs).
         for record in records:
-            if record.name not in shapes:
+            if record.steps is None and record.name not in shapes:
                 shapes[record.name] = job_view.job_shape(source.folder(record))
-        return {record.name: shapes[record.name] for record in records}
+        return {
+            record.name: shapes[record.name] if record.steps is None else pipeline_view.counts(record)
+            for record in records
+        }
 
     def record_or_404(name: str) -> JobRecord:
         try:
@@ -108,6 +112,8 @@ def create_app(settings: UiSettings) -> ASGIApp:
     async def job_page(request: Request) -> Response:
         name = request.path_params["name"]
         record = await offload(record_or_404, name)
+        if record.steps is not None:
+            return page(request, "pipeline.html", {"job": record, "token": cancel_token, **_pipeline_summary(record)})
         folder = source.folder(record)
         plan, plan_problem = await offload(job_view.read_plan, folder)
         yaml = await offload(job_view.job_yaml, folder)
@@ -121,12 +127,16 @@ def create_app(settings: UiSettings) -> ASGIApp:
             "plan_problem": plan_problem,
             "outputs": listing,
             "log_choice": chosen if log_events.valid_log_name(chosen) else "",
+            "step_of": pipeline_view.step_of(record),
             **_summary(record, plan),
         }
         return page(request, "job.html", context)
 
     async def job_summary(request: Request) -> Response:
         record = await offload(record_or_404, request.path_params["name"])
+        if record.steps is not None:
+            context = {"job": record, "token": cancel_token, **_pipeline_summary(record)}
+            return page(request, "pipeline_summary.html", context)
         plan, _ = await offload(job_view.read_plan, source.folder(record))
         return page(request, "job_summary.html", {"job": record, "token": cancel_token, **_summary(record, plan)})
 
@@ -315,6 +325,20 @@ def _summary(record: JobRecord, plan: dict[str, Any]) -> dict[str, Any]:
         "ranks": ranks[:MAX_RANK_ROWS],
         "ranks_total": len(ranks),
         "nodes": len(plan.get("nodes") or []) if isinstance(plan.get("nodes"), list) else None,
+    }
+
+
+def _pipeline_summary(record: JobRecord) -> dict[str, Any]:
+    """A pipeline's page, all from its record: no file of a job folder is read."""
+    steps = pipeline_view.step_views(record)
+    return {
+        "live": not record.terminal,
+        "timeline": job_view.timeline(record),
+        "duration": job_view.duration(record),
+        "failure": pipeline_view.failed_step(record),
+        "steps": steps,
+        "graph": pipeline_view.graph_svg(steps),
+        "graph_limit": pipeline_view.MAX_DRAWN,
     }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from distrun.core import procfs
 from distrun.store.index import JobIndex
 from support.cli import REPO
-from support.jobs import processes_of_job, wait_for
+from support.jobs import processes_of_job, two_step_pipeline, wait_for
 
 CHAIN = REPO / "tests" / "data" / "pipelines" / "chain" / "pipeline.yml"
 NESTED = REPO / "tests" / "data" / "pipelines" / "nested" / "pipeline.yml"
@@ -52,9 +52,20 @@ def test_chain_runs_each_step_as_a_job_and_passes_outputs_by_path(run_cli, distr
         "train": ["Completed", "nightly.train", "local"],
     }
     assert "pipeline (3 steps)" in run_cli("job", "list").stdout
-    logs = run_cli("logs", "nightly")
-    assert logs.returncode == 2 and "nightly is a pipeline: it has no logs of its own" in logs.stderr
-    assert "trained on rank 3" in run_cli("logs", "nightly.train").stdout
+    # A pipeline's logs are its steps', each line prefixed by step; PIPELINE/STEP is one step's job.
+    logs = run_cli("logs", "nightly").stdout
+    assert "[prepare] [0/0] prepared 10 rows" in logs and "[train] [1/3] trained on rank 3" in logs
+    assert logs.index("[prepare]") < logs.index("[train]") < logs.index("[score]")
+    one = run_cli("logs", "nightly/train", "--rank", "3").stdout
+    assert one == "trained on rank 3\n"
+    assert "Pipeline: nightly" in run_cli("job", "show", "nightly/score").stdout
+    missing = run_cli("logs", "nightly/trian")
+    assert missing.returncode == 2 and "pipeline nightly has no step 'trian'" in missing.stderr
+    # Its download: a folder per step, as `job download` of that step's job.
+    fetched = run_cli("job", "download", "nightly", "-p", str(distrun_home / "got"), "--all")
+    assert fetched.returncode == 0, fetched.stderr
+    assert (distrun_home / "got" / "score" / "named-outputs" / "report" / "report.txt").read_text() == report
+    assert (distrun_home / "got" / "train" / "artifacts" / "user_logs" / "std_log_process_03.txt").is_file()
 
 
 def test_a_pipeline_component_runs_its_steps_in_its_place(run_cli, distrun_home: Path) -> None:
@@ -204,26 +215,14 @@ def test_steps_supervisors_are_forked_by_a_server_that_a_killed_pipeline_does_no
 
 def test_run_detached_supervises_the_pipeline_in_the_background(run_cli, distrun_home: Path, tmp_path: Path) -> None:
     pipeline = tmp_path / "pipeline.yml"
-    pipeline.write_text(
-        textwrap.dedent(
-            """\
-            type: pipeline
-            jobs:
-              write:
-                command: echo written > ${{outputs.out}}/note.txt
-                outputs:
-                  out: {type: uri_folder}
-              read:
-                command: cat ${{inputs.x}}/note.txt
-                inputs:
-                  x: ${{parent.jobs.write.outputs.out}}
-            """
-        )
-    )
+    pipeline.write_text(two_step_pipeline())
     result = run_cli("run", "-d", str(pipeline), "--name", "background")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Created pipeline background with 2 steps (Queued)" in result.stdout
-    wait_for(lambda: _records(distrun_home)["background"]["status"] not in ("Queued", "Running"), timeout=120)
+    # Followed from any shell while it runs: each step's lines as its job writes them, then the summary.
+    streamed = run_cli("stream", "background")
+    assert streamed.returncode == 0, streamed.stdout + streamed.stderr
+    assert "[read] [0/0] written" in streamed.stdout and "Status: Completed" in streamed.stdout
     records = _records(distrun_home)
     assert records["background"]["status"] == "Completed", records["background"]
     assert [s["status"] for s in records["background"]["steps"].values()] == ["Completed"] * 2
@@ -301,3 +300,23 @@ def test_a_second_run_reuses_unchanged_steps_and_reruns_what_changed(
     fourth = _records(distrun_home)["fourth"]["steps"]
     assert [(s["job"], s["reused"]) for s in fourth.values()] == [("third.upper", True), ("fourth.count", False)]
     assert (jobs / "fourth.count" / "named-outputs" / "counted" / "count.txt").read_text().strip() == "3"
+
+
+def test_local_steps_asking_for_gpus_are_given_gpus_no_running_step_holds(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    # Two GPUs as distrun's local backend sees them (CUDA_VISIBLE_DEVICES of the shell; nothing
+    # here touches a GPU): g1 and g2 ask one each and run side by side, g3 asks both and waits.
+    pipeline = tmp_path / "pipeline.yml"
+    steps = "".join(
+        f"  {name}:\n    command: echo {name} sees $CUDA_VISIBLE_DEVICES\n"
+        f"    resources: {{properties: {{gpus_per_node: {count}}}}}\n"
+        for name, count in (("g1", 1), ("g2", 1), ("g3", 2))
+    )
+    pipeline.write_text("type: pipeline\njobs:\n" + steps)
+    result = run_cli("run", str(pipeline), "--name", "gpus", env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    logs = run_cli("logs", "gpus").stdout
+    assert {"[g1] [0/0] g1 sees 0", "[g2] [0/0] g2 sees 1", "[g3] [0/0] g3 sees 0,1"} <= set(logs.splitlines())
+    state = _records(distrun_home)["gpus"]["steps"]
+    assert state["g3"]["started_at"] >= max(state["g1"]["ended_at"], state["g2"]["ended_at"])

@@ -1,0 +1,1 @@
+"""`mldesigner execute`, the command a function component's step runs."""
