@@ -361,3 +361,40 @@ def test_conda_dependencies_become_pip_requirements(tmp_path: Path) -> None:
     again, _ = read_conda_data(data, tmp_path, "<other>", lambda *p: Position("<other>"), "")
     assert again is not None and cache_key(again, "3.10") == cache_key(request, "3.10")
     assert cache_key(request, "3.10") != cache_key(request, "3.11")
+
+
+def test_docker_build_context_of_pip_steps_runs_in_its_built_environment_with_its_env_values(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(
+        f"""
+        command: {PRINT_PROBE} && echo "greeting=$GREETING"
+        environment:
+          build:
+            path: docker-context
+        """
+    )
+    context = job.parent / "docker-context"
+    context.mkdir()
+    (context / "requirements.txt").write_text(f"--no-index\n--find-links {wheels}\n{PROBE}==1.0\n")
+    (context / "Dockerfile").write_text(
+        f"FROM python:{sys.version_info.major}.{sys.version_info.minor}-slim\n"
+        "ENV GREETING=hello PATH=/opt/venv/bin:$PATH\n"
+        "COPY requirements.txt .\n"
+        "RUN pip install --no-cache-dir -r requirements.txt && rm requirements.txt\n"
+        'CMD ["bash"]\n'
+    )
+    result = run_cli("run", str(job))
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert said.count("environment.build: built as a uv environment from Dockerfile's pip steps") == 1
+    [env] = built(distrun_home)
+    assert f"probe-1.0 {env}/lib/" in result.stdout
+    assert "greeting=hello" in result.stdout
+
+    (context / "Dockerfile").write_text("FROM python:3.10\nRUN apt-get update && apt-get install -y curl\n")
+    refused = run_cli("run", str(job))
+    assert refused.returncode == 2
+    assert f"{context / 'Dockerfile'}:2: environment.build: RUN apt-get update is not a pip or conda install" in (
+        refused.stderr
+    )

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 
 def environment_note(environment: object) -> str | None:
-    if environment is None or _runs_in_own_environment(environment):
+    if environment is None:
+        return None
+    build = getattr(environment, "build", None)
+    if not isinstance(environment, str) and getattr(environment, "conda_file", None) is None and build is not None:
+        from distrun.environments.build_context import NOTE
+
+        return NOTE.format(dockerfile=getattr(build, "dockerfile_path", None) or "Dockerfile")
+    if _runs_in_own_environment(environment):
         return None
     import sys
 
