@@ -50,8 +50,8 @@ def rank_python(
     if environment is None:
         return None, []
     if isinstance(environment, str):
-        named = find_named(environment, home / "config.yaml")
-        return (None, []) if named is None else _from_named(named, environment)
+        named = find_named(environment, home / "config.yaml")  # the user's own mapping wins
+        return _from_curated(environment) if named is None else _from_named(named, environment)
     conda_file = getattr(environment, "conda_file", None)
     build = getattr(environment, "build", None)
     if conda_file is None and build is not None:
@@ -59,6 +59,25 @@ def rank_python(
     if conda_file is None:
         return None, []
     return _from_conda_file(conda_file, base_dir, position, ("environment", "conda_file"), "inline environment")
+
+
+def _from_curated(reference: str) -> tuple[RankPython | None, list[Problem]]:
+    """A curated Azure ML name: its specification built like a conda file, when asked to
+    (`DISTRUN_CURATED_ENVIRONMENTS=build`); else distrun's own Python, as an unknown name."""
+    from distrun.environments.curated import build_curated, cpu_conda_file, cuda_here, find_curated
+
+    found = find_curated(reference)
+    if found is None or not build_curated():
+        return None, []
+    data, _ = cpu_conda_file(found.conda_file, cuda_here())  # the changes are said in the job's note
+    where = Position(found.origin)
+    request, problems = read_conda_data(data, Path.cwd(), found.origin, lambda *p: where, "environment")
+    if request is None or problems:
+        return None, problems
+    built, more = _buildable(request, lambda *p: where, ("environment",))
+    if built is None:
+        return None, more
+    return replace(built, description=f"curated {found.name}:{found.version}: {built.description}"), []
 
 
 def _from_named(named: NamedEnvironment, reference: str) -> tuple[RankPython | None, list[Problem]]:
