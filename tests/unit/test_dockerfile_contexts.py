@@ -153,6 +153,11 @@ def test_steps_a_virtual_environment_cannot_take_are_refused_naming_their_line(t
     assert outside.startswith(f"{where}:2: environment.build: pip -r: the file is not one this Dockerfile copied")
     other = _refusal(tmp_path, "FROM python:3.10\nCOPY --from=builder /app /app\n")
     assert other.startswith(f"{where}:2: environment.build: COPY --from copies from another image")
+    several = _refusal(tmp_path, "FROM rocker/r-ver:4\nRUN apt-get install -y r-base\nRUN R -e 'install.packages(1)'\n")
+    assert several.startswith(
+        f"{where}:1: environment.build: FROM rocker/r-ver:4 is not a Python, conda or Azure ML base image "
+        "(lines 2, 3 need a container engine too): distrun builds"
+    )
     entry = _refusal(tmp_path, 'FROM python:3.10\nENTRYPOINT ["python"]\n')
     assert entry.startswith(f"{where}:2: environment.build: ENTRYPOINT has no meaning for a virtual environment")
 

@@ -169,6 +169,13 @@ class _Reader:
             handler(instruction)
         if self.pip:
             self.request.conda_data["dependencies"].append({"pip": self.pip})
+        refused = self.request.problems
+        if len(refused) > 1:  # one problem, naming the other lines: the hint is the same for each
+            others = ", ".join(str(p.position.line) for p in refused[1:] if p.position is not None)
+            first = refused[0]
+            too = f" (lines {others} need a container engine too): distrun builds"
+            message = first.message.replace(": distrun builds", too, 1)
+            self.request.problems = [Problem(message, first.key_path, first.position, first.hint)]
 
     def _refuse(self, instruction: Instruction, why: str) -> None:
         self.request.problems.append(
