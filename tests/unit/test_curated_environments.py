@@ -54,7 +54,11 @@ def test_unknown_names_say_so_with_the_close_ones() -> None:
     assert find_curated("azureml://registries/someone-else/environments/sklearn-1.5/labels/latest") is None
     note = curated_note("azureml:AzureML-sklearn-1.6@latest")
     assert "is neither a curated Azure ML environment distrun knows (close: sklearn-1.5" in note
-    assert curated_note("azureml:my-env:3").endswith("nor named in config.yaml (environments:)")
+    # A user's own name (not written as a curated one) gets no curated suggestions.
+    assert curated_note("azureml:sklearn-1.6:3").endswith(
+        "environment azureml:sklearn-1.6:3 is neither a curated Azure ML environment distrun knows nor named in "
+        "config.yaml (environments:)"
+    )
     versioned = curated_note("azureml:AzureML-sklearn-1.5:7")
     assert "curated sklearn-1.5:latest (version 7 resolved to the table's latest)" in versioned
     assert f"{BUILD_SETTING}=build builds its specification" in versioned

@@ -173,7 +173,8 @@ class _Reader:
         if len(refused) > 1:  # one problem, naming the other lines: the hint is the same for each
             others = ", ".join(str(p.position.line) for p in refused[1:] if p.position is not None)
             first = refused[0]
-            too = f" (lines {others} need a container engine too): distrun builds"
+            lines = "line {} needs" if len(refused) == 2 else "lines {} need"
+            too = f" ({lines.format(others)} a container engine too): distrun builds"
             message = first.message.replace(": distrun builds", too, 1)
             self.request.problems = [Problem(message, first.key_path, first.position, first.hint)]
 

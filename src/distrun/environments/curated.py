@@ -15,7 +15,6 @@ their CPU builds (`cpu_conda_file`), and conda packages the image provides as sy
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from dataclasses import dataclass
@@ -99,6 +98,8 @@ def looks_curated(reference: str) -> bool:
 
 def close_names(reference: str, count: int = 3) -> list[str]:
     """The curated names closest to what `reference` asks for (difflib), for a name distrun does not know."""
+    import difflib  # only for a name distrun does not know: not on every run's import path
+
     key = curated_key(reference)
     if key is None:
         return []
@@ -174,7 +175,9 @@ def curated_note(reference: str) -> str:
 
     found = find_curated(reference)
     if found is None:
-        close = close_names(reference)
+        # Close names for what is written as a curated name (a typo, a retired one); a user's own
+        # name gets none (and `run` imports no difflib for it).
+        close = close_names(reference) if looks_curated(reference) else []
         also = f" (close: {', '.join(close)})" if close else ""
         return (
             f"local compute runs in this Python environment ({sys.executable}); environment {reference} is neither "
