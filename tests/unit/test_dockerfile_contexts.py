@@ -36,6 +36,16 @@ def test_parser_joins_continuations_drops_comments_and_reads_both_forms() -> Non
     ]
 
 
+def test_parser_keeps_an_instructions_flags_apart() -> None:
+    text = "FROM --platform=linux/amd64 python:3.12 AS base\nRUN --mount=type=cache,target=/root/.cache pip install x\n"
+    text += 'COPY --from=build --chown=1000 ["a b", "/c/"]\n'
+    assert parse_dockerfile(text) == [
+        Instruction("FROM", "python:3.12 AS base", None, 1, ("--platform=linux/amd64",)),
+        Instruction("RUN", "pip install x", None, 2, ("--mount=type=cache,target=/root/.cache",)),
+        Instruction("COPY", '["a b", "/c/"]', ("a b", "/c/"), 3, ("--from=build", "--chown=1000")),
+    ]
+
+
 def test_parser_escape_directive() -> None:
     text = "# escape=`\nFROM python:3.11\nRUN pip install `\n  x\nWORKDIR C:\\app\n"
     assert parse_dockerfile(text) == [
@@ -63,9 +73,10 @@ def test_pip_and_conda_steps_become_a_conda_mapping_with_their_lines(tmp_path: P
         "    PATH=/opt/venv/bin:$PATH\n"
         "ENV OLD_STYLE some value\n"
         "WORKDIR /app\n"
-        "COPY requirements.txt .\n"
+        "COPY --chown=1000:1000 requirements.txt .\n"
         "COPY conf/ /etc/conf/\n"
-        "RUN pip install --no-cache-dir -r requirements.txt && rm requirements.txt\n"
+        "RUN --mount=type=cache,target=/root/.cache pip install --no-cache-dir -r requirements.txt && \\\n"
+        "    rm requirements.txt\n"
         "RUN python -m pip install --upgrade 'numpy>=1.26' --extra-index-url=https://example.org/simple\n"
         "RUN conda install -y -c conda-forge pytorch=2.3 'pandas~=2.1.0' && conda clean -a -y\n"
         "RUN conda run -n base pip install -c /etc/conf/constraints.txt mlflow\n"
@@ -96,13 +107,13 @@ def test_pip_and_conda_steps_become_a_conda_mapping_with_their_lines(tmp_path: P
     assert problems == [] and request is not None
     assert request.python == "3.10"
     assert [(r.line, str(r.position)) for r in request.requirements] == [
-        ("torch==2.3.*", f"{tmp_path / 'Dockerfile'}:12"),
-        ("pandas~=2.1.0", f"{tmp_path / 'Dockerfile'}:12"),
+        ("torch==2.3.*", f"{tmp_path / 'Dockerfile'}:13"),
+        ("pandas~=2.1.0", f"{tmp_path / 'Dockerfile'}:13"),
         ("six==1.16.0", f"{tmp_path / 'requirements.txt'}:1"),  # read in: the cache key covers it
-        ("numpy>=1.26", f"{tmp_path / 'Dockerfile'}:11"),
-        ("--extra-index-url https://example.org/simple", f"{tmp_path / 'Dockerfile'}:11"),
-        (f"-c {tmp_path / 'conf' / 'constraints.txt'}", f"{tmp_path / 'Dockerfile'}:13"),
-        ("mlflow", f"{tmp_path / 'Dockerfile'}:13"),
+        ("numpy>=1.26", f"{tmp_path / 'Dockerfile'}:12"),
+        ("--extra-index-url https://example.org/simple", f"{tmp_path / 'Dockerfile'}:12"),
+        (f"-c {tmp_path / 'conf' / 'constraints.txt'}", f"{tmp_path / 'Dockerfile'}:14"),
+        ("mlflow", f"{tmp_path / 'Dockerfile'}:14"),
     ]
 
 

@@ -214,7 +214,7 @@ class _Reader:
             self._refuse(instruction, "a second FROM (a multi-stage build)")
             return
         self.seen_from = True
-        words = [w for w in self._expand(instruction.arguments).split() if not w.startswith("--platform")]
+        words = self._expand(instruction.arguments).split()  # --platform is among the flags
         image = words[0] if words else ""
         name, _, tag = image.partition("@")[0].rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
         if not _PYTHON_BASES.search(name):
@@ -243,11 +243,10 @@ class _Reader:
         self.workdir = posixpath.normpath(posixpath.join(self.workdir, self._expand(_unquote(instruction.arguments))))
 
     def _copy(self, instruction: Instruction) -> None:
-        words = list(instruction.json_form or shlex.split(self._expand(instruction.arguments)))
-        if any(w.startswith("--from") for w in words):
+        if any(flag.startswith("--from") for flag in instruction.flags):
             self._refuse(instruction, f"{instruction.keyword} --from copies from another image")
             return
-        words = [w for w in words if not w.startswith("--")]
+        words = list(instruction.json_form or shlex.split(self._expand(instruction.arguments)))  # --chown: a flag
         if len(words) < 2:
             self._refuse(instruction, f"{instruction.keyword} needs a source and a destination")
             return
@@ -269,6 +268,7 @@ class _Reader:
                 self.copied.append((image_path, resolved))
 
     def _run(self, instruction: Instruction) -> None:
+        # Its flags (`--mount=type=cache`, `--network`) change how Docker runs it, not what it installs.
         if instruction.json_form is not None:
             commands = [list(instruction.json_form)]
         else:

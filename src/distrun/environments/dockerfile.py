@@ -3,7 +3,8 @@
 Only what distrun needs to tell a Dockerfile of `pip install` steps from one that needs a
 container engine: line continuations (a trailing backslash, or the character an `# escape=`
 directive names), comment lines (also inside a continuation, as Docker drops them there),
-and the two forms of arguments: JSON (`RUN ["pip", "install", "x"]`) and shell (`RUN pip install x`).
+the flags an instruction starts with (`COPY --from=build`, `RUN --mount=type=cache,...`), and
+the two forms of arguments: JSON (`RUN ["pip", "install", "x"]`) and shell (`RUN pip install x`).
 Each instruction keeps the line it starts on, so a refusal can name `Dockerfile:LINE`.
 """
 
@@ -25,6 +26,7 @@ class Instruction:
     arguments: str
     json_form: tuple[str, ...] | None
     line: int
+    flags: tuple[str, ...] = ()  # `--from=build`, `--mount=type=cache,...`: written before the arguments
 
 
 def parse_dockerfile(text: str) -> list[Instruction]:
@@ -67,7 +69,12 @@ def _escape_character(text: str) -> str:
 def _instruction(text: str, line: int) -> Instruction:
     keyword, _, arguments = text.partition(" ")
     arguments = arguments.strip()
-    return Instruction(keyword.upper(), arguments, _json_form(arguments), line)
+    flags: list[str] = []
+    while arguments.startswith("--"):
+        flag, _, arguments = arguments.partition(" ")
+        flags.append(flag)
+        arguments = arguments.strip()
+    return Instruction(keyword.upper(), arguments, _json_form(arguments), line, tuple(flags))
 
 
 def _json_form(arguments: str) -> tuple[str, ...] | None:
