@@ -364,3 +364,68 @@ def test_conda_dependencies_become_pip_requirements(tmp_path: Path) -> None:
     again, _ = read_conda_data(data, tmp_path, "<other>", lambda *p: Position("<other>"), "")
     assert again is not None and cache_key(again, "3.10") == cache_key(request, "3.10")
     assert cache_key(request, "3.10") != cache_key(request, "3.11")
+
+
+def test_docker_build_context_of_pip_steps_runs_in_its_built_environment_with_its_env_values(
+    run_cli: RunCli, write_job: WriteJob, wheels: Path, distrun_home: Path
+) -> None:
+    job = write_job(
+        f"""
+        command: {PRINT_PROBE} && echo "greeting=$GREETING"
+        environment:
+          build:
+            path: docker-context
+        """
+    )
+    context = job.parent / "docker-context"
+    context.mkdir()
+    (context / "requirements.txt").write_text(f"--no-index\n--find-links {wheels}\n{PROBE}==1.0\n")
+    (context / "Dockerfile").write_text(
+        f"FROM python:{sys.version_info.major}.{sys.version_info.minor}-slim\n"
+        "ENV GREETING=hello PATH=/opt/venv/bin:$PATH\n"
+        "COPY requirements.txt .\n"
+        "RUN pip install --no-cache-dir -r requirements.txt && rm requirements.txt\n"
+        'CMD ["bash"]\n'
+    )
+    planned = run_cli("plan", str(job))
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    [runs_in] = [line for line in planned.stdout.splitlines() if line.startswith("runs in: ")]
+    assert runs_in.startswith("runs in: build context docker-context/Dockerfile, built as a uv environment")
+    result = run_cli("run", str(job))
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert said.count("environment.build: built as a uv environment from Dockerfile's pip steps") == 1
+    [env] = built(distrun_home)
+    assert f"cache key {env.name[:12]}: {env} " in runs_in
+    assert f"probe-1.0 {env}/lib/" in result.stdout
+    assert "greeting=hello" in result.stdout
+
+    (context / "Dockerfile").write_text("FROM python:3.10\nRUN apt-get update && apt-get install -y curl\n")
+    refused = run_cli("run", str(job))
+    assert refused.returncode == 2
+    assert f"{context / 'Dockerfile'}:2: environment.build: RUN apt-get update is not a pip or conda install" in (
+        refused.stderr
+    )
+
+
+def test_plan_says_what_a_curated_name_runs_in_with_and_without_building_it(
+    run_cli: RunCli, write_job: WriteJob, distrun_home: Path
+) -> None:
+    from distrun.environments.curated import BUILD_SETTING, table
+
+    own = f"{sys.version_info.major}.{sys.version_info.minor}"
+    [name, *_] = [
+        n for n, e in table()["environments"].items() if e["conda_file"]["dependencies"][0] == f"python={own}"
+    ]
+    job = write_job(f"command: echo hi\nenvironment: azureml://registries/azureml/environments/{name}/labels/latest\n")
+    image = f"mcr.microsoft.com/azureml/curated/{name}:latest"
+    kept = run_cli("plan", str(job))
+    assert kept.returncode == 0, kept.stderr
+    assert f"runs in: distrun's own Python ({sys.executable}); " in kept.stdout
+    assert f"is curated {name}:latest (image {image}; {BUILD_SETTING}=build builds its specification)" in kept.stdout
+    building = run_cli("plan", str(job), env={BUILD_SETTING: "build"})
+    assert building.returncode == 0, building.stderr
+    assert f"runs in: curated {name}:latest (image {image}); its specification (azureml-assets " in building.stdout
+    assert "built as a uv environment -> cache key " in building.stdout
+    assert f"curated {name}:latest (image {image}), built as a uv environment from its specification" in building.stdout
+    assert not (distrun_home / "envs").exists()  # plan builds nothing

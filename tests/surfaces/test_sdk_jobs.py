@@ -143,7 +143,9 @@ def test_v1_per_process_launch_from_seed_004(sdk_env, capsys):
         environment=pytorch_env,
         distributed_job_config=distr_config,
     )
-    with pytest.warns(distrun.sdk.notices.IgnoredArgumentWarning, match="AzureML-PyTorch-1.6-GPU@latest is kept"):
+    with pytest.warns(
+        distrun.sdk.notices.IgnoredArgumentWarning, match="AzureML-PyTorch-1.6-GPU@latest is neither a curated"
+    ):
         run = Experiment(ws, "experiment_name").submit(src)
     details = run.wait_for_completion(show_output=True)
     out = capsys.readouterr().out

@@ -182,12 +182,19 @@ def test_job_names_become_dns_labels(tmp_path: Path) -> None:
     assert object_name("My_Job") != object_name("my-job")  # shortened or changed names carry a hash
 
 
-def test_curated_environment_without_an_image_is_an_error_that_says_give_an_image(tmp_path: Path) -> None:
+def test_curated_environment_without_an_image_runs_in_the_curated_image_and_unknown_names_are_an_error(
+    tmp_path: Path,
+) -> None:
     job = REPO / "examples" / "pytorch-ddp" / "job.yml"
     loaded = load_job_file(str(job), ())
-    assert isinstance(loaded.spec.environment, str)
+    assert loaded.spec.environment == "azureml:AzureML-acpt-pytorch-2.2-cuda12.1@latest"
+    shown = preview(loaded, Layout(tmp_path), ComputeTarget("c", "kubernetes", {"jobset": "always"})).show()
+    images = {c["image"] for spec in pod_specs(shown).values() for c in spec["template"]["spec"]["containers"]}
+    assert images == {"mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:latest"}
+    unknown = tmp_path / "job.yml"
+    unknown.write_text("command: echo hi\nenvironment: azureml:my-own-env:3\n")
     with pytest.raises(DistrunError) as err:
-        preview(loaded, Layout(tmp_path), ComputeTarget("c", "kubernetes", {"jobset": "always"}))
+        preview(load_job_file(str(unknown), ()), Layout(tmp_path), ComputeTarget("c", "kubernetes", {}))
     assert "Azure ML environment" in err.value.message and "image" in err.value.hint
 
 

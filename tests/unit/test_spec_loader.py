@@ -180,6 +180,8 @@ def test_a_minimal_job_gets_the_defaults(tmp_path: Path) -> None:
 )
 def test_environment_reference_or_inline_object_loads(tmp_path: Path, environment: str) -> None:
     (tmp_path / "env.yml").write_text("dependencies:\n  - pip:\n      - numpy\n")  # a conda file is checked
+    (tmp_path / "docker").mkdir()  # and so is a build context
+    (tmp_path / "docker" / "Dockerfile").write_text("FROM mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04\n")
     spec = load_text(tmp_path, f"command: echo hi\nenvironment: {environment}\n").spec
     assert spec.environment is not None
 

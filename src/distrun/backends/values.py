@@ -61,16 +61,22 @@ class RenderedJob:
 
     def show(self) -> dict[str, Any]:
         """`distrun plan -o json`: compute, type, notes, each data input's source (its path as written,
-        its local path and where that comes from), the request's own display, then the plan."""
+        its local path and where that comes from), what its processes run in, the request's own
+        display, then the plan."""
+        from distrun.prepare.environment_origin import environment_origin, pod_images
+
+        display = self.request.display()
+        images = pod_images(display.get("objects") or []) if self.kind == "kubernetes" else {}
         return {
             "compute": self.job.target.name,
             "type": self.kind,
             "notes": list(self.notes),
+            "runs_in": environment_origin(self.job.spec.environment, self.job.bindings.python_layer, self.kind, images),
             "inputs": {
                 name: {**source, "local": self.job.bindings.input_paths.get(name, "")}
                 for name, source in self.job.bindings.input_sources.items()
             },
-            **self.request.display(),
+            **display,
             "plan": self.plan.to_dict(),
         }
 

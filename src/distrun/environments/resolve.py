@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -40,6 +40,7 @@ class RankPython:
     target: BuildTarget | None = None
     prefix: Path | None = None  # the environment's root (bin/ holds python)
     bin_dir: Path | None = None
+    variables: dict[str, str] = field(default_factory=dict)  # a build context's ENV values, for the ranks
 
 
 def rank_python(
@@ -49,12 +50,34 @@ def rank_python(
     if environment is None:
         return None, []
     if isinstance(environment, str):
-        named = find_named(environment, home / "config.yaml")
-        return (None, []) if named is None else _from_named(named, environment)
+        named = find_named(environment, home / "config.yaml")  # the user's own mapping wins
+        return _from_curated(environment) if named is None else _from_named(named, environment)
     conda_file = getattr(environment, "conda_file", None)
+    build = getattr(environment, "build", None)
+    if conda_file is None and build is not None:
+        return _from_build_context(build, base_dir, position)
     if conda_file is None:
         return None, []
     return _from_conda_file(conda_file, base_dir, position, ("environment", "conda_file"), "inline environment")
+
+
+def _from_curated(reference: str) -> tuple[RankPython | None, list[Problem]]:
+    """A curated Azure ML name: its specification built like a conda file, when asked to
+    (`DISTRUN_CURATED_ENVIRONMENTS=build`); else distrun's own Python, as an unknown name."""
+    from distrun.environments.curated import build_curated, cpu_conda_file, cuda_here, find_curated
+
+    found = find_curated(reference)
+    if found is None or not build_curated():
+        return None, []
+    data, _ = cpu_conda_file(found.conda_file, cuda_here())  # the changes are said in the job's note
+    where = Position(found.origin)
+    request, problems = read_conda_data(data, Path.cwd(), found.origin, lambda *p: where, "environment")
+    if request is None or problems:
+        return None, problems
+    built, more = _buildable(request, lambda *p: where, ("environment",))
+    if built is None:
+        return None, more
+    return replace(built, description=f"curated {found.name}:{found.version}: {built.description}"), []
 
 
 def _from_named(named: NamedEnvironment, reference: str) -> tuple[RankPython | None, list[Problem]]:
@@ -124,6 +147,35 @@ def _from_conda_file(
     return (None, [*problems, *more]) if problems or more else (found, [])
 
 
+def _from_build_context(build: Any, base_dir: Path, position: PositionOf) -> tuple[RankPython | None, list[Problem]]:
+    """A Docker build context of pip/conda steps, built like the conda file it amounts to."""
+    from distrun.environments.build_context import read_build_context
+
+    context = expand_user(Path(str(build.path or ".")))
+    context = context if context.is_absolute() else base_dir / context
+    if not context.is_dir():
+        return None, [
+            Problem(
+                f"build context {context} is not a folder",
+                "environment.build.path",
+                position("environment", "build", "path"),
+                "give the folder holding the Dockerfile (relative paths start at the job file's folder)",
+            )
+        ]
+    read = read_build_context(context, build.dockerfile_path)
+    if read.problems:
+        return None, read.problems
+    request, problems = read_conda_data(
+        read.conda_data, context, str(read.dockerfile), read.position, "environment.build"
+    )
+    if request is None or problems:
+        return None, problems
+    found, more = _buildable(request, position, ("environment", "build"))
+    if found is None:
+        return None, more
+    return replace(found, variables=dict(read.variables)), []
+
+
 def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
@@ -184,7 +236,8 @@ def rank_variables(
             make_layer(built, layer)
         else:
             built = env_path(home, found.target.key)
-        return JobPython(layer_variables(built, layer), {"layer": str(layer), "built": str(built)})
+        variables = {**found.variables, **layer_variables(built, layer)}
+        return JobPython(variables, {"layer": str(layer), "built": str(built)})
     assert found.bin_dir is not None
     path = os.environ.get("PATH") or os.defpath
     variables = {"PATH": f"{found.bin_dir}{os.pathsep}{path}"}

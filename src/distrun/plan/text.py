@@ -50,6 +50,8 @@ def plan_as_text(rendered: dict[str, Any]) -> str:
         f"master: {plan['master_addr']}:{plan['master_port']}"
     )
     lines.append(f"command: {plan['command']}")
+    if rendered.get("runs_in"):
+        lines.append(f"runs in: {rendered['runs_in']}")
     for name, given in rendered.get("inputs", {}).items():
         lines.append(f"input {name}: {given['path']} -> {given['local']}  ({given['source']})")
     procs = [proc for node in plan["nodes"] for proc in node["processes"]]

@@ -6,13 +6,34 @@ stream; the backends build them when they render a job, so they live below the b
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def environment_note(environment: object) -> str | None:
-    if environment is None or _runs_in_own_environment(environment):
+    if environment is None:
         return None
+    if isinstance(environment, str):
+        named = named_in_config(environment)
+        if named is None:  # not the user's own: a curated name, or one distrun does not know
+            from distrun.environments.curated import curated_note
+
+            return curated_note(environment)
+        if "conda_file" in named.body or "python" in named.body:
+            return None  # the ranks run there, and the build says so
+        return _own_python_note(environment)
+    build = getattr(environment, "build", None)
+    if getattr(environment, "conda_file", None) is not None:
+        return None
+    if build is not None:
+        from distrun.environments.build_context import NOTE
+
+        return NOTE.format(dockerfile=getattr(build, "dockerfile_path", None) or "Dockerfile")
+    return _own_python_note("(inline environment)")
+
+
+def _own_python_note(shown: str) -> str:
     import sys
 
-    shown = environment if isinstance(environment, str) else "(inline environment)"
     return (
         f"local compute runs in this Python environment ({sys.executable}); "
         f"environment {shown} is kept for image-based backends"
@@ -51,15 +72,12 @@ def local_notes(spec: object) -> list[str]:
     return [note for note in notes if note]
 
 
-def _runs_in_own_environment(environment: object) -> bool:
-    """A conda_file, or a name config.yaml maps: the ranks run there, and the build says so."""
-    if not isinstance(environment, str):
-        return getattr(environment, "conda_file", None) is not None
+def named_in_config(environment: str) -> Any:
+    """config.yaml's entry for the name (the user's own mapping wins over a curated name), or None."""
     from distrun.environments.named import find_named
     from distrun.store.layout import distrun_home
 
     try:
-        named = find_named(environment, distrun_home() / "config.yaml")
+        return find_named(environment, distrun_home() / "config.yaml")
     except Exception:  # a broken config.yaml is reported where the job is validated
-        return False
-    return named is not None and ("conda_file" in named.body or "python" in named.body)
+        return None

@@ -85,7 +85,8 @@ def object_name(job_name: str) -> str:
 
 def job_image(job: JobSpec, target: KubernetesSettings, named_image: str | None = None) -> str:
     """The image every pod runs: the job's environment image (or the image config.yaml's
-    `environments:` maps its name to, `named_image`), else the target's."""
+    `environments:` maps its name to, `named_image`), else the target's, else a curated name's
+    (`mcr.microsoft.com/azureml/curated/NAME:latest`)."""
     env = job.environment
     if isinstance(env, EnvironmentSpec) and env.image:
         return env.image
@@ -94,6 +95,11 @@ def job_image(job: JobSpec, target: KubernetesSettings, named_image: str | None 
     if target.image:
         return target.image
     if isinstance(env, str):
+        from distrun.environments.curated import find_curated
+
+        curated = find_curated(env)
+        if curated is not None:  # a curated name: the image Azure ML publishes it as
+            return curated.image
         raise DistrunError(
             f"environment {env!r} names an Azure ML environment, which has no image distrun can pull",
             "give an image: environment: {image: REGISTRY/IMAGE:TAG} in the job (or environment.docker.image), "

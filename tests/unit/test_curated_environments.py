@@ -1,0 +1,147 @@
+"""Curated Azure ML environments by name: the shipped table, how a job's reference resolves
+(both reference forms, versions, unknown names with the close ones), its specification
+translated for a machine without CUDA, the image Kubernetes runs, and config.yaml winning."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from distrun.core.errors import Position
+from distrun.environments.conda_spec import read_conda_data
+from distrun.environments.curated import (
+    BUILD_SETTING,
+    close_names,
+    cpu_conda_file,
+    curated_note,
+    find_curated,
+    table,
+)
+
+
+def test_the_table_records_its_commit_and_an_image_per_environment() -> None:
+    data = table()
+    assert len(data["commit"]) == 40 and data["source"] == "https://github.com/Azure/azureml-assets"
+    assert {"sklearn-1.5", "acpt-pytorch-2.2-cuda12.1", "tensorflow-2.16-cuda12"} <= set(data["environments"])
+    for name, entry in data["environments"].items():
+        assert entry["image"] == f"mcr.microsoft.com/azureml/curated/{name}:{entry['version']}"
+        assert entry["path"].startswith("assets/training/") and "/environments/" in entry["path"]
+
+
+@pytest.mark.parametrize(
+    ("reference", "asked"),
+    [
+        ("azureml:AzureML-acpt-pytorch-2.2-cuda12.1@latest", None),
+        ("azureml:azureml-ACPT-pytorch-2.2-cuda12.1:12", "12"),
+        ("azureml:acpt-pytorch-2.2-cuda12.1", None),
+        ("azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/labels/latest", None),
+        ("azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/versions/31", "31"),
+    ],
+)
+def test_reference_forms_and_versions_resolve_to_the_tables_entry(reference: str, asked: str | None) -> None:
+    found = find_curated(reference)
+    assert found is not None
+    assert (found.name, found.version, found.asked_version) == ("acpt-pytorch-2.2-cuda12.1", "latest", asked)
+    assert found.image == "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:latest"
+    assert found.commit == table()["commit"]
+
+
+def test_unknown_names_say_so_with_the_close_ones() -> None:
+    assert find_curated("azureml:AzureML-sklearn-1.6@latest") is None
+    assert close_names("azureml:AzureML-sklearn-1.6@latest")[0] == "sklearn-1.5"
+    assert find_curated("azureml://registries/someone-else/environments/sklearn-1.5/labels/latest") is None
+    note = curated_note("azureml:AzureML-sklearn-1.6@latest")
+    assert "is neither a curated Azure ML environment distrun knows (close: sklearn-1.5" in note
+    # A user's own name (not written as a curated one) gets no curated suggestions.
+    assert curated_note("azureml:sklearn-1.6:3").endswith(
+        "environment azureml:sklearn-1.6:3 is neither a curated Azure ML environment distrun knows nor named in "
+        "config.yaml (environments:)"
+    )
+    versioned = curated_note("azureml:AzureML-sklearn-1.5:7")
+    assert "curated sklearn-1.5:latest (version 7 resolved to the table's latest)" in versioned
+    assert f"{BUILD_SETTING}=build builds its specification" in versioned
+
+
+def test_cuda_specification_becomes_its_cpu_build_each_change_said() -> None:
+    spec = {
+        "dependencies": [
+            "python=3.10",
+            "openssl",
+            "pandas=2.2.2",
+            {
+                "pip": [
+                    "--extra-index-url https://download.pytorch.org/whl/cu126",
+                    "torch==2.10.0+cu126",
+                    "onnxruntime-gpu>=1.17",
+                    "tensorflow[and-cuda]==2.16.2",
+                    "nvidia-nccl-cu12==2.21.5",
+                    "transformers>=5.0.0",
+                ]
+            },
+        ]
+    }
+    cpu, changes = cpu_conda_file(spec, cuda=False)
+    request, problems = read_conda_data(cpu, Path.cwd(), "curated", lambda *p: Position("curated"), "environment")
+    assert problems == [] and request is not None
+    assert request.python == "3.10"
+    assert request.lines() == [
+        "pandas==2.2.2.*",
+        "--extra-index-url https://download.pytorch.org/whl/cpu",
+        "torch==2.10.0",
+        "onnxruntime>=1.17",
+        "tensorflow==2.16.2",
+        "transformers>=5.0.0",
+    ]
+    assert changes == [
+        "left out conda package openssl (system software the image provides)",
+        "https://download.pytorch.org/whl/cu126 -> https://download.pytorch.org/whl/cpu",
+        "torch==2.10.0+cu126 -> torch==2.10.0 (the CPU build)",
+        "onnxruntime-gpu>=1.17 -> onnxruntime>=1.17",
+        "tensorflow[and-cuda]==2.16.2 -> tensorflow==2.16.2",
+        "left out nvidia-nccl-cu12==2.21.5 (CUDA only)",
+    ]
+    gpu, said = cpu_conda_file(spec, cuda=True)
+    assert gpu["dependencies"][-1] == spec["dependencies"][-1]  # with CUDA, the wheels stay
+    assert said == ["left out conda package openssl (system software the image provides)"]
+
+
+def test_every_table_entry_translates_without_problems() -> None:
+    for name, entry in table()["environments"].items():
+        for cuda in (True, False):
+            data, _ = cpu_conda_file(entry["conda_file"], cuda)
+            where = Position(name)
+            request, problems = read_conda_data(data, Path.cwd(), name, lambda *p, at=where: at, "environment")
+            assert problems == [] and request is not None and request.python, (name, cuda)
+    sklearn = find_curated("azureml:AzureML-sklearn-1.5@latest")
+    assert sklearn is not None
+    request, _ = read_conda_data(sklearn.conda_file, Path.cwd(), "x", lambda *p: Position("x"), "environment")
+    assert request is not None and request.python == "3.10"
+    assert {"scikit-learn~=1.5.0", "pandas~=1.5.3", "azureml-mlflow"} <= set(request.lines())
+
+
+def test_a_mapping_in_config_yaml_wins_over_the_curated_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from distrun.environments.resolve import rank_python
+
+    monkeypatch.setenv(BUILD_SETTING, "build")
+    (tmp_path / "config.yaml").write_text(f"environments:\n  sklearn-1.5:\n    python: {sys.executable}\n")
+    found, problems = rank_python(
+        "azureml://registries/azureml/environments/sklearn-1.5/labels/latest",
+        tmp_path,
+        tmp_path,
+        lambda *p: Position("job.yml"),
+    )
+    assert problems == [] and found is not None
+    assert found.target is None and found.description == f"sklearn-1.5: {sys.executable}"
+
+
+def test_kubernetes_runs_a_curated_name_in_its_image_when_nothing_names_another() -> None:
+    from distrun.backends.kubernetes.pods import job_image
+    from distrun.backends.kubernetes.target import KubernetesSettings
+    from distrun.spec.models import JobSpec
+
+    job = JobSpec.model_validate({"command": "echo", "environment": "azureml:AzureML-sklearn-1.5@latest"})
+    assert job_image(job, KubernetesSettings()) == "mcr.microsoft.com/azureml/curated/sklearn-1.5:latest"
+    assert job_image(job, KubernetesSettings(image="mine:1")) == "mine:1"
+    assert job_image(job, KubernetesSettings(), named_image="mapped:2") == "mapped:2"
