@@ -33,6 +33,7 @@ from distrun.spec.yaml_source import read_yaml_file
 
 __all__ = [
     "load_component_file",
+    "load_document_data",
     "load_document_file",
     "load_pipeline_data",
     "load_pipeline_file",
@@ -54,6 +55,13 @@ def load_document_file(path: str | Path, overrides: list[str] | tuple[str, ...] 
     `$schema`, or `jobs:`); the file is read once."""
     file = Path(path)
     data, smap = read_yaml_file(file)
+    return load_document_data(data, file, overrides, smap)
+
+
+def load_document_data(
+    data: Any, file: Path, overrides: list[str] | tuple[str, ...], smap: SourceMap
+) -> LoadedJob | LoadedPipeline:
+    """What `load_document_file` does once the file `file` was read into `data`."""
     if isinstance(data, dict) and is_pipeline_document(data):
         return load_pipeline_data(data, file.resolve().parent, str(file), overrides, smap)
     return load_job_data(data, file.resolve().parent, str(file), overrides, smap)
