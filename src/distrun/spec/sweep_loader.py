@@ -337,7 +337,7 @@ class _SweepLoader:
                         f"{mean}add `{name}` under `search_space:`",
                     )
                 )
-            return "${{inputs.%s}}" % name
+            return "${{inputs." + name + "}}"
 
         return _SEARCH_REF.sub(rewrite, command)
 
@@ -395,6 +395,6 @@ def _absolute_inputs(inputs: Any, base_dir: Path) -> Any:
     for name, value in inputs.items():
         if isinstance(value, dict) and isinstance(value.get("path"), str):
             local = local_path(base_dir, value["path"])
-            value = {**value, "path": str(local) if local is not None else value["path"]}  # noqa: PLW2901
+            value = {**value, "path": str(local) if local is not None else value["path"]}
         found[name] = value
     return found

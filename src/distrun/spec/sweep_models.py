@@ -84,7 +84,9 @@ class QLogNormal(_Gaussian):
     q: float = Field(gt=0, allow_inf_nan=False)
 
 
-Expression = Choice | Randint | Uniform | QUniform | LogUniform | QLogUniform | Normal | QNormal | LogNormal | QLogNormal
+Expression = (
+    Choice | Randint | Uniform | QUniform | LogUniform | QLogUniform | Normal | QNormal | LogNormal | QLogNormal
+)
 EXPRESSIONS: dict[str, type[models.StrictModel]] = {
     "choice": Choice,
     "randint": Randint,
