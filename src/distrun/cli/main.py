@@ -112,16 +112,7 @@ def _run_pipeline(
     from distrun.runner.pipeline_run import PipelineRun, pipeline_summary, start_detached
 
     run = PipelineRun(pipeline, layout, echo, compute, name)
-    if not stream:
-        record = start_detached(run, file, list(overrides))
-        if output == "json":
-            _echo_json(record.to_dict())
-        else:
-            echo(views().created_text(record))
-        sys.exit(0)
-    record = run.run()
-    echo(pipeline_summary(record))
-    sys.exit(_exit_code(record.status))
+    _run_parent(run, lambda: start_detached(run, file, list(overrides)), pipeline_summary, stream, output)
 
 
 def _run_sweep(
@@ -134,20 +125,24 @@ def _run_sweep(
     overrides: tuple[str, ...],
     output: str,
 ) -> NoReturn:
-    """A sweep's supervisor submits each trial's job and follows them: this process (attached),
-    or one started in the background (`-d`, `job create` without --stream)."""
+    """A sweep's supervisor submits each trial's job and follows them, as a pipeline's does."""
     from distrun.runner.sweep_run import SweepRun, start_detached, sweep_summary
 
     run = SweepRun(sweep, layout, echo, compute, name)
+    _run_parent(run, lambda: start_detached(run, file, list(overrides)), sweep_summary, stream, output)
+
+
+def _run_parent(run: Any, detach: Any, summary: Any, stream: bool, output: str) -> NoReturn:
+    """Run a pipeline or sweep here (attached), or `detach()` it to a background supervisor."""
     if not stream:
-        record = start_detached(run, file, list(overrides))
+        record = detach()
         if output == "json":
             _echo_json(record.to_dict())
         else:
             echo(views().created_text(record))
         sys.exit(0)
     record = run.run()
-    echo(sweep_summary(record))
+    echo(summary(record))
     sys.exit(_exit_code(record.status))
 
 
@@ -235,29 +230,26 @@ def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-un
 
 
 def _plan_pipeline(pipeline: Any, compute: str | None, output: str) -> None:
+    from distrun.plan.pipeline_text import pipeline_as_text
     from distrun.runner.pipelines import plan_pipeline
 
-    planned = plan_pipeline(pipeline, _layout(), compute)
-    if output == "json":
-        _echo_json(planned)
-    elif output == "yaml":
-        _echo_yaml(planned)
-    else:
-        from distrun.plan.pipeline_text import pipeline_as_text
-
-        echo(pipeline_as_text(planned))
+    _echo_planned(plan_pipeline(pipeline, _layout(), compute), output, pipeline_as_text)
 
 
 def _plan_sweep(sweep: Any, compute: str | None, output: str) -> None:
     from distrun.runner.sweep_run import plan_sweep, sweep_plan_text
 
-    planned = plan_sweep(sweep, _layout(), compute)
+    _echo_planned(plan_sweep(sweep, _layout(), compute), output, sweep_plan_text)
+
+
+def _echo_planned(planned: dict[str, Any], output: str, as_text: Any) -> None:
+    """A pipeline's or sweep's plan as JSON, YAML, or `as_text(planned)`."""
     if output == "json":
         _echo_json(planned)
     elif output == "yaml":
         _echo_yaml(planned)
     else:
-        echo(sweep_plan_text(planned))
+        echo(as_text(planned))
 
 
 def _echo_yaml(rendered: dict[str, Any]) -> None:

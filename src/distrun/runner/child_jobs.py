@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -34,15 +34,14 @@ def record_parent(
     layout: Layout,
     name: str,
     status: JobStatus,
+    spec: Any,
     *,
     compute: str,
-    display_name: str | None,
-    experiment_name: str | None,
-    tags: dict[str, Any],
     steps: dict[str, Any],
     sweep: dict[str, Any] | None = None,
 ) -> None:
-    """Record the parent (no processes; this process its supervisor) and make its folder."""
+    """Record the parent (no processes; this process its supervisor) and make its folder. `spec`:
+    the parent's model (its `display_name`, `experiment_name` and `tags` are the record's)."""
     import socket
 
     from distrun.core.file_modes import DIR_MODE, make_dirs
@@ -61,10 +60,10 @@ def record_parent(
             folder=str(folder.root),
             created_at=time.time(),
             started_at=time.time(),
-            display_name=display_name or name,
-            experiment_name=experiment_name,
+            display_name=spec.display_name or name,
+            experiment_name=spec.experiment_name,
             distribution=compute,
-            tags={str(k): str(v) for k, v in tags.items()},
+            tags={str(k): str(v) for k, v in spec.tags.items()},
             launcher_pid=pid,
             launcher_host=socket.gethostname(),
             launcher_started=process_start_time(pid),
@@ -73,6 +72,15 @@ def record_parent(
         )
     )
     folder.root.mkdir(mode=DIR_MODE)  # not exist_ok: a parent and a job never share a folder
+
+
+def taken_over(index: JobIndex, name: str, recorded: bool, record: Callable[[], None]) -> bool:
+    """The parent's record, made now (`record()`), or, `recorded` by `distrun run -d`, marked
+    Running by this background supervisor; False when it was canceled before it started."""
+    if not recorded:
+        record()
+        return True
+    return index.update(name, status=JobStatus.RUNNING, started_at=time.time())
 
 
 def launchers_for(machine_types: Iterable[str], home: Any) -> AbstractContextManager[None]:

@@ -38,6 +38,7 @@ from distrun.runner.child_jobs import (
     read_request,
     record_parent,
     start_supervisor,
+    taken_over,
 )
 from distrun.runner.pipeline_schedule import NOT_STARTED, due_looks, startable, stopped_by
 from distrun.runner.pipelines import check_pipeline, step_job_name
@@ -118,18 +119,8 @@ class PipelineRun:
         self._record(status)
 
     def _record(self, status: JobStatus = JobStatus.RUNNING) -> None:
-        spec = self.pipeline.spec
-        record_parent(
-            self.index,
-            self.layout,
-            self.name,
-            status,
-            compute=PIPELINE_COMPUTE,
-            display_name=spec.display_name,
-            experiment_name=spec.experiment_name,
-            tags=spec.tags,
-            steps=self._steps_field(),
-        )
+        spec, steps = self.pipeline.spec, self._steps_field()
+        record_parent(self.index, self.layout, self.name, status, spec, compute=PIPELINE_COMPUTE, steps=steps)
 
     def _save(self) -> None:
         self.index.update(self.name, steps=self._steps_field())
@@ -141,11 +132,8 @@ class PipelineRun:
         `recorded`: `record` was called (by `distrun run -d`, which started this process)."""
         from distrun.prepare.submission import interrupts_raised
 
-        if recorded:
-            if not self.index.update(self.name, status=JobStatus.RUNNING, started_at=time.time()):
-                return self.index.get(self.name)  # canceled before it started
-        else:
-            self._record()
+        if not taken_over(self.index, self.name, recorded, self._record):
+            return self.index.get(self.name)  # canceled before it started
         self.say(f"RunId: {self.name}")
         order = ", ".join(self.pipeline.run_order())
         count = len(self.status)

@@ -37,6 +37,7 @@ from distrun.runner.child_jobs import (
     read_request,
     record_parent,
     start_supervisor,
+    taken_over,
 )
 
 if TYPE_CHECKING:
@@ -158,18 +159,9 @@ class SweepRun:
 
     def record(self, status: JobStatus = JobStatus.RUNNING) -> None:
         """Record the sweep (no trial started), this process its supervisor."""
-        spec = self.sweep.spec
+        sweep = self.sweep_field()
         record_parent(
-            self.index,
-            self.layout,
-            self.name,
-            status,
-            compute=SWEEP_COMPUTE,
-            display_name=spec.display_name,
-            experiment_name=spec.experiment_name,
-            tags=spec.tags,
-            steps={},
-            sweep=self.sweep_field(),
+            self.index, self.layout, self.name, status, self.sweep.spec, compute=SWEEP_COMPUTE, steps={}, sweep=sweep
         )
 
     def _save(self) -> None:
@@ -182,11 +174,8 @@ class SweepRun:
         called (by `distrun run -d`, which started this process)."""
         from distrun.prepare.submission import interrupts_raised
 
-        if recorded:
-            if not self.index.update(self.name, status=JobStatus.RUNNING, started_at=time.time()):
-                return self.index.get(self.name)  # canceled before it started
-        else:
-            self.record()
+        if not taken_over(self.index, self.name, recorded, self.record):
+            return self.index.get(self.name)  # canceled before it started
         self.began = time.monotonic()
         self.say(f"RunId: {self.name}")
         self.say(self._header())

@@ -24,7 +24,7 @@ from distrun.spec.loaded_pipeline import LoadedComponent, LoadedPipeline, Pipeli
 from distrun.spec.loader import load_job_data, semantic_problems
 from distrun.spec.model_errors import translate
 from distrun.spec.normalize import normalize
-from distrun.spec.overrides import apply_overrides
+from distrun.spec.overrides import apply_overrides, overridden_mapping
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import StepBuilder, copy_positions, outputs_of_step
 from distrun.spec.raw_checks import in_file_order, raw_problems
@@ -86,18 +86,7 @@ def load_pipeline_data(
     smap: SourceMap | None = None,
 ) -> LoadedPipeline:
     smap = smap or SourceMap(source)
-    data = apply_overrides(data, smap, list(overrides))
-    if not isinstance(data, dict):
-        raise ValidationError(
-            [
-                Problem(
-                    "a pipeline job is a mapping of keys (type: pipeline, jobs: ...)",
-                    "",
-                    smap.find(()),
-                    "start the file with top-level keys such as `type: pipeline` and `jobs:`",
-                )
-            ]
-        )
+    data = overridden_mapping(data, smap, overrides, "a pipeline job", "`type: pipeline`, `jobs:`")
     return _PipelineLoader(data, base_dir, source, smap).load()
 
 

@@ -24,7 +24,7 @@ from distrun.spec.loaded_sweep import LoadedSweep
 from distrun.spec.loader import semantic_problems
 from distrun.spec.model_errors import translate
 from distrun.spec.normalize import normalize
-from distrun.spec.overrides import apply_overrides
+from distrun.spec.overrides import overridden_mapping
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import FROM_COMPONENT, copy_positions
 from distrun.spec.raw_checks import in_file_order, raw_problems
@@ -54,11 +54,7 @@ def load_sweep_data(
     smap: SourceMap | None = None,
 ) -> LoadedSweep:
     smap = smap or SourceMap(source)
-    data = apply_overrides(data, smap, list(overrides))
-    if not isinstance(data, dict):
-        raise ValidationError(
-            [Problem("a sweep job is a mapping of keys", "", smap.find(()), "write `type: sweep`, `trial:` ...")]
-        )
+    data = overridden_mapping(data, smap, overrides, "a sweep job", "`type: sweep`, `trial:`")
     return _SweepLoader(data, base_dir, source, smap).load()
 
 
