@@ -222,3 +222,35 @@ def test_job_cancel_of_a_sweep_cancels_its_running_trials(
     assert records["long.trial_0"]["status"] == "Canceled"
     assert "long.trial_1" not in records
     assert processes_of_job("long.trial_0") == []
+
+
+def test_a_detached_sweep_ends_at_its_timeout_canceling_the_running_trial(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    sweep = _sweep(
+        tmp_path,
+        """
+        type: sweep
+        trial:
+          command: python trial.py ${{search_space.s}}
+          code: src
+        search_space:
+          s: {type: choice, values: [100]}
+        sampling_algorithm: grid
+        objective: {goal: minimize, primary_metric: loss}
+        limits: {timeout: 2}
+        """,
+        "import sys, time\ntime.sleep(float(sys.argv[1]))\n",
+    )
+    started = run_cli("run", "-d", str(sweep), "--name", "capped")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "Created sweep capped (Queued)" in started.stdout
+    log = distrun_home / "jobs" / "capped" / "system_logs" / "launcher.txt"
+    # The background supervisor prints the summary once it recorded the end.
+    wait_for(lambda: "Status: Failed" in log.read_text(), timeout=60)
+    assert "Sweep timeout (2 s) reached" in log.read_text()
+    records = _records(distrun_home)
+    why = "the sweep's timeout (2 s) was reached"
+    assert records["capped"]["reason"] == f"no trial completed; trial_0: {why}"
+    assert (records["capped.trial_0"]["status"], records["capped.trial_0"]["reason"]) == ("Canceled", why)
+    assert processes_of_job("capped.trial_0") == []

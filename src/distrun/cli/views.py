@@ -205,6 +205,10 @@ def job_show_text(record: JobRecord) -> str:
         lines += ["  " + line for line in cause["log_tail"].splitlines()]
     if record.sweep is not None:
         count = len(record.steps or {})
+        objective, sampling = record.sweep.get("objective") or {}, record.sweep.get("sampling_algorithm") or {}
+        seed = f", seed {record.sweep['seed']}" if record.sweep.get("seed") is not None else ""
+        goal = f"{objective.get('goal')} {objective.get('primary_metric')}"
+        lines.append(f"Sweep:    {goal}; {sampling.get('type')} sampling{seed}")
         lines += ["", f"Trials: {count}, best first", *trials_table(record), "", *best_lines(record)]
         lines += ["", "Each trial is a job: `distrun job show JOB`, `distrun logs JOB`, `distrun metrics JOB`."]
         return "\n".join(lines)

@@ -427,6 +427,8 @@ def best_lines(record: JobRecord) -> list[str]:
     best = sweep.get("best")
     objective = sweep.get("objective") or {}
     if not best:
+        if not record.terminal:
+            return ["Best trial: none yet"]
         return [f"Best trial: none (no completed trial logged {objective.get('primary_metric')})"]
     lines = [
         f"Best trial: {best['trial']} (job {best['job']}), {objective.get('primary_metric')} {_shown(best['metric'])} "
