@@ -293,7 +293,8 @@ class SweepRun:
         run = read_tracked_run(self.layout.job(state["job"]))
         if run is None:
             return False
-        points = metric_history(run).get(self.objective.primary_metric, [])
+        metric = self.objective.primary_metric
+        points = metric_history(run, metric).get(metric, [])
         seen = self.values[key]
         new = [point.value for point in points[len(seen) :]]
         stopped = None
