@@ -27,11 +27,17 @@ SCORE = """
 """
 
 
-def _sweep(tmp_path: Path, yaml_text: str, script: str) -> Path:
+def _sweep(tmp_path: Path, parameter: str, expression: str, rest: str, script: str) -> Path:
+    """A sweep whose trial runs `python trial.py ${{search_space.PARAMETER}}` (the script given)
+    with its search space, then the `rest` of its keys (one per line)."""
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "trial.py").write_text(textwrap.dedent(script), encoding="utf-8")
+    head = (
+        "type: sweep\ntrial:\n  command: python trial.py ${{search_space." + parameter + "}}\n  code: src\n"
+        f"search_space:\n  {parameter}: {expression}\n"
+    )
     path = tmp_path / "sweep.yml"
-    path.write_text(textwrap.dedent(yaml_text), encoding="utf-8")
+    path.write_text(head + textwrap.dedent(rest), encoding="utf-8")
     return path
 
 
@@ -63,15 +69,11 @@ def test_a_grid_sweep_runs_each_trial_as_a_job_ranks_them_and_names_the_best(
     run_cli, distrun_home = run_tracked, tracked_home
     sweep = _sweep(
         tmp_path,
+        "x",
+        "{type: choice, values: [0.5, -1, 2]}",
         """
-        type: sweep
-        trial:
-          command: python trial.py ${{search_space.x}}
-          code: src
         outputs:
           model: {type: uri_folder}
-        search_space:
-          x: {type: choice, values: [0.5, -1, 2]}
         sampling_algorithm: grid
         objective: {goal: maximize, primary_metric: score}
         limits: {max_total_trials: 10, max_concurrent_trials: 2}
@@ -135,13 +137,9 @@ def test_early_termination_stops_a_trial_with_the_policys_reason(
     run_cli, distrun_home = run_tracked, tracked_home
     sweep = _sweep(
         tmp_path,
+        "loss",
+        "{type: choice, values: [0.5, 0.9]}",
         """
-        type: sweep
-        trial:
-          command: python trial.py ${{search_space.loss}}
-          code: src
-        search_space:
-          loss: {type: choice, values: [0.5, 0.9]}
         sampling_algorithm: grid
         objective: {goal: minimize, primary_metric: loss}
         early_termination: {type: bandit, slack_factor: 0.1}
@@ -170,13 +168,9 @@ def test_early_termination_stops_a_trial_with_the_policys_reason(
 def test_trial_timeout_ends_a_trial_and_the_sweep_goes_on(run_cli, distrun_home: Path, tmp_path: Path) -> None:
     sweep = _sweep(
         tmp_path,
+        "seconds",
+        "{type: choice, values: [60, 0]}",
         """
-        type: sweep
-        trial:
-          command: python trial.py ${{search_space.seconds}}
-          code: src
-        search_space:
-          seconds: {type: choice, values: [60, 0]}
         sampling_algorithm: grid
         objective: {goal: minimize, primary_metric: loss}
         limits: {max_concurrent_trials: 2, trial_timeout: 2}
@@ -199,13 +193,9 @@ def test_job_cancel_of_a_sweep_cancels_its_running_trials(
 ) -> None:
     sweep = _sweep(
         tmp_path,
+        "s",
+        "{type: uniform, min_value: 100, max_value: 200}",
         """
-        type: sweep
-        trial:
-          command: python trial.py ${{search_space.s}}
-          code: src
-        search_space:
-          s: {type: uniform, min_value: 100, max_value: 200}
         objective: {goal: minimize, primary_metric: loss}
         limits: {max_total_trials: 5, max_concurrent_trials: 1}
         """,
@@ -229,13 +219,9 @@ def test_a_detached_sweep_ends_at_its_timeout_canceling_the_running_trial(
 ) -> None:
     sweep = _sweep(
         tmp_path,
+        "s",
+        "{type: choice, values: [100]}",
         """
-        type: sweep
-        trial:
-          command: python trial.py ${{search_space.s}}
-          code: src
-        search_space:
-          s: {type: choice, values: [100]}
         sampling_algorithm: grid
         objective: {goal: minimize, primary_metric: loss}
         limits: {timeout: 2}
