@@ -136,7 +136,7 @@ def test_tiny_run_of_every_case_writes_the_report(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     text = report.read_text()
-    for key in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "B10"):
+    for key in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "B10", "B11"):
         assert f"## {key}: " in text
     assert "crashed" not in text and "broken:" not in text, text
     assert "| case | method | metric | n | median | min | max | distrun/peer |" in text
@@ -169,6 +169,20 @@ def test_pipeline_case_runs_the_chain_and_the_fan_out_beside_the_same_commands_i
             assert f"| {case} | {method} | wall s | 1 |" in text, text
         assert f"| {case} | distrun | per step over the script s | 1 |" in text, text
     assert "| B10 | at most 0.3 s per step over the shell script in the chain |" in text
+
+
+def test_sweep_case_runs_the_trials_beside_the_same_commands_in_a_loop(tmp_path):
+    """B11 at its smallest (4 trials): every sample of distrun completed, the loop beside it."""
+    report = tmp_path / "RESULTS.md"
+    tiny = ("--tiny", "--reps", "1", "--no-setup", "--peers", "none")
+    result = _python_m("benchmarks", "--cases", "B11", *tiny, "--results", str(report))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    text = report.read_text()
+    assert "## B11: sweep trials" in text and "broken:" not in text and "crashed" not in text, text
+    for method in ("distrun", "shell loop"):
+        assert f"| 4 no-op trials, 4 at once | {method} | wall s | 1 |" in text, text
+    assert "| 4 no-op trials, 4 at once | distrun | per trial over the loop s | 1 |" in text, text
+    assert "| B11 | at most 0.3 s per trial over the shell loop |" in text
 
 
 def test_pipeline_steps_runs_source_trees_side_by_side_with_the_script():

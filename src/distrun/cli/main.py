@@ -78,9 +78,12 @@ def _run(
 ) -> NoReturn:
     from distrun.runner import jobs
     from distrun.spec.loaded import LoadedJob
+    from distrun.spec.loaded_sweep import LoadedSweep
 
     layout = _layout()
     loaded = _load_document(file, overrides)
+    if isinstance(loaded, LoadedSweep):
+        _run_sweep(loaded, layout, name, compute, stream, file, overrides, output)
     if not isinstance(loaded, LoadedJob):
         _run_pipeline(loaded, layout, name, compute, stream, file, overrides, output)
     if not stream:
@@ -109,15 +112,37 @@ def _run_pipeline(
     from distrun.runner.pipeline_run import PipelineRun, pipeline_summary, start_detached
 
     run = PipelineRun(pipeline, layout, echo, compute, name)
+    _run_parent(run, lambda: start_detached(run, file, list(overrides)), pipeline_summary, stream, output)
+
+
+def _run_sweep(
+    sweep: Any,
+    layout: Any,
+    name: str | None,
+    compute: str | None,
+    stream: bool,
+    file: str,
+    overrides: tuple[str, ...],
+    output: str,
+) -> NoReturn:
+    """A sweep's supervisor submits each trial's job and follows them, as a pipeline's does."""
+    from distrun.runner.sweep_run import SweepRun, start_detached, sweep_summary
+
+    run = SweepRun(sweep, layout, echo, compute, name)
+    _run_parent(run, lambda: start_detached(run, file, list(overrides)), sweep_summary, stream, output)
+
+
+def _run_parent(run: Any, detach: Any, summary: Any, stream: bool, output: str) -> NoReturn:
+    """Run a pipeline or sweep here (attached), or `detach()` it to a background supervisor."""
     if not stream:
-        record = start_detached(run, file, list(overrides))
+        record = detach()
         if output == "json":
             _echo_json(record.to_dict())
         else:
             echo(views().created_text(record))
         sys.exit(0)
     record = run.run()
-    echo(pipeline_summary(record))
+    echo(summary(record))
     sys.exit(_exit_code(record.status))
 
 
@@ -176,8 +201,12 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     graph of steps, and each step's processes."""
     from distrun.runner.jobs import plan_job
     from distrun.spec.loaded import LoadedJob
+    from distrun.spec.loaded_sweep import LoadedSweep
 
     loaded = _load_document(file, overrides)
+    if isinstance(loaded, LoadedSweep):
+        _plan_sweep(loaded, compute, output)
+        return
     if not isinstance(loaded, LoadedJob):
         _plan_pipeline(loaded, compute, output)
         return
@@ -194,24 +223,33 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
 
 
 def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    """A command job or a pipeline job, as the file says."""
-    from distrun.spec.pipeline_loader import load_document_file
+    """A command job, a pipeline job or a sweep job, as the file says."""
+    from distrun.spec.documents import load_document_file
 
     return load_document_file(file, overrides)
 
 
 def _plan_pipeline(pipeline: Any, compute: str | None, output: str) -> None:
+    from distrun.plan.pipeline_text import pipeline_as_text
     from distrun.runner.pipelines import plan_pipeline
 
-    planned = plan_pipeline(pipeline, _layout(), compute)
+    _echo_planned(plan_pipeline(pipeline, _layout(), compute), output, pipeline_as_text)
+
+
+def _plan_sweep(sweep: Any, compute: str | None, output: str) -> None:
+    from distrun.runner.sweep_run import plan_sweep, sweep_plan_text
+
+    _echo_planned(plan_sweep(sweep, _layout(), compute), output, sweep_plan_text)
+
+
+def _echo_planned(planned: dict[str, Any], output: str, as_text: Any) -> None:
+    """A pipeline's or sweep's plan as JSON, YAML, or `as_text(planned)`."""
     if output == "json":
         _echo_json(planned)
     elif output == "yaml":
         _echo_yaml(planned)
     else:
-        from distrun.plan.pipeline_text import pipeline_as_text
-
-        echo(pipeline_as_text(planned))
+        echo(as_text(planned))
 
 
 def _echo_yaml(rendered: dict[str, Any]) -> None:
@@ -255,11 +293,20 @@ def job_validate(file: str, overrides: tuple[str, ...], compute: str | None) -> 
     (a pipeline: each step's job), or every problem."""
     from distrun.runner.jobs import check_target
     from distrun.spec.loaded import LoadedJob
+    from distrun.spec.loaded_sweep import LoadedSweep
 
     loaded = _load_document(file, overrides)
     if isinstance(loaded, LoadedJob):
         check_target(loaded, _layout(), compute)
         _echo_json(loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return
+    if isinstance(loaded, LoadedSweep):
+        from distrun.runner.sweep_run import check_sweep
+
+        target, _, trial = check_sweep(loaded, _layout(), compute)
+        sweep = loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"trial"})
+        trial_job = trial.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+        _echo_json({"sweep": sweep, "compute": target.name, "trial": trial_job})
         return
     from distrun.runner.pipelines import check_pipeline
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.runner.report import job_duration
+from distrun.runner.sweep_run import best_lines, is_trial_name, trials_table
 from distrun.store.index import JobRecord
 
 WIDTH = 80  # what the tables fit in when the terminal's width is not known
@@ -91,6 +92,9 @@ def job_list_text(records: list[JobRecord], now: float | None = None) -> str:
 
 def _compute(record: JobRecord) -> str:
     """A pipeline's record runs no processes itself: its compute column counts its steps."""
+    if record.sweep is not None:
+        count = len(record.steps or {})
+        return f"sweep ({count} trial{'s' if count != 1 else ''})"
     if record.steps is not None:
         return f"pipeline ({len(record.steps)} steps)"
     return record.compute
@@ -178,7 +182,7 @@ def job_show_text(record: JobRecord) -> str:
     if record.steps is None:
         lines.append(f"Compute:  {record.compute}" + (f" ({record.distribution})" if record.distribution else ""))
     if record.parent:
-        lines.append(f"Pipeline: {record.parent}")
+        lines.append(f"{'Sweep' if is_trial_name(record.name, record.parent) else 'Pipeline'}: {record.parent}")
     lines.append(f"Created:  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.created_at))}")
     duration = _running_for(record, time.time())
     if duration is not None:
@@ -199,6 +203,15 @@ def job_show_text(record: JobRecord) -> str:
     elif cause.get("log_tail"):
         lines.append("Last lines of its log:")
         lines += ["  " + line for line in cause["log_tail"].splitlines()]
+    if record.sweep is not None:
+        count = len(record.steps or {})
+        objective, sampling = record.sweep.get("objective") or {}, record.sweep.get("sampling_algorithm") or {}
+        seed = f", seed {record.sweep['seed']}" if record.sweep.get("seed") is not None else ""
+        goal = f"{objective.get('goal')} {objective.get('primary_metric')}"
+        lines.append(f"Sweep:    {goal}; {sampling.get('type')} sampling{seed}")
+        lines += ["", f"Trials: {count}, best first", *trials_table(record), "", *best_lines(record)]
+        lines += ["", "Each trial is a job: `distrun job show JOB`, `distrun logs JOB`, `distrun metrics JOB`."]
+        return "\n".join(lines)
     if record.steps is not None:
         lines += ["", steps_table(record), "", "Each step is a job: `distrun job show JOB`, `distrun logs JOB`."]
         return "\n".join(lines)
@@ -237,6 +250,15 @@ def as_yaml(data: Any) -> str:
 
 def created_text(record: JobRecord) -> str:
     name = record.name
+    if record.sweep is not None:  # a sweep: its trials' jobs have the logs
+        return "\n".join(
+            [
+                f"Created sweep {name} ({record.status})",
+                f"  its trials:     distrun job show {name}",
+                f"  a trial's logs: distrun logs {name}.trial_N",
+                f"  cancel it:      distrun job cancel {name}",
+            ]
+        )
     if record.steps is not None:  # a pipeline: its steps' jobs have the logs
         return "\n".join(
             [

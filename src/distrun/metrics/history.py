@@ -27,8 +27,9 @@ class MetricPoint:
 History = dict[str, list[MetricPoint]]
 
 
-def metric_history(run: TrackedRun) -> History:
-    """name -> points in step order (several ranks may log the same step); {} if unreadable."""
+def metric_history(run: TrackedRun, only: str | None = None) -> History:
+    """name -> points in step order (several ranks may log the same step); {} if unreadable.
+    `only`: that metric's points alone (a sweep reads its primary metric this way, often)."""
     path = sqlite_file(run.tracking_uri)
     if path is not None:
         try:
@@ -38,7 +39,7 @@ def metric_history(run: TrackedRun) -> History:
             # file: a named pipe or a link the job put there is never opened by SQLite.
             return {}
         try:
-            return _from_sqlite(fd, run.run_id)
+            return _from_sqlite(fd, run.run_id, only)
         except sqlite3.Error:
             pass  # not created yet, or not MLflow's layout: ask mlflow, if it is here
         finally:
@@ -46,7 +47,7 @@ def metric_history(run: TrackedRun) -> History:
     if not mlflow_available():
         return {}
     try:
-        return _from_client(run)
+        return _from_client(run, only)
     except Exception:
         return {}
 
@@ -63,13 +64,14 @@ def store_problem(run: TrackedRun) -> str | None:
     return None if why is None else f"the metrics store {path} cannot be read: {why}"
 
 
-def _from_sqlite(fd: int, run_id: str) -> History:
+def _from_sqlite(fd: int, run_id: str, only: str | None = None) -> History:
     # Through the descriptor checked above: the job may swap the path at any moment.
     conn = sqlite3.connect(sqlite_reader_uri(fd), uri=True, timeout=10)
+    keyed = "" if only is None else " AND key = ?"
     try:
         rows = conn.execute(
-            "SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = ? ORDER BY key, step, timestamp",
-            (run_id,),
+            f"SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = ?{keyed} ORDER BY key, step, timestamp",
+            (run_id,) if only is None else (run_id, only),
         ).fetchall()
     finally:
         conn.close()
@@ -79,12 +81,13 @@ def _from_sqlite(fd: int, run_id: str) -> History:
     return history
 
 
-def _from_client(run: TrackedRun) -> History:
+def _from_client(run: TrackedRun, only: str | None = None) -> History:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=run.tracking_uri)
     history: History = {}
-    for key in sorted(client.get_run(run.run_id).data.metrics):
+    keys = [only] if only is not None else sorted(client.get_run(run.run_id).data.metrics)
+    for key in keys:
         points = [
             MetricPoint(int(m.step), m.timestamp / 1000, float(m.value))
             for m in client.get_metric_history(run.run_id, key)

@@ -195,13 +195,15 @@ def list_jobs(layout: Layout, limit: int = 50) -> list[JobRecord]:
 
 
 def refuse_pipeline_logs(record: JobRecord) -> None:
-    """A pipeline's record runs no process: its steps' jobs have the logs. Said, with their names."""
+    """A pipeline's or sweep's record runs no process: its steps' or trials' jobs have the logs. Said,
+    with their names."""
     if record.steps is None:
         return
     jobs = [str(state.get("job")) for state in record.steps.values()]
+    kind, children = ("a sweep", "trials") if record.sweep is not None else ("a pipeline", "steps")
     raise DistrunError(
-        f"{record.name} is a pipeline: it has no logs of its own, each of its steps' jobs has",
-        f"e.g. `distrun logs {jobs[0]}`; its steps' jobs: {', '.join(jobs)}" if jobs else "",
+        f"{record.name} is {kind}: it has no logs of its own, each of its {children}' jobs has",
+        f"e.g. `distrun logs {jobs[0]}`; its {children}' jobs: {', '.join(jobs)}" if jobs else "",
     )
 
 
@@ -264,7 +266,7 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
         return cancel_unrecorded(layout, name, exc, _grace_seconds(layout, name))
     if record.terminal:
         return record
-    if record.steps is not None:  # a pipeline: its supervisor cancels each running step's job
+    if record.steps is not None:  # a pipeline or sweep: its supervisor cancels each running child's job
         from distrun.runner.pipeline_cancel import cancel_pipeline
 
         return cancel_pipeline(layout, record)

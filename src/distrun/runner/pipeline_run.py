@@ -28,13 +28,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
 from distrun.runner import jobs
+from distrun.runner.child_jobs import (
+    ChildExits,
+    launchers_for,
+    not_started,
+    read_request,
+    record_parent,
+    start_supervisor,
+    taken_over,
+)
 from distrun.runner.pipeline_schedule import NOT_STARTED, due_looks, gpus_for, startable, stopped_by
 from distrun.runner.pipelines import check_pipeline, step_job_name
 
@@ -43,8 +51,6 @@ if TYPE_CHECKING:
     from distrun.store.index import JobIndex, JobRecord
     from distrun.store.layout import Layout
 
-POLL_SECONDS = 0.05  # how often the records of steps whose supervisor cannot be waited on are read
-IDLE_WAIT_SECONDS = 0.5  # the longest wait while every running step's supervisor can be waited on
 PIPELINE_COMPUTE = "pipeline"  # the `compute` of a pipeline's own record: its steps name theirs
 
 
@@ -96,7 +102,7 @@ class PipelineRun:
         self.reused_from: dict[str, str] = {}
         self.keys: dict[str, str] = {}
         # A running step's supervisor on this machine, as a pidfd: readable once it exited.
-        self.exits: dict[str, int] = {}
+        self.exits = ChildExits()
         # When the engine was last asked about each step it runs (time.monotonic()).
         self.looked: dict[str, float] = {}
 
@@ -122,36 +128,8 @@ class PipelineRun:
         self._record(status)
 
     def _record(self, status: JobStatus = JobStatus.RUNNING) -> None:
-        import socket
-
-        from distrun.core.file_modes import DIR_MODE, make_dirs
-        from distrun.store.index import JobRecord, process_start_time
-
-        folder = self.layout.job(self.name)
-        if folder.root.exists():
-            raise DistrunError(f"a job folder for {self.name!r} already exists at {folder.root}", "choose another name")
-        make_dirs(folder.root.parent)
-        spec = self.pipeline.spec
-        pid = os.getpid()
-        self.index.insert(
-            JobRecord(
-                name=self.name,
-                status=status,
-                compute=PIPELINE_COMPUTE,
-                folder=str(folder.root),
-                created_at=time.time(),
-                started_at=time.time(),
-                display_name=spec.display_name or self.name,
-                experiment_name=spec.experiment_name,
-                distribution="pipeline",
-                tags={str(k): str(v) for k, v in spec.tags.items()},
-                launcher_pid=pid,
-                launcher_host=socket.gethostname(),
-                launcher_started=process_start_time(pid),
-                steps=self._steps_field(),
-            )
-        )
-        folder.root.mkdir(mode=DIR_MODE)  # not exist_ok: a pipeline and a job never share a folder
+        spec, steps = self.pipeline.spec, self._steps_field()
+        record_parent(self.index, self.layout, self.name, status, spec, compute=PIPELINE_COMPUTE, steps=steps)
 
     def _save(self) -> None:
         self.index.update(self.name, steps=self._steps_field())
@@ -163,17 +141,14 @@ class PipelineRun:
         `recorded`: `record` was called (by `distrun run -d`, which started this process)."""
         from distrun.prepare.submission import interrupts_raised
 
-        if recorded:
-            if not self.index.update(self.name, status=JobStatus.RUNNING, started_at=time.time()):
-                return self.index.get(self.name)  # canceled before it started
-        else:
-            self._record()
+        if not taken_over(self.index, self.name, recorded, self._record):
+            return self.index.get(self.name)  # canceled before it started
         self.say(f"RunId: {self.name}")
         order = ", ".join(self.pipeline.run_order())
         count = len(self.status)
         self.say(f"Pipeline: {count} step{'s' if count != 1 else ''} ({order})")
         try:
-            with interrupts_raised(), self._launchers():
+            with interrupts_raised(), launchers_for(self.machine_types, self.layout.home):
                 while not all(self._done(step) for step in self.status):
                     self._follow_running()
                     ready = startable(
@@ -193,58 +168,14 @@ class PipelineRun:
             self._cancel_all("canceled")
             return self._finish(JobStatus.CANCELED, "canceled by the user")
         finally:
-            for fd in self.exits.values():
-                os.close(fd)
-            self.exits.clear()
+            self.exits.close()
         if self.first_failure is None:
             return self._finish(JobStatus.COMPLETED, None)
         return self._finish(JobStatus.FAILED, f"step {self.first_failure} failed: {self.reasons[self.first_failure]}")
 
-    def _launchers(self) -> AbstractContextManager[None]:
-        """Local steps' supervisors forked from one launcher server (`distrun.backends.launcher_server`):
-        a new interpreter's imports for each step were most of its time."""
-        from distrun.backends.launcher_server import launchers_served
-        from distrun.backends.registry import backend_for
-        from distrun.backends.supervised import SupervisedBackend
-
-        backend = backend_for(self.machine_types[0]) if len(self.machine_types) == 1 else None
-        if not isinstance(backend, SupervisedBackend):
-            return nullcontext()
-        return launchers_served(backend.launcher_module, self.layout.home)
-
     def _wait(self) -> None:
-        """Until a running step's supervisor exits (it wrote the job's end first), or the next look
-        at the records is due: at once after a step ends, not at the next tick of a poll."""
-        import select
-
         running = [s for s, state in self.status.items() if state != NOT_STARTED and not JobStatus.of(state).terminal]
-        watched = {self.exits[s]: s for s in running if s in self.exits}
-        if not watched or len(watched) < len(running):
-            time.sleep(POLL_SECONDS)  # a step without a supervisor here (an engine's job): its record is read
-            return
-        ready, _, _ = select.select(list(watched), [], [], IDLE_WAIT_SECONDS)
-        for fd in ready:  # each fires once: a record not yet ended after it (a killed supervisor) is read
-            os.close(fd)
-            del self.exits[watched[fd]]
-
-    def _watch(self, step: str, record: JobRecord) -> None:
-        """Keep a pidfd of the step's supervisor, when it is a process of this machine, opened while
-        the record's start time still matches it (its pid not reused); otherwise its record is polled."""
-        import socket
-
-        from distrun.store.index import process_start_time
-
-        pid = record.launcher_pid
-        if pid is None or pid == os.getpid() or record.backend_id or record.launcher_host != socket.gethostname():
-            return
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:  # gone already, or a kernel without pidfds
-            return
-        if process_start_time(pid) != record.launcher_started:
-            os.close(fd)
-            return
-        self.exits[step] = fd
+        self.exits.wait(running)
 
     def _done(self, step: str) -> bool:
         return self.status[step] != NOT_STARTED and JobStatus.of(self.status[step]).terminal
@@ -276,7 +207,7 @@ class PipelineRun:
         self.status[step] = record.status
         if record.backend_id:
             self.looked[step] = time.monotonic()
-        self._watch(step, record)
+        self.exits.watch(step, record)
         processes = self.processes[step]
         where = f"{self.targets[step]}, {processes} process{'es' if processes != 1 else ''}"
         self.say(f"[{step}] started as job {job} on {where}")
@@ -364,8 +295,7 @@ class PipelineRun:
 
     def _ended(self, step: str, status: str, reason: str | None, record: JobRecord | None = None) -> None:
         self.status[step] = status
-        if step in self.exits:
-            os.close(self.exits.pop(step))
+        self.exits.forget(step)
         self.times[step][1] = time.time()
         started = self.times[step][0] or self.times[step][1]
         took = f" in {self.times[step][1] - started:.2f} s" if started else ""  # type: ignore[operator]
@@ -500,7 +430,6 @@ def pipeline_summary(record: JobRecord) -> str:
 # ---------------------------------------------------------------- in the background
 
 
-RUN_FILE = "pipeline_run.json"  # what `distrun run -d` asks of the background supervisor
 BUILT_FILE = "pipeline.yml"  # a pipeline built in Python (distrun's SDK), kept in its folder
 
 
@@ -516,14 +445,9 @@ def start_detached(
     A pipeline built in Python gives its `document` instead, written to the pipeline's folder
     for that process to load, with relative paths starting at `base_dir`."""
     import json
-    import subprocess
-    import sys
-
-    from distrun.core.file_modes import make_dirs, open_append
 
     run.record(JobStatus.QUEUED)
     folder = run.layout.job(run.name)
-    make_dirs(folder.system_logs)
     if document is not None:
         file = str(folder.root / BUILT_FILE)
         Path(file).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")  # JSON is YAML
@@ -534,45 +458,22 @@ def start_detached(
         "compute": run.compute,
         "base_dir": None if base_dir is None else str(base_dir),
     }
-    (folder.root / RUN_FILE).write_text(json.dumps(request), encoding="utf-8")
-    log = os.fdopen(open_append(folder.launcher_log), "ab")
-    env = dict(os.environ, DISTRUN_HOME=str(run.layout.home))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "distrun.runner.pipeline_run", run.name],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=env,
-    )
-    log.close()
-    run.index.set_launcher(run.name, proc.pid)
+    start_supervisor(run.layout, run.name, "distrun.runner.pipeline_run", request)
     return run.index.get(run.name)
 
 
 def _supervise(name: str) -> int:
     """The background supervisor of a pipeline `distrun run -d` recorded."""
-    import json
-
-    from distrun.core.safe_files import read_text
     from distrun.spec.pipeline_loader import load_pipeline_file
     from distrun.store.layout import Layout
 
     layout = Layout()
-    index_name = name
     try:
-        request = json.loads(read_text(layout.job(name).root / RUN_FILE))
+        request = read_request(layout, name)
         pipeline = load_pipeline_file(request["file"], request.get("overrides") or [], request.get("base_dir"))
         run = PipelineRun(pipeline, layout, lambda text: print(text, flush=True), request.get("compute"), name)
     except (DistrunError, OSError, ValueError, KeyError, TypeError) as exc:
-        from distrun.store.index import JobIndex
-
-        why = exc.render() if isinstance(exc, DistrunError) else str(exc)
-        JobIndex(layout.db_path).update(
-            index_name, status=JobStatus.FAILED, reason=f"not started: {why}", ended_at=time.time()
-        )
-        print(why, flush=True)
-        return 1
+        return not_started(layout, name, exc)
     final = run.run(recorded=True)
     print(pipeline_summary(final), flush=True)
     return 0 if final.status == JobStatus.COMPLETED else 1

@@ -29,7 +29,8 @@ _HINTS = {
     "and `outputs` in a job file, without `version`",
     "pipeline": "`distrun run FILE` runs a pipeline, `distrun plan FILE` and `distrun job validate -f FILE` "
     "check one; here a command job is expected",
-    "sweep": "distrun runs command jobs: run the `trial` as a job file, once per setting you want to try",
+    "sweep": "`distrun run FILE` runs a sweep, `distrun plan FILE` and `distrun job validate -f FILE` "
+    "check one; here a command job is expected",
 }
 _OTHER_HINT = "distrun runs command jobs (`type: command`, or no `type`)"
 
@@ -61,3 +62,12 @@ def is_pipeline_document(data: dict[str, Any]) -> bool:
     if isinstance(kind, str):
         return kind.lower() == "pipeline"
     return isinstance(data.get("jobs"), dict)
+
+
+def is_sweep_document(data: dict[str, Any]) -> bool:
+    """A sweep job: `type: sweep`, or a sweepJob `$schema`."""
+    schema = str(data.get("$schema") or "").lower().replace("_", "").replace("-", "")
+    if "sweepjob" in schema.rsplit("/", 1)[-1]:
+        return True
+    kind = data.get("type")
+    return isinstance(kind, str) and kind.lower() == "sweep"

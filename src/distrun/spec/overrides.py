@@ -152,3 +152,16 @@ def _kind(value: Any) -> str:
     if isinstance(value, str):
         return "a string"
     return "a value"
+
+
+def overridden_mapping(
+    data: Any, smap: SourceMap, overrides: list[str] | tuple[str, ...], what: str, keys: str
+) -> dict[str, Any]:
+    """A document of top-level keys (a pipeline, a sweep) with its `--set` overrides applied;
+    anything else is a problem: `what` it must be, with the `keys` it starts with."""
+    data = apply_overrides(data, smap, list(overrides))
+    if not isinstance(data, dict):
+        raise ValidationError(
+            [Problem(f"{what} is a mapping of keys ({keys}, ...)", "", smap.find(()), f"start the file with {keys}")]
+        )
+    return data

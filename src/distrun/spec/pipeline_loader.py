@@ -24,7 +24,7 @@ from distrun.spec.loaded_pipeline import LoadedComponent, LoadedPipeline, Pipeli
 from distrun.spec.loader import load_job_data, semantic_problems
 from distrun.spec.model_errors import translate
 from distrun.spec.normalize import normalize
-from distrun.spec.overrides import apply_overrides
+from distrun.spec.overrides import apply_overrides, overridden_mapping
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import StepBuilder, copy_positions, outputs_of_step
 from distrun.spec.raw_checks import in_file_order, raw_problems
@@ -33,6 +33,7 @@ from distrun.spec.yaml_source import read_yaml_file
 
 __all__ = [
     "load_component_file",
+    "load_document_data",
     "load_document_file",
     "load_pipeline_data",
     "load_pipeline_file",
@@ -54,6 +55,13 @@ def load_document_file(path: str | Path, overrides: list[str] | tuple[str, ...] 
     `$schema`, or `jobs:`); the file is read once."""
     file = Path(path)
     data, smap = read_yaml_file(file)
+    return load_document_data(data, file, overrides, smap)
+
+
+def load_document_data(
+    data: Any, file: Path, overrides: list[str] | tuple[str, ...], smap: SourceMap
+) -> LoadedJob | LoadedPipeline:
+    """What `load_document_file` does once the file `file` was read into `data`."""
     if isinstance(data, dict) and is_pipeline_document(data):
         return load_pipeline_data(data, file.resolve().parent, str(file), overrides, smap)
     return load_job_data(data, file.resolve().parent, str(file), overrides, smap)
@@ -78,18 +86,7 @@ def load_pipeline_data(
     smap: SourceMap | None = None,
 ) -> LoadedPipeline:
     smap = smap or SourceMap(source)
-    data = apply_overrides(data, smap, list(overrides))
-    if not isinstance(data, dict):
-        raise ValidationError(
-            [
-                Problem(
-                    "a pipeline job is a mapping of keys (type: pipeline, jobs: ...)",
-                    "",
-                    smap.find(()),
-                    "start the file with top-level keys such as `type: pipeline` and `jobs:`",
-                )
-            ]
-        )
+    data = overridden_mapping(data, smap, overrides, "a pipeline job", "`type: pipeline`, `jobs:`")
     return _PipelineLoader(data, base_dir, source, smap).load()
 
 

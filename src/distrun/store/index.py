@@ -62,12 +62,19 @@ CREATE TABLE IF NOT EXISTS jobs (
     attempts TEXT,
     target TEXT,
     parent TEXT,
-    steps TEXT
+    steps TEXT,
+    sweep TEXT
 )
 """
-_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts", "target", "steps")
+_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts", "target", "steps", "sweep")
 # Columns added after the first release: (name, type), added to an older index when it is opened.
-_ADDED_COLUMNS = (("attempts", "TEXT"), ("target", "TEXT"), ("parent", "TEXT"), ("steps", "TEXT"))
+_ADDED_COLUMNS = (
+    ("attempts", "TEXT"),
+    ("target", "TEXT"),
+    ("parent", "TEXT"),
+    ("steps", "TEXT"),
+    ("sweep", "TEXT"),
+)
 # How long the first connections to a new index retry its set-up (see _initialize).
 _INIT_SECONDS = 60.0
 # Below this much free space, an index error is put down to the full filesystem.
@@ -99,11 +106,14 @@ class JobRecord:
     # every later show, cancel, logs or download goes to that engine, whatever config.yaml says
     # by then. None in records written before distrun kept it (they read config.yaml).
     target: dict[str, Any] | None = None
-    # A pipeline step's job: the name of its pipeline's record.
+    # A pipeline step's or a sweep trial's job: the name of its pipeline's or sweep's record.
     parent: str | None = None
     # A pipeline's record: each step, in file order, with its job's name and state
-    # ({"job": NAME, "status": ..., "depends_on": [...], "compute": ...}).
+    # ({"job": NAME, "status": ..., "depends_on": [...], "compute": ...}); a sweep's: each trial
+    # ({"job": NAME, "status": ..., "parameters": {...}, "metric": ...}).
     steps: dict[str, Any] | None = None
+    # A sweep's record: its objective, sampling, policy and limits, and its best trial so far.
+    sweep: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)

@@ -17,7 +17,15 @@ from typing import Any
 
 from distrun.core.errors import DistrunError
 
-_JSON_FIELDS = {"root_cause": dict, "processes": list, "tags": dict, "attempts": list, "target": dict, "steps": dict}
+_JSON_FIELDS = {
+    "root_cause": dict,
+    "processes": list,
+    "tags": dict,
+    "attempts": list,
+    "target": dict,
+    "steps": dict,
+    "sweep": dict,
+}
 _NUMBERS = ("created_at", "started_at", "ended_at", "launcher_started")
 _TEXTS = ("name", "status", "compute", "folder")
 _OPTIONAL_TEXTS = ("parent",)

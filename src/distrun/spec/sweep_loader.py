@@ -1,0 +1,396 @@
+"""Load a sweep job (YAML file) into a `LoadedSweep`: its trial a command job document, checked
+as a command job file is checked.
+
+Steps: read YAML with positions -> apply `--set` overrides -> the sweep's own schema -> each
+search space expression, the sampling algorithm and the early termination policy, each by its
+`type` -> the rules Azure ML sets between them (grid samples only `choice`, bayesian takes no
+early termination, ...) -> the trial (inline, or a command component file) built into a command
+job with the sweep's inputs, outputs and compute, `${{search_space.X}}` read as the input X ->
+that job validated by the command job's model and checks, with each parameter at a value of its
+range. Every problem is reported in one round, in file order, with file:line:col, key path and fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from distrun.core.errors import Problem, ValidationError
+from distrun.spec import models, sweep_models
+from distrun.spec.loaded import LoadedJob
+from distrun.spec.loaded_sweep import LoadedSweep
+from distrun.spec.loader import semantic_problems
+from distrun.spec.model_errors import translate
+from distrun.spec.normalize import normalize
+from distrun.spec.overrides import overridden_mapping
+from distrun.spec.paths import local_path
+from distrun.spec.pipeline_steps import FROM_COMPONENT, copy_positions
+from distrun.spec.raw_checks import in_file_order, raw_problems
+from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
+
+__all__ = ["load_sweep_data"]
+
+_SEARCH_REF = re.compile(r"\$\{\{\s*search_space\.([^}\s]*)\s*\}\}")
+# What an inline trial may say: a command job's own keys. The sweep's top level has the rest.
+TRIAL_KEYS = (*FROM_COMPONENT, "type", "$schema", "description", "limits")
+SWEEP_LEVEL_KEYS = ("inputs", "outputs", "compute", "name", "display_name", "experiment_name", "tags")
+GIVEN_TO_TRIALS = ("inputs", "outputs", "compute", "experiment_name", "tags")  # each trial names itself
+
+# Hints of the models' own rules (their messages start so).
+_HINTS = {
+    "min_value": "min_value is the lower bound: swap the two",
+    "a bandit policy": "slack_factor is a ratio to the best trial (0.1: within 10%), slack_amount a distance "
+    "in the metric's units: keep one",
+}
+
+
+def load_sweep_data(
+    data: Any,
+    base_dir: Path,
+    source: str = "<python>",
+    overrides: list[str] | tuple[str, ...] = (),
+    smap: SourceMap | None = None,
+) -> LoadedSweep:
+    smap = smap or SourceMap(source)
+    data = overridden_mapping(data, smap, overrides, "a sweep job", "`type: sweep`, `trial:`")
+    return _SweepLoader(data, base_dir, source, smap).load()
+
+
+def _rekeyed(problem: Problem, prefix: str) -> Problem:
+    return replace(problem, key_path=f"{prefix}.{problem.key_path}" if problem.key_path else prefix)
+
+
+class _SweepLoader:
+    def __init__(self, data: dict[str, Any], base_dir: Path, source: str, smap: SourceMap) -> None:
+        self.data = data
+        self.base_dir = base_dir
+        self.source = source
+        self.smap = smap
+        self.problems: list[Problem] = []
+        self.component_source: str | None = None
+        self.undefined: list[str] = []  # parameters the trial's command reads that the search space lacks
+
+    def problem(self, message: str, path: KeyPath, hint: str) -> None:
+        self.problems.append(Problem(message, format_key_path(path), self.smap.find(path), hint))
+
+    def load(self) -> LoadedSweep:
+        spec = self._sweep()
+        space = self._search_space()
+        algorithm = self._typed("sampling_algorithm", sweep_models.ALGORITHMS, "random")
+        policy = self._typed("early_termination", sweep_models.POLICIES, None)
+        self._rules(space, algorithm, policy)
+        trial, trial_base, trial_smap = self._trial(spec, space)
+        if self.problems or spec is None:
+            raise ValidationError(self._ordered())
+        return LoadedSweep(
+            spec,
+            self.base_dir,
+            self.source,
+            self.smap,
+            space,
+            algorithm,  # type: ignore[arg-type]
+            policy,  # type: ignore[arg-type]
+            trial,
+            trial_base,
+            trial_smap,
+        )
+
+    def _ordered(self) -> list[Problem]:
+        """The sweep file's problems in file order, then the trial component's."""
+        ordered = in_file_order(self.problems)
+        return sorted(ordered, key=lambda p: bool(p.position and p.position.source == self.component_source))
+
+    # ------------------------------------------------------------ the sweep's own keys
+
+    def _sweep(self) -> sweep_models.SweepJob | None:
+        try:
+            return sweep_models.SweepJob.model_validate(self.data)
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            self.problems += translate(exc, self.data, self.smap, sweep_models.SweepJob)
+            return None
+
+    def _model(self, model: type[models.StrictModel], value: Any, at: KeyPath) -> Any:
+        """`value` (the mapping at `at`) validated by `model`; None, with its problems said, if wrong."""
+        try:
+            return model.model_validate(value)
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            sub = SourceMap(self.source)
+            copy_positions(self.smap, at, sub, ())
+            for found in translate(exc, value, sub, model):
+                hint = found.hint or next((h for start, h in _HINTS.items() if found.message.startswith(start)), "")
+                self.problems.append(replace(_rekeyed(found, format_key_path(at)), hint=hint))
+            return None
+
+    def _search_space(self) -> dict[str, Any]:
+        raw = self.data.get("search_space")
+        space: dict[str, Any] = {}
+        if not isinstance(raw, dict):
+            return space  # the schema said what is wrong
+        for name, expression in raw.items():
+            at: KeyPath = ("search_space", str(name))
+            if not re.fullmatch(models.NAME_PATTERN, str(name)):
+                self.problem(
+                    f"search space parameter name {name!r} is not allowed",
+                    at,
+                    "use letters, digits and '_', not starting with a digit: it is read as ${{search_space.NAME}}",
+                )
+                continue
+            if not isinstance(expression, dict):
+                continue  # the schema said it
+            model = self._model_of(expression, sweep_models.EXPRESSIONS, at, "expression")
+            if model is not None:
+                found = self._model(model, expression, at)
+                if found is not None:
+                    space[str(name)] = found
+        return space
+
+    def _model_of(self, value: dict[str, Any], table: dict[str, Any], at: KeyPath, what: str) -> Any:
+        kind = value.get("type")
+        listed = ", ".join(table)
+        if kind is None:
+            self.problem(f"the {what} has no `type`", at, f"add `type:` with one of {listed}")
+            return None
+        if str(kind) not in table:
+            import difflib
+
+            close = difflib.get_close_matches(str(kind).lower(), list(table), n=1, cutoff=0.6)
+            mean = f"did you mean {close[0]!r}? " if close else ""
+            self.problem(f"unknown {what} type {kind!r}", (*at, "type"), f"{mean}use one of {listed}")
+            return None
+        return table[str(kind)]
+
+    def _typed(self, key: str, table: dict[str, Any], default: str | None) -> Any:
+        """`sampling_algorithm` / `early_termination`: a type name (`random`) or a mapping with `type`."""
+        value = self.data.get(key, default)
+        if value is None:
+            return None
+        what = key.replace("_", " ")
+        if isinstance(value, str):
+            value = {"type": value}
+        if not isinstance(value, dict):
+            return None  # the schema said it
+        at: KeyPath = (key,)
+        model = self._model_of(value, table, at, what)
+        return None if model is None else self._model(model, value, at)
+
+    # ------------------------------------------------------------ Azure ML's rules between them
+
+    def _rules(self, space: dict[str, Any], algorithm: Any, policy: Any) -> None:
+        kind = getattr(algorithm, "type", None)
+        allowed = {"grid": sweep_models.GRID_EXPRESSIONS, "bayesian": sweep_models.BAYESIAN_EXPRESSIONS}.get(kind)
+        if allowed is not None:
+            for name, expression in space.items():
+                if expression.type not in allowed:
+                    why = "enumerates discrete values" if kind == "grid" else "models only these"
+                    self.problem(
+                        f"{kind} sampling cannot sample a {expression.type} expression: it {why} "
+                        f"({', '.join(allowed)})",
+                        ("search_space", name, "type"),
+                        "use random sampling, or write the parameter as "
+                        + ("`type: choice` with the values to try" if kind == "grid" else "one of those"),
+                    )
+        if kind == "bayesian" and policy is not None:
+            self.problem(
+                "bayesian sampling takes no early termination policy: each trial's result guides the next",
+                ("early_termination",),
+                "remove `early_termination`, or use random sampling",
+            )
+        if kind == "random" and algorithm.rule == "sobol" and algorithm.logbase is not None:
+            self.problem(
+                "logbase applies to random sampling's `random` rule, not to sobol",
+                ("sampling_algorithm", "logbase"),
+                "remove `logbase`, or drop `rule: sobol`",
+            )
+
+    # ------------------------------------------------------------ the trial, as a command job
+
+    def _trial(
+        self, spec: sweep_models.SweepJob | None, space: dict[str, Any]
+    ) -> tuple[dict[str, Any], Path, SourceMap]:
+        raw = self.data.get("trial")
+        if isinstance(raw, str):
+            built = self._component_trial(raw)
+            if built is None:
+                return {}, self.base_dir, SourceMap(self.source)
+            document, base_dir, smap, prefix = built
+        elif isinstance(raw, dict):
+            document, smap = self._inline_trial(raw)
+            base_dir, prefix = self.base_dir, "trial"
+        else:
+            return {}, self.base_dir, SourceMap(self.source)  # the schema said what is wrong
+        for key in GIVEN_TO_TRIALS:
+            value = self.data.get(key)
+            if value is not None:
+                if key == "inputs":  # over a component trial's defaults
+                    value = {**document.get("inputs", {}), **_absolute_inputs(value, self.base_dir)}
+                document[key] = value
+                copy_positions(self.smap, (key,), smap, (key,))
+        limits = self.data.get("limits")
+        if isinstance(limits, dict) and limits.get("trial_timeout") is not None:
+            document["limits"] = {**document.get("limits", {}), "timeout": limits["trial_timeout"]}
+            smap.set(("limits", "timeout"), self.smap.find(("limits", "trial_timeout")))
+        document["command"] = self._search_references(document.get("command"), space, smap, prefix)
+        self._clashes(document, space)
+        self._check(document, space, base_dir, smap, prefix)
+        return document, base_dir, smap
+
+    def _inline_trial(self, raw: dict[str, Any]) -> tuple[dict[str, Any], SourceMap]:
+        document: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key in SWEEP_LEVEL_KEYS:
+                self.problem(
+                    f"a trial does not take `{key}`: the sweep's `{key}` is its trials'",
+                    ("trial", key),
+                    f"move `{key}` to the sweep's top level",
+                )
+            elif key in TRIAL_KEYS and key not in ("type", "$schema"):
+                document[key] = value
+            elif key not in ("type", "$schema"):
+                document[key] = value  # the command job's model says it is unknown, with its hint
+        smap = SourceMap(self.source)
+        copy_positions(self.smap, ("trial",), smap, ())
+        return document, smap
+
+    def _component_trial(self, ref: str) -> tuple[dict[str, Any], Path, SourceMap, str] | None:
+        """`trial: ./train.yml`: a command component, its declared inputs given by the sweep's
+        inputs and parameters (or their defaults)."""
+        from distrun.spec.pipeline_loader import load_component_file
+        from distrun.spec.pipeline_models import CommandComponent
+
+        path = local_path(self.base_dir, ref.removeprefix("file:"))
+        if path is None or not path.is_file():
+            self.problem(
+                f"trial {ref!r} is not a component file on this machine",
+                ("trial",),
+                "write the trial inline (command:, code:, environment:) or name a command component file: ./train.yml",
+            )
+            return None
+        self.component_source = str(path)
+        try:
+            component = load_component_file(path)
+        except ValidationError as exc:
+            self.problems += exc.problems
+            return None
+        if not isinstance(component.spec, CommandComponent):
+            self.problem("a trial is a command component", ("trial",), "name a `type: command` component file")
+            return None
+        document = {key: component.data[key] for key in FROM_COMPONENT if key in component.data}
+        if isinstance(document.get("code"), str):
+            document["code"] = str(local_path(component.base_dir, document["code"]) or document["code"])
+        smap = SourceMap(component.source)
+        copy_positions(component.source_map, (), smap, ())
+        declared = component.spec.inputs
+        given = self.data.get("inputs") if isinstance(self.data.get("inputs"), dict) else {}
+        space = self.data.get("search_space") if isinstance(self.data.get("search_space"), dict) else {}
+        for name in given:
+            if name not in declared and name not in space:
+                self.problem(
+                    f"input {name!r} is not an input of the trial's component {ref}",
+                    ("inputs", name),
+                    f"its inputs: {', '.join(declared) or 'none'}",
+                )
+        for name in space:
+            if name not in declared:
+                self.problem(
+                    f"search space parameter {name!r} is not an input of the trial's component {ref}",
+                    ("search_space", name),
+                    f"a component trial's parameters are its inputs: {', '.join(declared) or 'none'}",
+                )
+        defaults = {
+            name: decl.default
+            for name, decl in declared.items()
+            if name not in given and name not in space and decl.default is not None
+        }
+        if defaults:
+            document["inputs"] = defaults
+        return document, component.base_dir, smap, ""
+
+    def _search_references(self, command: Any, space: dict[str, Any], smap: SourceMap, prefix: str) -> Any:
+        """`${{search_space.X}}` -> `${{inputs.X}}`; an undefined parameter is a problem."""
+        if not isinstance(command, str):
+            return command
+
+        def rewrite(match: re.Match[str]) -> str:
+            name = match.group(1)
+            named = list(self.data.get("search_space") or {})
+            if name not in named:
+                import difflib
+
+                self.undefined.append(name)
+                close = difflib.get_close_matches(name, named, n=1, cutoff=0.6)
+                mean = f"did you mean search_space.{close[0]}? " if close else ""
+                self.problems.append(
+                    Problem(
+                        f"${{{{search_space.{name}}}}} refers to an undefined search space parameter {name!r}",
+                        f"{prefix}.command" if prefix else "command",
+                        smap.find(("command",)),
+                        f"{mean}add `{name}` under `search_space:`",
+                    )
+                )
+            return "${{inputs." + name + "}}"
+
+        return _SEARCH_REF.sub(rewrite, command)
+
+    def _clashes(self, document: dict[str, Any], space: dict[str, Any]) -> None:
+        inputs = self.data.get("inputs") if isinstance(self.data.get("inputs"), dict) else {}
+        for name in space:
+            if name in inputs:
+                self.problem(
+                    f"{name!r} is both an input and a search space parameter",
+                    ("inputs", name),
+                    "a parameter is its trials' input of that name: remove one of them, or rename it",
+                )
+
+    def _check(
+        self, document: dict[str, Any], space: dict[str, Any], base_dir: Path, smap: SourceMap, prefix: str
+    ) -> None:
+        """The trial's job validated as a job file, each parameter at a value of its range."""
+        from distrun.plan.sweep_search import example_value
+
+        inputs = dict(document.get("inputs") or {})
+        # Every parameter named (one whose expression is wrong too: that is said once, above).
+        named = [*(self.data.get("search_space") or {}), *self.undefined]
+        inputs.update(dict.fromkeys(named, 0))
+        inputs.update({name: example_value(expression) for name, expression in space.items()})
+        candidate = {**document, "inputs": inputs}
+        for name in space:
+            smap.set(("inputs", name), self.smap.find(("search_space", name)))
+        try:
+            candidate = normalize(candidate, smap)
+            spec = models.JobSpec.model_validate(candidate)
+        except ValidationError as exc:
+            found = exc.problems
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            found = [*translate(exc, candidate, smap), *raw_problems(candidate, smap)]
+        else:
+            found = semantic_problems(LoadedJob(spec, base_dir, self.source, smap))
+        at_sweep = ("inputs", "outputs", "compute", "experiment_name", "display_name", "tags", "limits.timeout")
+        for problem in found:
+            key = problem.key_path
+            if key.startswith("limits.timeout"):
+                self.problems.append(replace(problem, key_path="limits.trial_timeout"))
+            elif key.startswith(at_sweep) or not prefix:
+                self.problems.append(problem)
+            else:
+                self.problems.append(_rekeyed(problem, prefix))
+
+
+def _absolute_inputs(inputs: Any, base_dir: Path) -> Any:
+    """Local data inputs' paths made absolute: a component trial's relative paths start elsewhere."""
+    if not isinstance(inputs, dict):
+        return inputs
+    found = {}
+    for name, value in inputs.items():
+        if isinstance(value, dict) and isinstance(value.get("path"), str):
+            local = local_path(base_dir, value["path"])
+            value = {**value, "path": str(local) if local is not None else value["path"]}
+        found[name] = value
+    return found
