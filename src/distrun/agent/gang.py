@@ -20,10 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from distrun.agent import process_tree
 from distrun.agent.cgroup import LaunchCgroup
+from distrun.agent.hang_report import hang_reason, hang_root_cause, write_hang_files
+from distrun.agent.hang_watch import HangWatch
 from distrun.agent.line_stream import LineStream
 from distrun.agent.node_files import write_node_files
 from distrun.agent.outcome import (
@@ -35,8 +37,12 @@ from distrun.agent.outcome import (
     ProcessOutcome,
     root_cause_of,
     signal_name,
+    who,
 )
 from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
+from distrun.agent.stack_requests import POLL_SECONDS as STACK_POLL_SECONDS
+from distrun.agent.stack_requests import StackRequestWatch
+from distrun.agent.stacks import StackTarget, read_stacks
 from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
 from distrun.agent.working_folders import make_artifact_dirs
@@ -80,6 +86,7 @@ class _Stop:
     status: str
     reason: str
     root: _Running | None = None
+    root_cause: dict[str, Any] | None = None  # made before the stop (a hang's odd process out)
 
 
 @dataclass
@@ -101,6 +108,14 @@ class GangOptions:
     # Says whether a stop signal is a preemption (stopped from outside, not `job cancel`): the
     # ranks get the grace period all the same, and the gang ends Preempted instead of Canceled.
     preempted_by: Callable[[int], bool] | None = None
+    # limits.hang_timeout: with no output from any process and no metric logged for this long,
+    # every process's stack is read into the job folder and the gang ends Failed (hung).
+    hang_timeout: float | None = None
+    # When the job last logged a metric (seconds since the epoch), or None: ranks that only log
+    # metrics are making progress too.
+    last_metric: Callable[[], float | None] | None = None
+    # Answer `distrun job stacks` requests in the job folder (the folder above log_dir).
+    stack_requests: bool = True
 
 
 def run_gang(
@@ -118,6 +133,8 @@ def run_gang(
     signals: list[int] | None = None,
     peers: MainWorkPeers | None = None,
     preempted_by: Callable[[int], bool] | None = None,
+    hang_timeout: float | None = None,
+    last_metric: Callable[[], float | None] | None = None,
 ) -> GangResult:
     options = GangOptions(
         grace_period=grace_period,
@@ -129,6 +146,8 @@ def run_gang(
         signals=signals,
         peers=peers,
         preempted_by=preempted_by,
+        hang_timeout=hang_timeout,
+        last_metric=last_metric,
     )
     if launch_id:
         options.launch_id = launch_id
@@ -158,6 +177,13 @@ class Gang:
         self.log_error: str | None = None
         self.cgroup: LaunchCgroup | None = None
         self.waiting_for_peers = False
+        self.progress = HangWatch(options.hang_timeout, options.last_metric)
+        self.stack_watch = (
+            StackRequestWatch(self.log_dir.parent, [node.node_rank for node in self.nodes])
+            if options.stack_requests
+            else None
+        )
+        self.stack_reader: threading.Thread | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -293,7 +319,15 @@ class Gang:
             now = time.monotonic()
             wait = None
             peers_check = now + POLL_SECONDS if self.waiting_for_peers and self.stop is None else None
-            for moment in (deadline if self.stop is None else None, self.kill_at, peers_check):
+            hang_check = self.progress.check_at if self.stop is None else None
+            stacks_check = self.stack_watch.next_poll if self.stack_watch is not None and self.stop is None else None
+            for moment in (
+                deadline if self.stop is None else None,
+                self.kill_at,
+                peers_check,
+                hang_check,
+                stacks_check,
+            ):
                 if moment is not None:
                     wait = max(0.0, moment - now) if wait is None else min(wait, max(0.0, moment - now))
             if wait is None or wait > MAX_WAIT:
@@ -317,6 +351,10 @@ class Gang:
             now = time.monotonic()
             if deadline is not None and self.stop is None and now >= deadline:
                 self._begin_stop(_Stop(FAILED, f"timeout after {self.options.timeout:g} s"))
+            if self.stop is None and self.progress.due(now):
+                self._hang_check()
+            if self.stop is None and self.stack_watch is not None and self.stack_watch.due(now):
+                self._answer_stack_requests()
             if self.kill_at is not None and now >= self.kill_at:
                 self._kill_remaining()
             if self.waiting_for_peers and self.stop is None and self.options.peers.all_done():  # type: ignore[union-attr]
@@ -331,6 +369,7 @@ class Gang:
             data = os.read(fd, READ_SIZE)
         except OSError:
             data = b""
+        self.progress.output_seen()
         if not data:
             self.selector.unregister(fd)
             item.pipe_open = False
@@ -470,6 +509,59 @@ class Gang:
                 pass
             item.log_fd = -1
 
+    # ------------------------------------------------------------ hangs and stacks
+
+    def _stack_targets(self) -> list[StackTarget]:
+        return [
+            StackTarget(r.spec.name, who(r.outcome), r.spec.node_rank, r.proc.pid)
+            for r in self.running
+            if r.outcome.running
+        ]
+
+    def _hang_check(self) -> None:
+        """No output for hang_timeout: a metric logged since then is progress; otherwise the job hangs."""
+        if not self.progress.hung(time.monotonic()):
+            return
+        seconds = self.progress.timeout or 0.0
+        reason = hang_reason(seconds)
+        self.stream.message(f"distrun: {reason}: reading every process's stack")
+        processes = read_stacks(self._stack_targets())
+        problem = write_hang_files(self.log_dir.parent, processes, reason)
+        if problem:
+            self.stream.message(f"distrun: {problem}")
+        root = hang_root_cause(
+            processes,
+            reason,
+            round((time.monotonic() - self.started) * 1000, 1),
+            self.nodes[0].host if self.nodes else "",
+            {r.spec.name: r.outcome.log for r in self.running},
+        )
+        self._begin_stop(_Stop(FAILED, root["reason"], root_cause=root))
+
+    def _answer_stack_requests(self) -> None:
+        """`distrun job stacks`: new requests are answered in a thread, one read at a time."""
+        watch = self.stack_watch
+        assert watch is not None
+        if self.stack_reader is not None and self.stack_reader.is_alive():
+            watch.next_poll = time.monotonic() + STACK_POLL_SECONDS  # the next request waits for this read
+            return
+        requests = watch.new_requests()
+        if not requests:
+            return
+        targets = self._stack_targets()
+        for request_id, _ in requests:
+            watch.taken(request_id)
+
+        def answer() -> None:
+            for native in sorted({native for _, native in requests}):
+                processes = read_stacks(targets, native=native)
+                for request_id, wanted in requests:
+                    if wanted == native:
+                        watch.answer(request_id, processes)
+
+        self.stack_reader = threading.Thread(target=answer, name="distrun-stacks", daemon=True)
+        self.stack_reader.start()
+
     # ------------------------------------------------------------ signals
 
     def _install_signal_handlers(self) -> Callable[[], None]:
@@ -543,6 +635,8 @@ class Gang:
 
             root = mpi_root_cause(stop.root.outcome, stop.root.demux, [node.host for node in self.plan.nodes])
             reason = root["reason"]
+        elif stop.root_cause is not None:
+            root = stop.root_cause
         elif stop.root is not None:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log, stop.root.log_fd))
             reason = root["reason"]
