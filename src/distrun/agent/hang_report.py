@@ -47,7 +47,8 @@ def hang_root_cause(
 ) -> dict[str, Any]:
     """The record's root cause for a hang: the odd process out, or (all alike) the frame they share."""
     odd: OddOneOut | None = odd_one_out(group_stacks(processes))
-    who = odd.process if odd is not None else None
+    # All alike: the record still names a process (the first), the reason says they all stand there.
+    who = odd.process if odd is not None and odd.process is not None else (processes[0] if processes else None)
     said = odd.reason if odd is not None else "no process to read"
     return {
         "name": who.name if who else None,
