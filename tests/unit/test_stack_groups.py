@@ -107,3 +107,13 @@ def test_a_recent_metric_is_progress_and_an_old_one_is_not():
     stale = HangWatch(5.0, lambda: time.time() - 60)
     assert stale.hung(now + 6)
     assert not HangWatch(None, None).hung(now + 1e6)
+
+
+def test_a_hang_counts_as_a_failure_for_restarts():
+    from distrun.core.job_status import JobStatus
+    from distrun.restarts.policy import Attempt, RestartPolicy, decide
+
+    root = hang_root_cause([rank(0, SLEEPING)], "hung: no progress for 5 s", 5100.0, "127.0.0.1", {})
+    hung = Attempt(0, JobStatus.FAILED, root["reason"], root)
+    assert decide(RestartPolicy(max_restarts=1), [hung]).reason == "failed: restart 1 of 1"
+    assert not decide(RestartPolicy(max_restarts=1), [hung, Attempt(1, JobStatus.FAILED, root["reason"], root)]).restart

@@ -2,9 +2,9 @@
 
 py-spy reads another process's memory through ptrace: the process is not signalled, so a rank
 that ignores signals, holds the GIL in C code or sits in a collective is read all the same.
-It needs ptrace permission: the same user, and Yama's `kernel.yama.ptrace_scope` at 0 (or 1,
-where the reader is an ancestor; distrun's node agent is its ranks' parent), or
-CAP_SYS_PTRACE (containers: `--cap-add SYS_PTRACE`).
+It needs ptrace permission: the same user and Yama's `kernel.yama.ptrace_scope` at 0 (at 1
+only ancestors may trace, and py-spy is the ranks' sibling), or CAP_SYS_PTRACE (containers:
+`--cap-add SYS_PTRACE`).
 
 Every process is answered for, within `timeout` seconds each: its threads' stacks, or why
 there are none (exited, not Python, not allowed, no answer in time). A rank that is not
@@ -35,8 +35,8 @@ PARALLEL = 8
 MAX_CHILDREN = 16
 _OUTPUT_LIMIT = 4 << 20
 _PTRACE_HINT = (
-    "not allowed to read it (ptrace): run distrun as the job's user, set kernel.yama.ptrace_scope to 0 or 1, "
-    "or give distrun CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)"
+    "not allowed to read it (ptrace): run distrun as the job's user with kernel.yama.ptrace_scope at 0, "
+    "or give py-spy CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)"
 )
 
 
