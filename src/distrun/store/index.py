@@ -65,9 +65,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     steps TEXT
 )
 """
-_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts", "target", "steps")
+_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts", "target", "steps", "timeouts")
 # Columns added after the first release: (name, type), added to an older index when it is opened.
-_ADDED_COLUMNS = (("attempts", "TEXT"), ("target", "TEXT"), ("parent", "TEXT"), ("steps", "TEXT"))
+_ADDED_COLUMNS = (
+    ("attempts", "TEXT"),
+    ("target", "TEXT"),
+    ("parent", "TEXT"),
+    ("steps", "TEXT"),
+    ("timeouts", "TEXT"),
+)
 # How long the first connections to a new index retry its set-up (see _initialize).
 _INIT_SECONDS = 60.0
 # Below this much free space, an index error is put down to the full filesystem.
@@ -104,6 +110,8 @@ class JobRecord:
     # A pipeline's record: each step, in file order, with its job's name and state
     # ({"job": NAME, "status": ..., "depends_on": [...], "compute": ...}).
     steps: dict[str, Any] | None = None
+    # The timeouts that apply to the job (`distrun.prepare.timeouts`): limits', the framework's.
+    timeouts: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)
