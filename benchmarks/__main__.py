@@ -34,6 +34,7 @@ CASES = {
     "B8": "benchmarks.cases.curves",
     "B9": "benchmarks.cases.ray",
     "B10": "benchmarks.cases.pipelines",
+    "B11": "benchmarks.cases.hangs",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

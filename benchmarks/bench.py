@@ -45,6 +45,7 @@ class Sizes:
     curve_log_bytes: int = 200_000_000
     curve_window: float = 5.0  # seconds the supervisor's idle CPU is measured over
     pipeline_steps: int = 20  # B10: steps in the chain and in the fan-out
+    hang_ranks: tuple[int, ...] = (8, 64)  # B11: ranks of the hung job
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -65,6 +66,7 @@ class Sizes:
             curve_log_bytes=400_000,
             curve_window=1.0,
             pipeline_steps=3,
+            hang_ranks=(4,),
         )
 
     def up_to(self, max_ranks: int | None) -> Sizes:

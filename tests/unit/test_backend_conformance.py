@@ -234,7 +234,7 @@ def test_plan_shows_what_submit_renders_once_and_schedules(
     shown = plan.show()
     assert (shown["compute"], shown["type"]) == (TARGETS[kind][0], kind)
     assert shown["notes"] == list(plan.notes) and shown["plan"] == plan.plan.to_dict()
-    assert set(shown) - {"compute", "type", "notes", "inputs", "plan"} == request_keys
+    assert set(shown) - {"compute", "type", "notes", "inputs", "timeouts", "plan"} == request_keys
     for text in script_says:
         assert text in shown["script"]
     for text in never_noted:
