@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from support.jobs import record, wait_for
+from support.ui_server import running_ui
 
 HANG_TIMEOUT = 4
 
@@ -125,6 +126,12 @@ def test_job_stacks_answers_for_every_process(run_cli, start_cli, write_job, dis
     # The request files are gone once answered.
     folder = distrun_home / "jobs" / "waiting" / "stacks"
     assert list((folder / "requests").iterdir()) == [] and list((folder / "answers").iterdir()) == []
+    # The web UI's Stacks button reads them the same way.
+    with running_ui(distrun_home) as ui:
+        assert 'id="stacks-button"' in ui.get("/jobs/waiting").text
+        page = ui.get("/jobs/waiting/stacks").text
+    assert "2 processes (rank 0, 1): wait_here at wait.py:7 &lt;- &lt;module&gt; at wait.py:10" in page
+    assert "rank 2: not a Python process (bash; py-spy: " in page
     run_cli("job", "cancel", "waiting")
     started.wait(timeout=60)
     assert record(distrun_home, "waiting")["status"] == "Canceled"
