@@ -21,7 +21,7 @@ from benchmarks.harness import Method, alternate
 from benchmarks.results import DISTRUN, CaseResult, Row, Target
 
 TITLE = "hung jobs: hang to job end with stacks, and job stacks"
-HANG_TIMEOUT = 3.0
+HANG_TIMEOUTS = (3.0, 10.0)  # a short one (the read gets half of it as head start) and a longer one
 PER_NODE = 8
 AFTER = "hang start to job end, past hang_timeout s"
 STACKS = "job stacks wall s"
@@ -44,13 +44,13 @@ def _job(bench: Bench, ranks: int, hang_timeout: float | None) -> Path:
     return path
 
 
-def _hang_sample(bench: Bench, ranks: int) -> dict[str, float]:
+def _hang_sample(bench: Bench, ranks: int, timeout: float) -> dict[str, float]:
     out = bench.folder("b11-out")
     env = bench.distrun_env({"BENCH_OUT": str(out)})
     name = f"b11-hang-{out.name}"
     run, output = bench.run(
         f"hang {ranks}",
-        [bench.distrun("run", str(_job(bench, ranks, HANG_TIMEOUT)), "--name", name)],
+        [bench.distrun("run", str(_job(bench, ranks, timeout)), "--name", name)],
         env,
         timeout=120,
         expect="fail",
@@ -69,7 +69,7 @@ def _hang_sample(bench: Bench, ranks: int) -> dict[str, float]:
         raise RuntimeError(
             f"{name}: {len(stacks['processes'])} stacks, root cause {record['root_cause'].get('reason')}"
         )
-    return {AFTER: run.ended - max(silent.values()) - HANG_TIMEOUT}
+    return {AFTER: run.ended - max(silent.values()) - timeout}
 
 
 def _stacks_sample(bench: Bench, ranks: int) -> dict[str, float]:
@@ -106,28 +106,36 @@ def _stacks_sample(bench: Bench, ranks: int) -> dict[str, float]:
 def run(bench: Bench) -> CaseResult:
     result = CaseResult("B11", TITLE)
     reps = bench.reps(3)
+    timeouts = HANG_TIMEOUTS[:1] if bench.sizes.hang_ranks[-1] < 8 else HANG_TIMEOUTS
     for ranks in bench.sizes.hang_ranks:
         methods = [
-            Method("hang", lambda r=ranks: _hang_sample(bench, r)),
-            Method("job stacks", lambda r=ranks: _stacks_sample(bench, r)),
+            Method(f"hang {t:g}", lambda r=ranks, t=t: _hang_sample(bench, r, t))
+            for t in timeouts  # type: ignore[misc]
         ]
+        methods.append(Method("job stacks", lambda r=ranks: _stacks_sample(bench, r)))
         collected = alternate(methods, reps, bench.log)
-        for method, metrics in (("hang", (AFTER,)), ("job stacks", (STACKS, PER_RANK))):
-            for metric in metrics:
-                result.rows.append(Row(f"{ranks} ranks, {method}", DISTRUN, metric, collected[method].values[metric]))
-        result.reps[DISTRUN] = reps
-        after = result.row(f"{ranks} ranks, hang", DISTRUN, AFTER)
-        if ranks == 64 and after is not None:
-            result.targets.append(
-                Target(
-                    "B11",
-                    f"the job ends within {TARGET_AFTER:g} s after hang_timeout at 64 ranks (stacks written)",
-                    f"max {after.high:.2f} s, median {after.median:.2f} s past hang_timeout {HANG_TIMEOUT:g} s",
-                    after.high <= TARGET_AFTER,
+        for timeout in timeouts:
+            case = f"{ranks} ranks, hang, hang_timeout {timeout:g} s"
+            result.rows.append(Row(case, DISTRUN, AFTER, collected[f"hang {timeout:g}"].values[AFTER]))
+            after = result.row(case, DISTRUN, AFTER)
+            if ranks == 64 and after is not None:
+                result.targets.append(
+                    Target(
+                        "B11",
+                        f"the job ends within {TARGET_AFTER:g} s after hang_timeout ({timeout:g} s) at 64 ranks, "
+                        "stacks written",
+                        f"max {after.high:.2f} s, median {after.median:.2f} s past hang_timeout",
+                        after.high <= TARGET_AFTER,
+                    )
                 )
+        for metric in (STACKS, PER_RANK):
+            result.rows.append(
+                Row(f"{ranks} ranks, job stacks", DISTRUN, metric, collected["job stacks"].values[metric])
             )
+        result.reps[DISTRUN] = reps
     result.notes.append(
-        f"hang_timeout {HANG_TIMEOUT:g} s; the hang starts at the last rank's last word; every sample checks that "
-        "the record blames the last rank (the odd one out) and that hang/stacks.json holds every rank"
+        "the hang starts at the last rank's last word; every sample checks that the record blames the last rank "
+        "(the odd one out) and that hang/stacks.json holds every rank. `job stacks` wall is the whole command "
+        "(its start, the agent's next look at the request folder, up to 0.5 s, and the reads)"
     )
     return result

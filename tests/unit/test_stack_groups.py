@@ -117,3 +117,16 @@ def test_a_hang_counts_as_a_failure_for_restarts():
     hung = Attempt(0, JobStatus.FAILED, root["reason"], root)
     assert decide(RestartPolicy(max_restarts=1), [hung]).reason == "failed: restart 1 of 1"
     assert not decide(RestartPolicy(max_restarts=1), [hung, Attempt(1, JobStatus.FAILED, root["reason"], root)]).restart
+
+
+def test_the_stacks_are_read_ahead_of_the_timeout_during_the_silence():
+    from distrun.agent.hang_watch import read_lead
+
+    assert read_lead(3.0, 64) == 1.5  # at most half the timeout
+    assert abs(read_lead(600.0, 64) - 3.56) < 1e-9
+    now = time.monotonic()
+    silent = HangWatch(10.0, None, lead=4.0)
+    assert silent.read_at is not None and not silent.read_due(now)
+    assert silent.read_due(now + 6.5) and not silent.due(now + 6.5)
+    logging = HangWatch(10.0, lambda: time.time(), lead=4.0)  # a metric logged just now
+    assert not logging.read_due(now + 6.5)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from distrun.agent import process_tree
 from distrun.agent.cgroup import LaunchCgroup
 from distrun.agent.hang_report import hang_reason, hang_root_cause, write_hang_files
-from distrun.agent.hang_watch import HangWatch
+from distrun.agent.hang_watch import HangWatch, read_lead
 from distrun.agent.line_stream import LineStream
 from distrun.agent.node_files import write_node_files
 from distrun.agent.outcome import (
@@ -42,7 +42,7 @@ from distrun.agent.outcome import (
 from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
 from distrun.agent.stack_requests import POLL_SECONDS as STACK_POLL_SECONDS
 from distrun.agent.stack_requests import StackRequestWatch
-from distrun.agent.stacks import StackTarget, read_stacks
+from distrun.agent.stacks import ProcessStacks, StackTarget, read_stacks
 from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
 from distrun.agent.working_folders import make_artifact_dirs
@@ -79,6 +79,13 @@ class _Running:
     # exit not yet read, e.g. two ranks failing in the same instant) was not stopped by distrun.
     signalled_alive: bool = False
     demux: MpiOutput | None = None  # splits an MPI launcher's output into per-rank logs
+
+
+@dataclass
+class _EarlyRead:
+    since: float  # the progress moment the read started after
+    found: list[ProcessStacks]
+    thread: threading.Thread | None = None
 
 
 @dataclass
@@ -177,7 +184,10 @@ class Gang:
         self.log_error: str | None = None
         self.cgroup: LaunchCgroup | None = None
         self.waiting_for_peers = False
-        self.progress = HangWatch(options.hang_timeout, options.last_metric)
+        count = sum(len(node.processes) for node in self.nodes)
+        lead = read_lead(options.hang_timeout, count) if options.hang_timeout else 0.0
+        self.progress = HangWatch(options.hang_timeout, options.last_metric, lead)
+        self.early_read: _EarlyRead | None = None  # stacks read ahead of the hang timeout
         self.stack_watch = (
             StackRequestWatch(self.log_dir.parent, [node.node_rank for node in self.nodes])
             if options.stack_requests
@@ -319,7 +329,9 @@ class Gang:
             now = time.monotonic()
             wait = None
             peers_check = now + POLL_SECONDS if self.waiting_for_peers and self.stop is None else None
-            hang_check = self.progress.check_at if self.stop is None else None
+            hang_check = None
+            if self.stop is None:
+                hang_check = self.progress.check_at if self._early_read_current() else self.progress.read_at
             stacks_check = self.stack_watch.next_poll if self.stack_watch is not None and self.stop is None else None
             for moment in (
                 deadline if self.stop is None else None,
@@ -351,6 +363,8 @@ class Gang:
             now = time.monotonic()
             if deadline is not None and self.stop is None and now >= deadline:
                 self._begin_stop(_Stop(FAILED, f"timeout after {self.options.timeout:g} s"))
+            if self.stop is None and not self._early_read_current() and self.progress.read_due(now):
+                self._start_early_read()
             if self.stop is None and self.progress.due(now):
                 self._hang_check()
             if self.stop is None and self.stack_watch is not None and self.stack_watch.due(now):
@@ -518,14 +532,32 @@ class Gang:
             if r.outcome.running
         ]
 
+    def _early_read_current(self) -> bool:
+        """A read of the stacks started during the present silence (none since the last progress)."""
+        return self.early_read is not None and self.early_read.since == self.progress.last_progress
+
+    def _start_early_read(self) -> None:
+        early = _EarlyRead(self.progress.last_progress, [])
+        targets = self._stack_targets()
+        early.thread = threading.Thread(
+            target=lambda: early.found.extend(read_stacks(targets)), name="distrun-hang-stacks", daemon=True
+        )
+        early.thread.start()
+        self.early_read = early
+
     def _hang_check(self) -> None:
         """No output for hang_timeout: a metric logged since then is progress; otherwise the job hangs."""
         if not self.progress.hung(time.monotonic()):
             return
         seconds = self.progress.timeout or 0.0
         reason = hang_reason(seconds)
-        self.stream.message(f"distrun: {reason}: reading every process's stack")
-        processes = read_stacks(self._stack_targets())
+        self.stream.message(f"distrun: {reason}: every process's stack is in hang/stacks.txt")
+        early = self.early_read if self._early_read_current() else None
+        if early is not None and early.thread is not None:
+            early.thread.join()  # started during this silence: what it read is the hang
+            processes = early.found
+        else:
+            processes = read_stacks(self._stack_targets())
         problem = write_hang_files(self.log_dir.parent, processes, reason)
         if problem:
             self.stream.message(f"distrun: {problem}")
