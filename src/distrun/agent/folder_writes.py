@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from distrun.core.file_modes import FILE_MODE, make_dirs
+from distrun.core.file_modes import FILE_MODE, make_dirs, write_all
 from distrun.core.safe_files import open_beneath
 
 
@@ -23,9 +23,7 @@ def write_beneath(root: Path, folder: str, name: str, data: bytes) -> None:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
         finally:
             os.close(fd)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

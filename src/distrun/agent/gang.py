@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from distrun.agent import process_tree
 from distrun.agent.cgroup import LaunchCgroup
-from distrun.agent.hang_report import hang_reason, hang_root_cause, write_hang_files
 from distrun.agent.hang_watch import HangWatch, read_lead
 from distrun.agent.line_stream import LineStream
 from distrun.agent.node_files import write_node_files
@@ -42,7 +41,6 @@ from distrun.agent.outcome import (
 from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
 from distrun.agent.stack_requests import POLL_SECONDS as STACK_POLL_SECONDS
 from distrun.agent.stack_requests import StackRequestWatch
-from distrun.agent.stacks import ProcessStacks, StackTarget, read_stacks
 from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
 from distrun.agent.working_folders import make_artifact_dirs
@@ -52,6 +50,9 @@ from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
 
 if TYPE_CHECKING:  # MPI output handling is imported only by the jobs that start a launcher
     from distrun.agent.mpi_output import MpiOutput
+
+    # Reading stacks (py-spy, a thread pool) is imported by the gangs that read them.
+    from distrun.agent.stacks import ProcessStacks, StackTarget
 
 READ_SIZE = 1 << 18
 # After every process exited, how long pipes held open by leftovers may take to close.
@@ -84,7 +85,7 @@ class _Running:
 @dataclass
 class _EarlyRead:
     since: float  # the progress moment the read started after
-    found: list[ProcessStacks]
+    found: list[ProcessStacks]  # filled by the thread
     thread: threading.Thread | None = None
 
 
@@ -526,6 +527,8 @@ class Gang:
     # ------------------------------------------------------------ hangs and stacks
 
     def _stack_targets(self) -> list[StackTarget]:
+        from distrun.agent.stacks import StackTarget
+
         return [
             StackTarget(r.spec.name, who(r.outcome), r.spec.node_rank, r.proc.pid)
             for r in self.running
@@ -537,6 +540,8 @@ class Gang:
         return self.early_read is not None and self.early_read.since == self.progress.last_progress
 
     def _start_early_read(self) -> None:
+        from distrun.agent.stacks import read_stacks
+
         early = _EarlyRead(self.progress.last_progress, [])
         targets = self._stack_targets()
         early.thread = threading.Thread(
@@ -549,6 +554,9 @@ class Gang:
         """No output for hang_timeout: a metric logged since then is progress; otherwise the job hangs."""
         if not self.progress.hung(time.monotonic()):
             return
+        from distrun.agent.hang_report import hang_reason, hang_root_cause, write_hang_files
+        from distrun.agent.stacks import read_stacks
+
         seconds = self.progress.timeout or 0.0
         reason = hang_reason(seconds)
         self.stream.message(f"distrun: {reason}: every process's stack is in hang/stacks.txt")
@@ -580,6 +588,8 @@ class Gang:
         requests = watch.new_requests()
         if not requests:
             return
+        from distrun.agent.stacks import read_stacks
+
         targets = self._stack_targets()
         for request_id, _ in requests:
             watch.taken(request_id)

@@ -21,11 +21,13 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distrun.agent.folder_writes import listed_beneath, write_beneath
-from distrun.agent.stacks import ProcessStacks
 from distrun.core.safe_files import read_beneath
+
+if TYPE_CHECKING:
+    from distrun.agent.stacks import ProcessStacks
 
 STACKS_FOLDER = "stacks"
 REQUESTS = f"{STACKS_FOLDER}/requests"

@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -124,6 +123,8 @@ def read_stacks(
         return [_failed(t, f"py-spy is not installed: {INSTALL_HINT}") for t in targets]
     if not targets:
         return []
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=min(PARALLEL, len(targets))) as pool:
         found = list(pool.map(lambda t: _read_target(tool, t, native, timeout), targets))
     return [one for group in found for one in group]

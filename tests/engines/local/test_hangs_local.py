@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.jobs import record, wait_for
+from support.jobs import four_rank_job, record, wait_for
 from support.ui_server import running_ui
 
 HANG_TIMEOUT = 4
@@ -45,20 +45,7 @@ STALL_LINE = 15  # `time.sleep(3600)` in STALLING, once dedented
 
 
 def test_a_rank_that_never_reaches_the_collective_is_named_with_its_stack(run_cli, write_job, distrun_home):
-    job = write_job(
-        """
-        command: python train.py
-        code: src
-        resources:
-          instance_count: 2
-        distribution:
-          type: pytorch
-          process_count_per_instance: 2
-        limits:
-          grace_period: 1
-        """,
-        {"train.py": STALLING},
-    )
+    job = write_job(four_rank_job("python train.py", grace=1), {"train.py": STALLING})
     done = run_cli("run", str(job), "--name", "hung", "--hang-timeout", str(HANG_TIMEOUT))
     assert done.returncode == 1, done.stdout + done.stderr
     rec = record(distrun_home, "hung")
