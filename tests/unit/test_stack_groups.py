@@ -60,15 +60,32 @@ def test_all_alike_names_the_common_frame():
     assert odd.reason == "every process (rank 0, 1) is at stall at train.py:22"
 
 
-def test_processes_without_stacks_group_by_reason_and_are_blamed_last():
+def test_processes_without_stacks_group_by_reason():
     shell = ProcessStacks("rank_2", "rank 2", 1, 77, error="not a Python process (bash)")
     gone = ProcessStacks("rank_3", "rank 3", 1, 78, error="not a Python process (bash)")
     groups = group_stacks([rank(0, IN_ALL_REDUCE), rank(1, SLEEPING), shell, gone])
     assert groups[0].headline() == "2 processes (rank 2, 3): not a Python process (bash)"
     odd = odd_one_out(groups)
-    # Two readable groups of one: the first found is named, and there is no majority among them.
+    # Two groups of one apart from the largest: the first found is named.
     assert odd is not None and odd.process is not None and odd.process.who == "rank 0"
-    assert odd.reason.endswith("no majority: 3 other processes stand elsewhere")
+    assert odd.reason.endswith("; 2 processes (rank 2, 3) say: not a Python process (bash)")
+
+
+def test_a_rank_that_exited_while_the_others_wait_is_the_odd_one_out():
+    exited = ProcessStacks("rank_3", "rank 3", 1, 78, error="has exited with code 0")
+    groups = group_stacks([rank(0, IN_ALL_REDUCE), rank(1, IN_ALL_REDUCE), rank(2, IN_ALL_REDUCE), exited])
+    odd = odd_one_out(groups)
+    assert odd is not None and odd.process is exited
+    assert odd.reason.startswith(
+        "rank 3 on node 1 has exited with code 0; 3 processes (rank 0, 1, 2) wait at all_reduce"
+    )
+    assert odd.traceback == "rank 3: has exited with code 0"
+
+
+def test_tied_groups_have_no_majority():
+    odd = odd_one_out(group_stacks([rank(0, IN_ALL_REDUCE), rank(1, SLEEPING)]))
+    assert odd is not None and odd.process is not None and odd.process.who == "rank 0"
+    assert odd.reason.endswith("; no majority: 1 other process stands elsewhere")
 
 
 def test_text_shows_every_group_and_says_how_to_see_other_threads():

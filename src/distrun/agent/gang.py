@@ -535,6 +535,18 @@ class Gang:
             if r.outcome.running
         ]
 
+    def _ended_stacks(self) -> list[ProcessStacks]:
+        """The processes that ended while the others run: in a hang, often the one that skipped a collective."""
+        from distrun.agent.stacks import ProcessStacks
+
+        ended = []
+        for r in self.running:
+            if not r.outcome.running:
+                said = r.outcome.describe_exit()  # "exited with code 0", "was killed by SIGKILL"
+                error = f"has {said}" if said.startswith("exited") else said
+                ended.append(ProcessStacks(r.spec.name, who(r.outcome), r.spec.node_rank, r.proc.pid, error=error))
+        return ended
+
     def _early_read_current(self) -> bool:
         """A read of the stacks started during the present silence (none since the last progress)."""
         return self.early_read is not None and self.early_read.since == self.progress.last_progress
@@ -543,9 +555,9 @@ class Gang:
         from distrun.agent.stacks import read_stacks
 
         early = _EarlyRead(self.progress.last_progress, [])
-        targets = self._stack_targets()
+        targets, ended = self._stack_targets(), self._ended_stacks()
         early.thread = threading.Thread(
-            target=lambda: early.found.extend(read_stacks(targets)), name="distrun-hang-stacks", daemon=True
+            target=lambda: early.found.extend(read_stacks(targets) + ended), name="distrun-hang-stacks", daemon=True
         )
         early.thread.start()
         self.early_read = early
@@ -565,7 +577,7 @@ class Gang:
             early.thread.join()  # started during this silence: what it read is the hang
             processes = early.found
         else:
-            processes = read_stacks(self._stack_targets())
+            processes = read_stacks(self._stack_targets()) + self._ended_stacks()
         problem = write_hang_files(self.log_dir.parent, processes, reason)
         if problem:
             self.stream.message(f"distrun: {problem}")
@@ -590,13 +602,13 @@ class Gang:
             return
         from distrun.agent.stacks import read_stacks
 
-        targets = self._stack_targets()
+        targets, ended = self._stack_targets(), self._ended_stacks()
         for request_id, _ in requests:
             watch.taken(request_id)
 
         def answer() -> None:
             for native in sorted({native for _, native in requests}):
-                processes = read_stacks(targets, native=native)
+                processes = read_stacks(targets, native=native) + ended
                 for request_id, wanted in requests:
                     if wanted == native:
                         watch.answer(request_id, processes)

@@ -80,8 +80,10 @@ def odd_one_out(groups: list[StackGroup]) -> OddOneOut | None:
     """The process to blame for a hang; None when there is no process at all.
 
     With one group, every process stands at the same frame: that frame is the answer. Otherwise
-    the smallest group that has stacks (the fewest processes, then the first found) is apart from
-    the others; its first process is named, with its stack as the traceback.
+    the majority is the one largest group (none when the largest are tied), and the odd one out
+    is the smallest other group (ties: one with stacks before one without, then the first
+    found): its first process is named, with its stack (or its reason: `has exited with code
+    0`) as the traceback.
     """
     if not groups:
         return None
@@ -89,19 +91,20 @@ def odd_one_out(groups: list[StackGroup]) -> OddOneOut | None:
         only = groups[0]
         where = summary(only.frames[:1]) if only.frames else (only.error or "no stacks")
         return OddOneOut(None, f"every process ({only.names}) is at {where}", traceback_text(only.members[0]))
-    readable = [g for g in groups if g.error is None] or groups
-    odd = min(readable, key=lambda g: (len(g.members), groups.index(g)))
+    largest = len(groups[0].members)
+    majority = groups[0] if len(groups[1].members) < largest else None
+    candidates = [g for g in groups if g is not majority]
+    odd = min(candidates, key=lambda g: (len(g.members), g.error is not None, groups.index(g)))
     process = odd.members[0]
-    majority = readable[0]  # the largest group with stacks
-    if len(majority.members) == len(odd.members):
+    if majority is None:
         others = sum(len(g.members) for g in groups) - 1
-        apart = f"no majority: {others} other process{'es' if others != 1 else ''} stand elsewhere"
+        apart = f"no majority: {others} other process{'es stand' if others != 1 else ' stands'} elsewhere"
     else:
-        where = summary(majority.frames[:1]) if majority.frames else (majority.error or "elsewhere")
         count = len(majority.members)
-        apart = f"{count} process{'es' if count != 1 else ''} ({majority.names}) wait at {where}"
-    at = summary(odd.frames) if odd.frames else (odd.error or "no stacks")
-    return OddOneOut(process, f"{process.who} on node {process.node_rank} is at {at}; {apart}", traceback_text(process))
+        state = f"wait at {summary(majority.frames[:1])}" if majority.error is None else f"say: {majority.error}"
+        apart = f"{count} process{'es' if count != 1 else ''} ({majority.names}) {state}"
+    at = f"is at {summary(odd.frames)}" if odd.error is None else odd.error
+    return OddOneOut(process, f"{process.who} on node {process.node_rank} {at}; {apart}", traceback_text(process))
 
 
 def summary(frames: tuple[Frame, ...]) -> str:

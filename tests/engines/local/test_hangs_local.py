@@ -85,20 +85,30 @@ WAITING = """
 """
 
 
+# Ranks 0 and 1 are Python (1 ignores SIGTERM), rank 2 a shell loop, rank 3 exits at once.
+RANKS = """
+    case "$RANK" in
+      3) exit 0 ;;
+      2) while true; do sleep 0.2; done ;;
+      *) exec python wait.py ;;
+    esac
+"""
+
+
 def test_job_stacks_answers_for_every_process(run_cli, start_cli, write_job, distrun_home):
     job = write_job(
         """
-        command: if [ "$RANK" = 2 ]; then while true; do sleep 0.2; done; else exec python wait.py; fi
+        command: bash ranks.sh
         code: src
         resources:
           instance_count: 1
         distribution:
           type: pytorch
-          process_count_per_instance: 3
+          process_count_per_instance: 4
         limits:
           grace_period: 1
         """,
-        {"wait.py": WAITING},
+        {"wait.py": WAITING, "ranks.sh": RANKS},
     )
     started = start_cli("run", str(job), "--name", "waiting")
     logs = distrun_home / "jobs" / "waiting" / "user_logs"
@@ -107,8 +117,9 @@ def test_job_stacks_answers_for_every_process(run_cli, start_cli, write_job, dis
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "2 processes (rank 0, 1): wait_here at wait.py:7 <- <module> at wait.py:10" in shown.stdout
     assert "rank 2: not a Python process (bash; py-spy: " in shown.stdout
+    assert "rank 3: has exited with code 0" in shown.stdout
     as_json = json.loads(run_cli("job", "stacks", "waiting", "-o", "json").stdout)
-    assert [p["who"] for p in as_json["processes"]] == ["rank 0", "rank 1", "rank 2"]
+    assert [p["who"] for p in as_json["processes"]] == ["rank 0", "rank 1", "rank 2", "rank 3"]
     assert as_json["missing_nodes"] == [] and as_json["processes"][2]["threads"] == []
     # The request files are gone once answered.
     folder = distrun_home / "jobs" / "waiting" / "stacks"
