@@ -147,3 +147,22 @@ def test_the_stacks_are_read_ahead_of_the_timeout_during_the_silence():
     assert silent.read_due(now + 6.5) and not silent.due(now + 6.5)
     logging = HangWatch(10.0, lambda: time.time(), lead=4.0)  # a metric logged just now
     assert not logging.read_due(now + 6.5)
+
+
+def test_native_frames_do_not_split_alike_processes():
+    def native(address: str) -> Frame:
+        return Frame(address, "/usr/lib/libc.so.6", "libc.so.6", 0)
+
+    first = rank(0, (native("0x7ff285c4524a"), *SLEEPING))
+    second = rank(1, (native("0x7ff285c4999b"), *SLEEPING))
+    assert [len(g.members) for g in group_stacks([first, second])] == [2]
+
+
+def test_a_process_py_spy_may_not_read_is_told_how_to_allow_it():
+    import os
+
+    from distrun.agent.stacks import why_not_read
+
+    said = why_not_read(os.getpid(), "Error: Permission denied (os error 13)\n")
+    assert said.startswith("not allowed to read it (ptrace): ") and "kernel.yama.ptrace_scope" in said
+    assert "CAP_SYS_PTRACE" in said and said.endswith("(py-spy: Permission denied (os error 13))")

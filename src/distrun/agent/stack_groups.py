@@ -59,7 +59,10 @@ def signature(process: ProcessStacks) -> tuple[object, ...]:
         return ("error", process.error)
     thread = main_thread(process)
     frames = thread.frames if thread is not None else ()
-    return ("stack", tuple((f.function, f.file, f.line) for f in frames))
+    # Native frames (--native; line 0) carry addresses that differ from process to process:
+    # alike processes are alike in their Python frames.
+    python = [f for f in frames if f.line > 0] or list(frames)
+    return ("stack", tuple((f.function, f.file, f.line) for f in python))
 
 
 def group_stacks(processes: list[ProcessStacks]) -> list[StackGroup]:

@@ -179,14 +179,14 @@ def _dump(tool: str, pid: int, native: bool, timeout: float) -> tuple[list[Threa
     except OSError as exc:
         return [], f"py-spy could not run: {exc.strerror or exc}"
     if done.returncode != 0:
-        return [], _why_not(pid, done.stderr.decode("utf-8", "replace"))
+        return [], why_not_read(pid, done.stderr.decode("utf-8", "replace"))
     try:
         return _threads(json.loads(done.stdout[:_OUTPUT_LIMIT])), None
     except (ValueError, KeyError, TypeError) as exc:
         return [], f"py-spy's answer was not understood ({exc})"
 
 
-def _why_not(pid: int, stderr: str) -> str:
+def why_not_read(pid: int, stderr: str) -> str:
     """py-spy's first error line, said in the user's terms where distrun knows them."""
     said = next((line.removeprefix("Error: ").strip() for line in stderr.splitlines() if line.strip()), "")
     if not procfs.is_alive(pid):
