@@ -35,6 +35,7 @@ CASES = {
     "B9": "benchmarks.cases.ray",
     "B10": "benchmarks.cases.pipelines",
     "B11": "benchmarks.cases.sweeps",
+    "B12": "benchmarks.cases.hangs",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

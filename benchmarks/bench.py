@@ -46,6 +46,7 @@ class Sizes:
     curve_window: float = 5.0  # seconds the supervisor's idle CPU is measured over
     pipeline_steps: int = 20  # B10: steps in the chain and in the fan-out
     sweep_trials: int = 100  # B11: no-op trials of the sweep
+    hang_ranks: tuple[int, ...] = (8, 64)  # B12: ranks of the hung job
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -67,6 +68,7 @@ class Sizes:
             curve_window=1.0,
             pipeline_steps=3,
             sweep_trials=4,
+            hang_ranks=(4,),
         )
 
     def up_to(self, max_ranks: int | None) -> Sizes:

@@ -136,7 +136,7 @@ def test_tiny_run_of_every_case_writes_the_report(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     text = report.read_text()
-    for key in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "B10", "B11"):
+    for key in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "B10", "B11", "B12"):
         assert f"## {key}: " in text
     assert "crashed" not in text and "broken:" not in text, text
     assert "| case | method | metric | n | median | min | max | distrun/peer |" in text

@@ -83,6 +83,7 @@ def every_route(name: str) -> list[str]:
         f"/jobs/{name}/logs/std_log_process_00.txt",
         f"/jobs/{name}/logs/std_log_process_01.txt",
         f"/jobs/{name}/files/outputs/sub/result.txt",
+        f"/jobs/{name}/stacks",
         "/fragments/jobs",
     ]
 
@@ -207,3 +208,71 @@ def test_pages_stay_bounded_for_a_job_with_huge_metrics_plan_and_log(ui: UiServe
     raw = ui.get("/jobs/huge_job/logs/std_log_process_00.txt")
     assert raw.status == 200 and len(raw.body) < 9_000_000, len(raw.body)
     assert "showing the last 8388608 of 41943054 bytes" in raw.text and raw.text.endswith("the last line\n")
+
+
+HOSTILE_FUNCTION = "<script>alert(1)</script>"
+
+
+def hung_copy(home: Path, name: str, processes: list[dict[str, object]]) -> Path:
+    """A copy of the real job recorded as ended hung, with `processes` as its hang/stacks.json."""
+    index = JobIndex(home / "jobs.db")
+    folder = home / "jobs" / name
+    shutil.copytree(home / "jobs" / "base_job", folder, symlinks=True)
+    root = {
+        "name": "rank_3",
+        "node_rank": 1,
+        "rank": 3,
+        "host": "127.0.0.1",
+        "after_ms": 5000.0,
+        "reason": "hung: no progress for 5 s: rank 3 on node 1 is at stall at train.py:22",
+        "traceback": 'Stack of rank 3 (pid 9, most recent call last):\n  File "train.py", line 22, in stall',
+        "hang": "hang/stacks.json",
+    }
+    record = dataclasses.replace(
+        index.get("base_job"), name=name, folder=str(folder), status="Failed", reason=root["reason"], root_cause=root
+    )
+    index.insert(record)
+    (folder / "hang").mkdir()
+    (folder / "hang" / "stacks.json").write_text(json.dumps({"reason": root["reason"], "processes": processes}))
+    return folder
+
+
+def stacks_of(rank: int, function: str, line: int) -> dict[str, object]:
+    frames = [{"function": function, "file": "/x/train.py", "short_file": "train.py", "line": line}]
+    thread = {"name": "MainThread", "os_thread_id": 100 + rank, "active": False, "frames": frames}
+    return {
+        "name": f"rank_{rank}",
+        "who": f"rank {rank}",
+        "node_rank": rank // 2,
+        "pid": 100 + rank,
+        "threads": [thread],
+    }
+
+
+def test_a_hung_job_shows_its_stacks_escaped_with_the_odd_rank_out(ui: UiServer, home: Path) -> None:
+    processes = [stacks_of(r, HOSTILE_FUNCTION, 41) for r in range(3)] + [stacks_of(3, "stall", 22)]
+    processes.append({"name": "rank_9", "who": "rank 9"})  # not what distrun writes: skipped
+    hung_copy(home, "hung_job", processes)
+    page = ui.get("/jobs/hung_job").text
+    assert 'id="hang-stacks"' in page and "Stacks when it hung" in page
+    assert "rank 3: stall at train.py:22" in page
+    assert "3 processes (rank 0, 1, 2): &lt;script&gt;alert(1)&lt;/script&gt; at train.py:41" in page
+    assert HOSTILE_FUNCTION not in page
+    assert "rank 3 on node 1 is at stall at train.py:22" in page  # the reason, with the traceback
+    # A job that is not running has no stacks to read now: the page says why, the job's stay on its page.
+    asked = ui.get("/jobs/hung_job/stacks")
+    assert (
+        asked.status == 200 and "job hung_job is Failed: only a running job&#39;s processes have stacks" in asked.text
+    )
+    assert "hang/stacks.txt" in asked.text
+
+
+def test_hang_stacks_swapped_for_a_link_are_not_read(ui: UiServer, home: Path, tmp_path: Path) -> None:
+    folder = hung_copy(home, "hung_linked_job", [])
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"processes": [stacks_of(0, SECRET, 1)]}))
+    (folder / "hang" / "stacks.json").unlink()
+    (folder / "hang" / "stacks.json").symlink_to(secret)
+    page = ui.get("/jobs/hung_linked_job")
+    assert page.status == 200 and SECRET not in page.text
+    assert "symbolic link" in page.text

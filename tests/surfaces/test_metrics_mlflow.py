@@ -209,3 +209,38 @@ def test_a_server_that_cannot_start_leaves_the_job_untracked_saying_why(
     assert int(refused.split("refused after")[1].split()[0]) < 10  # at once, not after minutes of retries
     said = (distrun_home / "jobs" / "untracked" / "system_logs" / "metrics.txt").read_text()
     assert "the MLflow server could not start" in said
+
+
+# Prints nothing, but logs a metric every second. It writes the rows MLflow's server writes
+# (metrics, latest_metrics) straight into distrun's store, where the hang watchdog looks: through
+# distrun's tracking server the first request alone waits for `mlflow server` to start (a minute
+# on a loaded 2-core machine), and importing mlflow in the rank is silent for seconds too.
+METRICS_ONLY = """
+    import os, sqlite3, sys, time
+    store = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)
+    silent_from = time.time()
+    columns = "(key, value, timestamp, run_uuid, step, is_nan) VALUES (?, ?, ?, ?, ?, ?)"
+    for step in range(10):
+        row = ("loss", 1.0 / (step + 1), int(time.time() * 1000), os.environ["MLFLOW_RUN_ID"], step, False)
+        store.execute("INSERT INTO metrics " + columns, row)
+        store.execute("INSERT OR REPLACE INTO latest_metrics " + columns, row)
+        time.sleep(1)
+    open("silent.txt", "w").write(str(time.time() - silent_from))
+"""
+HANG_TIMEOUT = 3
+
+
+def test_a_job_that_only_logs_metrics_is_not_hung(run_cli, write_job, distrun_home):
+    job = write_job(
+        f"command: python train.py {distrun_home / 'mlflow.db'}\ncode: src\nlimits:\n  hang_timeout: {HANG_TIMEOUT}\n",
+        {"train.py": METRICS_ONLY},
+    )
+    done = run_cli("run", str(job), "--name", "quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = record(distrun_home, "quiet")
+    assert rec["status"] == "Completed", rec["reason"]
+    # It stayed silent for three times the hang timeout, and was left alone.
+    assert float((distrun_home / "jobs" / "quiet" / "code" / "silent.txt").read_text()) > 3 * HANG_TIMEOUT
+    assert not (distrun_home / "jobs" / "quiet" / "hang").exists()
+    shown = json.loads(run_cli("job", "show", "quiet", "-o", "json").stdout)
+    assert shown["metrics"] == {"loss": 0.1}

@@ -234,7 +234,7 @@ def test_plan_shows_what_submit_renders_once_and_schedules(
     shown = plan.show()
     assert (shown["compute"], shown["type"]) == (TARGETS[kind][0], kind)
     assert shown["notes"] == list(plan.notes) and shown["plan"] == plan.plan.to_dict()
-    assert set(shown) - {"compute", "type", "notes", "inputs", "runs_in", "plan"} == request_keys
+    assert set(shown) - {"compute", "type", "notes", "inputs", "runs_in", "timeouts", "plan"} == request_keys
     # What the processes run in: the pods' image on Kubernetes, else a Python on the machines.
     assert shown["runs_in"].startswith("image " if kind == "kubernetes" else "distrun's own Python (")
     for text in script_says:

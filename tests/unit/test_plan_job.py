@@ -34,6 +34,7 @@ VARIANTS: dict[str, dict[str, object]] = {
         "distribution": {"type": "pytorch", "process_count_per_instance": 2},
         "limits": {
             "timeout": 120,
+            "hang_timeout": 60,
             "grace_period": 0,
             "max_restarts": 3,
             "max_preemptions": 1,
@@ -109,6 +110,7 @@ def _agrees(job: PlanJob, spec: JobSpec) -> None:
         assert job.ray.worker_node_additional_args == getattr(dist, "worker_node_additional_args", None)
     assert job.grace_seconds == spec.limits.grace_seconds
     assert job.timeout == spec.limits.timeout
+    assert job.hang_timeout == spec.limits.hang_timeout
     assert job.restarts == RestartPolicy.of(spec.limits)
 
 

@@ -20,10 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from distrun.agent import process_tree
 from distrun.agent.cgroup import LaunchCgroup
+from distrun.agent.hang_watch import HangWatch, read_lead
 from distrun.agent.line_stream import LineStream
 from distrun.agent.node_files import write_node_files
 from distrun.agent.outcome import (
@@ -35,8 +36,11 @@ from distrun.agent.outcome import (
     ProcessOutcome,
     root_cause_of,
     signal_name,
+    who,
 )
 from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
+from distrun.agent.stack_requests import POLL_SECONDS as STACK_POLL_SECONDS
+from distrun.agent.stack_requests import StackRequestWatch
 from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
 from distrun.agent.working_folders import make_artifact_dirs
@@ -46,6 +50,9 @@ from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
 
 if TYPE_CHECKING:  # MPI output handling is imported only by the jobs that start a launcher
     from distrun.agent.mpi_output import MpiOutput
+
+    # Reading stacks (py-spy, a thread pool) is imported by the gangs that read them.
+    from distrun.agent.stacks import ProcessStacks, StackTarget
 
 READ_SIZE = 1 << 18
 # After every process exited, how long pipes held open by leftovers may take to close.
@@ -76,10 +83,18 @@ class _Running:
 
 
 @dataclass
+class _EarlyRead:
+    since: float  # the progress moment the read started after
+    found: list[ProcessStacks]  # filled by the thread
+    thread: threading.Thread | None = None
+
+
+@dataclass
 class _Stop:
     status: str
     reason: str
     root: _Running | None = None
+    root_cause: dict[str, Any] | None = None  # made before the stop (a hang's odd process out)
 
 
 @dataclass
@@ -101,6 +116,14 @@ class GangOptions:
     # Says whether a stop signal is a preemption (stopped from outside, not `job cancel`): the
     # ranks get the grace period all the same, and the gang ends Preempted instead of Canceled.
     preempted_by: Callable[[int], bool] | None = None
+    # limits.hang_timeout: with no output from any process and no metric logged for this long,
+    # every process's stack is read into the job folder and the gang ends Failed (hung).
+    hang_timeout: float | None = None
+    # When the job last logged a metric (seconds since the epoch), or None: ranks that only log
+    # metrics are making progress too.
+    last_metric: Callable[[], float | None] | None = None
+    # Answer `distrun job stacks` requests in the job folder (the folder above log_dir).
+    stack_requests: bool = True
 
 
 def run_gang(
@@ -118,6 +141,8 @@ def run_gang(
     signals: list[int] | None = None,
     peers: MainWorkPeers | None = None,
     preempted_by: Callable[[int], bool] | None = None,
+    hang_timeout: float | None = None,
+    last_metric: Callable[[], float | None] | None = None,
 ) -> GangResult:
     options = GangOptions(
         grace_period=grace_period,
@@ -129,6 +154,8 @@ def run_gang(
         signals=signals,
         peers=peers,
         preempted_by=preempted_by,
+        hang_timeout=hang_timeout,
+        last_metric=last_metric,
     )
     if launch_id:
         options.launch_id = launch_id
@@ -158,6 +185,16 @@ class Gang:
         self.log_error: str | None = None
         self.cgroup: LaunchCgroup | None = None
         self.waiting_for_peers = False
+        count = sum(len(node.processes) for node in self.nodes)
+        lead = read_lead(options.hang_timeout, count) if options.hang_timeout else 0.0
+        self.progress = HangWatch(options.hang_timeout, options.last_metric, lead)
+        self.early_read: _EarlyRead | None = None  # stacks read ahead of the hang timeout
+        self.stack_watch = (
+            StackRequestWatch(self.log_dir.parent, [node.node_rank for node in self.nodes])
+            if options.stack_requests
+            else None
+        )
+        self.stack_reader: threading.Thread | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -293,7 +330,17 @@ class Gang:
             now = time.monotonic()
             wait = None
             peers_check = now + POLL_SECONDS if self.waiting_for_peers and self.stop is None else None
-            for moment in (deadline if self.stop is None else None, self.kill_at, peers_check):
+            hang_check = None
+            if self.stop is None:
+                hang_check = self.progress.check_at if self._early_read_current() else self.progress.read_at
+            stacks_check = self.stack_watch.next_poll if self.stack_watch is not None and self.stop is None else None
+            for moment in (
+                deadline if self.stop is None else None,
+                self.kill_at,
+                peers_check,
+                hang_check,
+                stacks_check,
+            ):
                 if moment is not None:
                     wait = max(0.0, moment - now) if wait is None else min(wait, max(0.0, moment - now))
             if wait is None or wait > MAX_WAIT:
@@ -317,6 +364,12 @@ class Gang:
             now = time.monotonic()
             if deadline is not None and self.stop is None and now >= deadline:
                 self._begin_stop(_Stop(FAILED, f"timeout after {self.options.timeout:g} s"))
+            if self.stop is None and not self._early_read_current() and self.progress.read_due(now):
+                self._start_early_read()
+            if self.stop is None and self.progress.due(now):
+                self._hang_check()
+            if self.stop is None and self.stack_watch is not None and self.stack_watch.due(now):
+                self._answer_stack_requests()
             if self.kill_at is not None and now >= self.kill_at:
                 self._kill_remaining()
             if self.waiting_for_peers and self.stop is None and self.options.peers.all_done():  # type: ignore[union-attr]
@@ -331,6 +384,7 @@ class Gang:
             data = os.read(fd, READ_SIZE)
         except OSError:
             data = b""
+        self.progress.output_seen()
         if not data:
             self.selector.unregister(fd)
             item.pipe_open = False
@@ -470,6 +524,98 @@ class Gang:
                 pass
             item.log_fd = -1
 
+    # ------------------------------------------------------------ hangs and stacks
+
+    def _stack_targets(self) -> list[StackTarget]:
+        from distrun.agent.stacks import StackTarget
+
+        return [
+            StackTarget(r.spec.name, who(r.outcome), r.spec.node_rank, r.proc.pid)
+            for r in self.running
+            if r.outcome.running
+        ]
+
+    def _ended_stacks(self) -> list[ProcessStacks]:
+        """The processes that ended while the others run: in a hang, often the one that skipped a collective."""
+        from distrun.agent.stacks import ProcessStacks
+
+        ended = []
+        for r in self.running:
+            if not r.outcome.running:
+                said = r.outcome.describe_exit()  # "exited with code 0", "was killed by SIGKILL"
+                error = f"has {said}" if said.startswith("exited") else said
+                ended.append(ProcessStacks(r.spec.name, who(r.outcome), r.spec.node_rank, r.proc.pid, error=error))
+        return ended
+
+    def _early_read_current(self) -> bool:
+        """A read of the stacks started during the present silence (none since the last progress)."""
+        return self.early_read is not None and self.early_read.since == self.progress.last_progress
+
+    def _start_early_read(self) -> None:
+        from distrun.agent.stacks import read_stacks
+
+        early = _EarlyRead(self.progress.last_progress, [])
+        targets, ended = self._stack_targets(), self._ended_stacks()
+        early.thread = threading.Thread(
+            target=lambda: early.found.extend(read_stacks(targets) + ended), name="distrun-hang-stacks", daemon=True
+        )
+        early.thread.start()
+        self.early_read = early
+
+    def _hang_check(self) -> None:
+        """No output for hang_timeout: a metric logged since then is progress; otherwise the job hangs."""
+        if not self.progress.hung(time.monotonic()):
+            return
+        from distrun.agent.hang_report import hang_reason, hang_root_cause, write_hang_files
+        from distrun.agent.stacks import read_stacks
+
+        seconds = self.progress.timeout or 0.0
+        reason = hang_reason(seconds)
+        self.stream.message(f"distrun: {reason}: every process's stack is in hang/stacks.txt")
+        early = self.early_read if self._early_read_current() else None
+        if early is not None and early.thread is not None:
+            early.thread.join()  # started during this silence: what it read is the hang
+            processes = early.found
+        else:
+            processes = read_stacks(self._stack_targets()) + self._ended_stacks()
+        problem = write_hang_files(self.log_dir.parent, processes, reason)
+        if problem:
+            self.stream.message(f"distrun: {problem}")
+        root = hang_root_cause(
+            processes,
+            reason,
+            round((time.monotonic() - self.started) * 1000, 1),
+            self.nodes[0].host if self.nodes else "",
+            {r.spec.name: r.outcome.log for r in self.running},
+        )
+        self._begin_stop(_Stop(FAILED, root["reason"], root_cause=root))
+
+    def _answer_stack_requests(self) -> None:
+        """`distrun job stacks`: new requests are answered in a thread, one read at a time."""
+        watch = self.stack_watch
+        assert watch is not None
+        if self.stack_reader is not None and self.stack_reader.is_alive():
+            watch.next_poll = time.monotonic() + STACK_POLL_SECONDS  # the next request waits for this read
+            return
+        requests = watch.new_requests()
+        if not requests:
+            return
+        from distrun.agent.stacks import read_stacks
+
+        targets, ended = self._stack_targets(), self._ended_stacks()
+        for request_id, _ in requests:
+            watch.taken(request_id)
+
+        def answer() -> None:
+            for native in sorted({native for _, native in requests}):
+                processes = read_stacks(targets, native=native) + ended
+                for request_id, wanted in requests:
+                    if wanted == native:
+                        watch.answer(request_id, processes)
+
+        self.stack_reader = threading.Thread(target=answer, name="distrun-stacks", daemon=True)
+        self.stack_reader.start()
+
     # ------------------------------------------------------------ signals
 
     def _install_signal_handlers(self) -> Callable[[], None]:
@@ -543,6 +689,8 @@ class Gang:
 
             root = mpi_root_cause(stop.root.outcome, stop.root.demux, [node.host for node in self.plan.nodes])
             reason = root["reason"]
+        elif stop.root_cause is not None:
+            root = stop.root_cause
         elif stop.root is not None:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log, stop.root.log_fd))
             reason = root["reason"]

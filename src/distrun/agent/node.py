@@ -329,6 +329,7 @@ def run_node(
             stream=stream,
             grace_period=job.plan_job.grace_seconds,
             timeout=job.plan_job.timeout,
+            hang_timeout=job.plan_job.hang_timeout,
             base_env=facts.base_env,
             launch_id=node_launch_id(facts),
             # Parameter servers on this node wait until every node's training tasks are done.

@@ -34,6 +34,7 @@ from distrun.core.errors import DistrunError
 from distrun.core.file_modes import write_file
 from distrun.core.job_status import JobStatus
 from distrun.core.json_encoding import compact_json
+from distrun.metrics.history import metric_clock
 from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
@@ -141,6 +142,8 @@ def _run_attempts(
             launch_id=_launch_id(prepared),
             signals=stop_signals,
             preempted_by=_preemption_test(policy, prepared.folder),
+            hang_timeout=spec.limits.hang_timeout,
+            last_metric=metric_clock(prepared.folder) if spec.limits.hang_timeout else None,
         )
         if count and deadline is not None and result.root_cause is None and result.reason.startswith("timeout after"):
             result.reason = f"timeout after {spec.limits.timeout:g} s (limits.timeout counts every attempt)"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from distrun.agent.node_facts import NodeOutcome
 from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
+from distrun.prepare.timeouts import spec_timeouts
 
 if TYPE_CHECKING:
     from distrun.plan.model import LaunchPlan
@@ -77,6 +78,7 @@ class RenderedJob:
                 for name, source in self.job.bindings.input_sources.items()
             },
             **display,
+            "timeouts": spec_timeouts(self.job.spec),
             "plan": self.plan.to_dict(),
         }
 

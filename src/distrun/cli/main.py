@@ -176,6 +176,13 @@ _output_option = click.option(
     default=None,
     help="Restart the whole job up to this many times after a failure (limits.max_restarts).",
 )
+@click.option(
+    "--hang-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Fail the job, with every process's stack, after this long without output or metrics (limits.hang_timeout).",
+)
 def run(
     file: str,
     overrides: tuple[str, ...],
@@ -184,10 +191,13 @@ def run(
     detach: bool,
     output: str,
     max_restarts: int | None,
+    hang_timeout: float | None,
 ) -> None:
     """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
     if max_restarts is not None:
         overrides = (*overrides, f"limits.max_restarts={max_restarts}")
+    if hang_timeout is not None:
+        overrides = (*overrides, f"limits.hang_timeout={hang_timeout:g}")
     _run(file, overrides, name, compute, stream=not detach, output=output)
 
 
@@ -442,6 +452,31 @@ def job_cancel(name: str | None, name_opt: str | None) -> None:
         raise JobAlreadyEndedError(before.name, before.status, before.reason)
     record = cancel_job(_layout(), chosen)
     echo(f"{record.name}: {record.status}" + (f" ({record.reason})" if record.reason else ""))
+
+
+@job.command("stacks")
+@_name_arg
+@click.option("--native", is_flag=True, help="Native (C/C++) frames too, where py-spy can unwind them.")
+@click.option(
+    "--output", "-o", type=click.Choice(["text", "json"]), default="text", help="json: every thread of every process."
+)
+def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str) -> None:
+    """Every process's current Python stack (py-spy), alike ones folded so the odd one out stands out."""
+    from distrun.agent.stack_groups import group_stacks, grouped_text
+    from distrun.runner.job_stacks import job_stacks as read_job_stacks
+
+    chosen = _job_name(name, name_opt)
+    answer = read_job_stacks(_layout(), chosen, native=native)
+    if output == "json":
+        _echo_json(
+            {"job": chosen, "processes": [p.to_dict() for p in answer.processes], "missing_nodes": answer.missing_nodes}
+        )
+    else:
+        echo(grouped_text(group_stacks(answer.processes)).rstrip("\n"))
+        for node in answer.missing_nodes:
+            echo(f"node {node}: its node agent did not answer in time")
+    if answer.missing_nodes:
+        sys.exit(EXIT_FAILED)
 
 
 @job.command("download")

@@ -187,9 +187,14 @@ def job_show_text(record: JobRecord) -> str:
     duration = _running_for(record, time.time())
     if duration is not None:
         lines.append(f"Duration: {duration:.2f} s" + ("" if record.terminal else " (running)"))
+    timeouts = _timeouts_line(record.timeouts or [])
+    if timeouts:
+        lines.append(f"Timeouts: {timeouts}")
     if record.reason and record.status != "Completed":
         lines.append(f"Reason:   {record.reason}")
     cause = record.root_cause or {}
+    if cause.get("hang"):
+        lines.append(f"Stacks:   {record.folder}/hang/stacks.txt (every process, every thread)")
     if cause.get("step"):
         lines.append(f"Failed step: {cause['step']} (job {cause.get('job')})")
     if cause.get("after_ms") is not None:
@@ -222,6 +227,17 @@ def job_show_text(record: JobRecord) -> str:
         lines += ["", "Outputs:", *outputs]
     lines += ["", f"Logs: {record.folder}/user_logs"]
     return "\n".join(lines)
+
+
+def _timeouts_line(timeouts: list[dict[str, Any]]) -> str:
+    """`limits.hang_timeout 120 s, gloo collective timeout 1800 s`: the timeouts that are set."""
+    said = []
+    for item in timeouts:
+        if item.get("seconds") is not None:
+            said.append(f"{item.get('name')} {item['seconds']:g} s")
+        elif item.get("value") is not None:
+            said.append(f"{item.get('name')}={item['value']}")
+    return ", ".join(said)
 
 
 def as_yaml(data: Any) -> str:

@@ -80,11 +80,16 @@ def create_file(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
     through a link (FileExistsError for whatever is there)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd` (os.write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def write_file(path: Path, data: bytes) -> None:

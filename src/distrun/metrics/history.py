@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from distrun.core.safe_files import open_regular, sqlite_reader_uri, unreadable_because
 from distrun.metrics.sqlite_store import sqlite_file
-from distrun.metrics.tracking import TrackedRun, mlflow_available
+from distrun.metrics.tracking import TrackedRun, mlflow_available, read_tracked_run
+from distrun.store.layout import JobFolder
 
 
 @dataclass(frozen=True)
@@ -94,3 +96,52 @@ def _from_client(run: TrackedRun, only: str | None = None) -> History:
         ]
         history[key] = sorted(points, key=lambda p: (p.step, p.timestamp))
     return history
+
+
+def last_logged_at(run: TrackedRun) -> float | None:
+    """When the run's latest metric was logged (seconds since the epoch); None when none was, or unreadable.
+
+    The hang watchdog's progress test: distrun's own store is read directly (one indexed query);
+    another tracking URI is asked through mlflow's client, only for the metrics' latest values.
+    """
+    path = sqlite_file(run.tracking_uri)
+    if path is not None:
+        try:
+            fd = open_regular(path)
+        except OSError:
+            return None
+        try:
+            conn = sqlite3.connect(sqlite_reader_uri(fd), uri=True, timeout=10)
+            try:
+                row = conn.execute(
+                    "SELECT MAX(timestamp) FROM latest_metrics WHERE run_uuid = ?", (run.run_id,)
+                ).fetchone()
+            finally:
+                conn.close()
+            return None if row is None or row[0] is None else float(row[0]) / 1000
+        except sqlite3.Error:
+            return None
+        finally:
+            os.close(fd)
+    if not mlflow_available():
+        return None
+    try:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=run.tracking_uri)
+        times = [
+            point.timestamp
+            for key in client.get_run(run.run_id).data.metrics
+            for point in client.get_metric_history(run.run_id, key)
+        ]
+        return max(times) / 1000 if times else None
+    except Exception:
+        return None
+
+
+def metric_clock(folder: JobFolder) -> Callable[[], float | None] | None:
+    """`last_logged_at` of the job's run, for the hang watchdog; None when the job has no run."""
+    run = read_tracked_run(folder)
+    if run is None:
+        return None
+    return lambda: last_logged_at(run)

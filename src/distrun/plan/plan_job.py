@@ -70,6 +70,7 @@ class PlanJob:
     ray: RayOptions = field(default_factory=RayOptions)
     grace_seconds: float = DEFAULT_GRACE_PERIOD
     timeout: float | None = None
+    hang_timeout: float | None = None
     restarts: RestartPolicy = field(default_factory=RestartPolicy)
 
     @classmethod
@@ -102,6 +103,7 @@ class PlanJob:
             ray=_ray(dist) if kind == "ray" else RayOptions(),
             grace_seconds=DEFAULT_GRACE_PERIOD if grace is None else grace,
             timeout=limits.get("timeout", float, None),
+            hang_timeout=limits.get("hang_timeout", float, None),
             restarts=RestartPolicy(
                 limits.get("max_restarts", int, None) or 0,
                 limits.get("max_preemptions", int, None),

@@ -39,10 +39,20 @@ def _env_lines(env: Mapping[str, str], indent: str) -> list[str]:
     return [f"{indent}{key}={env[key]}" for key in sorted(env)]
 
 
+def timeouts_text(timeouts: list[dict[str, Any]]) -> list[str]:
+    """One line each: `limits.timeout: 3600 s (the job fails when reached)`, `limits.hang_timeout: none`."""
+    lines = []
+    for t in timeouts:
+        shown = f"{t['seconds']:g} s" if t["seconds"] is not None else (t.get("value") or "none")
+        lines.append(f"{t['name']}: {shown} ({t['source']})")
+    return lines
+
+
 def plan_as_text(rendered: dict[str, Any]) -> str:
     plan = rendered["plan"]
     lines = [f"compute: {rendered['compute']} ({rendered['type']})"]
     lines += [f"note: {note}" for note in [*rendered.get("notes", []), *plan.get("notes", [])]]
+    lines += [f"timeout: {line}" for line in timeouts_text(rendered.get("timeouts", []))]
     if rendered.get("script"):
         lines += [f"--- {rendered.get('script_name', 'script')} ---", rendered["script"].rstrip(), "---"]
     lines.append(

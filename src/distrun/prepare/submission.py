@@ -29,6 +29,7 @@ from distrun.core.safe_files import read_text
 from distrun.core.user_paths import current_folder
 from distrun.plan.model import Bindings
 from distrun.prepare.compute import ComputeTarget, resolve_target, shares_job_folders, submitted_target
+from distrun.prepare.timeouts import spec_timeouts
 from distrun.spec import models
 from distrun.spec.command_template import render_value
 from distrun.spec.loader import LoadedJob, local_path
@@ -114,6 +115,7 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         launcher_host=socket.gethostname(),
         launcher_started=process_start_time(os.getpid()),
         target=target.stored(),
+        timeouts=spec_timeouts(spec),
     )
     if folder.root.exists():
         raise DistrunError(f"a job folder for {job_name!r} already exists at {folder.root}", "choose another name")

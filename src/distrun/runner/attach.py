@@ -62,6 +62,7 @@ def _supervised(
     def header(plan: LaunchPlan) -> None:
         record = JobIndex(layout.db_path).get(prepared.name)
         lines = [f"distrun: {text}" for text in backend.attached_notes(rendered, plan)]
+        lines += [f"distrun: note: {text}" for text in _timeout_notes(rendered)]
         lines.append(stream_header(record, plan.process_count(), len(plan.nodes)))
         say(out, "\n".join(lines))
 
@@ -77,6 +78,13 @@ def _supervised(
     return record
 
 
+def _timeout_notes(rendered: RenderedJob) -> list[str]:
+    """Which of the job's timeouts fires first, where the user should know (`distrun.prepare.timeouts`)."""
+    from distrun.prepare.timeouts import spec_timeouts, timeout_notes
+
+    return timeout_notes(spec_timeouts(rendered.job.spec))
+
+
 # ---------------------------------------------------------------- a job an engine runs
 
 
@@ -84,7 +92,8 @@ def _on_engine(backend: EngineBackend, rendered: RenderedJob, layout: Layout, ou
     job = rendered.job
     record = backend.schedule(rendered, layout)
     head, rule = stream_header(record, rendered.plan.process_count(), job.spec.node_count).rsplit("\n", 1)
-    say(out, f"{head}\n{backend.engine} job {record.backend_id} on compute {job.target.name}\n{rule}")
+    said = "".join(f"distrun: note: {text}\n" for text in _timeout_notes(rendered))
+    say(out, f"{said}{head}\n{backend.engine} job {record.backend_id} on compute {job.target.name}\n{rule}")
     watch = EngineWatch(backend, layout, job.name, out)
     previous = {sig: signal.signal(sig, watch.interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

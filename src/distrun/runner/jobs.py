@@ -80,7 +80,19 @@ def check_target(loaded: LoadedJob, layout: Layout, compute: str | None = None) 
 def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> RenderedJob:
     """What the job would be on its compute target, computed without touching the store or the engine."""
     target, backend = check_target(loaded, layout, compute)
-    return backend.plan(loaded, layout, target, loaded.spec.name or PREVIEW_NAME)
+    return with_timeout_notes(backend.plan(loaded, layout, target, loaded.spec.name or PREVIEW_NAME))
+
+
+def with_timeout_notes(rendered: RenderedJob) -> RenderedJob:
+    """The rendered job with a note (and a warning, for the SDK) on which of its timeouts fires first."""
+    import dataclasses
+
+    from distrun.prepare.timeouts import spec_timeouts, timeout_notes
+
+    said = tuple(timeout_notes(spec_timeouts(rendered.job.spec)))
+    if not said:
+        return rendered
+    return dataclasses.replace(rendered, notes=rendered.notes + said, warnings=rendered.warnings + said)
 
 
 def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str | None) -> tuple[Backend, RenderedJob]:
@@ -97,7 +109,7 @@ def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str 
     except KeyboardInterrupt:
         _canceled_before_running(layout, prepared.name)
         raise
-    return backend, rendered
+    return backend, with_timeout_notes(rendered)
 
 
 def _canceled_before_running(layout: Layout, name: str) -> None:

@@ -255,6 +255,15 @@ class ResourceConfiguration(StrictModel):
 
 class JobLimits(StrictModel):
     timeout: float | None = Field(None, gt=0, allow_inf_nan=False, description="seconds; the job fails when reached")
+    hang_timeout: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "distrun extension: seconds; with no output from any process and no metric logged for this long, "
+            "distrun writes every process's stack to hang/ and fails the job (hung)"
+        ),
+    )
     grace_period: float | None = Field(
         None,
         ge=0,

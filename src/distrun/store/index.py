@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     sweep TEXT
 )
 """
-_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts", "target", "steps", "sweep")
+_JSON_FIELDS = ("root_cause", "processes", "tags", "attempts", "target", "steps", "sweep", "timeouts")
 # Columns added after the first release: (name, type), added to an older index when it is opened.
 _ADDED_COLUMNS = (
     ("attempts", "TEXT"),
@@ -74,6 +74,7 @@ _ADDED_COLUMNS = (
     ("parent", "TEXT"),
     ("steps", "TEXT"),
     ("sweep", "TEXT"),
+    ("timeouts", "TEXT"),
 )
 # How long the first connections to a new index retry its set-up (see _initialize).
 _INIT_SECONDS = 60.0
@@ -114,6 +115,8 @@ class JobRecord:
     steps: dict[str, Any] | None = None
     # A sweep's record: its objective, sampling, policy and limits, and its best trial so far.
     sweep: dict[str, Any] | None = None
+    # The timeouts that apply to the job (`distrun.prepare.timeouts`): limits', the framework's.
+    timeouts: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)

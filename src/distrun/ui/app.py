@@ -23,10 +23,11 @@ from distrun.core.errors import DistrunError, JobNotFoundError
 from distrun.core.job_status import JobStatus
 from distrun.core.safe_files import UnsafeFileError
 from distrun.metrics.history import History, metric_history
+from distrun.runner.job_stacks import job_stacks as job_stacks_of
 from distrun.store.index import JobRecord
 from distrun.store.layout import JobFolder, Layout
 from distrun.store.log_labels import labels_from_plan
-from distrun.ui import job_files, job_view, log_events, metrics_view, outputs_tree, pipeline_view
+from distrun.ui import job_files, job_view, log_events, metrics_view, outputs_tree, pipeline_view, stacks_view
 from distrun.ui.access import SecurityHeaders, TokenCheck
 from distrun.ui.charts import number
 from distrun.ui.guard import form_token, host_allowed, new_token, token_matches
@@ -128,6 +129,7 @@ def create_app(settings: UiSettings) -> ASGIApp:
             "outputs": listing,
             "log_choice": chosen if log_events.valid_log_name(chosen) else "",
             "step_of": pipeline_view.step_of(record),
+            "hang": await offload(stacks_view.hang_view, record, folder),
             **_summary(record, plan),
         }
         return page(request, "job.html", context)
@@ -138,7 +140,23 @@ def create_app(settings: UiSettings) -> ASGIApp:
             context = {"job": record, "token": cancel_token, **_pipeline_summary(record)}
             return page(request, "pipeline_summary.html", context)
         plan, _ = await offload(job_view.read_plan, source.folder(record))
-        return page(request, "job_summary.html", {"job": record, "token": cancel_token, **_summary(record, plan)})
+        hang = await offload(stacks_view.hang_view, record, source.folder(record))
+        context = {"job": record, "token": cancel_token, "hang": hang, **_summary(record, plan)}
+        return page(request, "job_summary.html", context)
+
+    async def job_stacks(request: Request) -> Response:
+        """A running job's stacks, read now: the one page that acts (it asks the node agents, as
+        `distrun job stacks` does); the read is bounded by the agents' own timeouts."""
+        name = request.path_params["name"]
+        await offload(record_or_404, name)
+        problem, view, missing = "", None, []
+        try:
+            answer = await run_in_threadpool(job_stacks_of, settings.layout, name)
+            view, missing = stacks_view.groups_view(answer.processes), answer.missing_nodes
+        except DistrunError as exc:
+            problem = exc.render()
+        context = {"name": name, "view": view, "problem": problem, "missing": missing}
+        return page(request, "job_stacks.html", context)
 
     async def job_metrics(request: Request) -> Response:
         record = await offload(record_or_404, request.path_params["name"])
@@ -261,6 +279,7 @@ def create_app(settings: UiSettings) -> ASGIApp:
             Route("/jobs/{name}/logs/{log}", raw_log),
             Route("/jobs/{name}/files/{area}/{path:path}", download),
             Route("/jobs/{name}/cancel", cancel, methods=["POST"]),
+            Route("/jobs/{name}/stacks", job_stacks),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ],
         exception_handlers={

@@ -1,0 +1,92 @@
+"""`distrun job stacks`: a request file in the job folder that every node agent of the job answers.
+
+The protocol is files in the job folder, so it works wherever the asking distrun and the node
+agents see the same folder (local compute; Slurm on a shared filesystem), and needs no port:
+
+- the asker writes `stacks/requests/<id>` (16 hex digits; JSON: `{"native": false}`);
+- every node agent lists `stacks/requests/` every POLL_SECONDS while its processes run, reads
+  its own processes' stacks (`agent.stacks`, in a thread: the gang's loop never waits for
+  py-spy) and writes `stacks/answers/<id>-node<k>.json` (`{"node_ranks": [...], "processes": [...]}`,
+  k its first node rank);
+- the asker waits until the answers cover every node of the plan, then removes its files.
+
+A job's processes can write these folders too: a request they plant costs the job a stack read
+(one at a time), and an answer they forge is read through the safe read path like any job file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distrun.agent.folder_writes import listed_beneath, write_beneath
+from distrun.core.safe_files import read_beneath
+
+if TYPE_CHECKING:
+    from distrun.agent.stacks import ProcessStacks
+
+STACKS_FOLDER = "stacks"
+REQUESTS = f"{STACKS_FOLDER}/requests"
+ANSWERS = f"{STACKS_FOLDER}/answers"
+POLL_SECONDS = 0.5
+REQUEST_LIMIT = 4096
+_REQUEST_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def answer_name(request_id: str, node_rank: int) -> str:
+    return f"{request_id}-node{node_rank}.json"
+
+
+class StackRequestWatch:
+    """The agent's side: which requests in the job folder it has not answered yet."""
+
+    def __init__(self, job_root: Path, node_ranks: Sequence[int]) -> None:
+        self.job_root = job_root
+        self.node_ranks = sorted(node_ranks)
+        self.next_poll = time.monotonic() + POLL_SECONDS
+        self.answered: set[str] = set()
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_poll
+
+    def new_requests(self) -> list[tuple[str, bool]]:
+        """(id, native) of each request not answered yet; marks the next poll."""
+        self.next_poll = time.monotonic() + POLL_SECONDS
+        names = [n for n in listed_beneath(self.job_root, REQUESTS) if _REQUEST_ID.fullmatch(n)]
+        self.answered &= set(names)  # a request the asker removed is forgotten
+        found = []
+        for name in sorted(set(names) - self.answered):
+            try:
+                data = json.loads(read_beneath(self.job_root, f"{REQUESTS}/{name}", REQUEST_LIMIT))
+            except (OSError, ValueError):
+                data = {}
+            found.append((name, bool(data.get("native")) if isinstance(data, dict) else False))
+        return found
+
+    def taken(self, request_id: str) -> None:
+        self.answered.add(request_id)
+
+    def answer(self, request_id: str, processes: list[ProcessStacks]) -> None:
+        """Write this agent's answer; a job folder that refuses it leaves the asker to say a node did not answer."""
+        data = {"node_ranks": self.node_ranks, "processes": [p.to_dict() for p in processes]}
+        try:
+            write_beneath(
+                self.job_root, ANSWERS, answer_name(request_id, self.node_ranks[0]), json.dumps(data).encode()
+            )
+        except OSError:
+            pass
+
+
+def read_answer(job_root: Path, name: str, limit: int) -> dict[str, Any] | None:
+    """An answer file, read safely; None when it is missing, unsafe or not an answer."""
+    try:
+        data = json.loads(read_beneath(job_root, f"{ANSWERS}/{name}", limit))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("node_ranks"), list):
+        return None
+    return data
