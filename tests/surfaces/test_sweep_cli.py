@@ -121,12 +121,13 @@ def test_a_grid_sweep_runs_each_trial_as_a_job_ranks_them_and_names_the_best(
         "outputs": {"model": str(model)},
     }
     assert all(records[f"grid.trial_{n}"]["parent"] == "grid" for n in range(3))
-    # The faces: show's table, list's count, logs pointing at the trials, a trial's own record.
+    # The faces: show's table, list's count, the trials' logs, a trial's own record.
     shown = run_cli("job", "show", "grid").stdout
     assert "Trials: 3, best first" in shown and "Best trial: trial_2" in shown
     assert "sweep (3 trials)" in run_cli("job", "list").stdout
     logs = run_cli("logs", "grid")
-    assert logs.returncode == 2 and "grid is a sweep: it has no logs of its own" in logs.stderr
+    assert logs.returncode == 0, logs.stderr  # every trial's logs, each line prefixed by its trial
+    assert "[trial_1]" in logs.stdout and "no score for x=-1" in logs.stdout
     assert "Sweep: grid" in run_cli("job", "show", "grid.trial_1").stdout
 
 
