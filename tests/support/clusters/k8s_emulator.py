@@ -23,8 +23,12 @@ No Kubernetes API server can run on our machines, so this is a mock, and says so
   BlockingRecreate does, creates them again only once every pod of the earlier
   attempt is gone, each Job and pod labelled `jobset.sigs.k8s.io/restart-attempt` with the new
   count.
-- `TestKubelet`: one node. Schedules a pod when its resource requests fit the node (else the
-  pod stays Pending with PodScheduled=False/Unschedulable and the scheduler's message), fills
+- `TestKubelet`: one node, whose "image" has no distrun: `image_python` (the target's python) is
+  the test Python run with `-I -S` (no site-packages, no PYTHONPATH), so a pod's agent finds
+  only the distrun modules its job's ConfigMap carries; the processes it starts (`python ...`
+  from PATH) still have the test Python's packages (torch). It schedules a pod when its resource
+  requests fit the node (else the pod stays Pending with PodScheduled=False/Unschedulable and the
+  scheduler's message), fills
   its emptyDir and ConfigMap volumes, and runs its container's command as a local process in a
   mount and UTS namespace of its own (`unshare`): its volumes bind-mounted at their mount paths,
   its termination-message file, its hostname, its environment (values, the downward API fields
@@ -50,6 +54,7 @@ import re
 import secrets
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -732,6 +737,8 @@ class EmulatedCluster:
         self.jobset_crd = jobset_crd
         self.pod_root = root / "pods"
         self.work_dir = root / "podroot"  # the target's work_dir: where pods mount their volumes
+        # The image's python3 without distrun: only the standard library and what sys.path is given.
+        self.image_python = root / "image-python3"
         self.emulator = KubernetesApiEmulator(self.pod_root, jobset_crd)
         self.kubeconfig = root / "kubeconfig.json"
         self._stop = threading.Event()
@@ -744,6 +751,8 @@ class EmulatedCluster:
         self.emulator.write_kubeconfig(self.kubeconfig, self.namespace)
         self.api = Api(url, self.namespace)
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.image_python.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+        self.image_python.chmod(0o755)
         self.controllers = TestControllers(self.api, self.jobset_crd)
         self.kubelet = TestKubelet(self.api, self.pod_root, self.work_dir)
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -772,6 +781,7 @@ class EmulatedCluster:
             "context": "emulator",
             "namespace": self.namespace,
             "work_dir": str(self.work_dir),
+            "python": str(self.image_python),
             **extra,
         }
 
