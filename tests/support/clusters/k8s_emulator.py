@@ -24,21 +24,20 @@ No Kubernetes API server can run on our machines, so this is a mock, and says so
   attempt is gone, each Job and pod labelled `jobset.sigs.k8s.io/restart-attempt` with the new
   count.
 - `TestKubelet`: one node, whose "image" has no distrun: `image_python` (the target's python) is
-  the test Python run with `-I -S` (no site-packages, no PYTHONPATH), so a pod's agent finds
-  only the distrun modules its job's ConfigMap carries; the processes it starts (`python ...`
-  from PATH) still have the test Python's packages (torch). It schedules a pod when its resource
+  the test Python run with `-I -S` (no site-packages, no PYTHONPATH), so a pod's agent finds only
+  the distrun modules its job's ConfigMap carries; the processes it starts (`python ...` from
+  PATH) still have the test Python's packages (torch). It schedules a pod when its resource
   requests fit the node (else the pod stays Pending with PodScheduled=False/Unschedulable and the
-  scheduler's message), fills
-  its emptyDir and ConfigMap volumes, and runs its container's command as a local process in a
-  mount and UTS namespace of its own (`unshare`): its volumes bind-mounted at their mount paths,
-  its termination-message file, its hostname, its environment (values, the downward API fields
-  distrun uses, Secret keys), and an /etc/hosts that maps every Indexed Job pod's hostname and
-  `<hostname>.<subdomain>` to an address of its own in 127.0.0.0/8 (what cluster DNS would
-  answer with the pod's IP; Open MPI's mpirun then tells the pods apart as hosts). Reports phase,
-  container state and termination message; deleting a pod sends SIGTERM, then SIGKILL after its
-  terminationGracePeriodSeconds. A pod evicted by a test (DisruptionTarget condition, then
-  deleted) is reported Failed before it goes, so its Job fails as the real Job controller's
-  pod tracking makes it.
+  scheduler's message), fills its emptyDir and ConfigMap volumes, and runs its container's command
+  as a local process in a mount and UTS namespace of its own (`unshare`): its volumes bind-mounted
+  at their mount paths, its termination-message file, its hostname, its environment (values, the
+  downward API fields distrun uses, Secret keys), and an /etc/hosts that maps every Indexed Job
+  pod's hostname and `<hostname>.<subdomain>` to an address of its own in 127.0.0.0/8 (what
+  cluster DNS would answer with the pod's IP; Open MPI's mpirun then tells the pods apart as
+  hosts). Reports phase, container state and termination message; deleting a pod sends SIGTERM,
+  then SIGKILL after its terminationGracePeriodSeconds. A pod evicted by a test (DisruptionTarget
+  condition, then deleted) is reported Failed before it goes, so its Job fails as the real Job
+  controller's pod tracking makes it.
 
 Nothing here is part of distrun.
 """
