@@ -281,9 +281,15 @@ def test_ray_node_check_catches_the_backend(tmp_path: Path) -> None:
     assert {"distrun.backends.ray.backend", "distrun.spec.models", "pydantic"} <= set(found)
 
 
-# A Kubernetes pod's agent checks the job with the job models (it needs more than its plan), but
-# the backend (the API client, the record, submission) is for the `distrun` process.
+# A Kubernetes pod's agent runs from its job's zip on any image's Python: it reads the job as plain
+# data, without the job models (pydantic), and the backend (the API client, the record,
+# submission, rendering) is for the `distrun` process. (Imports only the standard library, all of
+# it in the zip: tests/unit/test_pod_agent_closure.py, tests/agent/test_pod_agent_zip.py.)
 K8S_POD_FORBIDDEN = (
+    "distrun.spec.models",
+    "pydantic",
+    "distrun.backends.kubernetes.render",
+    "distrun.backends.kubernetes.manifests",
     "distrun.backends.kubernetes.backend",
     "distrun.backends.kubernetes.client",
     "distrun.backends.kubernetes.cluster",
@@ -299,15 +305,15 @@ _K8S_POD_PROBE = (
     + """
 import distrun.backends.kubernetes.pod_agent
 # What run_pod imports when it starts.
-import distrun.agent.node, distrun.backends.kubernetes.render, distrun.backends.kubernetes.bundle
-import distrun.spec.models, distrun.agent.watchdog, distrun.restarts.policy, distrun.core.job_status
+import distrun.agent.node, distrun.backends.kubernetes.pod_contract, distrun.backends.kubernetes.bundle
+import distrun.plan, distrun.agent.watchdog, distrun.restarts.policy, distrun.core.job_status
 """
 )
 
 
 def test_a_kubernetes_pod_agent_leaves_the_backend_out(tmp_path: Path) -> None:
     modules, found = probe_forbidden(tmp_path, _K8S_POD_PROBE, K8S_POD_FORBIDDEN)
-    assert "distrun.backends.kubernetes.render" in modules  # the probe ran
+    assert "distrun.backends.kubernetes.pod_contract" in modules  # the probe ran
     assert found == [], f"a pod's agent now imports {found} before its ranks start: import it where it is needed"
 
 

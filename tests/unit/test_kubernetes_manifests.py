@@ -305,18 +305,20 @@ def test_plan_with_jobset_auto_says_which_form_it_shows(tmp_path: Path) -> None:
 def test_the_text_plan_lists_the_files_in_the_configmap_and_yaml_keeps_every_byte(tmp_path: Path) -> None:
     import base64
 
+    from distrun.backends.kubernetes.agent_zip import pod_closure
     from distrun.backends.kubernetes.bundle import unpack
     from distrun.backends.kubernetes.display import objects_yaml
 
     rendered = render(REPO / "examples" / "pytorch-ddp" / "job.yml", tmp_path)
     configmap = rendered["objects"][0]
-    (data,) = configmap["binaryData"].values()
+    data, agent = configmap["binaryData"]["bundle.tgz"], configmap["binaryData"]["distrun.zip"]
     unpacked = tmp_path / "unpacked"
     unpack(base64.b64decode(data), unpacked)
     shipped = sorted(str(p.relative_to(unpacked)) for p in unpacked.rglob("*") if p.is_file())
     assert any(name.startswith("code/") for name in shipped)
     text = rendered["script"]
-    assert data not in text
+    assert data not in text and agent not in text
     for name in shipped:
         assert name in text
-    assert data in objects_yaml(rendered["objects"])
+    assert f"a zip of {len(base64.b64decode(agent))} bytes, the {len(pod_closure())} distrun modules" in text
+    assert data in objects_yaml(rendered["objects"]) and agent in objects_yaml(rendered["objects"])

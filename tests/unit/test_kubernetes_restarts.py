@@ -18,6 +18,7 @@ from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state
 from distrun.backends.targets import ComputeTarget
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
+from distrun.plan.plan_job import PlanJob
 from distrun.restarts.policy import RestartPolicy
 from distrun.spec.loader import load_job_file
 from distrun.store.layout import Layout
@@ -111,11 +112,12 @@ def outcome(status: JobStatus, code: int | None) -> NodeOutcome:
 
 
 def test_the_pod_agent_exits_with_a_no_restart_code_so_the_pod_failure_policy_sees_it() -> None:
-    spec = load_job_file(str(DDP), RESTARTS).spec
-    assert pod_exit_code(outcome(JobStatus.FAILED, 3), spec) == 3
-    assert pod_exit_code(outcome(JobStatus.FAILED, 4), spec) == 1
-    assert pod_exit_code(outcome(JobStatus.COMPLETED, None), spec) == 0
-    assert pod_exit_code(outcome(JobStatus.FAILED, 3), load_job_file(str(DDP), ()).spec) == 1
+    # The pod reads the restart policy as plain data, from the job.json that submitting the job writes.
+    restarts = PlanJob.of(load_job_file(str(DDP), RESTARTS).spec).restarts
+    assert pod_exit_code(outcome(JobStatus.FAILED, 3), restarts) == 3
+    assert pod_exit_code(outcome(JobStatus.FAILED, 4), restarts) == 1
+    assert pod_exit_code(outcome(JobStatus.COMPLETED, None), restarts) == 0
+    assert pod_exit_code(outcome(JobStatus.FAILED, 3), PlanJob.of(load_job_file(str(DDP), ()).spec).restarts) == 1
 
 
 # ---------------------------------------------------------------- following JobSet's attempts

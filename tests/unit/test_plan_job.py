@@ -209,18 +209,3 @@ def test_a_node_never_blocks_on_or_follows_what_a_rank_put_in_place_of_job_json(
     (folder / "bindings.json").write_text('{"unknown": 1}')
     with pytest.raises(DistrunError, match=r"bindings.json is not what distrun wrote there"):
         read_job(folder)
-
-
-def test_an_agent_that_validates_the_whole_job_names_a_changed_job_json(write_job, distrun_home: Path) -> None:
-    from distrun.agent.node import read_job_and_spec
-
-    folder = _prepared_folder(write_job, "whole")
-    job, spec = read_job_and_spec(folder)
-    assert (job.plan_job.command, spec.command) == ("echo one", "echo one")
-    job_json = folder / "job.json"
-    dump = json.loads(job_json.read_text())
-    dump["resources"] = {"instance_count": "many"}  # plain JSON, but no job distrun would write
-    job_json.write_text(json.dumps(dump))
-    expected = r"job.json is not what distrun wrote there \(resources.instance_count: Input should be a valid integer"
-    with pytest.raises(DistrunError, match=expected):
-        read_job_and_spec(folder)

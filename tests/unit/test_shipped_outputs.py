@@ -24,7 +24,7 @@ from distrun.agent.output_archive import pack_outputs, unpack_outputs
 from distrun.backends.kubernetes import output_records
 from distrun.backends.kubernetes.collect import collect_pod_log
 from distrun.backends.kubernetes.job_files import K8sPaths
-from distrun.backends.kubernetes.manifests import OUTCOME_MARK
+from distrun.backends.kubernetes.pod_contract import OUTCOME_MARK
 from distrun.backends.targets import resolve_target
 from distrun.core.job_status import JobStatus
 from distrun.prepare.submission import prepare_job

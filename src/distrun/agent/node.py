@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from distrun.agent.outcome import GangResult
     from distrun.plan.model import Bindings, LaunchPlan
     from distrun.plan.plan_job import PlanJob
-    from distrun.spec.models import JobSpec
     from distrun.store.layout import JobFolder
 
 EXIT_FAILED = 1
@@ -68,25 +67,6 @@ def read_job(job_dir: Path) -> NodeJob:
     return NodeJob(job, _bindings(folder), folder)
 
 
-def read_job_and_spec(job_dir: Path) -> tuple[NodeJob, JobSpec]:
-    """`read_job`, and the whole job validated again, for an agent that needs more than its plan."""
-    from distrun.core.errors import DistrunError
-    from distrun.plan.plan_job import PlanJob
-    from distrun.spec.models import JobSpec
-    from distrun.store.layout import JobFolder
-
-    folder = JobFolder(job_dir)
-    data = _folder_json(folder.job_json)
-    try:
-        spec = JobSpec.model_validate(data)
-    except ValueError as exc:  # pydantic's ValidationError: a key a rank changed after submission
-        raise DistrunError(
-            f"{folder.job_json} is not what distrun wrote there ({_first_error(exc)})", _CHANGED_HINT
-        ) from None
-    # The plan from the same dump read_job plans from, not from a second dump of `spec`.
-    return NodeJob(PlanJob.from_dump(data, str(folder.job_json)), _bindings(folder), folder), spec
-
-
 def _bindings(folder: JobFolder) -> Bindings:
     from distrun.core.errors import DistrunError
     from distrun.plan.model import Bindings
@@ -107,17 +87,6 @@ def _folder_json(path: Path) -> object:
         return json.loads(read_text(path))
     except ValueError as exc:
         raise DistrunError(f"{path} is not what distrun wrote there ({exc})", _CHANGED_HINT) from None
-
-
-def _first_error(exc: ValueError) -> str:
-    """pydantic's first error as `key.path: message`, on one line; any other ValueError as it reads."""
-    from distrun.spec.source_map import format_key_path
-
-    errors = getattr(exc, "errors", None)
-    if not callable(errors) or not errors():
-        return str(exc)
-    first = errors()[0]
-    return f"{format_key_path(first['loc'])}: {first['msg']}"
 
 
 _CHANGED_HINT = "the job's files were changed after submission: submit the job again"

@@ -47,8 +47,11 @@ _HEADER = struct.Struct(">cI")
 
 
 def agent_command(python: str) -> str:
-    """The value for mpirun's remote shell (OMPI_MCA_plm_rsh_agent)."""
-    return f"{python} -m distrun.agent.remote_start"
+    """The value for mpirun's remote shell (OMPI_MCA_plm_rsh_agent): `python -m distrun.agent.remote_start`,
+    or `python ZIP distrun.agent.remote_start` where distrun runs from a zip (a Kubernetes pod)."""
+    from distrun.core.module_command import module_argv
+
+    return " ".join(module_argv("distrun.agent.remote_start", python))
 
 
 def client_env(hosts: Mapping[str, str], token: str, python: str) -> dict[str, str]:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from distrun.core.death_signal import setpriv_prefix
 from distrun.core.helper_guard import HELPER_MARKER
+from distrun.core.module_command import module_argv
 
 _lock = threading.Lock()
 _marker: str | None = None  # this process's marker value, once its guard runs
@@ -51,7 +51,7 @@ def _guard_marker() -> str:
             env = {k: v for k, v in os.environ.items() if k != HELPER_MARKER}
             try:
                 subprocess.Popen(
-                    [sys.executable, "-m", "distrun.core.helper_guard", marker],
+                    [*module_argv("distrun.core.helper_guard"), marker],
                     stdin=read_fd,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import random
 import socket
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,6 @@ from typing import IO
 
 import pytest
 
-from support.cli import SRC
 from support.clusters.k8s_emulator import EmulatedCluster
 
 # Port ranges in use by an emulated cluster of any test run on this machine: a second suite run
@@ -63,7 +61,8 @@ def reserve_port_base(count: int = 16) -> tuple[int, IO[bytes]]:
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmulatedCluster]:
     jobset = getattr(request, "param", True)
     emulated = EmulatedCluster(tmp_path / "cluster", jobset_crd=jobset).start()
-    emulated.kubelet.base_env["PYTHONPATH"] = str(SRC)  # "the image has distrun installed"
+    # The image has no distrun: its pods run the modules their job's ConfigMap carries.
+    emulated.kubelet.base_env.pop("PYTHONPATH", None)
     try:
         yield emulated
     finally:
@@ -82,7 +81,7 @@ def k8s(cluster: EmulatedCluster, distrun_home: Path) -> Iterator[EmulatedCluste
 
     port_base, lock = reserve_port_base()
     with lock:
-        settings = cluster.settings(python=sys.executable, port_base=port_base, image="reg/distrun:test")
+        settings = cluster.settings(port_base=port_base, image="reg/distrun:test")
         backend_for("kubernetes").validate_settings("k8s", settings)
         add_target(Layout(distrun_home).config_path, "k8s", "kubernetes", settings)
         yield cluster

@@ -132,6 +132,13 @@ def test_ddp_over_gloo_runs_its_ranks_in_two_pods(
         text = (logs / f"std_log_process_{rank:02d}.txt").read_text()
         # The pod's stream prefix is taken off again: the file holds the rank's own bytes.
         assert f"rank {rank}/{world} node {node}" in text and f"[{node}/{rank}] " not in text
+    # Each pod's agent ran from the zip its job's ConfigMap carries: the image's Python has no distrun.
+    agent_logs = [
+        (folder / "log").read_text() for folder in sorted(k8s.pod_root.iterdir()) if (folder / "log").is_file()
+    ]
+    assert len(agent_logs) == 2, agent_logs
+    origin = f"distrun from {k8s.work_dir}/files/distrun.zip"
+    assert all(origin in text for text in agent_logs), [text[:400] for text in agent_logs]
     # Both pods ran distrun's pod agent and were created by the objects distrun submitted.
     kinds = {r.url.path.split("/")[-1] for r in k8s.emulator.requests() if str(r.method).upper().endswith("POST")}
     assert ("jobsets" in kinds) == k8s.jobset_crd and ("services" in kinds) != k8s.jobset_crd

@@ -23,18 +23,21 @@ No Kubernetes API server can run on our machines, so this is a mock, and says so
   BlockingRecreate does, creates them again only once every pod of the earlier
   attempt is gone, each Job and pod labelled `jobset.sigs.k8s.io/restart-attempt` with the new
   count.
-- `TestKubelet`: one node. Schedules a pod when its resource requests fit the node (else the
-  pod stays Pending with PodScheduled=False/Unschedulable and the scheduler's message), fills
-  its emptyDir and ConfigMap volumes, and runs its container's command as a local process in a
-  mount and UTS namespace of its own (`unshare`): its volumes bind-mounted at their mount paths,
-  its termination-message file, its hostname, its environment (values, the downward API fields
-  distrun uses, Secret keys), and an /etc/hosts that maps every Indexed Job pod's hostname and
-  `<hostname>.<subdomain>` to an address of its own in 127.0.0.0/8 (what cluster DNS would
-  answer with the pod's IP; Open MPI's mpirun then tells the pods apart as hosts). Reports phase,
-  container state and termination message; deleting a pod sends SIGTERM, then SIGKILL after its
-  terminationGracePeriodSeconds. A pod evicted by a test (DisruptionTarget condition, then
-  deleted) is reported Failed before it goes, so its Job fails as the real Job controller's
-  pod tracking makes it.
+- `TestKubelet`: one node, whose "image" has no distrun: `image_python` (the target's python) is
+  the test Python run with `-I -S` (no site-packages, no PYTHONPATH), so a pod's agent finds only
+  the distrun modules its job's ConfigMap carries; the processes it starts (`python ...` from
+  PATH) still have the test Python's packages (torch). It schedules a pod when its resource
+  requests fit the node (else the pod stays Pending with PodScheduled=False/Unschedulable and the
+  scheduler's message), fills its emptyDir and ConfigMap volumes, and runs its container's command
+  as a local process in a mount and UTS namespace of its own (`unshare`): its volumes bind-mounted
+  at their mount paths, its termination-message file, its hostname, its environment (values, the
+  downward API fields distrun uses, Secret keys), and an /etc/hosts that maps every Indexed Job
+  pod's hostname and `<hostname>.<subdomain>` to an address of its own in 127.0.0.0/8 (what
+  cluster DNS would answer with the pod's IP; Open MPI's mpirun then tells the pods apart as
+  hosts). Reports phase, container state and termination message; deleting a pod sends SIGTERM,
+  then SIGKILL after its terminationGracePeriodSeconds. A pod evicted by a test (DisruptionTarget
+  condition, then deleted) is reported Failed before it goes, so its Job fails as the real Job
+  controller's pod tracking makes it.
 
 Nothing here is part of distrun.
 """
@@ -50,6 +53,7 @@ import re
 import secrets
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -732,6 +736,8 @@ class EmulatedCluster:
         self.jobset_crd = jobset_crd
         self.pod_root = root / "pods"
         self.work_dir = root / "podroot"  # the target's work_dir: where pods mount their volumes
+        # The image's python3 without distrun: only the standard library and what sys.path is given.
+        self.image_python = root / "image-python3"
         self.emulator = KubernetesApiEmulator(self.pod_root, jobset_crd)
         self.kubeconfig = root / "kubeconfig.json"
         self._stop = threading.Event()
@@ -744,6 +750,8 @@ class EmulatedCluster:
         self.emulator.write_kubeconfig(self.kubeconfig, self.namespace)
         self.api = Api(url, self.namespace)
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.image_python.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+        self.image_python.chmod(0o755)
         self.controllers = TestControllers(self.api, self.jobset_crd)
         self.kubelet = TestKubelet(self.api, self.pod_root, self.work_dir)
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -772,6 +780,7 @@ class EmulatedCluster:
             "context": "emulator",
             "namespace": self.namespace,
             "work_dir": str(self.work_dir),
+            "python": str(self.image_python),
             **extra,
         }
 

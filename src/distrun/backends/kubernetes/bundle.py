@@ -3,8 +3,9 @@
 A gzipped tar of `job.json`, `bindings.json`, `placement.json` and the code snapshot (plus
 inputs copied with mode `download`), built the same way every time (sorted, no times or
 owners), so the rendered objects are a pure function of the job. Kubernetes limits a
-ConfigMap to 1 MiB, base64 included: the tar may be at most 700 KiB compressed. Larger code
-belongs in the image (target setting `code_in_image: /path/in/image`).
+ConfigMap to 1 MiB, base64 included: the tar, with the zip of distrun's modules beside it in the
+same ConfigMap (agent_zip, about 110 KiB), may be at most 700 KiB compressed. Larger code belongs
+in the image (target setting `code_in_image: /path/in/image`).
 """
 
 from __future__ import annotations
@@ -56,11 +57,13 @@ def build_bundle(files: Mapping[str, bytes], trees: Mapping[str, Path]) -> bytes
     return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)
 
 
-def encoded(bundle: bytes) -> str:
-    if len(bundle) > BUNDLE_LIMIT:
+def encoded(bundle: bytes, beside: int = 0) -> str:
+    """`bundle` as the ConfigMap's base64, when it fits beside `beside` bytes of the same ConfigMap."""
+    room = BUNDLE_LIMIT - beside
+    if len(bundle) > room:
         raise DistrunError(
             f"the job's code and copied inputs are {len(bundle) // 1024} KiB compressed; a ConfigMap holds at most "
-            f"{BUNDLE_LIMIT // 1024} KiB of them (Kubernetes limits ConfigMaps to 1 MiB)",
+            f"{room // 1024} KiB of them beside distrun's own modules (Kubernetes limits ConfigMaps to 1 MiB)",
             "leave large files out with .amlignore, or build the code into the image and set the target's "
             "code_in_image to its folder there; large inputs (also a pipeline step's upstream outputs) belong "
             "on a datastore or volume the pods see",

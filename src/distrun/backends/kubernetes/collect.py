@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from distrun.backends.kubernetes.job_files import K8sPaths
-from distrun.backends.kubernetes.manifests import OUTCOME_MARK
 from distrun.backends.kubernetes.output_records import is_output_record, receive
+from distrun.backends.kubernetes.pod_contract import OUTCOME_MARK
 from distrun.backends.kubernetes.state import ATTEMPT_KEY, PodOutcome
 from distrun.core.file_modes import FILE_MODE, make_dirs, write_file
 from distrun.core.safe_files import read_text

@@ -7,12 +7,22 @@ import json
 from typing import Any
 
 
-def _bundle_summary(data: str) -> dict[str, Any]:
+def _bundle_summary(key: str, data: str) -> dict[str, Any]:
     """The ConfigMap's bundle as sizes and a file list: the text plan stays readable (the data is
     up to 1 MiB of base64), and `--output yaml` or `json` still prints every byte that is submitted."""
+    import io
+    import zipfile
+
     from distrun.backends.kubernetes.bundle import listing
+    from distrun.backends.kubernetes.pod_contract import AGENT_ZIP_KEY
 
     raw = base64.b64decode(data)
+    if key == AGENT_ZIP_KEY:
+        count = len(zipfile.ZipFile(io.BytesIO(raw)).namelist())
+        return {
+            "summary": f"{len(data)} base64 characters: a zip of {len(raw)} bytes, the {count - 1} distrun "
+            "modules each pod runs its agent from (the image needs no distrun)"
+        }
     return {
         "summary": f"{len(data)} base64 characters: a gzipped tar of {len(raw)} bytes (--output yaml prints it)",
         "files": listing(raw),
@@ -29,7 +39,7 @@ def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str
         shown = []
         for obj in objects:
             if obj.get("binaryData"):
-                obj = {**obj, "binaryData": {k: _bundle_summary(v) for k, v in obj["binaryData"].items()}}
+                obj = {**obj, "binaryData": {k: _bundle_summary(k, v) for k, v in obj["binaryData"].items()}}
             shown.append(obj)
     yaml = YAML()
     yaml.default_flow_style = False

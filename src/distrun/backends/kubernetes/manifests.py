@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrun.backends.kubernetes.pod_contract import (
+    AGENT_MODULE,
+    AGENT_ZIP_KEY,
+    BUNDLE_KEY,
+    FILES_DIR,
+    TERMINATION_LOG,
+    pod_exit_codes,
+)
 from distrun.backends.kubernetes.pods import PodLayout, PodRole, pod_job_dir, remote_start_port_base
 from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.restarts.policy import RestartPolicy
@@ -17,8 +25,6 @@ from distrun.spec.models import JobSpec
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 CONTAINER = "distrun"
-AGENT_MODULE = "distrun.backends.kubernetes.pod_agent"
-BUNDLE_KEY = "bundle.tgz"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "distrun"}
 JOB_LABEL = "distrun.io/job"
 ROLE_LABEL = "distrun.io/role"
@@ -30,10 +36,6 @@ RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
 # The pod condition Kubernetes sets on a pod it evicts, preempts or deletes for a taint.
 DISRUPTION_TARGET = "DisruptionTarget"
-# Where a pod's distrun node agent reports its outcome (compact JSON; Kubernetes keeps 4 KiB).
-TERMINATION_LOG = "termination-log"
-# The agent's final log record: this prefix, then its outcome as JSON, on one line.
-OUTCOME_MARK = "distrun-outcome: "
 AGENT_REPORT_S = 10
 # Every pod carries this finalizer until distrun has read its report (its final log record or
 # termination message): a pod deleted first (a JobSet restart, a cancel) stays until then.
@@ -83,13 +85,16 @@ def token_secret(layout: PodLayout, target: KubernetesSettings, job_name: str, t
     }
 
 
-def config_map(layout: PodLayout, target: KubernetesSettings, job_name: str, bundle_b64: str) -> dict[str, Any]:
+def config_map(
+    layout: PodLayout, target: KubernetesSettings, job_name: str, bundle_b64: str, agent_b64: str
+) -> dict[str, Any]:
+    """The job's files and the distrun modules its pods run (the image needs no distrun)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(files_name(layout), layout, target, job_name),
         "immutable": True,
-        "binaryData": {BUNDLE_KEY: bundle_b64},
+        "binaryData": {BUNDLE_KEY: bundle_b64, AGENT_ZIP_KEY: agent_b64},
     }
 
 
@@ -140,10 +145,11 @@ def _container(
     # start-up; each process still gets exactly its plan environment from the agent.
     for key, value in {**job.environment_variables, **role.env}.items():
         env.append({"name": key, "value": value})
-    command = [target.python, "-m", AGENT_MODULE]
+    # The image's Python runs distrun's zip (its __main__.py checks the Python, then runs the agent).
+    command = [target.python, f"{work}/{FILES_DIR}/{AGENT_ZIP_KEY}", AGENT_MODULE]
     mounts = [
         {"name": "job", "mountPath": job_dir},
-        {"name": "files", "mountPath": f"{work}/files", "readOnly": True},
+        {"name": "files", "mountPath": f"{work}/{FILES_DIR}", "readOnly": True},
     ]
     if job.resources.shm_size:
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
@@ -230,9 +236,7 @@ def _queue_labels(target: KubernetesSettings) -> dict[str, str]:
 
 
 def no_restart_codes(job: JobSpec) -> list[int]:
-    """limits.no_restart_exit_codes a pod can exit with (1-255): the pod agent exits with the
-    failed rank's code when it is one of them, so a podFailurePolicy can match it."""
-    return sorted(c for c in RestartPolicy.of(job.limits).no_restart_exit_codes if 0 < c < 256)
+    return pod_exit_codes(RestartPolicy.of(job.limits))
 
 
 def failure_policy(job: JobSpec) -> dict[str, Any]:
@@ -339,13 +343,19 @@ def indexed_jobs(layout: PodLayout, job: JobSpec, target: KubernetesSettings, jo
 
 
 def render_objects(
-    layout: PodLayout, job: JobSpec, target: KubernetesSettings, job_name: str, bundle_b64: str, token: str
+    layout: PodLayout,
+    job: JobSpec,
+    target: KubernetesSettings,
+    job_name: str,
+    bundle_b64: str,
+    token: str,
+    agent_b64: str,
 ) -> list[dict[str, Any]]:
     """Every object of the job, in the order they are created (files and token first: pods use them).
 
     `token` is the MPI remote-start token (random per submission), unused by other jobs.
     """
-    objects = [config_map(layout, target, job_name, bundle_b64)]
+    objects = [config_map(layout, target, job_name, bundle_b64, agent_b64)]
     if uses_remote_starts(layout):
         objects.append(token_secret(layout, target, job_name, token))
     if layout.jobset:

@@ -1,6 +1,8 @@
 """`python -m distrun.backends.kubernetes.pod_agent`: the entry point of distrun's node agent in a pod.
 
-Each pod of a job runs this (the image must have distrun). It unpacks the job's files from the
+Each pod of a job runs this, from the zip of distrun's modules its job's ConfigMap carries
+(`agent_zip`: the image needs python3 >= 3.10, not distrun); it imports only the standard library
+and distrun's own modules. It unpacks the job's files from the
 ConfigMap mounted at `<work_dir>/files` into the pod's job folder, learns the node's
 `NodeFacts` from the pod (node rank = the role's first node, DISTRUN_K8S_FIRST_NODE, plus
 JOB_COMPLETION_INDEX, which Kubernetes sets in each pod of an Indexed Job; hosts and ports from
@@ -37,12 +39,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distrun.backends.kubernetes.manifests import OUTCOME_MARK
+from distrun.backends.kubernetes.pod_contract import OUTCOME_MARK
 
 if TYPE_CHECKING:
     from distrun.agent.node_facts import NodeFacts, NodeOutcome
     from distrun.plan.model import LaunchPlan, Placement, ProcessSpec
-    from distrun.spec.models import JobSpec
+    from distrun.restarts.policy import RestartPolicy
 
 TERMINATION_LIMIT = 4000  # Kubernetes truncates termination messages at 4096 bytes
 EXIT_FAILED = 1
@@ -180,14 +182,14 @@ def _with_env(proc: ProcessSpec, extra: Mapping[str, str]) -> ProcessSpec:
     return dataclasses.replace(proc, env={**proc.env, **extra})
 
 
-def pod_exit_code(outcome: NodeOutcome, spec: JobSpec) -> int:
+def pod_exit_code(outcome: NodeOutcome, restarts: RestartPolicy) -> int:
     """The agent's exit status; a failed rank's own code when it is one that must not be restarted."""
     from distrun.agent.node import exit_code
-    from distrun.backends.kubernetes.manifests import no_restart_codes
+    from distrun.backends.kubernetes.pod_contract import pod_exit_codes
     from distrun.core.job_status import JobStatus
 
     code = (outcome.root_cause or {}).get("exit_code")
-    if outcome.status == JobStatus.FAILED and code in no_restart_codes(spec):
+    if outcome.status == JobStatus.FAILED and code in pod_exit_codes(restarts):
         return int(code)
     return exit_code(outcome)
 
@@ -195,9 +197,9 @@ def pod_exit_code(outcome: NodeOutcome, spec: JobSpec) -> int:
 def unpack_job(work: Path, job_dir: Path, env: Mapping[str, str]) -> None:
     """The job's files from the ConfigMap into the pod's job folder, as prepare_job lays them out."""
     from distrun.backends.kubernetes import bundle
-    from distrun.backends.kubernetes.manifests import BUNDLE_KEY
+    from distrun.backends.kubernetes.pod_contract import BUNDLE_KEY, FILES_DIR
 
-    bundle.unpack((work / "files" / BUNDLE_KEY).read_bytes(), job_dir)
+    bundle.unpack((work / FILES_DIR / BUNDLE_KEY).read_bytes(), job_dir)
     code_in_image = env.get(f"{ENV_PREFIX}CODE_IN_IMAGE")
     if code_in_image and not (job_dir / "code").exists():
         (job_dir / "code").symlink_to(code_in_image)
@@ -217,8 +219,8 @@ def pod_folders(env: Mapping[str, str]) -> tuple[Path, Path]:
 
 
 def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
-    from distrun.agent.node import note_stop_requests, read_job_and_spec, run_node
-    from distrun.backends.kubernetes.render import PLACEMENT_FILE, placement_from
+    from distrun.agent.node import note_stop_requests, read_job, run_node
+    from distrun.backends.kubernetes.pod_contract import PLACEMENT_FILE, placement_from
 
     stop_requested = note_stop_requests()
     work, job_dir = pod_folders(env)
@@ -228,8 +230,8 @@ def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
     role = env.get(f"{ENV_PREFIX}ROLE", "")
     if port_base.isdigit() and role != "launcher":
         return serve_remote_starts(env, job_dir, int(port_base) + node_rank, stop_requested)
-    job, spec = read_job_and_spec(job_dir)
-    for name in spec.outputs:
+    job = read_job(job_dir)  # plain data: job.json was validated when the job was submitted
+    for name in job.bindings.outputs:
         (job_dir / "named-outputs" / name).mkdir(parents=True, exist_ok=True)
     where = placement_from(json.loads((job_dir / PLACEMENT_FILE).read_text(encoding="utf-8")))
     facts = pod_facts(env, where, node_rank, job_dir)
@@ -245,7 +247,7 @@ def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
     outcome = run_node(
         facts, channel, job, adapt_plan=lambda plan: with_restart_count(plan, attempt), stop_requested=stop_requested
     )
-    return pod_exit_code(outcome, spec)
+    return pod_exit_code(outcome, job.plan_job.restarts)
 
 
 def _token(env: Mapping[str, str]) -> str:
@@ -295,8 +297,13 @@ def serve_remote_starts(env: Mapping[str, str], job_dir: Path, port: int, stop_r
 def main() -> int:
     from distrun.agent.node import setup_failure_outcome
     from distrun.core.errors import DistrunError
+    from distrun.core.module_command import distrun_root
 
     env = dict(os.environ)
+    print(
+        f"distrun pod agent: Python {sys.version.split()[0]} ({sys.executable}), distrun from {distrun_root()}",
+        flush=True,
+    )
     pod = env.get(f"{ENV_PREFIX}POD_NAME", "")
     work, job_dir = pod_folders(env)
     channel = PodOutcomeChannel(work, pod, env.get(f"{ENV_PREFIX}NODE_NAME", ""), job_dir)

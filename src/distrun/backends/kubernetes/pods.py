@@ -108,7 +108,7 @@ def job_image(job: JobSpec, target: KubernetesSettings, named_image: str | None 
         )
     raise DistrunError(
         "the job names no image, and Kubernetes runs every pod from one",
-        "add environment: {image: REGISTRY/IMAGE:TAG} with distrun and your framework installed, "
+        "add environment: {image: REGISTRY/IMAGE:TAG} with python3 (3.10 or newer) and your framework, "
         "or set the compute target's image",
     )
 

@@ -11,19 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from distrun.backends.kubernetes import bundle as job_bundle
+from distrun.backends.kubernetes.agent_zip import agent_zip
 from distrun.backends.kubernetes.manifests import render_objects
 from distrun.backends.kubernetes.mlflow_route import pod_tracking
 from distrun.backends.kubernetes.output_records import OUTPUTS_LIMIT
+from distrun.backends.kubernetes.pod_contract import BINDINGS_FILE, JOB_FILE, PLACEMENT_FILE, placement_dict
 from distrun.backends.kubernetes.pods import PodLayout, build_layout, placement
 from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.core.json_encoding import compact_json
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.spec.models import JobSpec
-
-JOB_FILE = "job.json"
-BINDINGS_FILE = "bindings.json"
-PLACEMENT_FILE = "placement.json"
 
 
 @dataclass(frozen=True)
@@ -51,26 +49,6 @@ def pod_bindings(bindings: Bindings, local_job_dir: str, pod_dir: str) -> Bindin
         outputs={k: moved(v) for k, v in bindings.outputs.items()},
         input_paths={k: moved(v) for k, v in bindings.input_paths.items()},
         environment=pod_tracking(bindings.environment).environment,
-    )
-
-
-def placement_dict(where: Placement) -> dict[str, Any]:
-    return {
-        "hosts": list(where.hosts),
-        "master_port": where.master_port,
-        "task_ports": list(where.task_ports),
-        "job_dir": where.job_dir,
-        "run_id": where.run_id,
-    }
-
-
-def placement_from(data: dict[str, Any]) -> Placement:
-    return Placement(
-        hosts=tuple(data["hosts"]),
-        master_port=int(data["master_port"]),
-        task_ports=tuple(int(p) for p in data["task_ports"]),
-        job_dir=str(data["job_dir"]),
-        run_id=str(data["run_id"]),
     )
 
 
@@ -135,6 +113,7 @@ def render_request(
     inputs = Path(local_job_dir) / job_bundle.INPUTS  # copied inputs travel also when the code is in the image
     if inputs.is_dir():
         trees[job_bundle.INPUTS] = inputs
-    payload = job_bundle.encoded(job_bundle.build_bundle(job_files(spec, bound, where), trees))
-    objects = render_objects(layout, spec, target, job_name, payload, token)
+    agent = agent_zip()
+    payload = job_bundle.encoded(job_bundle.build_bundle(job_files(spec, bound, where), trees), len(agent))
+    objects = render_objects(layout, spec, target, job_name, payload, token, job_bundle.encoded(agent))
     return KubernetesRequest(layout, objects, plan, tuple(_notes(spec, target, layout, bindings, local_job_dir)))

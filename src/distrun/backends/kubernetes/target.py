@@ -34,7 +34,7 @@ class KubernetesSettings(BaseModel):
     priority_class: str | None = Field(None, pattern=DNS_SUBDOMAIN, max_length=253)
     queue: str | None = Field(None, description="Kueue LocalQueue (label kueue.x-k8s.io/queue-name)")
     jobset: str = Field("auto", pattern="^(auto|always|never)$", description="use JobSet when its CRD is installed")
-    python: str = Field("python3", description="Python in the image that has distrun installed")
+    python: str = Field("python3", description="the image's Python (3.10 or newer; it needs no distrun)")
     code_in_image: str | None = Field(
         None, description="code folder already in the image (for code over the ConfigMap limit)"
     )
