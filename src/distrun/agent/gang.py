@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from distrun.agent import process_tree
 from distrun.agent.cgroup import LaunchCgroup
+from distrun.agent.containers import ContainerRun, container_name, remove, start_failure
 from distrun.agent.line_stream import LineStream
 from distrun.agent.node_files import write_node_files
 from distrun.agent.outcome import (
@@ -101,6 +102,8 @@ class GangOptions:
     # Says whether a stop signal is a preemption (stopped from outside, not `job cancel`): the
     # ranks get the grace period all the same, and the gang ends Preempted instead of Canceled.
     preempted_by: Callable[[int], bool] | None = None
+    # Each process runs in a container of the job's image (`distrun.agent.containers`); None: here.
+    container: ContainerRun | None = None
 
 
 def run_gang(
@@ -118,6 +121,7 @@ def run_gang(
     signals: list[int] | None = None,
     peers: MainWorkPeers | None = None,
     preempted_by: Callable[[int], bool] | None = None,
+    container: ContainerRun | None = None,
 ) -> GangResult:
     options = GangOptions(
         grace_period=grace_period,
@@ -129,6 +133,7 @@ def run_gang(
         signals=signals,
         peers=peers,
         preempted_by=preempted_by,
+        container=container,
     )
     if launch_id:
         options.launch_id = launch_id
@@ -189,6 +194,7 @@ class Gang:
                 self._close_log(item)
             if self.cgroup is not None:
                 self.cgroup.close()
+            self._remove_containers()
             restore()
             self.selector.close()
         return result
@@ -243,7 +249,9 @@ class Gang:
                 )
                 log_fd = log_fds.pop(spec.name)
                 try:
-                    proc = process_tree.spawn(spec, base, self.options.launch_id, cgroup, self.plan.environment(spec))
+                    proc = process_tree.spawn(
+                        spec, base, self.options.launch_id, cgroup, self.plan.environment(spec), self._container(spec)
+                    )
                 except (OSError, ValueError) as exc:  # ValueError: a NUL byte in its command or env
                     for fd in (log_fd, *log_fds.values()):
                         os.close(fd)
@@ -265,6 +273,16 @@ class Gang:
                 assert proc.stdout is not None
                 self.selector.register(proc.stdout.fileno(), selectors.EVENT_READ, ("out", item))
                 self.selector.register(pidfd, selectors.EVENT_READ, ("exit", item))
+
+    def _container(self, spec: ProcessSpec) -> tuple[ContainerRun, str] | None:
+        run = self.options.container
+        return None if run is None else (run, container_name(self.options.launch_id, spec.name))
+
+    def _remove_containers(self) -> None:
+        """Containers whose engine client was killed (after the grace period) are removed by name."""
+        run = self.options.container
+        if run is not None and self.running:
+            remove(run, (container_name(self.options.launch_id, item.spec.name) for item in self.running))
 
     def _prepare_nodes(self, base: Mapping[str, str]) -> bool:
         """Before anything starts: the files the nodes need (MPI hostfile), and their launchers."""
@@ -409,6 +427,7 @@ class Gang:
             if item.outcome.running or item.pipe_open:
                 process_tree.signal_group(item.proc.pid, signal.SIGKILL)
         process_tree.kill_pids(self._leftovers(), signal.SIGKILL)
+        self._remove_containers()  # a killed engine client leaves its container running
         self.kill_at = None
 
     def _leftovers(self) -> list[int]:
@@ -545,6 +564,9 @@ class Gang:
             reason = root["reason"]
         elif stop.root is not None:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log, stop.root.log_fd))
+            if self.options.container is not None:
+                said = start_failure(self.options.container, root["exit_code"], root["log_tail"])
+                root["reason"] = said or root["reason"]
             reason = root["reason"]
         return GangResult(stop.status, reason, root, outcomes)
 

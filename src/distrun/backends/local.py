@@ -21,12 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO, ClassVar
 
+from distrun.agent.containers import ContainerRun
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals
 from distrun.agent.terminal_output import say
 from distrun.backends.base import RenderedJob
 from distrun.backends.job_launcher import acting_as_launcher
+from distrun.backends.local_containers import ContainerChoice, choose_container
 from distrun.backends.local_gpus import probe_gpus
 from distrun.backends.ports import free_ports
 from distrun.backends.supervised import SupervisedBackend, cancel_marker, mark_cancel
@@ -98,7 +100,8 @@ def execute(
             with acting_as_launcher(layout, prepared.name, _launch_id(prepared)) as started:
                 if not started:
                     return index.get(prepared.name)  # it ended (was canceled) before it could start
-                result, attempts = _run_attempts(prepared, index, leases, plan, stream, color, stop_signals)
+                container = _container(prepared, layout, plan).run
+                result, attempts = _run_attempts(prepared, index, leases, plan, stream, color, stop_signals, container)
                 _record_or_say(index, prepared.name, result, attempts)
     finally:
         leases.release()
@@ -113,6 +116,7 @@ def _run_attempts(
     stream: BinaryIO | None,
     color: bool,
     stop_signals: list[int],
+    container: ContainerRun | None = None,
 ) -> tuple[GangResult, list[Attempt]]:
     """Attempt 0, then as many restarts as the job's policy allows; the last result and every attempt.
 
@@ -141,6 +145,7 @@ def _run_attempts(
             launch_id=_launch_id(prepared),
             signals=stop_signals,
             preempted_by=_preemption_test(policy, prepared.folder),
+            container=container,
         )
         if count and deadline is not None and result.root_cause is None and result.reason.startswith("timeout after"):
             result.reason = f"timeout after {spec.limits.timeout:g} s (limits.timeout counts every attempt)"
@@ -238,6 +243,14 @@ def record_result(index: JobIndex, name: str, result: GangResult, attempts: list
     )
 
 
+def _container(prepared: PreparedJob, layout: Layout, plan: LaunchPlan) -> ContainerChoice:
+    """Whether the job's processes run in a container of its image (`backends.local_containers`)."""
+    gpus = any(node.gpus for node in plan.nodes)
+    return choose_container(
+        prepared.spec, layout.config_path, prepared.folder.root, prepared.bindings, gpus, layout.home / "containers"
+    )
+
+
 def _launch_id(prepared: PreparedJob) -> str:
     return f"{prepared.name}-{os.getpid()}"
 
@@ -293,11 +306,12 @@ class LocalBackend(SupervisedBackend):
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
         """The plan with ports free now; the supervisor picks (and leases) the ports again when the job starts."""
-        said = local_notes(job.spec)
+        plan = plan_local(job)
+        said = local_notes(job.spec, _container(job, layout, plan).note)
         notes = ["local compute: nodes are simulated on this machine (127.0.0.1); ports are chosen when the job starts"]
         return RenderedJob(
             job=job,
-            plan=plan_local(job),
+            plan=plan,
             request=LocalLaunch(tuple(self.launcher_argv(job.name))),
             kind=self.kind,
             notes=tuple(notes + said),
@@ -316,7 +330,8 @@ class LocalBackend(SupervisedBackend):
         return execute(rendered.job, layout, stream=stream, color=color, on_plan=on_plan)
 
     def attached_notes(self, rendered: RenderedJob, plan: LaunchPlan) -> list[str]:
-        return local_notes(rendered.job.spec) + list(plan.notes)
+        layout = Layout(rendered.job.folder.root.parent.parent)
+        return local_notes(rendered.job.spec, _container(rendered.job, layout, plan).note) + list(plan.notes)
 
     def finished(self, rendered: RenderedJob, record: JobRecord) -> None:
         """Close the job's MLflow run (the launcher does it for a job started in the background)."""

@@ -151,6 +151,11 @@ _output_option = click.option(
     default=None,
     help="Restart the whole job up to this many times after a failure (limits.max_restarts).",
 )
+@click.option(
+    "--no-container",
+    is_flag=True,
+    help="On local compute, run in this Python even when environment.image is set and a container engine is here.",
+)
 def run(
     file: str,
     overrides: tuple[str, ...],
@@ -159,8 +164,12 @@ def run(
     detach: bool,
     output: str,
     max_restarts: int | None,
+    no_container: bool,
 ) -> None:
     """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
+    if no_container:
+        # Read where local compute decides (also in a launcher started for --detach, which inherits it).
+        os.environ["DISTRUN_CONTAINERS"] = "off"
     if max_restarts is not None:
         overrides = (*overrides, f"limits.max_restarts={max_restarts}")
     _run(file, overrides, name, compute, stream=not detach, output=output)
