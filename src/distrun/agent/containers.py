@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,8 @@ default_ulimits = []
 pids_limit = 0
 """
 REMOVE_SECONDS = 30.0
+REMOVE_TRIES = 4
+REMOVE_PAUSE = 0.5
 
 
 @dataclass(frozen=True)
@@ -129,20 +132,30 @@ def start_failure(run: ContainerRun, exit_code: int | None, log_tail: str) -> st
 
 
 def remove(run: ContainerRun, names: Iterable[str]) -> None:
-    """Remove the named containers, running or not; ones already gone are no error."""
+    """Remove the named containers, running or not; ones already gone are no error.
+
+    Tried again a moment later when the engine says no: a container whose processes were just
+    killed from outside (a watchdog's sweep) is "improper: stopped" for podman until its state
+    catches up, and the first `rm` leaves it Stopping.
+    """
     names = list(names)
-    if not names:
-        return
     force = ["rm", "--force", "--ignore", "--time", "0"] if run.engine == "podman" else ["rm", "--force"]
-    try:
-        subprocess.run(
-            [run.program, *run.engine_options(), *force, *names],
-            env={**os.environ, **run.engine_env()},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=REMOVE_SECONDS,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        pass  # nothing more distrun can do; `podman ps -a --filter name=distrun-` shows them
+    for attempt in range(REMOVE_TRIES):
+        if not names:
+            return
+        if attempt:
+            time.sleep(REMOVE_PAUSE)
+        try:
+            done = subprocess.run(
+                [run.program, *run.engine_options(), *force, *names],
+                env={**os.environ, **run.engine_env()},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=REMOVE_SECONDS,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return  # nothing more distrun can do; `podman ps -a --filter name=distrun-` shows them
+        if done.returncode == 0:
+            return

@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO, ClassVar
 
-from distrun.agent.containers import ContainerRun
+from distrun.agent.containers import ContainerRun, container_name
+from distrun.agent.containers import remove as remove_containers
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals
@@ -97,10 +98,11 @@ def execute(
             plan = _write_plan(prepared, index, leases)
             if on_plan is not None:
                 on_plan(plan)
-            with acting_as_launcher(layout, prepared.name, _launch_id(prepared)) as started:
+            container = _container(prepared, layout, plan).run
+            when_lost = None if container is None else _removing_containers(container, plan, _launch_id(prepared))
+            with acting_as_launcher(layout, prepared.name, _launch_id(prepared), when_lost) as started:
                 if not started:
                     return index.get(prepared.name)  # it ended (was canceled) before it could start
-                container = _container(prepared, layout, plan).run
                 result, attempts = _run_attempts(prepared, index, leases, plan, stream, color, stop_signals, container)
                 _record_or_say(index, prepared.name, result, attempts)
     finally:
@@ -249,6 +251,12 @@ def _container(prepared: PreparedJob, layout: Layout, plan: LaunchPlan) -> Conta
     return choose_container(
         prepared.spec, layout.config_path, prepared.folder.root, prepared.bindings, gpus, layout.home / "containers"
     )
+
+
+def _removing_containers(run: ContainerRun, plan: LaunchPlan, launch_id: str) -> Callable[[], None]:
+    """For the watchdog: a SIGKILL of distrun kills the ranks, and the engine keeps their containers."""
+    names = [container_name(launch_id, p.name) for node in plan.nodes for p in node.processes]
+    return lambda: remove_containers(run, names)
 
 
 def _launch_id(prepared: PreparedJob) -> str:
