@@ -96,9 +96,8 @@ def test_without_an_engine_the_job_runs_here_and_says_why(tmp_path, monkeypatch)
     finally:
         local_containers.find_engine.cache_clear()
     assert choice.run is None
-    assert choice.note is not None and choice.note.startswith(
-        "environment.image reg/img:1 is not used: no container engine on this machine (podman, then docker, were looked for)"
-    )
+    why = "no container engine on this machine (podman, then docker, were looked for)"
+    assert choice.note is not None and choice.note.startswith(f"environment.image reg/img:1 is not used: {why}")
 
 
 def test_no_container_and_the_config_setting_keep_it_here_on_purpose(tmp_path, monkeypatch):
