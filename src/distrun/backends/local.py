@@ -271,9 +271,12 @@ class LocalLaunch:
     """Local compute's request: the job is supervised from this machine (here, or by this launcher)."""
 
     launcher: tuple[str, ...]
+    container: ContainerRun | None = None
 
     def display(self) -> dict[str, Any]:
-        return {}  # the plan says it all; ports are chosen when the job starts
+        # The plan says the rest; ports are chosen when the job starts.
+        run = self.container
+        return {} if run is None else {"runs_in": f"a container of image {run.image} per process ({run.program})"}
 
 
 class LocalSettings:
@@ -315,12 +318,13 @@ class LocalBackend(SupervisedBackend):
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
         """The plan with ports free now; the supervisor picks (and leases) the ports again when the job starts."""
         plan = plan_local(job)
-        said = local_notes(job.spec, _container(job, layout, plan).note)
+        container = _container(job, layout, plan)
+        said = local_notes(job.spec, container.note)
         notes = ["local compute: nodes are simulated on this machine (127.0.0.1); ports are chosen when the job starts"]
         return RenderedJob(
             job=job,
             plan=plan,
-            request=LocalLaunch(tuple(self.launcher_argv(job.name))),
+            request=LocalLaunch(tuple(self.launcher_argv(job.name)), container.run),
             kind=self.kind,
             notes=tuple(notes + said),
             warnings=tuple(said),
