@@ -121,3 +121,12 @@ def test_mounts_are_the_job_folder_and_data_outside_it(tmp_path):
     inputs = {"data": "/data/set", "inside": str(job_dir / "inputs" / "x"), "again": "/data/set/part"}
     mounts = local_containers._mounts(job_dir, Bindings(input_paths=inputs, outputs={"model": str(job_dir / "m")}))
     assert mounts == (str(job_dir), "/data/set")
+
+
+def test_the_plan_says_the_processes_run_in_containers():
+    from distrun.backends.local import LocalLaunch
+
+    assert LocalLaunch(("distrun",), _run()).display() == {
+        "runs_in": "a container of image reg/img:1 per process (/usr/bin/podman)"
+    }
+    assert LocalLaunch(("distrun",)).display() == {}
