@@ -227,6 +227,9 @@ def test_plan_shows_what_submit_renders_once_and_schedules(
     loaded: LoadedJob,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The job's image alone would run in containers on local compute where podman is installed
+    # (test_container_run.py): here the same Python on every machine.
+    monkeypatch.setenv("DISTRUN_CONTAINERS", "off")
     layout = Layout(home)
     before = home_files(home)
     plan = plan_job(loaded, layout, TARGETS[kind][0])

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from distrun.agent import process_tree
 from distrun.agent.cgroup import LaunchCgroup
+from distrun.agent.containers import ContainerRun, container_name, remove, start_failure
 from distrun.agent.hang_watch import HangWatch, read_lead
 from distrun.agent.line_stream import LineStream
 from distrun.agent.node_files import write_node_files
@@ -124,6 +125,8 @@ class GangOptions:
     last_metric: Callable[[], float | None] | None = None
     # Answer `distrun job stacks` requests in the job folder (the folder above log_dir).
     stack_requests: bool = True
+    # Each process runs in a container of the job's image (`distrun.agent.containers`); None: here.
+    container: ContainerRun | None = None
 
 
 def run_gang(
@@ -143,6 +146,7 @@ def run_gang(
     preempted_by: Callable[[int], bool] | None = None,
     hang_timeout: float | None = None,
     last_metric: Callable[[], float | None] | None = None,
+    container: ContainerRun | None = None,
 ) -> GangResult:
     options = GangOptions(
         grace_period=grace_period,
@@ -156,6 +160,7 @@ def run_gang(
         preempted_by=preempted_by,
         hang_timeout=hang_timeout,
         last_metric=last_metric,
+        container=container,
     )
     if launch_id:
         options.launch_id = launch_id
@@ -226,6 +231,7 @@ class Gang:
                 self._close_log(item)
             if self.cgroup is not None:
                 self.cgroup.close()
+            self._remove_containers()
             restore()
             self.selector.close()
         return result
@@ -280,7 +286,9 @@ class Gang:
                 )
                 log_fd = log_fds.pop(spec.name)
                 try:
-                    proc = process_tree.spawn(spec, base, self.options.launch_id, cgroup, self.plan.environment(spec))
+                    proc = process_tree.spawn(
+                        spec, base, self.options.launch_id, cgroup, self.plan.environment(spec), self._container(spec)
+                    )
                 except (OSError, ValueError) as exc:  # ValueError: a NUL byte in its command or env
                     for fd in (log_fd, *log_fds.values()):
                         os.close(fd)
@@ -302,6 +310,16 @@ class Gang:
                 assert proc.stdout is not None
                 self.selector.register(proc.stdout.fileno(), selectors.EVENT_READ, ("out", item))
                 self.selector.register(pidfd, selectors.EVENT_READ, ("exit", item))
+
+    def _container(self, spec: ProcessSpec) -> tuple[ContainerRun, str] | None:
+        run = self.options.container
+        return None if run is None else (run, container_name(self.options.launch_id, spec.name))
+
+    def _remove_containers(self) -> None:
+        """Containers whose engine client was killed (after the grace period) are removed by name."""
+        run = self.options.container
+        if run is not None and self.running:
+            remove(run, (container_name(self.options.launch_id, item.spec.name) for item in self.running))
 
     def _prepare_nodes(self, base: Mapping[str, str]) -> bool:
         """Before anything starts: the files the nodes need (MPI hostfile), and their launchers."""
@@ -463,6 +481,7 @@ class Gang:
             if item.outcome.running or item.pipe_open:
                 process_tree.signal_group(item.proc.pid, signal.SIGKILL)
         process_tree.kill_pids(self._leftovers(), signal.SIGKILL)
+        self._remove_containers()  # a killed engine client leaves its container running
         self.kill_at = None
 
     def _leftovers(self) -> list[int]:
@@ -693,6 +712,9 @@ class Gang:
             root = stop.root_cause
         elif stop.root is not None:
             root = root_cause_of(stop.root.outcome, last_traceback(stop.root.outcome.log, stop.root.log_fd))
+            if self.options.container is not None:
+                said = start_failure(self.options.container, root["exit_code"], root["log_tail"])
+                root["reason"] = said or root["reason"]
             reason = root["reason"]
         return GangResult(stop.status, reason, root, outcomes)
 

@@ -23,6 +23,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping
 
 from distrun.agent.cgroup import LaunchCgroup
+from distrun.agent.containers import ContainerRun, engine_process_env, passed_env, run_argv
 from distrun.core import procfs
 from distrun.core.death_signal import setpriv_prefix
 from distrun.core.launch_sweep import LAUNCH_MARKER, kill_pids, marked_pids
@@ -107,13 +108,25 @@ def spawn(
     launch_id: str,
     cgroup: LaunchCgroup | None = None,
     own: Mapping[str, str] | None = None,
+    container: tuple[ContainerRun, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start one process: stdout and stderr into one pipe, stdin closed, own session."""
+    """Start one process: stdout and stderr into one pipe, stdin closed, own session.
+
+    `container`: (how, its name): the process is the engine's `run` of the job's image instead.
+    """
     prefix = _launch_prefix(cgroup)
+    env = child_env(spec, base_env, launch_id, own)
+    argv: list[str] = list(spec.argv)
+    if container is not None:
+        run, name = container
+        passed = passed_env(spec, spec.env if own is None else own)
+        passed[LAUNCH_MARKER] = launch_id
+        argv = run_argv(run, spec, passed, name)
+        env = engine_process_env(run, env)
     return subprocess.Popen(
-        [*prefix, *spec.argv],
+        [*prefix, *argv],
         cwd=spec.cwd,
-        env=child_env(spec, base_env, launch_id, own),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -11,7 +11,7 @@ caller, so that a cancel in between is never lost.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from distrun.agent.watchdog import Watchdog
@@ -20,12 +20,22 @@ from distrun.store.layout import Layout
 
 
 @contextmanager
-def acting_as_launcher(layout: Layout, name: str, launch_id: str) -> Iterator[bool]:
+def acting_as_launcher(
+    layout: Layout, name: str, launch_id: str, also_when_lost: Callable[[], None] | None = None
+) -> Iterator[bool]:
     """Yields False when the job ended (was canceled) before it could start: run nothing then.
 
     The watchdog is forked first, before the caller starts any thread (Ray's among them).
+    `also_when_lost`: what else the watchdog does after sweeping the launch's processes
+    (remove the job's containers, which its processes' death leaves behind).
     """
-    watchdog = Watchdog.start(launch_id, lambda: JobIndex(layout.db_path).mark_launcher_lost(name))
+
+    def lost() -> None:
+        if also_when_lost is not None:
+            also_when_lost()
+        JobIndex(layout.db_path).mark_launcher_lost(name)
+
+    watchdog = Watchdog.start(launch_id, lost)
     try:
         yield JobIndex(layout.db_path).set_launcher(name, os.getpid())
     finally:

@@ -21,12 +21,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO, ClassVar
 
+from distrun.agent.containers import ContainerRun, container_name
+from distrun.agent.containers import remove as remove_containers
 from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals
 from distrun.agent.terminal_output import say
 from distrun.backends.base import RenderedJob
 from distrun.backends.job_launcher import acting_as_launcher
+from distrun.backends.local_containers import ContainerChoice, choose_container
 from distrun.backends.local_gpus import probe_gpus
 from distrun.backends.ports import free_ports
 from distrun.backends.supervised import SupervisedBackend, cancel_marker, mark_cancel
@@ -96,10 +99,12 @@ def execute(
             plan = _write_plan(prepared, index, leases)
             if on_plan is not None:
                 on_plan(plan)
-            with acting_as_launcher(layout, prepared.name, _launch_id(prepared)) as started:
+            container = _container(prepared, layout, plan).run
+            when_lost = None if container is None else _removing_containers(container, plan, _launch_id(prepared))
+            with acting_as_launcher(layout, prepared.name, _launch_id(prepared), when_lost) as started:
                 if not started:
                     return index.get(prepared.name)  # it ended (was canceled) before it could start
-                result, attempts = _run_attempts(prepared, index, leases, plan, stream, color, stop_signals)
+                result, attempts = _run_attempts(prepared, index, leases, plan, stream, color, stop_signals, container)
                 _record_or_say(index, prepared.name, result, attempts)
     finally:
         leases.release()
@@ -114,6 +119,7 @@ def _run_attempts(
     stream: BinaryIO | None,
     color: bool,
     stop_signals: list[int],
+    container: ContainerRun | None = None,
 ) -> tuple[GangResult, list[Attempt]]:
     """Attempt 0, then as many restarts as the job's policy allows; the last result and every attempt.
 
@@ -144,6 +150,7 @@ def _run_attempts(
             preempted_by=_preemption_test(policy, prepared.folder),
             hang_timeout=spec.limits.hang_timeout,
             last_metric=metric_clock(prepared.folder) if spec.limits.hang_timeout else None,
+            container=container,
         )
         if count and deadline is not None and result.root_cause is None and result.reason.startswith("timeout after"):
             result.reason = f"timeout after {spec.limits.timeout:g} s (limits.timeout counts every attempt)"
@@ -241,6 +248,20 @@ def record_result(index: JobIndex, name: str, result: GangResult, attempts: list
     )
 
 
+def _container(prepared: PreparedJob, layout: Layout, plan: LaunchPlan) -> ContainerChoice:
+    """Whether the job's processes run in a container of its image (`backends.local_containers`)."""
+    gpus = any(node.gpus for node in plan.nodes)
+    return choose_container(
+        prepared.spec, layout.config_path, prepared.folder.root, prepared.bindings, gpus, layout.home / "containers"
+    )
+
+
+def _removing_containers(run: ContainerRun, plan: LaunchPlan, launch_id: str) -> Callable[[], None]:
+    """For the watchdog: a SIGKILL of distrun kills the ranks, and the engine keeps their containers."""
+    names = [container_name(launch_id, p.name) for node in plan.nodes for p in node.processes]
+    return lambda: remove_containers(run, names)
+
+
 def _launch_id(prepared: PreparedJob) -> str:
     return f"{prepared.name}-{os.getpid()}"
 
@@ -253,9 +274,12 @@ class LocalLaunch:
     """Local compute's request: the job is supervised from this machine (here, or by this launcher)."""
 
     launcher: tuple[str, ...]
+    container: ContainerRun | None = None
 
     def display(self) -> dict[str, Any]:
-        return {}  # the plan says it all; ports are chosen when the job starts
+        # The plan says the rest; ports are chosen when the job starts.
+        run = self.container
+        return {} if run is None else {"runs_in": f"a container of image {run.image} per process ({run.program})"}
 
 
 class LocalSettings:
@@ -296,12 +320,14 @@ class LocalBackend(SupervisedBackend):
 
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
         """The plan with ports free now; the supervisor picks (and leases) the ports again when the job starts."""
-        said = local_notes(job.spec)
+        plan = plan_local(job)
+        container = _container(job, layout, plan)
+        said = local_notes(job.spec, container.note)
         notes = ["local compute: nodes are simulated on this machine (127.0.0.1); ports are chosen when the job starts"]
         return RenderedJob(
             job=job,
-            plan=plan_local(job),
-            request=LocalLaunch(tuple(self.launcher_argv(job.name))),
+            plan=plan,
+            request=LocalLaunch(tuple(self.launcher_argv(job.name)), container.run),
             kind=self.kind,
             notes=tuple(notes + said),
             warnings=tuple(said),
@@ -319,7 +345,8 @@ class LocalBackend(SupervisedBackend):
         return execute(rendered.job, layout, stream=stream, color=color, on_plan=on_plan)
 
     def attached_notes(self, rendered: RenderedJob, plan: LaunchPlan) -> list[str]:
-        return local_notes(rendered.job.spec) + list(plan.notes)
+        layout = Layout(rendered.job.folder.root.parent.parent)
+        return local_notes(rendered.job.spec, _container(rendered.job, layout, plan).note) + list(plan.notes)
 
     def finished(self, rendered: RenderedJob, record: JobRecord) -> None:
         """Close the job's MLflow run (the launcher does it for a job started in the background)."""

@@ -66,13 +66,16 @@ class RenderedJob:
         display, then the plan."""
         from distrun.prepare.environment_origin import environment_origin, pod_images
 
-        display = self.request.display()
+        display = dict(self.request.display())
+        # A backend whose request decides what the processes run in (local compute's containers) says it.
+        decided = display.pop("runs_in", None)
         images = pod_images(display.get("objects") or []) if self.kind == "kubernetes" else {}
         return {
             "compute": self.job.target.name,
             "type": self.kind,
             "notes": list(self.notes),
-            "runs_in": environment_origin(self.job.spec.environment, self.job.bindings.python_layer, self.kind, images),
+            "runs_in": decided
+            or environment_origin(self.job.spec.environment, self.job.bindings.python_layer, self.kind, images),
             "inputs": {
                 name: {**source, "local": self.job.bindings.input_paths.get(name, "")}
                 for name, source in self.job.bindings.input_sources.items()

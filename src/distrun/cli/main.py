@@ -183,6 +183,11 @@ _output_option = click.option(
     metavar="SECONDS",
     help="Fail the job, with every process's stack, after this long without output or metrics (limits.hang_timeout).",
 )
+@click.option(
+    "--no-container",
+    is_flag=True,
+    help="On local compute, run in this Python even when environment.image is set and a container engine is here.",
+)
 def run(
     file: str,
     overrides: tuple[str, ...],
@@ -192,8 +197,12 @@ def run(
     output: str,
     max_restarts: int | None,
     hang_timeout: float | None,
+    no_container: bool,
 ) -> None:
     """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
+    if no_container:
+        # Read where local compute decides (also in a launcher started for --detach, which inherits it).
+        os.environ["DISTRUN_CONTAINERS"] = "off"
     if max_restarts is not None:
         overrides = (*overrides, f"limits.max_restarts={max_restarts}")
     if hang_timeout is not None:

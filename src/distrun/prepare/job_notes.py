@@ -66,9 +66,11 @@ def unused_keys_note(spec: object, compute: str) -> str | None:
     return f"{', '.join(given)}: no meaning on {compute} compute; recorded with the job, not used"
 
 
-def local_notes(spec: object) -> list[str]:
-    """What `run` and `plan` say once about a job on local compute."""
-    notes = [environment_note(getattr(spec, "environment", None)), unused_keys_note(spec, "local")]
+def local_notes(spec: object, container_note: str | None = None) -> list[str]:
+    """What `run` and `plan` say once about a job on local compute; `container_note`, where the
+    job's image decides where it runs, says it instead of the environment note."""
+    environment = container_note or environment_note(getattr(spec, "environment", None))
+    notes = [environment, unused_keys_note(spec, "local")]
     return [note for note in notes if note]
 
 

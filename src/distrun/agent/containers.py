@@ -1,0 +1,161 @@
+"""Running a rank in a container of the job's image: everything distrun passes to podman or docker.
+
+A rank in a container is still one process of the gang: `podman run` in the foreground, whose
+output is the rank's output and whose exit status is the rank's (podman gives the command's).
+distrun's stop signal reaches the rank through podman (`--sig-proxy`, its default) and `--init`
+(a pid 1 that passes signals on: a rank as pid 1 would ignore SIGTERM). Each container has a
+name of its own, so that whatever podman leaves behind (its client killed before it could
+remove the container) is removed by name when the gang ends (`remove`).
+
+What this machine's podman needs is here and nowhere else: a containers.conf of distrun's own,
+given with CONTAINERS_CONF (never written over the machine's), that sets no default ulimits
+(raising them needs CAP_SYS_RESOURCE) and no pids limit, and `--runtime runc` (crun refuses
+a hybrid cgroup layout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from distrun.core.launch_sweep import LAUNCH_MARKER
+from distrun.plan.model import ProcessSpec
+
+ENGINES = ("podman", "docker")  # tried in this order
+DOCS = "docs/environments-and-data.md#containers"
+# podman and docker exit with 125 when they could not run the container at all.
+ENGINE_ERROR_EXIT = 125
+# Variables that describe this machine's own layout, not the image's: never passed in.
+HOST_LAYOUT = frozenset({"PATH", "LD_LIBRARY_PATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "HOME"})
+PODMAN_CONF = """\
+# Written by distrun for its own podman runs (given with CONTAINERS_CONF).
+[containers]
+default_ulimits = []
+pids_limit = 0
+"""
+REMOVE_SECONDS = 30.0
+REMOVE_TRIES = 4
+REMOVE_PAUSE = 0.5
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """How every process of a job runs in a container: plain data, decided by the backend."""
+
+    engine: str  # "podman" or "docker"
+    program: str  # the engine's executable
+    image: str
+    mounts: tuple[str, ...]  # host paths mounted at the same path, read-write (job folder, inputs)
+    extra_mounts: tuple[str, ...] = ()  # the user's own `SRC:DST[:OPTIONS]` (config.yaml)
+    user: str | None = None  # "UID:GID" for --user; None: podman's --userns=keep-id
+    gpus: bool = False
+    config_dir: str = ""  # where distrun keeps its containers.conf (podman)
+
+    def engine_options(self) -> list[str]:
+        return ["--runtime", "runc"] if self.engine == "podman" else []
+
+    def engine_env(self) -> dict[str, str]:
+        """What the engine's own process needs in its environment (podman: distrun's containers.conf)."""
+        if self.engine != "podman":
+            return {}
+        return {"CONTAINERS_CONF": str(podman_conf(Path(self.config_dir)))}
+
+
+def podman_conf(folder: Path) -> Path:
+    """distrun's containers.conf, written once (atomically) into `folder`."""
+    path = folder / "containers.conf"
+    try:
+        if path.read_text(encoding="utf-8") == PODMAN_CONF:
+            return path
+    except OSError:
+        pass
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".containers.conf.{os.getpid()}"
+    tmp.write_text(PODMAN_CONF, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def container_name(launch_id: str, process: str) -> str:
+    """A name per process of a launch, made only of what engines accept in a name."""
+    digest = hashlib.sha256(launch_id.encode()).hexdigest()[:16]
+    return f"distrun-{digest}-{process}"
+
+
+def run_argv(run: ContainerRun, spec: ProcessSpec, env: Mapping[str, str], name: str) -> list[str]:
+    """`podman run ...` for one process; values of `env` reach it by name (`--env KEY`), from the
+    engine's own environment, so that no secret a job sets shows on a command line."""
+    argv = [run.program, *run.engine_options(), "run", "--rm", "--init", "--name", name, "--network", "host"]
+    argv += ["--user", run.user] if run.user else ["--userns=keep-id"]
+    if run.gpus:
+        argv += ["--device", "nvidia.com/gpu=all"] if run.engine == "podman" else ["--gpus", "all"]
+    for path in run.mounts:
+        argv += ["--volume", f"{path}:{path}"]
+    for mount in run.extra_mounts:
+        argv += ["--volume", mount]
+    argv += ["--workdir", spec.cwd]
+    for key in sorted(env):
+        if key not in HOST_LAYOUT and key != LAUNCH_MARKER:
+            argv += ["--env", key]
+    # The marker by value: the engine's own processes (conmon, which removes a container whose
+    # client was killed) must not carry it, or a sweep of the launch would kill them first.
+    argv += ["--env", f"{LAUNCH_MARKER}={env.get(LAUNCH_MARKER, '')}", run.image, *spec.argv]
+    return argv
+
+
+def passed_env(spec: ProcessSpec, own: Mapping[str, str]) -> dict[str, str]:
+    """The variables distrun computes for a process (its own and its defaults): what the container gets."""
+    return {**spec.env_defaults, **own}
+
+
+def engine_process_env(run: ContainerRun, child: Mapping[str, str]) -> dict[str, str]:
+    """The engine's environment: the process's, less the launch marker, plus the engine's own settings."""
+    env = {key: value for key, value in child.items() if key != LAUNCH_MARKER}
+    env.update(run.engine_env())
+    return env
+
+
+def start_failure(run: ContainerRun, exit_code: int | None, log_tail: str) -> str | None:
+    """A clear reason when the engine could not start the container (exit 125), else None."""
+    if exit_code != ENGINE_ERROR_EXIT:
+        return None
+    said = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    errors = [line for line in said if line.startswith("Error:")]
+    message = (errors or said or [f"it exited with {ENGINE_ERROR_EXIT} and said nothing"])[-1]
+    message = message.removeprefix("Error:").strip()
+    return f"{run.engine} could not start a container: {message}; see {DOCS}"
+
+
+def remove(run: ContainerRun, names: Iterable[str]) -> None:
+    """Remove the named containers, running or not; ones already gone are no error.
+
+    Tried again a moment later when the engine says no: a container whose processes were just
+    killed from outside (a watchdog's sweep) is "improper: stopped" for podman until its state
+    catches up, and the first `rm` leaves it Stopping.
+    """
+    names = list(names)
+    force = ["rm", "--force", "--ignore", "--time", "0"] if run.engine == "podman" else ["rm", "--force"]
+    for attempt in range(REMOVE_TRIES):
+        if not names:
+            return
+        if attempt:
+            time.sleep(REMOVE_PAUSE)
+        try:
+            done = subprocess.run(
+                [run.program, *run.engine_options(), *force, *names],
+                env={**os.environ, **run.engine_env()},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=REMOVE_SECONDS,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return  # nothing more distrun can do; `podman ps -a --filter name=distrun-` shows them
+        if done.returncode == 0:
+            return
