@@ -186,15 +186,16 @@ def _environment(environment: Any, folder: Path) -> Any:
         return document
     # Its conda file is there to put Microsoft's mldesigner (the `execute` entry Azure ML runs)
     # into the image; distrun's own `mldesigner` runs the function instead, in distrun's Python.
+    # The image goes too: it has no distrun, so a container of it (local compute with a container
+    # engine) could not run the step.
     from distrun.sdk.notices import say_once
 
     say_once(
         f"designer-env:{path}",
         f"@command_component environment={text!r}: its conda file only installs mldesigner, which distrun "
-        "provides: the step runs in distrun's own Python environment (its image is kept for image-based backends)",
+        "provides: the step runs in distrun's own Python environment, not in its image",
     )
-    document.pop("conda_file")
-    return document if document.get("image") else None
+    return None
 
 
 def _only_mldesigner(conda: Any) -> bool:
