@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from distrun.backends.local_gpus import probe_gpus
+from distrun.prepare.machine_gpus import probe_gpus
 
 
 def test_one_run_asks_the_driver_once_and_a_later_attempt_asks_again(
@@ -14,7 +14,7 @@ def test_one_run_asks_the_driver_once_and_a_later_attempt_asks_again(
 ) -> None:
     """`nvidia-smi` starts NVML on every call (10-20 ms on a one-GPU machine): preflight, preview and
     first attempt share one listing, but a restart half a minute later sees the GPUs as they are."""
-    from distrun.backends import local_gpus
+    from distrun.prepare import machine_gpus as local_gpus
 
     calls = tmp_path / "calls"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrun.backends.local_gpus import probe_gpus
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, LaunchPlan, Placement
+from distrun.prepare.machine_gpus import probe_gpus
 from distrun.spec.models import JobSpec
 
 EIGHT = "0,1,2,3,4,5,6,7"

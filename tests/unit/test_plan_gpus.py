@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from distrun.backends.local_gpus import parse_gpu_list
 from distrun.core.errors import DistrunError
+from distrun.prepare.machine_gpus import parse_gpu_list
 from support.gpu_plans import job, plan, visible_per_node
 
 

@@ -30,7 +30,6 @@ from distrun.agent.terminal_output import say
 from distrun.backends.base import RenderedJob
 from distrun.backends.job_launcher import acting_as_launcher
 from distrun.backends.local_containers import ContainerChoice, choose_container
-from distrun.backends.local_gpus import probe_gpus
 from distrun.backends.ports import free_ports
 from distrun.backends.supervised import SupervisedBackend, cancel_marker, mark_cancel
 from distrun.core.errors import DistrunError
@@ -43,6 +42,7 @@ from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.prepare.compute import ComputeTarget
 from distrun.prepare.job_notes import local_notes
+from distrun.prepare.machine_gpus import probe_gpus
 from distrun.prepare.submission import PreparedJob
 from distrun.restarts.policy import Attempt, Decision, RestartPolicy, backoff_seconds, decide, keep_attempt
 from distrun.spec.models import JobSpec

@@ -396,7 +396,7 @@ def gpus_asked(spec: Any) -> int:
 
 def local_gpus() -> tuple[str, ...]:
     """This machine's GPUs as distrun's local backend sees them (CUDA_VISIBLE_DEVICES, else the driver)."""
-    from distrun.backends.local_gpus import probe_gpus
+    from distrun.prepare.machine_gpus import probe_gpus
 
     return probe_gpus()
 

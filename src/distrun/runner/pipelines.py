@@ -45,9 +45,9 @@ def upstream_path(layout: Layout, pipeline: LoadedPipeline, name: str, upstream:
 VALUE_BYTES = 64 << 10  # the most a value output's file may hold
 
 
-def output_value(layout: Layout, job: str, upstream: UpstreamOutput, kind: str) -> Any:
+def output_value(layout: Layout, job: str, upstream: UpstreamOutput, value_type: str) -> Any:
     """The value the job `job` wrote to its value output `upstream.output` (a `string`, `integer`,
-    `number` or `boolean` output: the text of the file its command was given), as `kind`."""
+    `number` or `boolean` output: the text of the file its command was given), as `value_type`."""
     from distrun.core.errors import DistrunError
     from distrun.core.safe_files import read_text
 
@@ -62,15 +62,15 @@ def output_value(layout: Layout, job: str, upstream: UpstreamOutput, kind: str) 
         raise DistrunError(f"{what} cannot be read: {exc}") from None
     text = text[:-1] if text.endswith("\n") else text
     try:
-        if kind == "integer":
+        if value_type == "integer":
             return int(text)
-        if kind == "number":
+        if value_type == "number":
             return float(text)
     except ValueError:
         raise DistrunError(
-            f"{what} is {text[:80]!r}, not a {'whole number' if kind == 'integer' else 'number'}"
+            f"{what} is {text[:80]!r}, not a {'whole number' if value_type == 'integer' else 'number'}"
         ) from None
-    if kind == "boolean":
+    if value_type == "boolean":
         if text.strip().lower() not in ("true", "false"):
             raise DistrunError(f"{what} is {text[:80]!r}, not true or false")
         return text.strip().lower() == "true"

@@ -245,11 +245,11 @@ def execute(source: str, name: str | None, inputs: dict[str, str], outputs: dict
     return result
 
 
-def _typed(text: str, kind: str) -> Any:
-    if kind == "integer":
+def _typed(text: str, value_type: str) -> Any:
+    if value_type == "integer":
         return int(text)
-    if kind == "number":
+    if value_type == "number":
         return float(text)
-    if kind == "boolean":
+    if value_type == "boolean":
         return text.strip().lower() in ("true", "1", "yes")
     return text

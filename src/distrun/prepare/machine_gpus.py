@@ -1,4 +1,5 @@
-"""This machine's GPUs, for slicing between simulated nodes (`distrun.plan.gpus`).
+"""This machine's GPUs, for slicing between simulated nodes (`distrun.plan.gpus`)
+and between a pipeline's local steps: a fact of the machine, read where a job is prepared.
 
 CUDA_VISIBLE_DEVICES when it is set (also "" or "-1": none), as CUDA itself would see them;
 else the driver's list from `nvidia-smi -L`; else none. A probe that fails or hangs means
