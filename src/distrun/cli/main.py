@@ -78,14 +78,11 @@ def _run(
 ) -> NoReturn:
     from distrun.runner import jobs
     from distrun.spec.loaded import LoadedJob
-    from distrun.spec.loaded_sweep import LoadedSweep
 
     layout = _layout()
     loaded = _load_document(file, overrides)
-    if isinstance(loaded, LoadedSweep):
-        _run_sweep(loaded, layout, name, compute, stream, file, overrides, output)
-    if not isinstance(loaded, LoadedJob):
-        _run_pipeline(loaded, layout, name, compute, stream, file, overrides, output)
+    if not isinstance(loaded, LoadedJob):  # a pipeline or a sweep
+        _run_parent_file(loaded, layout, name, compute, stream, file, overrides, output)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)
         if output == "json":
@@ -97,8 +94,8 @@ def _run(
     sys.exit(_exit_code(record.status))
 
 
-def _run_pipeline(
-    pipeline: Any,
+def _run_parent_file(
+    loaded: Any,
     layout: Any,
     name: str | None,
     compute: str | None,
@@ -107,29 +104,21 @@ def _run_pipeline(
     overrides: tuple[str, ...],
     output: str,
 ) -> NoReturn:
-    """A pipeline's supervisor submits each step's job and follows them: this process (attached),
-    or one started in the background (`-d`, `job create` without --stream)."""
-    from distrun.runner.pipeline_run import PipelineRun, pipeline_summary, start_detached
+    """A pipeline's or sweep's supervisor submits each step's or trial's job and follows them: this
+    process (attached), or one started in the background (`-d`, `job create` without --stream)."""
+    from distrun.spec.loaded_sweep import LoadedSweep
 
-    run = PipelineRun(pipeline, layout, echo, compute, name)
-    _run_parent(run, lambda: start_detached(run, file, list(overrides)), pipeline_summary, stream, output)
+    if isinstance(loaded, LoadedSweep):
+        from distrun.runner.sweep_run import SweepRun as Run
+        from distrun.runner.sweep_run import start_detached
+        from distrun.runner.sweep_run import sweep_summary as summary
+    else:
+        from distrun.runner.pipeline_run import PipelineRun as Run
+        from distrun.runner.pipeline_run import pipeline_summary as summary
+        from distrun.runner.pipeline_run import start_detached
 
-
-def _run_sweep(
-    sweep: Any,
-    layout: Any,
-    name: str | None,
-    compute: str | None,
-    stream: bool,
-    file: str,
-    overrides: tuple[str, ...],
-    output: str,
-) -> NoReturn:
-    """A sweep's supervisor submits each trial's job and follows them, as a pipeline's does."""
-    from distrun.runner.sweep_run import SweepRun, start_detached, sweep_summary
-
-    run = SweepRun(sweep, layout, echo, compute, name)
-    _run_parent(run, lambda: start_detached(run, file, list(overrides)), sweep_summary, stream, output)
+    run = Run(loaded, layout, echo, compute, name)
+    _run_parent(run, lambda: start_detached(run, file, list(overrides)), summary, stream, output)
 
 
 def _run_parent(run: Any, detach: Any, summary: Any, stream: bool, output: str) -> NoReturn:
