@@ -18,6 +18,9 @@ repo="$(cd "$here/.." && pwd)"
 source "$here/lib/test-venv.sh"
 fresh_test_venv "${DISTRUN_TEST_VENV:-$repo/.test-venv}"
 echo "== test environment: $VIRTUAL_ENV ($(python --version))"
+# How much of the machine is free when the tests start: a failure for want of memory or cores
+# (whoever used them) is then told apart from a failure of distrun.
+echo "== machine: $(nproc) cores, $(awk '/MemAvailable/ {a=$2} /MemTotal/ {t=$2} END {printf "%.1f of %.1f GiB", a/1048576, t/1048576}' /proc/meminfo) memory available, load $(cut -d' ' -f1-3 /proc/loadavg)"
 bash "$here/setup-test-env.sh"
 cd "$repo"
 # A temporary folder of this run's own: pytest's shared one (/tmp/pytest-of-USER) keeps only the

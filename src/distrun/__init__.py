@@ -38,7 +38,7 @@ _SDK_EXPORTS = {
 }
 
 # Modules of `azure.ai.ml` that distrun mirrors (`from azure.ai.ml import dsl` -> `from distrun import
-# dsl`): they import; what they cannot run yet (sweeps) raises NotSupportedYetError when it is called.
+# dsl`, `from azure.ai.ml.sweep import Choice` -> `from distrun.sweep import Choice`).
 _SUBMODULES = ("dsl", "sweep")
 
 # Root names of `azure.ai.ml` for what distrun does not run: Spark, and the workspace's other

@@ -146,43 +146,49 @@ def test_tiny_run_of_every_case_writes_the_report(tmp_path):
     assert "| B1 | distrun run of one true at most 0.12 s |" in text
     # B4's checker ran on distrun's per-rank files and stream and found every line whole.
     assert "0 lost, split or fused lines (per-rank files and live stream) | 0 at worst | met |" in text
-    # Every case was either measured or says why not.
-    for section in text.split("\n## ")[2:]:
-        assert "| distrun |" in section or "Skipped: " in section, section[:400]
-
-
-def _python_m(*args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m ARGS` from the repository root, its output kept."""
-    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
-
-
-def test_pipeline_case_runs_the_chain_and_the_fan_out_beside_the_same_commands_in_a_script(tmp_path):
-    """B10 at its smallest (3 steps): every sample of distrun completed, the script beside it."""
-    report = tmp_path / "RESULTS.md"
-    tiny = ("--tiny", "--reps", "1", "--no-setup", "--peers", "none")
-    result = _python_m("benchmarks", "--cases", "B10", *tiny, "--results", str(report))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    text = report.read_text()
-    assert "## B10: pipeline steps" in text and "broken:" not in text and "crashed" not in text, text
+    # B10 at its smallest (3 steps): the chain and the fan-out, each beside the same commands in a script.
     for case in ("3-step chain", "3-wide fan-out"):
         for method in ("distrun", "shell script"):
             assert f"| {case} | {method} | wall s | 1 |" in text, text
         assert f"| {case} | distrun | per step over the script s | 1 |" in text, text
     assert "| B10 | at most 0.3 s per step over the shell script in the chain |" in text
-
-
-def test_sweep_case_runs_the_trials_beside_the_same_commands_in_a_loop(tmp_path):
-    """B11 at its smallest (4 trials): every sample of distrun completed, the loop beside it."""
-    report = tmp_path / "RESULTS.md"
-    tiny = ("--tiny", "--reps", "1", "--no-setup", "--peers", "none")
-    result = _python_m("benchmarks", "--cases", "B11", *tiny, "--results", str(report))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    text = report.read_text()
-    assert "## B11: sweep trials" in text and "broken:" not in text and "crashed" not in text, text
+    # B11 at its smallest (4 trials): the sweep's trials beside the same commands in a shell loop.
     for method in ("distrun", "shell loop"):
         assert f"| 4 no-op trials, 4 at once | {method} | wall s | 1 |" in text, text
     assert "| 4 no-op trials, 4 at once | distrun | per trial over the loop s | 1 |" in text, text
     assert "| B11 | at most 0.3 s per trial over the shell loop |" in text
+    # Every case was either measured or says why not.
+    for section in text.split("\n## ")[2:]:
+        assert "| distrun |" in section or "Skipped: " in section, section[:400]
+    # B8 at its smallest (2 and 4 ranks): every curve has samples at every size, the checker found
+    # every log line, and the raw figures, the report's section and the plots were written.
+    raw = tmp_path / "curves" / "raw"
+    figures = json.loads((raw / "b8.json").read_text())
+    curves = {curve["name"]: curve["points"] for curve in figures["curves"]}
+    launch = curves["launch: start to return, N x /bin/true (s)"]
+    assert set(launch) == {"distrun", "bare loop"} and set(launch["distrun"]) == {"2", "4"}
+    assert all(v > 0 for values in launch.values() for sample in values.values() for v in sample)
+    running = curves["start until all N ranks run (s)"]["distrun"]
+    assert all(0 < v < 120 for sample in running.values() for v in sample)
+    fanout = curves["failure fan-out: failing exit to SIGTERM at every other rank (ms)"]["distrun"]
+    assert set(fanout) == {"2", "4"} and all(0 < v < 60_000 for sample in fanout.values() for v in sample)
+    fds = curves["supervisor open file descriptors"]["distrun"]
+    assert all(v >= 3 for sample in fds.values() for v in sample)
+    assert set(curves["plan + render 1024 x 8 (s)"]["distrun"]) == {"local", "slurm", "ray", "kubernetes"}
+    assert set(curves["log throughput, writers at once (MB/s)"]) == {"distrun", "shell to files"}
+    met = {target["goal"]: target["met"] for target in figures["targets"]}
+    assert met["0 lost, split or fused log lines"] is True
+    assert "## B8: growth curves" in text and "## Growth curves (B8)" in text
+    assert "| ranks | 2 | 4 |" in text and "| bare loop | " in text
+    plots = sorted((tmp_path / "curves").glob("b8-*.png"))  # matplotlib comes with the test extra (bench)
+    assert len(plots) == len(figures["curves"]) and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
+    for plot in plots:
+        assert f"(curves/{plot.name})" in text
+
+
+def _python_m(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m ARGS` from the repository root, its output kept."""
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
 def test_pipeline_steps_runs_source_trees_side_by_side_with_the_script():
@@ -205,41 +211,3 @@ def test_curves_section_replaces_its_old_self_and_keeps_the_hand_written_part():
     assert "old curves" not in second and second.count(BEGIN) == 1 and "new curves" in second
     assert "why B4 misses" in second and "## B1" in second
     assert kept_block(second).strip() == f"{BEGIN}\nnew curves\n{END}"
-
-
-@pytest.mark.slow
-def test_growth_curves_case_writes_raw_figures_the_report_and_plots(tmp_path):
-    """B8 at its smallest: every curve has samples at every size, the checker found every log line."""
-    report = tmp_path / "RESULTS.md"
-    raw = tmp_path / "raw"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--cases", "B8", "--tiny", "--reps", "1", "--no-setup"]
-        + ["--peers", "none", "--max-ranks", "4", "--results", str(report), "--raw", str(raw)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    figures = json.loads((raw / "b8.json").read_text())
-    curves = {curve["name"]: curve["points"] for curve in figures["curves"]}
-    launch = curves["launch: start to return, N x /bin/true (s)"]
-    assert set(launch) == {"distrun", "bare loop"} and set(launch["distrun"]) == {"2", "4"}
-    assert all(v > 0 for values in launch.values() for sample in values.values() for v in sample)
-    running = curves["start until all N ranks run (s)"]["distrun"]
-    assert all(0 < v < 120 for sample in running.values() for v in sample)
-    fanout = curves["failure fan-out: failing exit to SIGTERM at every other rank (ms)"]["distrun"]
-    assert set(fanout) == {"2", "4"} and all(0 < v < 60_000 for sample in fanout.values() for v in sample)
-    fds = curves["supervisor open file descriptors"]["distrun"]
-    assert all(v >= 3 for sample in fds.values() for v in sample)
-    assert set(curves["plan + render 1024 x 8 (s)"]["distrun"]) == {"local", "slurm", "ray", "kubernetes"}
-    assert set(curves["log throughput, writers at once (MB/s)"]) == {"distrun", "shell to files"}
-    met = {target["goal"]: target["met"] for target in figures["targets"]}
-    assert met["0 lost, split or fused log lines"] is True
-    text = report.read_text()
-    assert "## B8: growth curves" in text and "## Growth curves (B8)" in text
-    assert "| ranks | 2 | 4 |" in text and "| bare loop | " in text
-    plots = sorted((tmp_path / "curves").glob("b8-*.png"))  # matplotlib comes with the test extra (bench)
-    assert len(plots) == len(figures["curves"]) and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
-    for plot in plots:
-        assert f"(curves/{plot.name})" in text

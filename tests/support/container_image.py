@@ -80,3 +80,69 @@ def built_test_image() -> str:
         capture_output=True,
     )
     return image
+
+
+def use_test_image(home: Path) -> str:
+    """The test image, with DISTRUN_HOME's config.yaml (kept as it is otherwise) mounting what it needs."""
+    import shutil
+
+    import yaml
+
+    if shutil.which("podman") is None:
+        raise AssertionError("podman is not installed: run scripts/deps/55-containers.sh")
+    home.mkdir(parents=True, exist_ok=True)
+    config_path = home / "config.yaml"
+    config = (yaml.safe_load(config_path.read_text()) if config_path.exists() else None) or {}
+    config["containers"] = {"mounts": container_mounts()}
+    config_path.write_text(yaml.safe_dump(config))
+    return built_test_image()
+
+
+# A 2 x 2 PyTorch job in the test image: each rank says where it runs and what it summed, and
+# writes MASTER_ADDR into its outputs (which must come back with the user's ownership).
+DDP_JOB = """
+command: python check.py
+code: src
+environment:
+  image: {image}
+resources:
+  instance_count: 2
+limits:
+  grace_period: 2
+distribution:
+  type: pytorch
+  process_count_per_instance: 2
+"""
+
+DDP_CHECK = f"""
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1) * dist.get_rank()
+dist.all_reduce(t)
+inside = os.path.exists("/{MARKER}")
+print(f"rank {{dist.get_rank()}} of {{dist.get_world_size()}} sum {{int(t.item())}} in image {{inside}}", flush=True)
+with open(f"outputs/rank_{{dist.get_rank()}}.txt", "w") as handle:
+    handle.write(os.environ["MASTER_ADDR"])
+# Each rank's file in /dev/shm: how many a rank sees says whether the node's containers share it.
+shm = f"/dev/shm/distrun-test-{{os.environ['MASTER_PORT']}}-"
+open(shm + str(dist.get_rank()), "w").close()
+dist.barrier()
+seen = sum(os.path.exists(shm + str(r)) for r in range(dist.get_world_size()))
+print(f"rank {{dist.get_rank()}} sees {{seen}} ranks' files in /dev/shm", flush=True)
+dist.barrier()
+os.unlink(shm + str(dist.get_rank()))
+dist.destroy_process_group()
+"""
+
+
+def containers_of(image: str) -> list[str]:
+    """The names of podman's containers of `image`, running or not."""
+    listed = subprocess.run(
+        ["podman", "ps", "--all", "--filter", f"ancestor={image}", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return listed.stdout.split()

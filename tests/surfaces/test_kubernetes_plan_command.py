@@ -37,8 +37,9 @@ def test_plan_output_yaml_prints_the_objects_and_seed_forms_name_their_target(ru
     from ruamel.yaml import YAML
 
     docs = list(YAML(typ="safe").load_all(shown.stdout))
-    assert [d["kind"] for d in docs] == ["ConfigMap", "Service", "Job"]
-    assert json.dumps(docs[2]).count("nvidia.com/gpu") == 1
+    # The Secret holds the token of the pods' exchange (hang detection, `job stacks`).
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Secret", "Service", "Job"]
+    assert json.dumps(docs[3]).count("nvidia.com/gpu") == 1
     # The same objects the dry run returns as data (what submit creates).
     as_json = json.loads(run_cli("plan", str(job), "--output", "json").stdout)
     assert as_json["objects"] == docs

@@ -116,3 +116,42 @@ def test_command_component_functions_run_as_steps_passing_a_return_value(sdk_env
     # The return value went from the first step's value output to the second step's integer input.
     report_file = client.layout.job(f"{submitted.name}.summary").named_output("out") / "report.txt"
     assert report_file.read_text() == "total: 30 ['1', '2', '3']"
+
+
+def test_a_pipeline_loaded_from_yaml_runs_with_the_inputs_a_notebook_set(sdk_env: Path, capsys) -> None:
+    # As Microsoft's notebooks do: load_job("pipeline.yml"), set inputs and compute, submit.
+    write(
+        sdk_env / "pipelines" / "scale.yml",
+        """
+        $schema: https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json
+        type: pipeline
+        inputs:
+          factor: 2
+          numbers: {type: uri_folder, path: ../data}
+        outputs:
+          scaled: {type: uri_folder}
+        settings: {default_compute: cpu-cluster-that-does-not-exist}
+        jobs:
+          scale:
+            type: command
+            inputs: {factor: "${{parent.inputs.factor}}", numbers: "${{parent.inputs.numbers}}"}
+            outputs: {scaled: "${{parent.outputs.scaled}}"}
+            command: >-
+              python -c "import sys; n = open(sys.argv[1] + '/sample.txt').read().split();
+              open(sys.argv[3] + '/scaled.txt', 'w').write(' '.join(str(int(x) * int(sys.argv[2])) for x in n))"
+              ${{inputs.numbers}} ${{inputs.factor}} ${{outputs.scaled}}
+        """,
+    )
+    from distrun import load_job
+
+    pipeline_job = load_job("./pipelines/scale.yml")
+    pipeline_job.inputs.factor = 5
+    pipeline_job.settings.default_compute = "local"
+    client = MLClient()
+    submitted = client.jobs.create_or_update(pipeline_job, experiment_name="loaded")
+    client.jobs.stream(submitted.name)
+    assert "Status: Completed" in capsys.readouterr().out
+    done = client.jobs.get(submitted.name)
+    assert done.jobs.scale.experiment_name == "loaded" and done.jobs.scale.status == "Completed"
+    scaled = client.layout.job(f"{submitted.name}.scale").named_output("scaled") / "scaled.txt"
+    assert scaled.read_text() == "5 10 15"  # the factor set in Python, the data found from the file's folder

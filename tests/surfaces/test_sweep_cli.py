@@ -241,3 +241,7 @@ def test_a_detached_sweep_ends_at_its_timeout_canceling_the_running_trial(
     assert records["capped"]["reason"] == f"no trial completed; trial_0: {why}"
     assert (records["capped.trial_0"]["status"], records["capped.trial_0"]["reason"]) == ("Canceled", why)
     assert processes_of_job("capped.trial_0") == []
+    # `distrun stream` of the sweep ends with the sweep's summary: its trials, and no best.
+    streamed = run_cli("stream", "capped")
+    assert streamed.returncode != 0 and "Streaming the logs of its trials' jobs" in streamed.stdout
+    assert "Trials: 1" in streamed.stdout and "Best trial: none (no completed trial logged loss)" in streamed.stdout

@@ -38,6 +38,22 @@ FAILING = "r = int(os.environ['RANK']); print('line one', r, flush=True); print(
 )
 
 
+# Two no-op trials (about a second, untracked): one Completed with a hostile choice value, one
+# Failed. Their metrics come in test_a_running_sweeps_page_follows_its_trials.
+HOSTILE = "<img src=x onerror=alert(1)>"
+SWEEP = f"""\
+type: sweep
+trial:
+  command: test ${{{{search_space.opt}}}} != fail
+search_space:
+  opt: {{type: choice, values: ["{HOSTILE}", fail]}}
+  lr: {{type: choice, values: [0.5]}}
+sampling_algorithm: grid
+objective: {{goal: minimize, primary_metric: loss}}
+limits: {{max_total_trials: 4, trial_timeout: 60}}
+"""
+
+
 def run_cli_quietly(home: Path, file: Path, name: str) -> None:
     subprocess.run(
         [sys.executable, "-m", "distrun", "run", str(file), "--name", name],
@@ -62,10 +78,13 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_job(home, base / "bad", FAILING, "bad_job")
     (base / "flow.yml").write_text(two_step_pipeline(display_name="<i>flow</i>"))  # the pipeline the pages draw
     run_cli_quietly(home, base / "flow.yml", "flow")
+    (base / "sweep.yml").write_text(SWEEP)
+    run_cli_quietly(home, base / "sweep.yml", "tune")
     index = JobIndex(home / "jobs.db")
     assert index.get("good_job").status == "Completed"
     assert index.get("bad_job").status == "Failed"
     assert index.get("flow").status == "Completed"
+    assert index.get("tune").status == "Completed"
     return home
 
 
@@ -121,34 +140,39 @@ def test_pipeline_page_draws_its_steps_linked_to_their_jobs_and_steps_link_back(
     assert "written" in client.get("/jobs/flow.read/logs/events").text  # it read write's output
 
 
-def test_a_running_pipelines_page_follows_its_steps(tmp_path: Path) -> None:
+def _running_parent(layout: Layout, name: str, **fields: object) -> JobIndex:
+    """A running pipeline's or sweep's record in a new DISTRUN_HOME, its supervisor this live
+    process (so no reader calls it lost)."""
     import os
     import socket
 
     from distrun.store.index import JobRecord, process_start_time
 
-    layout = Layout(tmp_path / "home")
     layout.home.mkdir()
     index = JobIndex(layout.db_path)
+    pid = os.getpid()
+    record = JobRecord(
+        name=name,
+        status="Running",
+        folder=str(layout.job(name).root),
+        created_at=1.0,
+        started_at=1.0,
+        launcher_pid=pid,
+        launcher_host=socket.gethostname(),
+        launcher_started=process_start_time(pid),
+        **fields,  # type: ignore[arg-type]
+    )
+    index.insert(record)
+    return index
+
+
+def test_a_running_pipelines_page_follows_its_steps(tmp_path: Path) -> None:
     steps = {
         "a": {"job": "live.a", "status": "Completed", "depends_on": [], "started_at": 1.0, "ended_at": 2.0},
         "b": {"job": "live.b", "status": "Running", "depends_on": ["a"], "started_at": 2.0},
     }
-    pid = os.getpid()  # a live supervisor: this process, so no reader calls the pipeline lost
-    index.insert(
-        JobRecord(
-            name="live",
-            status="Running",
-            compute="pipeline",
-            folder=str(layout.job("live").root),
-            created_at=1.0,
-            started_at=1.0,
-            launcher_pid=pid,
-            launcher_host=socket.gethostname(),
-            launcher_started=process_start_time(pid),
-            steps=steps,
-        )
-    )
+    layout = Layout(tmp_path / "home")
+    index = _running_parent(layout, "live", compute="pipeline", steps=steps)
     app = create_app(UiSettings(layout=layout, token=TOKEN))
     with TestClient(app, base_url="http://127.0.0.1:8000") as live:
         live.get("/", params={"token": TOKEN})
@@ -161,6 +185,97 @@ def test_a_running_pipelines_page_follows_its_steps(tmp_path: Path) -> None:
         fragment = live.get("/jobs/live/fragments/summary").text
         assert 'data-step="b" data-state="Completed"' in fragment and "Completed · 2.0 s" in fragment
         assert "hx-trigger" not in fragment  # ended: the page stops asking
+
+
+def test_sweep_page_lists_its_trials_links_them_and_escapes_their_parameters(client: TestClient) -> None:
+    page = client.get("/jobs/tune").text
+    assert re.search(r"Objective</th><td>minimize <b>loss</b>", page) and "Sampling</th><td>grid</td>" in page
+    assert "max_total_trials 4 · trial_timeout 60 s · at once 2" in page
+    rows = re.findall(r'<tr class="trial-row state-(\w+)" data-trial="(\w+)">(.*?)</tr>', page, re.S)
+    assert [(state, key) for state, key, _ in rows] == [("completed", "trial_0"), ("failed", "trial_1")]
+    completed, failed = rows[0][2], rows[1][2]
+    assert '<a href="/jobs/tune.trial_0">tune.trial_0</a>' in completed
+    assert '<td class="param">&lt;img src=x onerror=alert(1)&gt;</td><td class="param">0.5</td>' in completed
+    assert HOSTILE not in page  # the choice value, escaped wherever it lands
+    assert '<a href="/jobs/tune.trial_1">' in failed and "exited with code 1" in failed
+    assert "Best trial: none (no completed trial logged loss)" in page and "No trial has logged loss yet" in page
+    assert "every 2s" not in page and "Cancel sweep" not in page  # it ended
+    listed = client.get("/fragments/jobs").text
+    assert re.search(
+        r'data-name="tune" data-status="Completed">.*?sweep, 2 trials: 1 Completed, 1 Failed', listed, re.S
+    )
+    assert 'trial of <a href="/jobs/tune">tune</a>' in listed
+    trial = client.get("/jobs/tune.trial_0").text
+    assert 'Trial <b>trial_0</b> of sweep <a href="/jobs/tune">tune</a>' in trial
+
+
+def _points(svg: str) -> list[tuple[str, str, float, float, float]]:
+    """(trial, x value, metric, cx, cy) of each point of a chart."""
+    found = re.findall(
+        r'<circle class="point [^"]*" cx="([\d.]+)" cy="([\d.]+)" r="[\d.]+" data-trial="(\w+)" '
+        r'data-x="([^"]*)" data-value="([^"]*)">',
+        svg,
+    )
+    return [(trial, x, float(value), float(cx), float(cy)) for cx, cy, trial, x, value in found]
+
+
+def test_a_running_sweeps_page_follows_its_trials_and_plots_their_metric(home: Path, tmp_path: Path) -> None:
+    """The record of the sweep that ran, back to Running under a live supervisor (this process),
+    its trials' states changed as the sweep's supervisor changes them: started, each value of the
+    primary metric logged, ended."""
+    ran = JobIndex(home / "jobs.db").get("tune")
+    first, second = ran.steps["trial_0"], ran.steps["trial_1"]
+    trials = {"trial_0": {**first, "status": "Running", "ended_at": None}}
+    layout = Layout(tmp_path / "home")
+    index = _running_parent(layout, "tune", compute="sweep", steps=trials, sweep={**ran.sweep, "best": None})
+    app = create_app(UiSettings(layout=layout, token=TOKEN))
+    with TestClient(app, base_url="http://127.0.0.1:8000") as live:
+        live.get("/", params={"token": TOKEN})
+        page = live.get("/jobs/tune").text
+        assert 'hx-get="/jobs/tune/fragments/summary" hx-trigger="every 2s"' in page and "Cancel sweep" in page
+        assert "Best trial: none yet" in page and "No trial has logged loss yet" in page
+
+        trials["trial_0"].update(metric=0.7, intervals=1)  # its first value
+        index.update("tune", steps=trials)
+        fragment = live.get("/jobs/tune/fragments/summary").text
+        by_trial = re.search(r'<svg class="chart sweep-chart" data-chart="trial".*?</svg>', fragment, re.S)
+        assert by_trial and [p[:3] for p in _points(by_trial.group())] == [("trial_0", "0", 0.7)]
+        assert "Best trial: none yet" in fragment  # a running trial is not the best yet
+
+        trials["trial_0"].update(status="Completed", metric=0.5, intervals=2, ended_at=first["started_at"] + 2)
+        trials["trial_1"] = {**second, "status": "Running", "reason": None, "ended_at": None, "metric": 0.9}
+        trials["trial_2"] = {**first, "job": "tune.trial_2", "number": 2, "metric": 0.3, "intervals": 2}
+        trials["trial_2"]["parameters"] = {"opt": "fail", "lr": 0.5}
+        index.update("tune", steps=trials)
+        fragment = live.get("/jobs/tune/fragments/summary").text
+        order = re.findall(r'<tr class="trial-row [^"]*" data-trial="(\w+)">', fragment)
+        assert order == ["trial_2", "trial_0", "trial_1"]  # minimize loss: best first
+        assert re.search(r'Best so far:</b>\s*<a id="best-link" href="/jobs/tune.trial_2">trial_2</a>', fragment)
+        assert '<span id="best-metric">0.3</span>' in fragment and "opt=fail lr=0.5" in fragment
+        charts = {
+            m.group(1): m.group()
+            for m in re.finditer(r'<svg class="chart sweep-chart" data-chart="([^"]+)".*?</svg>', fragment, re.S)
+        }
+        assert sorted(charts) == ["lr", "opt", "trial"]
+        points = _points(charts["trial"])
+        assert sorted(p[:3] for p in points) == [("trial_0", "0", 0.5), ("trial_1", "1", 0.9), ("trial_2", "2", 0.3)]
+        height = {p[0]: p[4] for p in points}
+        assert height["trial_1"] < height["trial_0"] < height["trial_2"]  # a higher loss is drawn higher
+        assert 'class="point state-completed best"' in charts["trial"]
+        opt = _points(charts["opt"])  # a choice: one column per value, in the search space's order
+        assert sorted(p[:3] for p in opt) == [
+            ("trial_0", "&lt;img src=x onerror=alert(1)&gt;", 0.5),
+            ("trial_1", "fail", 0.9),
+            ("trial_2", "fail", 0.3),
+        ]
+        column = {p[0]: p[3] for p in opt}
+        assert column["trial_0"] < column["trial_1"] == column["trial_2"]
+        assert HOSTILE not in fragment
+
+        best = {"trial": "trial_2", "job": "tune.trial_2", "parameters": {"opt": "fail", "lr": 0.5}, "metric": 0.3}
+        index.update("tune", status="Completed", ended_at=9.0, sweep={**ran.sweep, "best": best})
+        fragment = live.get("/jobs/tune/fragments/summary").text
+        assert "Best trial:</b>" in fragment and "hx-trigger" not in fragment  # ended: the page stops asking
 
 
 def test_missing_job_is_404(client: TestClient) -> None:

@@ -234,6 +234,36 @@ def test_metric_chart_has_the_logged_points(browser: WebDriver, ui_url: str, sho
     shot("metrics")
 
 
+def test_sweep_page_follows_its_trials_to_the_end(
+    browser: WebDriver, ui_url: str, jobs: Jobs, tmp_path: Path, shot: Callable[[str], Path]
+) -> None:
+    go = tmp_path / "go"
+    sweep = jobs.write(
+        "type: sweep\ntrial:\n  command: python wait.py ${{search_space.x}}\n  code: src\n"
+        "search_space:\n  x: {type: choice, values: [1, 2]}\nsampling_algorithm: grid\n"
+        "objective: {goal: maximize, primary_metric: acc}\nlimits: {max_total_trials: 2, trial_timeout: 120}\n",
+        {"wait.py": f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.1)\n"},
+    )
+    name = f"sweep_{os.getpid()}_{int(time.time())}"
+    started = jobs.cli("run", "-d", str(sweep), "--name", name)
+    assert started.returncode == 0, started.stdout + started.stderr
+    browser.get(ui_url + f"/jobs/{name}")
+
+    def trial_states(b: WebDriver) -> list[str]:
+        try:
+            return [r.get_attribute("class") for r in b.find_elements(By.CSS_SELECTOR, "tr.trial-row")]
+        except StaleElementReferenceException:
+            return []
+
+    wait_until(browser, lambda b: len([c for c in trial_states(b) if "state-running" in c]) == 2, "two running trials")
+    go.touch()  # only now do the trials end: the page shows it without a reload
+    wait_until(browser, lambda b: text_of(b, "#job-status") == "Completed", "the sweep's end")
+    assert all("state-completed" in c for c in trial_states(browser)) and len(trial_states(browser)) == 2
+    shot("sweep")
+    click(browser, f'a[href="/jobs/{name}.trial_0"]')
+    wait_until(browser, lambda b: "Trial trial_0 of sweep" in text_of(b, "#pipeline-link"), "the trial's page")
+
+
 def test_cancel_button_stops_a_running_job(
     browser: WebDriver, ui_url: str, jobs: Jobs, shot: Callable[[str], Path]
 ) -> None:

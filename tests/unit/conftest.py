@@ -21,3 +21,11 @@ def no_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
     yield
+
+
+@pytest.fixture(autouse=True)
+def containers_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether the machine's container engine holds an image is asked of the engine, a process:
+    unit tests plan and render jobs as `--no-container` does. A test of the choice itself
+    (tests/unit/test_container_run.py) takes the switch away; tests/engines/local runs containers."""
+    monkeypatch.setenv("DISTRUN_CONTAINERS", "off")

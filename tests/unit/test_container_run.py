@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
 from distrun.agent.containers import ContainerRun, container_name, run_argv, start_failure
-from distrun.backends import local_containers
-from distrun.backends.local_containers import SWITCH, choose_container, job_image
+from distrun.backends import container_choice
+from distrun.backends.container_choice import SWITCH, choose_container, job_image
 from distrun.core.errors import DistrunError
 from distrun.plan.model import Bindings, ProcessSpec
 from support.job_files import load_text
@@ -29,6 +31,12 @@ SPEC = ProcessSpec(
 )
 
 
+@pytest.fixture(autouse=True)
+def containers_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the choice itself: the unit tests' `--no-container` is taken away."""
+    monkeypatch.delenv(SWITCH, raising=False)
+
+
 def _run(**changes: object) -> ContainerRun:
     given: dict = {"engine": "podman", "program": "/usr/bin/podman", "image": "reg/img:1", "mounts": ("/jobs/j",)}
     given.update(changes)
@@ -40,7 +48,7 @@ def test_podman_argv_runs_the_rank_in_the_foreground_with_host_network_and_varia
     argv = run_argv(_run(user="0:0", extra_mounts=("/data:/data:ro",)), SPEC, env, "distrun-x-rank_1")
     assert argv[:8] == ["/usr/bin/podman", "--runtime", "runc", "run", "--rm", "--init", "--name", "distrun-x-rank_1"]
     joined = " ".join(argv)
-    assert "--network host --user 0:0" in joined
+    assert "--network host --ipc host --user 0:0" in joined
     assert "--volume /jobs/j:/jobs/j --volume /data:/data:ro --workdir /home/u/.distrun/jobs/j/code" in joined
     assert "--env RANK --env SECRET_TOKEN" in joined and "s3cr3t" not in joined  # values from podman's environment
     assert "PATH" not in argv[argv.index("--env") :][:-4]  # this machine's PATH is not the image's
@@ -76,7 +84,7 @@ def test_an_engine_that_could_not_start_the_container_is_said_plainly():
 IMAGE_JOB = "command: python train.py\nenvironment: {image: reg/img:1}\n"
 
 
-def _choose(home: Path) -> local_containers.ContainerChoice:
+def _choose(home: Path) -> container_choice.ContainerChoice:
     spec = load_text(home, IMAGE_JOB).spec
     return choose_container(spec, home / "config.yaml", home / "jobs" / "j", Bindings(), False, home / "containers")
 
@@ -90,11 +98,11 @@ def test_only_an_image_alone_runs_in_a_container(tmp_path):
 
 def test_without_an_engine_the_job_runs_here_and_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    local_containers.find_engine.cache_clear()
+    container_choice.find_engine.cache_clear()
     try:
         choice = _choose(tmp_path)
     finally:
-        local_containers.find_engine.cache_clear()
+        container_choice.find_engine.cache_clear()
     assert choice.run is None
     why = "no container engine on this machine (podman, then docker, were looked for)"
     assert choice.note is not None and choice.note.startswith(f"environment.image reg/img:1 is not used: {why}")
@@ -119,7 +127,7 @@ def test_a_wrong_containers_setting_names_its_line(tmp_path):
 def test_mounts_are_the_job_folder_and_data_outside_it(tmp_path):
     job_dir = tmp_path / "jobs" / "j"
     inputs = {"data": "/data/set", "inside": str(job_dir / "inputs" / "x"), "again": "/data/set/part"}
-    mounts = local_containers._mounts(job_dir, Bindings(input_paths=inputs, outputs={"model": str(job_dir / "m")}))
+    mounts = container_choice._mounts(job_dir, Bindings(input_paths=inputs, outputs={"model": str(job_dir / "m")}))
     assert mounts == (str(job_dir), "/data/set")
 
 
@@ -130,3 +138,29 @@ def test_the_plan_says_the_processes_run_in_containers():
         "runs_in": "a container of image reg/img:1 per process (/usr/bin/podman)"
     }
     assert LocalLaunch(("distrun",)).display() == {}
+
+
+def test_a_slurm_node_reads_the_submitters_choice_and_uses_its_own_engine(tmp_path, monkeypatch):
+    from distrun.backends.slurm.layout import SlurmPaths
+    from distrun.backends.slurm.node_agent import node_container
+
+    job_dir = tmp_path / "job"
+    assert node_container(job_dir, "n1") is None  # a job without containers
+    written = _run(user="0:0", extra_mounts=("/data:/data:ro",), gpus=True, config_dir="/home/u/.distrun/containers")
+    path = SlurmPaths(job_dir).container
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(written.to_dict()))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "podman").write_text("#!/bin/sh\n")
+    (bin_dir / "podman").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert node_container(job_dir, "n1") == dataclasses.replace(written, program=str(bin_dir / "podman"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(DistrunError, match="node n2 has no podman") as missing:
+        node_container(job_dir, "n2")
+    assert "--no-container" in (missing.value.hint or "")
+    # A rank rewrote the file: named, not a traceback, and nothing of it is used.
+    path.write_text(json.dumps({**written.to_dict(), "engine": "sh"}))
+    with pytest.raises(DistrunError, match="not the container settings distrun wrote"):
+        node_container(job_dir, "n1")

@@ -64,6 +64,8 @@ LAYERS = {
     "distrun.spec.raw_checks": 5,
     "distrun.spec.pipeline_loader": 5,
     "distrun.spec.sweep_loader": 5,
+    "distrun.spec.sweep_step": 5,
+    "distrun.spec.component_reader": 5,
     "distrun.spec.documents": 5,
     # 6 preparation: compute types and targets, a job recorded with its folder filled (PreparedJob),
     # and what is said once about a job on a compute type (job_notes).

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from distrun.backends.kubernetes.backend import preview
+from distrun.backends.kubernetes.display import TOKEN_SHOWN
 from distrun.backends.kubernetes.pods import object_name
 from distrun.backends.targets import ComputeTarget
 from distrun.core.errors import DistrunError
@@ -58,8 +59,8 @@ def pod_specs(rendered: dict) -> dict[str, dict]:
 def test_every_job_renders_objects_that_validate(path: Path, jobset: bool, tmp_path: Path) -> None:
     rendered = render(path, tmp_path, jobset=jobset)
     kinds = [o["kind"] for o in rendered["objects"]]
-    # First what the pods use: the files they mount; for MPI the Secret with the remote-start token.
-    first = ["ConfigMap", "Secret"] if "launcher" in pod_specs(rendered) else ["ConfigMap"]
+    # First what the pods use: the files they mount, the Secret with the job's token.
+    first = ["ConfigMap", "Secret"]
     if jobset:
         assert kinds == [*first, "JobSet"]
     else:
@@ -110,10 +111,16 @@ def test_seed_mpi_k8s_has_a_launcher_with_its_resources_and_gpu_workers(tmp_path
     # No SSH: every pod runs distrun's agent; the workers' agents start mpirun's daemons on request.
     assert worker["command"] == launcher["command"] and worker["command"][-1] == "distrun.backends.kubernetes.pod_agent"
     (secret,) = by_kind(rendered["objects"], "Secret")
-    assert secret["type"] == "Opaque" and len(secret["stringData"]["remote-start-token"]) == 32
+    # The plan masks the token; each submission makes its own (tests/engines/kubernetes uses it).
+    assert secret["type"] == "Opaque" and secret["stringData"] == {"remote-start-token": TOKEN_SHOWN}
     for container in (launcher, worker):
-        token = {e["name"]: e for e in container["env"]}["DISTRUN_K8S_REMOTE_START_TOKEN"]
-        assert token["valueFrom"] == {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "remote-start-token"}}
+        env = {e["name"]: e for e in container["env"]}
+        ref = {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "remote-start-token"}}
+        assert env["DISTRUN_K8S_REMOTE_START_TOKEN"]["valueFrom"] == ref
+        # Node 0's exchange (pod_exchange) takes the same token, on the port after the workers' remote starts.
+        assert env["DISTRUN_K8S_EXCHANGE_TOKEN"]["valueFrom"] == ref
+        base = int(env["DISTRUN_K8S_REMOTE_START_PORT"]["value"])
+        assert int(env["DISTRUN_K8S_EXCHANGE_PORT"]["value"]) == base + 4
     (jobset,) = by_kind(rendered["objects"], "JobSet")
     assert jobset["spec"]["successPolicy"]["targetReplicatedJobs"] == ["launcher"]
     (node0,) = [n for n in rendered["plan"]["nodes"] if n["node_rank"] == 0]
@@ -210,7 +217,7 @@ def test_code_over_the_configmap_limit_says_to_use_the_image(tmp_path: Path) -> 
         render(job, tmp_path / "home")
     assert "ConfigMap" in err.value.message and "code_in_image" in err.value.hint
     rendered = render(job, tmp_path / "home", code_in_image="/app")
-    env = rendered["objects"][1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0][
+    env = rendered["objects"][2]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0][
         "env"
     ]
     assert {"name": "DISTRUN_K8S_CODE_IN_IMAGE", "value": "/app"} in env
@@ -267,7 +274,7 @@ def test_the_schema_checks_refuse_what_a_cluster_refuses(tmp_path: Path) -> None
     import kubernetes_validate
 
     rendered = render(REPO / "examples" / "pytorch-ddp" / "job.yml", tmp_path)
-    configmap, jobset = rendered["objects"]
+    configmap, _, jobset = rendered["objects"]
     broken = copy.deepcopy(jobset)
     broken["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["imagee"] = "x"
     with pytest.raises(jsonschema.ValidationError):
@@ -298,7 +305,7 @@ def test_plan_with_jobset_auto_says_which_form_it_shows(tmp_path: Path) -> None:
     loaded = load_job_file(str(REPO / "examples" / "pytorch-ddp" / "job.yml"), ())
     target = ComputeTarget("c", "kubernetes", {"image": "reg/distrun:1"})
     rendered = preview(loaded, Layout(tmp_path / "home"), target).show()
-    assert [o["kind"] for o in rendered["objects"]] == ["ConfigMap", "JobSet"]
+    assert [o["kind"] for o in rendered["objects"]] == ["ConfigMap", "Secret", "JobSet"]
     assert any("jobset: auto" in n and "Indexed Jobs" in n for n in rendered["notes"])
 
 
@@ -322,3 +329,20 @@ def test_the_text_plan_lists_the_files_in_the_configmap_and_yaml_keeps_every_byt
         assert name in text
     assert f"a zip of {len(base64.b64decode(agent))} bytes, the {len(pod_closure())} distrun modules" in text
     assert data in objects_yaml(rendered["objects"]) and agent in objects_yaml(rendered["objects"])
+
+
+def test_a_job_with_a_hang_timeout_or_a_target_with_stacks_gets_ptrace_in_every_pod(tmp_path: Path) -> None:
+    ptrace = {"capabilities": {"add": ["SYS_PTRACE"]}}
+    example = REPO / "examples" / "pytorch-ddp" / "job.yml"
+    plain = render(example, tmp_path)
+    for spec in pod_specs(plain).values():
+        assert "securityContext" not in spec["template"]["spec"]["containers"][0]
+    for rendered in (
+        render(example, tmp_path, overrides=("limits.hang_timeout=60",)),
+        render(example, tmp_path, jobset=False, overrides=("limits.hang_timeout=60",)),
+        render(REPO / "examples" / "tensorflow-ps" / "job.yml", tmp_path, stacks=True),
+    ):
+        for obj in rendered["objects"]:
+            validate_object(obj)
+        for spec in pod_specs(rendered).values():
+            assert spec["template"]["spec"]["containers"][0]["securityContext"] == ptrace

@@ -71,7 +71,7 @@ def test_without_restarts_the_jobset_fails_at_the_first_failed_job(tmp_path: Pat
     assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 0}
     env = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert "DISTRUN_K8S_RESTART_ATTEMPT" not in {e["name"] for e in env}
-    only_max = render(tmp_path / "b", ("limits.max_restarts=1",))["objects"][1]
+    (only_max,) = [o for o in render(tmp_path / "b", ("limits.max_restarts=1",))["objects"] if o["kind"] == "JobSet"]
     validate_object(only_max)
     assert [r["name"] for r in only_max["spec"]["failurePolicy"]["rules"]] == ["preempted"]
 

@@ -1,5 +1,6 @@
 """The calls Azure ML's notebooks make besides jobs: the workspace, the cluster cell (AmlCompute),
-environment versions, and the imports of pipelines and sweeps (sweeps say "not supported yet").
+environment versions, and the imports of pipelines and sweeps (built and run: test_sdk_pipelines.py,
+test_sdk_sweeps.py).
 
 Nothing here starts a job; tests/surfaces/test_sdk_jobs.py runs one on a target made this way.
 """
@@ -122,7 +123,7 @@ def test_environment_versions_count_up_as_azure_ml_does(client: MLClient, sdk_en
     assert client.environments.create_or_update(Environment(name="other", conda_file="conda.yml")).version == "8"
 
 
-def test_pipeline_and_sweep_modules_import_and_sweeps_say_they_are_not_supported_yet() -> None:
+def test_pipeline_and_sweep_modules_import_with_azure_ml_names() -> None:
     from distrun import dsl
     from distrun.sweep import (
         BanditPolicy,
@@ -132,7 +133,6 @@ def test_pipeline_and_sweep_modules_import_and_sweeps_say_they_are_not_supported
         Objective,
         QUniform,
         Randint,
-        SweepJob,
         SweepJobLimits,
         Uniform,
     )
@@ -148,12 +148,7 @@ def test_pipeline_and_sweep_modules_import_and_sweeps_say_they_are_not_supported
     assert SweepJobLimits(max_total_trials=4).max_total_trials == 4
 
     assert dsl.pipeline is importlib.import_module("distrun.dsl").pipeline  # runs: tests/unit/test_sdk_pipelines.py
-    with pytest.raises(NotSupportedYetError, match=r"SweepJob\(\.\.\.\): sweep jobs are not supported"):
-        SweepJob(trial=command(command="echo"))
     job = command(command="python train.py --lr ${{inputs.lr}}", inputs={"lr": 0.1})
     trial = job(lr=space)
     assert trial.inputs["lr"] is space and job.inputs["lr"] == 0.1  # a copy, as azure-ai-ml's job(...)
-    with pytest.raises(NotSupportedYetError, match=r"job.sweep\(\.\.\.\): sweep jobs are not supported"):
-        trial.sweep(primary_metric="accuracy", goal="maximize", sampling_algorithm="random")
-    with pytest.raises(NotImplementedError, match=r"an input set to Choice.*sweep jobs are not supported"):
-        MLClient().jobs.validate(trial)
+    # sweeps: tests/unit/test_sdk_sweeps.py

@@ -191,6 +191,8 @@ def test_a_bad_value_is_the_loaders_error_at_the_users_line(
     line = 1 + Path(__file__).read_text().splitlines().index(
         '        train_component(data=data, epochs="many")  # the step\'s line'
     )
+    checked = MLClient().jobs.validate(job)  # the same check, nothing started
+    assert not checked.passed and list(checked.error_messages) == ["jobs.train.inputs.epochs"]
     with pytest.raises(distrun.ValidationError) as caught:
         MLClient().jobs.create_or_update(job)
     (problem,) = caught.value.problems

@@ -139,7 +139,7 @@ def test_an_archive_from_a_hostile_node_unpacks_nothing_but_files_below_the_outp
     assert sorted(os.listdir(here / "named-outputs")) == ["ok.txt"]
     assert len(left_out) == 6, left_out
     assert "named-outputs/link: not a regular file or folder" in left_out
-    assert "job.json: outside named-outputs, code/outputs, code/logs" in left_out
+    assert "job.json: outside named-outputs, code/outputs, code/logs, hang" in left_out
 
 
 def _pod_job(tmp_path: Path) -> tuple[JobFolder, K8sPaths]:

@@ -483,3 +483,14 @@ def test_an_override_on_plain_data_does_not_claim_the_whole_document(tmp_path: P
     [problem] = caught.value.problems
     assert problem.key_path == "command"
     assert problem.position is not None and problem.position.source == "<python>"
+
+
+def test_an_inline_environment_takes_a_numeric_version_and_its_problems_are_said_inside_it() -> None:
+    # As Microsoft's pipelines write it (`version: 1`): Azure ML reads the version "1".
+    environment = {"name": "prepare", "version": 1, "image": "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04"}
+    loaded = load_job_data({"command": "echo hi", "environment": environment}, Path("."))
+    assert loaded.spec.environment.version == "1"
+    # A mistake inside the mapping is that one problem, not also "environment: expected a string".
+    with pytest.raises(ValidationError) as caught:
+        load_job_data({"command": "echo hi", "environment": {**environment, "imag": "x"}}, Path("."))
+    assert [(p.key_path, p.message) for p in caught.value.problems] == [("environment.imag", "unknown key 'imag'")]

@@ -107,8 +107,10 @@ def test_long_stacks_are_cut_in_one_line_and_names_of_other_roles_are_kept():
 
 def test_the_hang_root_cause_has_a_failed_process_shape():
     processes = [rank(0, IN_ALL_REDUCE), rank(1, IN_ALL_REDUCE), rank(3, SLEEPING, node=1)]
-    root = hang_root_cause(processes, "hung: no progress for 5 s", 6200.0, "127.0.0.1", {"rank_3": "/logs/3.txt"})
+    hosts = {0: "n1", 1: "n2"}
+    root = hang_root_cause(processes, "hung: no progress for 5 s", 6200.0, hosts, {"rank_3": "/logs/3.txt"})
     assert (root["rank"], root["node_rank"], root["name"], root["log"]) == (3, 1, "rank_3", "/logs/3.txt")
+    assert root["host"] == "n2"  # the odd process's node, whichever node's agent saw the hang
     assert root["reason"].startswith("hung: no progress for 5 s: rank 3 on node 1 is at stall at train.py:22")
     assert root["traceback"].endswith("line 22, in stall") and root["hang"] == "hang/stacks.json"
 
@@ -130,7 +132,7 @@ def test_a_hang_counts_as_a_failure_for_restarts():
     from distrun.core.job_status import JobStatus
     from distrun.restarts.policy import Attempt, RestartPolicy, decide
 
-    root = hang_root_cause([rank(0, SLEEPING)], "hung: no progress for 5 s", 5100.0, "127.0.0.1", {})
+    root = hang_root_cause([rank(0, SLEEPING)], "hung: no progress for 5 s", 5100.0, {0: "127.0.0.1"}, {})
     hung = Attempt(0, JobStatus.FAILED, root["reason"], root)
     assert decide(RestartPolicy(max_restarts=1), [hung]).reason == "failed: restart 1 of 1"
     assert not decide(RestartPolicy(max_restarts=1), [hung, Attempt(1, JobStatus.FAILED, root["reason"], root)]).restart
@@ -166,3 +168,25 @@ def test_a_process_py_spy_may_not_read_is_told_how_to_allow_it():
     said = why_not_read(os.getpid(), "Error: Permission denied (os error 13)\n")
     assert said.startswith("not allowed to read it (ptrace): ") and "kernel.yama.ptrace_scope" in said
     assert "CAP_SYS_PTRACE" in said and said.endswith("(py-spy: Permission denied (os error 13))")
+
+
+def test_another_nodes_published_output_is_progress_and_its_own_is_not(tmp_path):
+    from distrun.agent.job_progress import ProgressBoard
+
+    node0, node1 = ProgressBoard(tmp_path, [0]), ProgressBoard(tmp_path, [1])
+    assert node0.latest_elsewhere() is None
+    node0.publish(time.time() - 60)
+    assert node0.latest_elsewhere() is None  # its own stamp is not another node's progress
+    node1.publish(time.time() - 1)
+    seen = node0.latest_elsewhere()
+    assert seen is not None and time.time() - 2 < seen <= time.time()
+    # A node silent for the timeout while another printed is not hung; once all are silent, it is.
+    now = time.monotonic()
+    assert not HangWatch(5.0, node0.latest_elsewhere).hung(now + 6)
+    node1.publish(time.time() - 30)
+    assert HangWatch(5.0, node0.latest_elsewhere).hung(now + 6)
+    # A stamp from the future (a forged file) counts as now, and a garbled one not at all.
+    (tmp_path / "progress" / "node1").write_text("1e30")
+    assert node0.latest_elsewhere() <= time.time()  # type: ignore[operator]
+    (tmp_path / "progress" / "node1").write_text("soon")
+    assert node0.latest_elsewhere() is None

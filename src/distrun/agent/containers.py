@@ -20,24 +20,18 @@ import os
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from distrun.core.launch_sweep import LAUNCH_MARKER
+from distrun.environments.container_engine import ENGINES, engine_env
 from distrun.plan.model import ProcessSpec
 
-ENGINES = ("podman", "docker")  # tried in this order
 DOCS = "docs/environments-and-data.md#containers"
 # podman and docker exit with 125 when they could not run the container at all.
 ENGINE_ERROR_EXIT = 125
 # Variables that describe this machine's own layout, not the image's: never passed in.
 HOST_LAYOUT = frozenset({"PATH", "LD_LIBRARY_PATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "HOME"})
-PODMAN_CONF = """\
-# Written by distrun for its own podman runs (given with CONTAINERS_CONF).
-[containers]
-default_ulimits = []
-pids_limit = 0
-"""
 REMOVE_SECONDS = 30.0
 REMOVE_TRIES = 4
 REMOVE_PAUSE = 0.5
@@ -55,30 +49,68 @@ class ContainerRun:
     user: str | None = None  # "UID:GID" for --user; None: podman's --userns=keep-id
     gpus: bool = False
     config_dir: str = ""  # where distrun keeps its containers.conf (podman)
+    # The image is built from this build context ({"tag", "context", "dockerfile"}): a node whose
+    # engine lacks it builds it the same way (`distrun.environments.image_build`); {}: an image.
+    image_build: dict[str, str] = field(default_factory=dict)
 
     def engine_options(self) -> list[str]:
         return ["--runtime", "runc"] if self.engine == "podman" else []
 
     def engine_env(self) -> dict[str, str]:
         """What the engine's own process needs in its environment (podman: distrun's containers.conf)."""
-        if self.engine != "podman":
-            return {}
-        return {"CONTAINERS_CONF": str(podman_conf(Path(self.config_dir)))}
+        return engine_env(self.engine, Path(self.config_dir))
 
+    def describe(self) -> str:
+        """ "a container of image I", and what it was built from."""
+        built = self.image_build
+        if not built:
+            return f"a container of image {self.image}"
+        return f"a container of image {self.image} (built from build context {built['context']}, {built['dockerfile']})"
 
-def podman_conf(folder: Path) -> Path:
-    """distrun's containers.conf, written once (atomically) into `folder`."""
-    path = folder / "containers.conf"
-    try:
-        if path.read_text(encoding="utf-8") == PODMAN_CONF:
-            return path
-    except OSError:
-        pass
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".containers.conf.{os.getpid()}"
-    tmp.write_text(PODMAN_CONF, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "engine": self.engine,
+            "program": self.program,
+            "image": self.image,
+            "mounts": list(self.mounts),
+            "extra_mounts": list(self.extra_mounts),
+            "user": self.user,
+            "gpus": self.gpus,
+            "config_dir": self.config_dir,
+            "image_build": dict(self.image_build),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, where: str) -> ContainerRun:
+        """What `to_dict` wrote, read back as plain data; ValueError (naming `where`) for anything else:
+        the file sits in the job folder, where the job's processes can write."""
+        strings = ("engine", "program", "image", "config_dir")
+        lists = ("mounts", "extra_mounts")
+        ok = (
+            isinstance(data, dict)
+            and set(data) == {*strings, *lists, "user", "gpus", "image_build"}
+            and all(isinstance(data[key], str) for key in strings)
+            and all(isinstance(data[key], list) and all(isinstance(v, str) for v in data[key]) for key in lists)
+            and (data["user"] is None or isinstance(data["user"], str))
+            and isinstance(data["gpus"], bool)
+            and data["engine"] in ENGINES
+            and isinstance(data["image_build"], dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in data["image_build"].items())
+        )
+        if not ok:
+            raise ValueError(f"{where}: not the container settings distrun wrote")
+        assert isinstance(data, dict)
+        return cls(
+            engine=data["engine"],
+            program=data["program"],
+            image=data["image"],
+            mounts=tuple(data["mounts"]),
+            extra_mounts=tuple(data["extra_mounts"]),
+            user=data["user"],
+            gpus=data["gpus"],
+            config_dir=data["config_dir"],
+            image_build=dict(data["image_build"]),
+        )
 
 
 def container_name(launch_id: str, process: str) -> str:
@@ -90,7 +122,11 @@ def container_name(launch_id: str, process: str) -> str:
 def run_argv(run: ContainerRun, spec: ProcessSpec, env: Mapping[str, str], name: str) -> list[str]:
     """`podman run ...` for one process; values of `env` reach it by name (`--env KEY`), from the
     engine's own environment, so that no secret a job sets shows on a command line."""
+    # The host's network (MASTER_ADDR and ports as without containers) and the host's IPC: the
+    # ranks of a node share /dev/shm, one container each, as NCCL's shared-memory transport and
+    # DeepSpeed's CPU allreduce need (a private one is 64 MB and seen by its own rank only).
     argv = [run.program, *run.engine_options(), "run", "--rm", "--init", "--name", name, "--network", "host"]
+    argv += ["--ipc", "host"]
     argv += ["--user", run.user] if run.user else ["--userns=keep-id"]
     if run.gpus:
         argv += ["--device", "nvidia.com/gpu=all"] if run.engine == "podman" else ["--gpus", "all"]

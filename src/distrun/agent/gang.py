@@ -26,6 +26,7 @@ from distrun.agent import process_tree
 from distrun.agent.cgroup import LaunchCgroup
 from distrun.agent.containers import ContainerRun, container_name, remove, start_failure
 from distrun.agent.hang_watch import HangWatch, read_lead
+from distrun.agent.job_progress import ProgressBoard, publish_interval
 from distrun.agent.line_stream import LineStream
 from distrun.agent.node_files import write_node_files
 from distrun.agent.outcome import (
@@ -35,13 +36,15 @@ from distrun.agent.outcome import (
     PREEMPTED,
     GangResult,
     ProcessOutcome,
+    never_started,
+    planned_outcome,
     root_cause_of,
     signal_name,
     who,
 )
 from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
 from distrun.agent.stack_requests import POLL_SECONDS as STACK_POLL_SECONDS
-from distrun.agent.stack_requests import StackRequestWatch
+from distrun.agent.stack_requests import StackRequestWatch, answer_wait, ask_nodes
 from distrun.agent.stop_signals import STOP_SIGNALS
 from distrun.agent.traceback_finder import last_traceback
 from distrun.agent.working_folders import make_artifact_dirs
@@ -56,6 +59,8 @@ if TYPE_CHECKING:  # MPI output handling is imported only by the jobs that start
     from distrun.agent.stacks import ProcessStacks, StackTarget
 
 READ_SIZE = 1 << 18
+# How often a hang verdict waiting for the other nodes' stacks looks again.
+HANG_WAIT_POLL = 0.1
 # After every process exited, how long pipes held open by leftovers may take to close.
 DRAIN_SECONDS = 2.0
 # The longest single wait: epoll takes at most INT_MAX milliseconds (24.8 days), and a deadline
@@ -88,6 +93,7 @@ class _EarlyRead:
     since: float  # the progress moment the read started after
     found: list[ProcessStacks]  # filled by the thread
     thread: threading.Thread | None = None
+    local: list[ProcessStacks] | None = None  # this node's own, once read (the other nodes' come after)
 
 
 @dataclass
@@ -125,6 +131,9 @@ class GangOptions:
     last_metric: Callable[[], float | None] | None = None
     # Answer `distrun job stacks` requests in the job folder (the folder above log_dir).
     stack_requests: bool = True
+    # Whether the agents of the job's other nodes see this job folder's stack requests and
+    # progress (shared or relayed): then a hang is judged, and its stacks read, job-wide.
+    peers_share_job_folder: bool = True
     # Each process runs in a container of the job's image (`distrun.agent.containers`); None: here.
     container: ContainerRun | None = None
 
@@ -147,6 +156,7 @@ def run_gang(
     hang_timeout: float | None = None,
     last_metric: Callable[[], float | None] | None = None,
     container: ContainerRun | None = None,
+    peers_share_job_folder: bool = True,
 ) -> GangResult:
     options = GangOptions(
         grace_period=grace_period,
@@ -161,6 +171,7 @@ def run_gang(
         hang_timeout=hang_timeout,
         last_metric=last_metric,
         container=container,
+        peers_share_job_folder=peers_share_job_folder,
     )
     if launch_id:
         options.launch_id = launch_id
@@ -192,8 +203,19 @@ class Gang:
         self.waiting_for_peers = False
         count = sum(len(node.processes) for node in self.nodes)
         lead = read_lead(options.hang_timeout, count) if options.hang_timeout else 0.0
-        self.progress = HangWatch(options.hang_timeout, options.last_metric, lead)
+        # The job's nodes that other agents run: a hang is judged on the whole job's progress,
+        # and its stacks are read on every node (`agent.job_progress`, `agent.stack_requests`).
+        working = {node.node_rank for node in plan.nodes if node.processes}
+        self.other_nodes = working - wanted if options.peers_share_job_folder else set()
+        self.other_processes = sum(len(n.processes) for n in plan.nodes if n.node_rank in self.other_nodes)
+        self.board = (
+            ProgressBoard(self.log_dir.parent, sorted(wanted)) if options.hang_timeout and self.other_nodes else None
+        )
+        self.publish_at: float | None = None  # when this node's last output is next published
+        self.progress = HangWatch(options.hang_timeout, self._elsewhere_clock(), lead)
         self.early_read: _EarlyRead | None = None  # stacks read ahead of the hang timeout
+        self.hang_pending: _EarlyRead | None = None  # hung: waiting for the other nodes' stacks
+        self.read_lock = threading.Lock()  # one py-spy read of this node's processes at a time
         self.stack_watch = (
             StackRequestWatch(self.log_dir.parent, [node.node_rank for node in self.nodes])
             if options.stack_requests
@@ -212,6 +234,10 @@ class Gang:
         try:
             self._handle_signals()  # a cancel that came first: nothing starts
             self._start_all()
+            if self.board is not None:
+                # This node's start is progress: a node that starts later than another (srun
+                # starts the nodes' agents one by one) is not judged silent since the first start.
+                self._publish_progress()
             if self.options.on_started and self.stop is None:
                 self.options.on_started([r.outcome for r in self.running])
             if self.stop is None and self._main_work_done():
@@ -232,6 +258,7 @@ class Gang:
             if self.cgroup is not None:
                 self.cgroup.close()
             self._remove_containers()
+            self._remove_shm_leftovers()
             restore()
             self.selector.close()
         return result
@@ -273,17 +300,7 @@ class Gang:
         """Start every process (cgroup: the one each joins before exec; None: born in it, or none)."""
         for node in self.nodes:
             for spec in node.processes:
-                log_path = self.log_dir / spec.log_name
-                outcome = ProcessOutcome(
-                    name=spec.name,
-                    role=spec.role,
-                    index=spec.index,
-                    rank=spec.rank,
-                    node_rank=spec.node_rank,
-                    host=node.host,
-                    log=str(log_path),
-                    label=spec.label,
-                )
+                outcome = planned_outcome(spec, node.host, self.log_dir)
                 log_fd = log_fds.pop(spec.name)
                 try:
                     proc = process_tree.spawn(
@@ -314,6 +331,13 @@ class Gang:
     def _container(self, spec: ProcessSpec) -> tuple[ContainerRun, str] | None:
         run = self.options.container
         return None if run is None else (run, container_name(self.options.launch_id, spec.name))
+
+    def _remove_shm_leftovers(self) -> None:
+        """What the ranks' frameworks left in /dev/shm for this job (`agent.shm_leftovers`):
+        every process of this node has ended by now."""
+        from distrun.agent.shm_leftovers import remove_leftovers
+
+        remove_leftovers(self.plan.environment(item.spec) for item in self.running)
 
     def _remove_containers(self) -> None:
         """Containers whose engine client was killed (after the grace period) are removed by name."""
@@ -349,7 +373,9 @@ class Gang:
             wait = None
             peers_check = now + POLL_SECONDS if self.waiting_for_peers and self.stop is None else None
             hang_check = None
-            if self.stop is None:
+            if self.stop is None and self.hang_pending is not None:
+                hang_check = now + HANG_WAIT_POLL
+            elif self.stop is None:
                 hang_check = self.progress.check_at if self._early_read_current() else self.progress.read_at
             stacks_check = self.stack_watch.next_poll if self.stack_watch is not None and self.stop is None else None
             for moment in (
@@ -358,6 +384,7 @@ class Gang:
                 peers_check,
                 hang_check,
                 stacks_check,
+                self.publish_at,
             ):
                 if moment is not None:
                     wait = max(0.0, moment - now) if wait is None else min(wait, max(0.0, moment - now))
@@ -384,8 +411,10 @@ class Gang:
                 self._begin_stop(_Stop(FAILED, f"timeout after {self.options.timeout:g} s"))
             if self.stop is None and not self._early_read_current() and self.progress.read_due(now):
                 self._start_early_read()
-            if self.stop is None and self.progress.due(now):
+            if self.stop is None and (self.hang_pending is not None or self.progress.due(now)):
                 self._hang_check()
+            if self.publish_at is not None and now >= self.publish_at:
+                self._publish_progress()
             if self.stop is None and self.stack_watch is not None and self.stack_watch.due(now):
                 self._answer_stack_requests()
             if self.kill_at is not None and now >= self.kill_at:
@@ -403,6 +432,8 @@ class Gang:
         except OSError:
             data = b""
         self.progress.output_seen()
+        if self.board is not None and self.publish_at is None:
+            self.publish_at = time.monotonic() + publish_interval(self.progress.timeout or 1.0)
         if not data:
             self.selector.unregister(fd)
             item.pipe_open = False
@@ -548,8 +579,15 @@ class Gang:
     def _stack_targets(self) -> list[StackTarget]:
         from distrun.agent.stacks import StackTarget
 
+        run = self.options.container
         return [
-            StackTarget(r.spec.name, who(r.outcome), r.spec.node_rank, r.proc.pid)
+            StackTarget(
+                r.spec.name,
+                who(r.outcome),
+                r.spec.node_rank,
+                r.proc.pid,
+                None if run is None else (run.program, container_name(self.options.launch_id, r.spec.name)),
+            )
             for r in self.running
             if r.outcome.running
         ]
@@ -570,33 +608,89 @@ class Gang:
         """A read of the stacks started during the present silence (none since the last progress)."""
         return self.early_read is not None and self.early_read.since == self.progress.last_progress
 
-    def _start_early_read(self) -> None:
-        from distrun.agent.stacks import read_stacks
+    def _elsewhere_clock(self) -> Callable[[], float | None] | None:
+        """The latest metric, or output on another node (seconds since the epoch): progress too."""
+        metric, board = self.options.last_metric, self.board
+        if board is None:
+            return metric
+        if metric is None:
+            return board.latest_elsewhere
+        return lambda: max((t for t in (metric(), board.latest_elsewhere()) if t is not None), default=None)
 
+    def _publish_progress(self) -> None:
+        """This node's last output, in wall-clock time, where the other nodes' agents read it."""
+        self.publish_at = None
+        if self.board is not None:
+            self.board.publish(time.time() - (time.monotonic() - self.progress.last_progress))
+
+    def _start_early_read(self) -> None:
         early = _EarlyRead(self.progress.last_progress, [])
         targets, ended = self._stack_targets(), self._ended_stacks()
-        early.thread = threading.Thread(
-            target=lambda: early.found.extend(read_stacks(targets) + ended), name="distrun-hang-stacks", daemon=True
-        )
+
+        def read() -> None:
+            from distrun.agent.stacks import read_stacks
+
+            with self.read_lock:
+                local = read_stacks(targets) + ended
+            early.local = local
+            early.found.extend(local)
+            early.found.extend(self._other_nodes_stacks())
+
+        early.thread = threading.Thread(target=read, name="distrun-hang-stacks", daemon=True)
         early.thread.start()
         self.early_read = early
 
+    def _other_nodes_stacks(self) -> list[ProcessStacks]:
+        """The stacks of the nodes other agents run, asked through the job folder like `job stacks`."""
+        if not self.other_nodes or self.stack_watch is None:
+            return []
+        from distrun.agent.stacks import ProcessStacks
+
+        request_id = os.urandom(8).hex()
+        self.stack_watch.own.add(request_id)
+        try:
+            # An agent may be reading its own stacks for its own verdict first: two reads' time.
+            found, missing = ask_nodes(
+                self.log_dir.parent,
+                request_id,
+                self.other_nodes,
+                answer_wait(self.other_processes, reads_ahead=2),
+                stop=lambda: self.stop is not None,
+            )
+        except OSError as exc:
+            found, missing = [], sorted(self.other_nodes)
+            said = f"could not ask its node agent ({exc.strerror or exc})"
+        else:
+            said = "its node agent did not answer in time"
+        finally:
+            self.stack_watch.own.discard(request_id)
+        return found + [ProcessStacks(f"node {k}", f"node {k}", k, 0, error=said) for k in missing]
+
     def _hang_check(self) -> None:
-        """No output for hang_timeout: a metric logged since then is progress; otherwise the job hangs."""
-        if not self.progress.hung(time.monotonic()):
+        """No output for hang_timeout: a metric logged since then is progress; otherwise the job hangs.
+
+        The verdict waits (without holding up this loop, which answers the other nodes' requests)
+        until the stacks of every node are read.
+        """
+        if self.hang_pending is None:
+            if not self.progress.hung(time.monotonic()):
+                return
+            if not self._early_read_current():
+                self._start_early_read()
+            self.hang_pending = self.early_read
+        pending = self.hang_pending
+        assert pending is not None and pending.thread is not None
+        if pending.thread.is_alive():
             return
+        self.hang_pending = None
+        if not self.progress.hung(time.monotonic()):
+            return  # progress came while the stacks were read (a line, a metric, another node's): not hung
         from distrun.agent.hang_report import hang_reason, hang_root_cause, write_hang_files
-        from distrun.agent.stacks import read_stacks
 
         seconds = self.progress.timeout or 0.0
         reason = hang_reason(seconds)
         self.stream.message(f"distrun: {reason}: every process's stack is in hang/stacks.txt")
-        early = self.early_read if self._early_read_current() else None
-        if early is not None and early.thread is not None:
-            early.thread.join()  # started during this silence: what it read is the hang
-            processes = early.found
-        else:
-            processes = read_stacks(self._stack_targets()) + self._ended_stacks()
+        processes = sorted(pending.found, key=lambda p: p.node_rank)  # in the job's order, whichever node saw it
         problem = write_hang_files(self.log_dir.parent, processes, reason)
         if problem:
             self.stream.message(f"distrun: {problem}")
@@ -604,7 +698,7 @@ class Gang:
             processes,
             reason,
             round((time.monotonic() - self.started) * 1000, 1),
-            self.nodes[0].host if self.nodes else "",
+            {node.node_rank: node.host for node in self.plan.nodes},
             {r.spec.name: r.outcome.log for r in self.running},
         )
         self._begin_stop(_Stop(FAILED, root["reason"], root_cause=root))
@@ -613,12 +707,24 @@ class Gang:
         """`distrun job stacks`: new requests are answered in a thread, one read at a time."""
         watch = self.stack_watch
         assert watch is not None
-        if self.stack_reader is not None and self.stack_reader.is_alive():
+        early = self.early_read if self._early_read_current() else None
+        reading = early is not None and early.local is None and early.thread is not None and early.thread.is_alive()
+        if reading or (self.stack_reader is not None and self.stack_reader.is_alive()):
             watch.next_poll = time.monotonic() + STACK_POLL_SECONDS  # the next request waits for this read
             return
         requests = watch.new_requests()
         if not requests:
             return
+        if early is not None and early.local is not None:
+            # Read during this silence (other nodes' agents ask when they see it too): answered
+            # with that read, so agents that see a hang at once each read their processes once.
+            for request_id, native in requests:
+                if not native:
+                    watch.taken(request_id)
+                    watch.answer(request_id, early.local)
+            requests = [(request_id, native) for request_id, native in requests if native]
+            if not requests:
+                return
         from distrun.agent.stacks import read_stacks
 
         targets, ended = self._stack_targets(), self._ended_stacks()
@@ -627,7 +733,8 @@ class Gang:
 
         def answer() -> None:
             for native in sorted({native for _, native in requests}):
-                processes = read_stacks(targets, native=native) + ended
+                with self.read_lock:
+                    processes = read_stacks(targets, native=native) + ended
                 for request_id, wanted in requests:
                     if wanted == native:
                         watch.answer(request_id, processes)
@@ -698,6 +805,13 @@ class Gang:
 
     def _result(self) -> GangResult:
         outcomes = [item.outcome for item in self.running]
+        started = {o.name for o in outcomes}
+        outcomes += [
+            never_started(spec, node.host, self.log_dir)
+            for node in self.nodes
+            for spec in node.processes
+            if spec.name not in started
+        ]
         stop = self.stop
         if stop is None:
             return GangResult(COMPLETED, "all processes completed", None, outcomes)

@@ -43,9 +43,12 @@ def write_hang_files(job_root: Path, processes: list[ProcessStacks], reason: str
 
 
 def hang_root_cause(
-    processes: list[ProcessStacks], reason: str, after_ms: float, host: str, log_of: dict[str, str]
+    processes: list[ProcessStacks], reason: str, after_ms: float, hosts: dict[int, str], log_of: dict[str, str]
 ) -> dict[str, Any]:
-    """The record's root cause for a hang: the odd process out, or (all alike) the frame they share."""
+    """The record's root cause for a hang: the odd process out, or (all alike) the frame they share.
+
+    `hosts` maps each node rank to its host; `log_of` each process name (of this node) to its log.
+    """
     odd: OddOneOut | None = odd_one_out(group_stacks(processes))
     # All alike: the record still names a process (the first), the reason says they all stand there.
     who = odd.process if odd is not None and odd.process is not None else (processes[0] if processes else None)
@@ -56,7 +59,7 @@ def hang_root_cause(
         "index": None,
         "rank": _rank_of(who.who) if who else None,
         "node_rank": who.node_rank if who else None,
-        "host": host,
+        "host": hosts.get(who.node_rank, "") if who else "",
         "exit_code": None,
         "signal": None,
         "after_ms": after_ms,

@@ -21,7 +21,7 @@ _RESET = b"\x1b[0m"
 
 class LineStream:
     def __init__(self, out: BinaryIO | None, color: bool = False, raw: bool = False) -> None:
-        self._out = out
+        self._out = out  # None: nothing to show (or the reader went away)
         self._color = color
         # Shown on a terminal: escape sequences but colours neutralized (terminal_text).
         # `raw`: the exact bytes, for one log written to a file or a pipe.
@@ -74,6 +74,11 @@ class LineStream:
         if rest and self._out is not None:
             self._pending[key] = b""
             self._write(self._prefix[key] + rest.replace(b"\n", b"\n" + self._prefix[key]) + b"\n")
+
+    @property
+    def unread(self) -> bool:
+        """A write failed: nobody reads what this stream shows any more."""
+        return self._out is None
 
     @property
     def backlog(self) -> int:

@@ -22,18 +22,20 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from distrun.agent.node_facts import NodeFacts, NodeOutcome
+from distrun.agent.outcome import never_started
 from distrun.agent.outcome_channel import ChannelPeers, FolderOutcomeChannel, OutcomeChannel
 from distrun.core.job_status import JobStatus
 
 if TYPE_CHECKING:
+    from distrun.agent.containers import ContainerRun
     from distrun.agent.outcome import GangResult
-    from distrun.plan.model import Bindings, LaunchPlan
+    from distrun.plan.model import Bindings, LaunchPlan, ProcessSpec
     from distrun.plan.plan_job import PlanJob
     from distrun.store.layout import JobFolder
 
@@ -63,7 +65,7 @@ def read_job(job_dir: Path) -> NodeJob:
     from distrun.store.layout import JobFolder
 
     folder = JobFolder(job_dir)
-    job = PlanJob.from_dump(_folder_json(folder.job_json), str(folder.job_json))
+    job = PlanJob.from_dump(read_folder_json(folder.job_json), str(folder.job_json))
     return NodeJob(job, _bindings(folder), folder)
 
 
@@ -72,12 +74,12 @@ def _bindings(folder: JobFolder) -> Bindings:
     from distrun.plan.model import Bindings
 
     try:
-        return Bindings(**_folder_json(folder.bindings_json))  # type: ignore[arg-type]
+        return Bindings(**read_folder_json(folder.bindings_json))  # type: ignore[arg-type]
     except TypeError as exc:
         raise DistrunError(f"{folder.bindings_json} is not what distrun wrote there ({exc})", _CHANGED_HINT) from None
 
 
-def _folder_json(path: Path) -> object:
+def read_folder_json(path: Path) -> object:
     """A JSON file of the job folder, where the job's processes can write (between attempts too):
     only a regular file of bounded size is read, and one that is not JSON is named, not a traceback."""
     from distrun.core.errors import DistrunError
@@ -176,9 +178,17 @@ def process_free_outcome(
     )
 
 
-def stopped_before_start(facts: NodeFacts, signum: int, now: float) -> NodeOutcome:
+def stopped_before_start(
+    facts: NodeFacts, signum: int, now: float, mine: Sequence[ProcessSpec], log_dir: Path
+) -> NodeOutcome:
+    """Stopped while planning: the node's processes are listed, none of them started."""
     reason = f"stopped by {facts.engine} ({signal.Signals(signum).name}) before the processes started"
-    return process_free_outcome(facts, JobStatus.CANCELED, reason, now, now)
+    return dataclasses.replace(
+        process_free_outcome(facts, JobStatus.CANCELED, reason, now, now),
+        processes=[
+            {**never_started(spec, facts.node_name, log_dir).to_dict(), "address": facts.address} for spec in mine
+        ],
+    )
 
 
 def setup_failure_outcome(node_rank: int, node_name: str, engine_job_id: str, message: str) -> NodeOutcome:
@@ -255,6 +265,8 @@ def run_node(
     stop_requested: list[int] | None = None,
     out: BinaryIO | None = None,
     preempted_by: Callable[[int], bool] | None = None,
+    container: ContainerRun | None = None,
+    peers_share_job_folder: bool = True,
 ) -> NodeOutcome:
     """Run this node's part of the job and publish its outcome on `channel`; returns the outcome.
 
@@ -262,6 +274,9 @@ def run_node(
     processes start means none starts. Node 0 writes the plan, with the real hosts and ports,
     into the job folder. Lines of this node's processes go to their log files and to `out`.
     `preempted_by` tells a stop signal that preempts the job from one that cancels it (`run_gang`).
+    `container`: each of this node's processes runs in a container (`distrun.agent.containers`).
+    `peers_share_job_folder`: whether the other nodes' agents see this node's job folder (shared
+    or relayed); if not, a hang is judged on this node's progress and stacks alone.
     """
     from distrun.agent.gang import run_gang
     from distrun.core.file_modes import write_file
@@ -286,7 +301,7 @@ def run_node(
     started_at = time.time()
     if stops:
         # The engine stopped the job while this node was still planning: nothing to start.
-        outcome = stopped_before_start(facts, stops[0], started_at)
+        outcome = stopped_before_start(facts, stops[0], started_at, mine, job.folder.user_logs)
     elif not mine and working:
         others = wait_for_nodes(channel, working, stops)
         outcome = waited_outcome(facts, others, stops[0] if stops else None, started_at)
@@ -299,16 +314,31 @@ def run_node(
             grace_period=job.plan_job.grace_seconds,
             timeout=job.plan_job.timeout,
             hang_timeout=job.plan_job.hang_timeout,
+            last_metric=node_metric_clock(plan, mine[0] if mine else None, facts.base_env, job.plan_job.hang_timeout),
             base_env=facts.base_env,
             launch_id=node_launch_id(facts),
             # Parameter servers on this node wait until every node's training tasks are done.
             peers=ChannelPeers(channel, facts.node_rank, len(plan.nodes)),
             preempted_by=preempted_by,
+            container=container,
+            peers_share_job_folder=peers_share_job_folder,
         )
         outcome = node_outcome(result, facts, started_at, time.time())
     channel.publish(outcome)
     _say(stream, f"distrun node agent: node {facts.node_rank}: {outcome.status} {outcome.reason}".rstrip())
     return outcome
+
+
+def node_metric_clock(
+    plan: LaunchPlan, proc: ProcessSpec | None, base_env: Mapping[str, str], hang_timeout: float | None
+) -> Callable[[], float | None] | None:
+    """For the hang watchdog: when the job's MLflow run last logged a metric, asked of the tracking
+    server this node's ranks log to (every node asks it, so a metric from any rank is every node's progress)."""
+    if not hang_timeout or proc is None:
+        return None
+    from distrun.metrics.run_clock import run_clock
+
+    return run_clock({**base_env, **plan.environment(proc)}, hang_timeout)
 
 
 def exit_code(outcome: NodeOutcome) -> int:

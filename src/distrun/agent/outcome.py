@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import signal
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from distrun.agent.traceback_finder import log_tail
 from distrun.core.job_status import JobStatus
+
+if TYPE_CHECKING:
+    from distrun.plan.model import ProcessSpec
 
 COMPLETED = JobStatus.COMPLETED
 FAILED = JobStatus.FAILED
@@ -30,10 +34,13 @@ class ProcessOutcome:
     signal: str | None = None  # e.g. "SIGKILL"
     after_ms: float | None = None  # milliseconds from gang start to its exit
     stopped_by_distrun: bool = False  # ended because distrun stopped it: not a failure
+    # Planned but never started: the job was stopped (a cancel, another node's failure) or could
+    # not prepare before this process's turn. Listed so the record names every planned process.
+    never_started: bool = False
 
     @property
     def running(self) -> bool:
-        return self.exit_code is None and self.signal is None
+        return self.exit_code is None and self.signal is None and not self.never_started
 
     @property
     def failed(self) -> bool:
@@ -48,7 +55,31 @@ class ProcessOutcome:
         return f"exited with code {self.exit_code}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if not self.never_started:
+            del data["never_started"]  # records of processes that ran keep their usual keys
+        return data
+
+
+def planned_outcome(spec: ProcessSpec, host: str, log_dir: Path) -> ProcessOutcome:
+    """The outcome of the planned process `spec` on `host`, its log in `log_dir`, before it has one."""
+    return ProcessOutcome(
+        name=spec.name,
+        role=spec.role,
+        index=spec.index,
+        rank=spec.rank,
+        node_rank=spec.node_rank,
+        host=host,
+        log=str(log_dir / spec.log_name),
+        label=spec.label,
+    )
+
+
+def never_started(spec: ProcessSpec, host: str, log_dir: Path) -> ProcessOutcome:
+    """The outcome of a planned process that was never started (stopped by distrun before its turn)."""
+    outcome = planned_outcome(spec, host, log_dir)
+    outcome.stopped_by_distrun = outcome.never_started = True
+    return outcome
 
 
 def signal_name(number: int) -> str:

@@ -20,8 +20,9 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 NAMED_OUTPUTS = "named-outputs"
-# `./outputs` and `./logs` of the code folder: Azure ML's artifact folders (store.layout.ARTIFACT_DIRS).
-ARCHIVED = (NAMED_OUTPUTS, "code/outputs", "code/logs")
+# `./outputs` and `./logs` of the code folder: Azure ML's artifact folders (store.layout.ARTIFACT_DIRS);
+# `hang`: every process's stacks, when the node's agent ended the job hung (agent.hang_report).
+ARCHIVED = (NAMED_OUTPUTS, "code/outputs", "code/logs", "hang")
 
 
 def pack_outputs(job_dir: Path, folders: tuple[str, ...] = ARCHIVED) -> bytes:

@@ -62,7 +62,9 @@ def signature(process: ProcessStacks) -> tuple[object, ...]:
     # Native frames (--native; line 0) carry addresses that differ from process to process:
     # alike processes are alike in their Python frames.
     python = [f for f in frames if f.line > 0] or list(frames)
-    return ("stack", tuple((f.function, f.file, f.line) for f in python))
+    # The file as py-spy shortens it (`train.py`, `torch/distributed/...`): each node of a job
+    # on Ray or Kubernetes runs its own copy of the code, under a folder of its own.
+    return ("stack", tuple((f.function, f.short_file, f.line) for f in python))
 
 
 def group_stacks(processes: list[ProcessStacks]) -> list[StackGroup]:

@@ -17,14 +17,15 @@ A job's processes can write these folders too: a request they plant costs the jo
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distrun.agent.folder_writes import listed_beneath, write_beneath
-from distrun.core.safe_files import read_beneath
+from distrun.agent.folder_writes import listed_beneath, remove_beneath, write_beneath
+from distrun.core.safe_files import MAX_METADATA_BYTES, read_beneath
 
 if TYPE_CHECKING:
     from distrun.agent.stacks import ProcessStacks
@@ -34,6 +35,9 @@ REQUESTS = f"{STACKS_FOLDER}/requests"
 ANSWERS = f"{STACKS_FOLDER}/answers"
 POLL_SECONDS = 0.5
 REQUEST_LIMIT = 4096
+# Beyond the agents' own time (a poll, then py-spy's timeout for each batch of processes).
+WAIT_MARGIN = 5.0
+_WAIT_STEP = 0.1
 _REQUEST_ID = re.compile(r"[0-9a-f]{16}")
 
 
@@ -49,6 +53,7 @@ class StackRequestWatch:
         self.node_ranks = sorted(node_ranks)
         self.next_poll = time.monotonic() + POLL_SECONDS
         self.answered: set[str] = set()
+        self.own: set[str] = set()  # requests this agent wrote (a hang's read of the other nodes)
 
     def due(self, now: float) -> bool:
         return now >= self.next_poll
@@ -56,7 +61,7 @@ class StackRequestWatch:
     def new_requests(self) -> list[tuple[str, bool]]:
         """(id, native) of each request not answered yet; marks the next poll."""
         self.next_poll = time.monotonic() + POLL_SECONDS
-        names = [n for n in listed_beneath(self.job_root, REQUESTS) if _REQUEST_ID.fullmatch(n)]
+        names = [n for n in listed_beneath(self.job_root, REQUESTS) if _REQUEST_ID.fullmatch(n) and n not in self.own]
         self.answered &= set(names)  # a request the asker removed is forgotten
         found = []
         for name in sorted(set(names) - self.answered):
@@ -90,3 +95,59 @@ def read_answer(job_root: Path, name: str, limit: int) -> dict[str, Any] | None:
     if not isinstance(data, dict) or not isinstance(data.get("node_ranks"), list):
         return None
     return data
+
+
+def answer_wait(processes: int, reads_ahead: int = 1) -> float:
+    """How long an asker waits for the agents: a poll, then py-spy's timeout for each batch of
+    processes, for each read an agent may have to finish before it reads for this request."""
+    from distrun.agent.stacks import DEFAULT_TIMEOUT, PARALLEL
+
+    batches = math.ceil(max(processes, 1) / PARALLEL)
+    return 2 * POLL_SECONDS + reads_ahead * DEFAULT_TIMEOUT * batches + WAIT_MARGIN
+
+
+def ask_nodes(
+    job_root: Path,
+    request_id: str,
+    nodes: Collection[int],
+    wait: float,
+    *,
+    native: bool = False,
+    stop: Callable[[], bool] | None = None,
+) -> tuple[list[ProcessStacks], list[int]]:
+    """Ask the agents of `nodes` for their processes' stacks; (what they answered, the nodes that did not).
+
+    OSError when the request cannot be written. The request and its answers are removed after.
+    """
+    from distrun.agent.stacks import ProcessStacks
+
+    write_beneath(job_root, REQUESTS, request_id, json.dumps({"native": native}).encode())
+    give_up = time.monotonic() + wait
+    answers: dict[str, dict[str, Any]] = {}
+    try:
+        while time.monotonic() < give_up and not (stop is not None and stop()):
+            for file in listed_beneath(job_root, ANSWERS):
+                if file.startswith(f"{request_id}-") and file not in answers:
+                    found = read_answer(job_root, file, MAX_METADATA_BYTES)
+                    if found is not None:
+                        answers[file] = found
+            if set(nodes) <= _covered(answers):
+                break
+            time.sleep(_WAIT_STEP)
+    finally:
+        remove_beneath(job_root, REQUESTS, [request_id])
+        remove_beneath(
+            job_root, ANSWERS, [f for f in listed_beneath(job_root, ANSWERS) if f.startswith(f"{request_id}-")]
+        )
+    processes = []
+    for file in sorted(answers):
+        for item in answers[file].get("processes") or []:
+            try:
+                processes.append(ProcessStacks.from_dict(item))
+            except (KeyError, TypeError, ValueError):
+                continue  # not an answer distrun wrote
+    return processes, sorted(set(nodes) - _covered(answers))
+
+
+def _covered(answers: dict[str, dict[str, Any]]) -> set[int]:
+    return {rank for answer in answers.values() for rank in answer["node_ranks"] if isinstance(rank, int)}

@@ -9,7 +9,9 @@ only ancestors may trace, and py-spy is the ranks' sibling), or CAP_SYS_PTRACE (
 Every process is answered for, within `timeout` seconds each: its threads' stacks, or why
 there are none (exited, not Python, not allowed, no answer in time). A rank that is not
 Python itself (`bash -c "cd src && python train.py"`, mpirun) is answered with the Python
-processes it started.
+processes it started. A rank in a container is the engine's client (`podman run`), whose
+container is not its child: the container's processes are found through the engine
+(`podman inspect`: the pid of its init on this machine) and read the same way.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ MAX_CHILDREN = 16
 _OUTPUT_LIMIT = 4 << 20
 _PTRACE_HINT = (
     "not allowed to read it (ptrace): run distrun as the job's user with kernel.yama.ptrace_scope at 0, "
-    "or give py-spy CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE)"
+    "or give py-spy CAP_SYS_PTRACE (containers: --cap-add SYS_PTRACE; Kubernetes pods: limits.hang_timeout "
+    "or the target's stacks: true adds SYS_PTRACE)"
 )
 
 
@@ -47,6 +50,7 @@ class StackTarget:
     who: str  # how the user names it (`rank 3`)
     node_rank: int
     pid: int
+    container: tuple[str, str] | None = None  # (the engine's program, the container's name)
 
 
 @dataclass(frozen=True)
@@ -136,9 +140,14 @@ def _read_target(tool: str, target: StackTarget, native: bool, timeout: float) -
         return [ProcessStacks(target.name, target.who, target.node_rank, target.pid, threads)]
     if not error.startswith("not a Python process"):
         return [_failed(target, error)]
-    # A shell or a launcher: the Python processes below it are the ones that hang.
+    # A shell or a launcher: the Python processes below it are the ones that hang. In a
+    # container, the processes below the container's init (the client's are the engine's own).
+    below = procfs.descendants(target.pid)[1:]
+    if target.container is not None:
+        init = _container_init(*target.container)
+        below = procfs.descendants(init) if init is not None else below
     found = []
-    for child in procfs.descendants(target.pid)[1 : MAX_CHILDREN + 1]:
+    for child in below[:MAX_CHILDREN]:
         child_threads, child_error = _dump(tool, child, native, timeout)
         if child_error is None:
             found.append((child, child_threads))
@@ -156,6 +165,22 @@ def _read_target(tool: str, target: StackTarget, native: bool, timeout: float) -
         )
         for pid, threads in found
     ]
+
+
+def _container_init(program: str, name: str) -> int | None:
+    """The pid, on this machine, of the container's first process (its init), from the engine."""
+    try:
+        done = subprocess.run(
+            [program, "inspect", "--format", "{{.State.Pid}}", name],
+            capture_output=True,
+            text=True,
+            timeout=DEFAULT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        pid = int(done.stdout.strip()) if done.returncode == 0 else 0
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return pid if pid > 0 else None
 
 
 def _failed(target: StackTarget, error: str) -> ProcessStacks:

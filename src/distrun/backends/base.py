@@ -210,3 +210,13 @@ class Backend(ABC):
         part; safe to call repeatedly while the job runs). Never raises for an engine that does not
         answer: the logs are then as last fetched.
         """
+
+    def ask_stacks(
+        self, record: JobRecord, layout: Layout, native: bool, wait: float
+    ) -> tuple[list[dict[str, Any]], list[int]] | None:
+        """`distrun job stacks`: every process's stack of a running job, asked on the engine's own
+        channel, as (processes as `ProcessStacks.to_dict` makes them, nodes that did not answer in
+        `wait` seconds). None, as here: the node agents see a request in this machine's job folder
+        (shared: local, Slurm; relayed by the driver: Ray), and the caller writes it there.
+        """
+        return None

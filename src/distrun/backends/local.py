@@ -28,8 +28,8 @@ from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals
 from distrun.agent.terminal_output import say
 from distrun.backends.base import RenderedJob
+from distrun.backends.container_choice import ContainerChoice, choose_container
 from distrun.backends.job_launcher import acting_as_launcher
-from distrun.backends.local_containers import ContainerChoice, choose_container
 from distrun.backends.ports import free_ports
 from distrun.backends.supervised import SupervisedBackend, cancel_marker, mark_cancel
 from distrun.core.errors import DistrunError
@@ -249,7 +249,7 @@ def record_result(index: JobIndex, name: str, result: GangResult, attempts: list
 
 
 def _container(prepared: PreparedJob, layout: Layout, plan: LaunchPlan) -> ContainerChoice:
-    """Whether the job's processes run in a container of its image (`backends.local_containers`)."""
+    """Whether the job's processes run in a container of its image (`backends.container_choice`)."""
     gpus = any(node.gpus for node in plan.nodes)
     return choose_container(
         prepared.spec, layout.config_path, prepared.folder.root, prepared.bindings, gpus, layout.home / "containers"
@@ -279,7 +279,7 @@ class LocalLaunch:
     def display(self) -> dict[str, Any]:
         # The plan says the rest; ports are chosen when the job starts.
         run = self.container
-        return {} if run is None else {"runs_in": f"a container of image {run.image} per process ({run.program})"}
+        return {} if run is None else {"runs_in": f"{run.describe()} per process ({run.program})"}
 
 
 class LocalSettings:

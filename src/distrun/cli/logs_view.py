@@ -62,6 +62,7 @@ def show_logs(
         follow=follow,
         prefix=only is None,
         raw=raw,
+        stop_when_unread=True,
     )
 
 

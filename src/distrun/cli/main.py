@@ -20,6 +20,7 @@ import click
 
 from distrun.cli.envdata import resource_file_option
 from distrun.cli.shown import echo
+from distrun.cli.stdout_reader import QuietWhenUnread, let_go_of_stdout
 from distrun.core.errors import DistrunError, JobAlreadyEndedError
 from distrun.core.json_encoding import shown_json
 from distrun.core.safe_files import UnsafeFileError
@@ -58,13 +59,12 @@ def _echo_json(data: Any) -> None:
             echo(text[start : start + (1 << 20)], nl=False)
         echo("")
     except BrokenPipeError:
-        # The reader went away (`| head`): that is no error. What stdout still buffers goes
-        # nowhere, so that flushing it at exit does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # The reader went away (`| head`): that is no error (distrun.cli.stdout_reader).
+        let_go_of_stdout()
         sys.exit(0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=QuietWhenUnread, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="distrun")
 def cli() -> None:
     """Run distributed training jobs (Azure ML command-job YAML) here or on a cluster."""
@@ -117,8 +117,17 @@ def _run_parent_file(
         from distrun.runner.pipeline_run import pipeline_summary as summary
         from distrun.runner.pipeline_run import start_detached
 
-    run = Run(loaded, layout, echo, compute, name)
+    run = Run(loaded, layout, _say_on_stdout, compute, name)
     _run_parent(run, lambda: start_detached(run, file, list(overrides)), summary, stream, output)
+
+
+def _say_on_stdout(text: str) -> None:
+    """A supervisor's line for the user. A reader that went away (`| head`) ends the printing,
+    never the supervision: the steps or trials go on and the record stays true."""
+    from distrun.agent.terminal_output import say
+
+    sys.stdout.flush()
+    say(sys.stdout.buffer, text)
 
 
 def _run_parent(run: Any, detach: Any, summary: Any, stream: bool, output: str) -> NoReturn:
@@ -406,16 +415,18 @@ def job_stream(name: str | None, name_opt: str | None) -> None:
 
 
 def _stream_pipeline(record: Any) -> Any:
-    """A pipeline's stream: every step's logs as they come, prefixed by step, then its summary."""
+    """A pipeline's (or sweep's) stream: every step's (trial's) logs as they come, prefixed by
+    step, then its summary (a sweep's: its trials ranked and the best)."""
     from distrun.cli.pipeline_logs import show_pipeline_logs
     from distrun.runner.jobs import get_job
     from distrun.runner.pipeline_run import pipeline_summary
+    from distrun.runner.sweep_run import sweep_summary
 
-    echo(f"RunId: {record.name}\nStreaming the logs of its steps' jobs")
+    echo(f"RunId: {record.name}\nStreaming the logs of its {'trials' if record.sweep is not None else 'steps'}' jobs")
     sys.stdout.flush()
     show_pipeline_logs(_layout(), record, sys.stdout.buffer, follow=True, tail=None, color=_color(sys.stdout))
     final = get_job(_layout(), record.name)
-    echo(pipeline_summary(final))
+    echo(sweep_summary(final) if final.sweep is not None else pipeline_summary(final))
     return final
 
 
@@ -673,9 +684,6 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(0)
     del started
 
 

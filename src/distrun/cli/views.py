@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from distrun.core.job_status import JobStatus
+from distrun.runner.pipeline_sweeps import best_text
 from distrun.runner.report import job_duration
 from distrun.runner.sweep_run import best_lines, is_trial_name, trials_table
 from distrun.store.index import JobRecord
@@ -116,7 +118,19 @@ def steps_table(record: JobRecord) -> str:
     return _table(("STEP", "STATUS", "JOB", "COMPUTE", "DURATION", "REASON"), rows, keep=("STEP", "STATUS", "JOB"))
 
 
+def sweep_step_lines(record: JobRecord) -> list[str]:
+    """A pipeline's sweep steps: each one's trials and best trial (its sweep's record has them all)."""
+    return [
+        f"Sweep step {step}: {best_text(state['sweep'], not JobStatus.of(state['status']).terminal)}; "
+        f"its trials: `distrun job show {state.get('job')}`"
+        for step, state in (record.steps or {}).items()
+        if state.get("sweep")
+    ]
+
+
 def process_state(proc: Mapping[str, Any]) -> str:
+    if proc.get("never_started"):
+        return "not started"
     if proc.get("stopped_by_distrun"):
         return "stopped"
     if proc.get("exit_code") is None and proc.get("signal") is None:
@@ -218,7 +232,8 @@ def job_show_text(record: JobRecord) -> str:
         lines += ["", "Each trial is a job: `distrun job show JOB`, `distrun logs JOB`, `distrun metrics JOB`."]
         return "\n".join(lines)
     if record.steps is not None:
-        lines += ["", steps_table(record), "", "Each step is a job: `distrun job show JOB`, `distrun logs JOB`."]
+        lines += ["", steps_table(record), *sweep_step_lines(record)]
+        lines += ["", "Each step is a job: `distrun job show JOB`, `distrun logs JOB`."]
         return "\n".join(lines)
     if record.processes:
         lines += ["", process_table(record)]

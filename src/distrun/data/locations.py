@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from distrun.core.errors import DistrunError
 from distrun.core.user_paths import expand_user
@@ -26,6 +26,9 @@ from distrun.data.datastores import DATASTORE_URI as _DATASTORE
 from distrun.data.mirrors import MIRRORED_SCHEMES, Mirror, mirrored
 from distrun.data.remote_fs import FSSPEC_PLUGINS, fetch_remote, remote_fs_problem
 from distrun.spec.paths import local_path
+
+if TYPE_CHECKING:
+    from distrun.store.index import JobRecord
 
 _JOB_OUTPUT = re.compile(r"^azureml://jobs/(?P<job>[^/]+)/outputs/(?P<out>[^/]+)/?(?:paths/(?P<sub>.*))?$")
 _ASSET = re.compile(r"^azureml:(?!//)(?P<name>[^:@/]+)(?::(?P<version>[^:@/]+)|@(?P<label>[^:@/]+))?$")
@@ -110,13 +113,23 @@ def _asset_location(match: re.Match[str], home: Path, depth: int) -> Location:
 
 
 def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -> Path:
-    """Where a completed job wrote its named output `output`."""
+    """Where a completed job wrote its named output `output`. A sweep's outputs are its best
+    trial's (a pipeline's sweep step is read so)."""
     import json
 
     from distrun.core.safe_files import read_text
     from distrun.store.layout import Layout
 
-    _job_must_be_completed(home, job, f"job {job}'s output {output}")
+    record = _job_must_be_completed(home, job, f"job {job}'s output {output}")
+    if record.sweep is not None:
+        best = record.sweep.get("best") or {}
+        if not best.get("job"):
+            raise DistrunError(
+                f"sweep {job} has no best trial (no completed trial logged its primary metric): it has no outputs",
+                "see its trials with `distrun job show " + job + "`",
+            )
+        job = str(best["job"])
+        _job_must_be_completed(home, job, f"the best trial of sweep {record.name}: job {job}'s output {output}")
     folder = Layout(home).job(job)
     try:
         outputs = json.loads(read_text(folder.bindings_json, root=folder.root))["outputs"]
@@ -132,7 +145,7 @@ def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -
     return path.joinpath(*parts)
 
 
-def _job_must_be_completed(home: Path, job: str, what: str) -> None:
+def _job_must_be_completed(home: Path, job: str, what: str) -> JobRecord:
     from distrun.store.index import JobIndex
 
     if not (home / "jobs.db").exists():
@@ -143,6 +156,7 @@ def _job_must_be_completed(home: Path, job: str, what: str) -> None:
             f"{what}: job {job} is {record.status}, and its outputs are final only when it has completed",
             f"wait for it (distrun job stream {job}) or use another job's output",
         )
+    return record
 
 
 def output_location(path: str | None, output: str, job: str, home: Path) -> Path | None:

@@ -27,7 +27,11 @@ from distrun.core.safe_files import read_user_file
 from distrun.environments.dockerfile import Instruction, parse_dockerfile
 
 DOCKERFILE_LIMIT = 1 << 20
-NOTE = "environment.build: built as a uv environment from {dockerfile}'s pip steps; no container engine is used"
+NOTE = (
+    "environment.build: built as a uv environment from {dockerfile}'s pip steps, not as an image (no container "
+    "engine here, containers switched off, its base image not in the engine's store, or a compute type without "
+    "containers: docs/environments-and-data.md#a-docker-build-context)"
+)
 REFUSED_HINT = (
     "build it with a container engine (distrun will use one when it is present), or describe the environment "
     "as a conda_file (python version and pip packages) instead of a Docker build context"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from distrun.core.errors import Position, Problem
 from distrun.core.user_paths import expand_user
 from distrun.environments.conda_spec import EnvRequest, cache_key, read_conda_data
+from distrun.environments.image_build import ensure_built, planned_build
 from distrun.environments.interpreters import available_versions, find_python, own_version
 from distrun.environments.named import NamedEnvironment, find_named
 
@@ -44,9 +45,13 @@ class RankPython:
 
 
 def rank_python(
-    environment: Any, base_dir: Path, home: Path, position: PositionOf
+    environment: Any, base_dir: Path, home: Path, position: PositionOf, image_builds: bool = True
 ) -> tuple[RankPython | None, list[Problem]]:
-    """What the ranks run in (None: distrun's own Python) and every problem that stops it."""
+    """What the ranks run in (None: distrun's own Python, or a container) and every problem that stops it.
+
+    `image_builds`: the job's compute runs containers (local, Slurm), so a build context this
+    machine's engine can build is an image (`image_build`), not a uv environment.
+    """
     if environment is None:
         return None, []
     if isinstance(environment, str):
@@ -55,7 +60,12 @@ def rank_python(
     conda_file = getattr(environment, "conda_file", None)
     build = getattr(environment, "build", None)
     if conda_file is None and build is not None:
-        return _from_build_context(build, base_dir, position)
+        found, problems = _from_build_context(build, base_dir, position)
+        # Only a context a uv environment cannot stand in for asks the engine (a process): a
+        # check of a job file starts none for the usual pip-only context.
+        if problems and image_builds and planned_build(build, base_dir, home / "config.yaml")[0] is not None:
+            return None, []  # the processes run in a container of the image built from it
+        return found, problems
     if conda_file is None:
         return None, []
     return _from_conda_file(conda_file, base_dir, position, ("environment", "conda_file"), "inline environment")
@@ -215,6 +225,7 @@ class JobPython:
 
     variables: dict[str, str]
     layer: dict[str, str]
+    image_build: dict[str, str] = field(default_factory=dict)  # an image built from a build context
 
 
 def rank_variables(
@@ -247,13 +258,28 @@ def rank_variables(
 
 
 def job_python(
-    environment: Any, base_dir: Path, home: Path, position: PositionOf, materialize: bool, layer: Path
+    environment: Any,
+    base_dir: Path,
+    home: Path,
+    position: PositionOf,
+    materialize: bool,
+    layer: Path,
+    image_builds: bool = False,
 ) -> JobPython:
     """The ranks' variables for a job's `environment` (none for distrun's own Python); builds it
     when `materialize` and it is not cached, and makes the job's layer over it at `layer`.
+    `image_builds` (local compute, Slurm): a build context the engine can build is built into
+    its image instead (when `materialize`), and the ranks get no variables of distrun's.
     Problems were reported at validation; one found now (config.yaml changed since) is raised
     the same way."""
-    found, problems = rank_python(environment, base_dir, home, position)
+    build = getattr(environment, "build", None)
+    if image_builds and build is not None and getattr(environment, "conda_file", None) is None:
+        planned, _ = planned_build(build, base_dir, home / "config.yaml")
+        if planned is not None:
+            if materialize:
+                ensure_built(planned, home / "containers")
+            return JobPython({}, {}, planned.to_dict())
+    found, problems = rank_python(environment, base_dir, home, position, image_builds=False)
     if problems:
         from distrun.core.errors import ValidationError
 

@@ -174,9 +174,13 @@ def _fast_create(uri: str, experiment: str, job_name: str, tags: dict[str, str],
 def _client_create(
     uri: str, experiment: str, job_name: str, tags: dict[str, str], artifacts: Path | None
 ) -> TrackedRun:
+    import logging
+
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
+    # A first job in a new home creates mlflow's tables: its INFO lines about that are not the user's.
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
     client = MlflowClient(tracking_uri=uri)
     found = client.get_experiment_by_name(experiment)
     if found is not None:

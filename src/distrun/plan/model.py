@@ -47,6 +47,9 @@ class Bindings:
     # "built": the cached environment below it}; {} when the job has none. Made when the job is
     # prepared; a backend that copies the job folder to its nodes (Ray) makes it in each copy.
     python_layer: dict[str, str] = field(default_factory=dict)
+    # A build context built into an image by this machine's container engine (local compute,
+    # Slurm): {"tag", "context", "dockerfile"}; {} otherwise. The processes run in containers of it.
+    image_build: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

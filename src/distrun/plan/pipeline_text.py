@@ -31,9 +31,32 @@ def pipeline_as_text(planned: dict[str, Any]) -> str:
         rendered = step["rendered"]
         processes = sum(len(node["processes"]) for node in rendered["plan"]["nodes"])
         origin = f"component {step['component']}" if step["component"] else "inline command"
+        counted = f"{processes} process{'es' if processes != 1 else ''}"
         lines.append("")
-        lines.append(
-            f"=== step {step['name']}: job {step['job']}, {origin}, {processes} process{'es' if processes != 1 else ''}"
-        )
+        sweep = step.get("sweep")
+        if sweep is None:
+            lines.append(f"=== step {step['name']}: job {step['job']}, {origin}, {counted}")
+        else:
+            trial = f"trial component {step['component']}" if step["component"] else "inline trial component"
+            lines.append(f"=== step {step['name']}: sweep {step['job']}, {trial}, {counted} per trial")
+            lines += _sweep_lines(sweep)
         lines.append(plan_as_text(rendered))
     return "\n".join(lines)
+
+
+def _sweep_lines(sweep: dict[str, Any]) -> list[str]:
+    """A sweep step's objective, sampling and limits, and its first trials' parameters."""
+    objective, algorithm = sweep["objective"], sweep["sampling_algorithm"]
+    limits = ", ".join(f"{key} {value}" for key, value in sweep["limits"].items())
+    lines = [
+        f"  objective: {objective['goal']} {objective['primary_metric']}; sampling: {algorithm['type']}"
+        + (f"; limits: {limits}" if limits else ""),
+        "  its outputs are its best trial's; its first trials:",
+    ]
+    for trial in sweep["trials"]:
+        parameters = " ".join(f"{name}={value}" for name, value in trial["parameters"].items())
+        lines.append(f"    {trial['trial']}  {parameters}")
+    if sweep.get("early_termination"):
+        lines.append(f"  early termination: {sweep['early_termination'].get('type')}")
+    lines.append(f"  the first trial's job ({sweep['trials'][0]['job']}):")
+    return lines

@@ -242,7 +242,7 @@ def bind(
         if materialize:
             make_dirs(path)
         outputs[name] = str(path / name) if out is not None and out.type == "uri_file" else str(path)
-    variables, layer = _rank_python(loaded, spec, folder, materialize)
+    variables, layer, image_build = _rank_python(loaded, spec, folder, materialize, image_builds=not ships_files)
     return Bindings(
         inputs=inputs,
         outputs=outputs,
@@ -250,6 +250,7 @@ def bind(
         input_sources=input_sources,
         environment=variables,
         python_layer=layer,
+        image_build=image_build,
     )
 
 
@@ -271,16 +272,19 @@ def _output_elsewhere(out: models.OutputSpec | None, name: str, folder: JobFolde
 
 
 def _rank_python(
-    loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The ranks' variables for the job's environment, and its layer (`Bindings.python_layer`)."""
+    loaded: LoadedJob, spec: models.JobSpec, folder: JobFolder, materialize: bool, image_builds: bool
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """The ranks' variables for the job's environment, its layer (`Bindings.python_layer`), and an
+    image built from its build context where the job's compute runs containers (`image_builds`)."""
     if spec.environment is None:  # distrun's own Python: no environment machinery to import
-        return {}, {}
+        return {}, {}, {}
     from distrun.environments.resolve import job_python
 
     home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>
-    found = job_python(spec.environment, loaded.base_dir, home, loaded.position, materialize, folder.python_layer)
-    return found.variables, found.layer
+    found = job_python(
+        spec.environment, loaded.base_dir, home, loaded.position, materialize, folder.python_layer, image_builds
+    )
+    return found.variables, found.layer, found.image_build
 
 
 def _copy_input(source: Path, target: Path) -> None:

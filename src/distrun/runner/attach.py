@@ -92,7 +92,10 @@ def _on_engine(backend: EngineBackend, rendered: RenderedJob, layout: Layout, ou
     job = rendered.job
     record = backend.schedule(rendered, layout)
     head, rule = stream_header(record, rendered.plan.process_count(), job.spec.node_count).rsplit("\n", 1)
-    said = "".join(f"distrun: note: {text}\n" for text in _timeout_notes(rendered))
+    timeouts = _timeout_notes(rendered)
+    # The engine's own warnings (a Slurm job's containers), then which timeout fires first.
+    notes = [text for text in rendered.warnings if text not in timeouts] + timeouts
+    said = "".join(f"distrun: note: {text}\n" for text in notes)
     say(out, f"{said}{head}\n{backend.engine} job {record.backend_id} on compute {job.target.name}\n{rule}")
     watch = EngineWatch(backend, layout, job.name, out)
     previous = {sig: signal.signal(sig, watch.interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}

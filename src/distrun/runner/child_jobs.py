@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distrun.core.errors import DistrunError
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 POLL_SECONDS = 0.05  # how often the records of children whose supervisor cannot be waited on are read
 IDLE_WAIT_SECONDS = 0.5  # the longest wait while every running child's supervisor can be waited on
 RUN_FILE = "run_request.json"  # what `distrun run -d` asks of the background supervisor
+# How often the engine running a child is asked about it, as `distrun run` asks about a job
+# (`distrun.runner.attach.POLL_S`): each look is a request to the engine (on Slurm, `scontrol
+# show job`, an RPC to slurmctld), which a scheduler's users must not send many times a second.
+ENGINE_LOOK_SECONDS = 0.5
 
 
 def record_parent(
@@ -95,6 +100,15 @@ def launchers_for(machine_types: Iterable[str], home: Any) -> AbstractContextMan
     if not isinstance(backend, SupervisedBackend):
         return nullcontext()
     return launchers_served(backend.launcher_module, home)
+
+
+def due_looks(running: Iterable[str], last_look: Mapping[str, float], now: float) -> list[str]:
+    """The running children whose job's record to read now.
+
+    `last_look`: when the engine was last asked about each child an engine runs; such a child is
+    due once ENGINE_LOOK_SECONDS passed. Any other child's record is the job index's, read each time.
+    """
+    return [c for c in running if c not in last_look or now - last_look[c] >= ENGINE_LOOK_SECONDS]
 
 
 class ChildExits:
@@ -172,6 +186,33 @@ def start_supervisor(layout: Layout, name: str, module: str, request: dict[str, 
     )
     log.close()
     JobIndex(layout.db_path).set_launcher(name, proc.pid)
+
+
+def detached_request(
+    layout: Layout,
+    name: str,
+    file: str | None,
+    overrides: list[str],
+    compute: str | None,
+    document: dict[str, Any] | None,
+    base_dir: Path | None,
+    built_file: str,
+) -> dict[str, Any]:
+    """What a parent's background supervisor is asked to run: its file as given, or the document
+    of a parent built in Python, written to the parent's folder as `built_file` (JSON is YAML),
+    its relative paths starting at `base_dir`."""
+    import json
+
+    if document is not None:
+        built = layout.job(name).root / built_file
+        built.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        file = str(built)
+    return {
+        "file": None if file is None else str(Path(file).resolve()),
+        "overrides": overrides,
+        "compute": compute,
+        "base_dir": None if base_dir is None else str(base_dir),
+    }
 
 
 def read_request(layout: Layout, name: str) -> dict[str, Any]:

@@ -51,7 +51,14 @@ def follow_logs(
     follow: bool = True,
     prefix: bool = True,
     raw: bool = False,
+    stop_when_unread: bool = False,
 ) -> None:
+    """Show the job's logs as they grow until `is_finished()` (or once, without `follow`).
+
+    `stop_when_unread`: return as soon as nobody reads `out` (`distrun job stream NAME | head`),
+    where nothing else depends on the loop; `distrun run` on an engine keeps going, as its
+    loop also brings the job's record to its end.
+    """
     stream = LineStream(out, color, raw)
     offsets: dict[str, int] = {}
     files: dict[str, int] = {}  # name -> inode: a new file under a known name is read from its start
@@ -69,6 +76,8 @@ def follow_logs(
             if files.setdefault(path.name, inode) != inode:  # a restarted job's next attempt (the last moved away)
                 files[path.name], offsets[path.name] = inode, 0
             offsets[path.name] = _read_new(path, offsets[path.name], lambda data, key=path.name: stream.feed(key, data))
+            if stop_when_unread and stream.unread:
+                return
         if finished or not follow:
             for key in offsets:
                 stream.finish(key)

@@ -1,31 +1,32 @@
 """`distrun job stacks NAME`: ask a running job's node agents for every process's stack.
 
 The request goes through the job folder (`distrun.agent.stack_requests`), which every node
-agent of the job watches: nothing here knows the engine, so a backend whose node agents see
-the job folder answers with no code of its own.
+agent of the job watches: a backend whose node agents see the job folder (shared or relayed)
+answers with no code of its own. One whose nodes are reached only through the engine
+(Kubernetes: node 0's pod agent, through the API server's pod proxy) asks on its own channel
+(`Backend.ask_stacks`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from distrun.agent.folder_writes import listed_beneath, remove_beneath, write_beneath
-from distrun.agent.stack_requests import ANSWERS, POLL_SECONDS, REQUESTS, read_answer
-from distrun.agent.stacks import DEFAULT_TIMEOUT, INSTALL_HINT, PARALLEL, ProcessStacks, py_spy_path
+from distrun.agent.stack_requests import answer_wait, ask_nodes
+from distrun.agent.stacks import INSTALL_HINT, ProcessStacks, py_spy_path
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
-from distrun.core.safe_files import MAX_METADATA_BYTES, read_text
+from distrun.core.safe_files import read_text
+from distrun.prepare.compute import submitted_target
 from distrun.runner.jobs import get_job
 from distrun.store.layout import Layout
 
-# Beyond the agents' own time (a poll, then py-spy's timeout for each batch of processes).
-WAIT_MARGIN = 5.0
-_WAIT_STEP = 0.1
+if TYPE_CHECKING:
+    from distrun.backends.base import Backend
+    from distrun.store.index import JobRecord
 
 
 @dataclass
@@ -46,40 +47,23 @@ def job_stacks(layout: Layout, name: str, *, native: bool = False) -> StacksAnsw
         raise DistrunError("reading stacks needs py-spy, which is not installed", INSTALL_HINT)
     root = layout.job(name).root
     nodes, processes = _planned(layout.job(name).plan_json)
-    request_id = os.urandom(8).hex()
+    wait = answer_wait(processes)
     try:
-        write_beneath(root, REQUESTS, request_id, json.dumps({"native": native}).encode())
+        asked = _backend(record, layout).ask_stacks(record, layout, native, wait)
+        if asked is not None:
+            return StacksAnswer([ProcessStacks.from_dict(p) for p in asked[0]], asked[1])
+        found, missing = ask_nodes(root, os.urandom(8).hex(), nodes, wait, native=native)
     except OSError as exc:
         raise DistrunError(f"cannot ask job {name} for its stacks: {exc.strerror or exc}") from None
-    give_up = (
-        time.monotonic() + 2 * POLL_SECONDS + DEFAULT_TIMEOUT * math.ceil(max(processes, 1) / PARALLEL) + WAIT_MARGIN
-    )
-    answers: dict[str, dict[str, object]] = {}
-    try:
-        while time.monotonic() < give_up:
-            for file in listed_beneath(root, ANSWERS):
-                if file.startswith(f"{request_id}-") and file not in answers:
-                    found = read_answer(root, file, MAX_METADATA_BYTES)
-                    if found is not None:
-                        answers[file] = found
-            if nodes <= _covered(answers):
-                break
-            time.sleep(_WAIT_STEP)
-    finally:
-        remove_beneath(root, REQUESTS, [request_id])
-        remove_beneath(root, ANSWERS, [f for f in listed_beneath(root, ANSWERS) if f.startswith(f"{request_id}-")])
-    found_processes = []
-    for file in sorted(answers):
-        for item in answers[file].get("processes") or []:  # type: ignore[union-attr]
-            try:
-                found_processes.append(ProcessStacks.from_dict(item))
-            except (KeyError, TypeError, ValueError):
-                continue  # not an answer distrun wrote
-    return StacksAnswer(found_processes, sorted(nodes - _covered(answers)))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DistrunError(f"job {name}: its node agents answered with what is not a stack: {exc}") from None
+    return StacksAnswer(found, missing)
 
 
-def _covered(answers: dict[str, dict[str, object]]) -> set[int]:
-    return {rank for answer in answers.values() for rank in answer["node_ranks"] if isinstance(rank, int)}  # type: ignore[attr-defined]
+def _backend(record: JobRecord, layout: Layout) -> Backend:
+    from distrun.backends.registry import backend_for
+
+    return backend_for(submitted_target(record, layout.config_path).type)
 
 
 def _planned(plan_json: Path) -> tuple[set[int], int]:

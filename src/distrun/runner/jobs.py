@@ -246,7 +246,7 @@ def stream_job(layout: Layout, name: str, out: BinaryIO, say: Callable[[str], No
     record = get_job(layout, name)
     refuse_pipeline_logs(record)
     say(f"RunId: {record.name}\nStreaming {record.folder}/user_logs")
-    follow_logs(layout.job(record.name), out, is_finished(layout, record.name), color=color)
+    follow_logs(layout.job(record.name), out, is_finished(layout, record.name), color=color, stop_when_unread=True)
     out.flush()
     final = get_job(layout, record.name)
     say(execution_summary(final))

@@ -4,23 +4,29 @@ reuse, and what a completed step leaves for later runs.
 The key is `distrun.spec.pipeline_reuse.reuse_key` over the step's job document with its local
 paths hashed by content (`distrun.core.content_hash`): its data inputs, the upstream outputs it
 reads (by the folder the upstream job wrote, read as a job-writable folder: no link followed),
-its code folder (what a snapshot of it copies) and its conda file. The record of a completed step
-is kept in the store (`distrun.store.step_reuse`) with the digests of its outputs; an earlier run
-is reused only while its job is still recorded Completed and every output still has that digest.
+its code folder (what a snapshot of it copies) and its conda file; a sweep step's trial component's
+code folder and conda file, in its own folder. The record of a completed step is kept in the store
+(`distrun.store.step_reuse`) with the digests of its outputs (a sweep's: its best trial's); an
+earlier run is reused only while its job is still recorded Completed and every output still has
+that digest.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distrun.core.content_hash import content_digest
 from distrun.core.errors import DistrunError
-from distrun.spec.pipeline_reuse import hashed_paths, reuse_key
+from distrun.core.job_status import JobStatus
+from distrun.spec.pipeline_reuse import TRIAL, hashed_paths, reuse_key, sweep_key_document
 from distrun.store import step_reuse
 from distrun.store.step_reuse import CompletedStep
 
-__all__ = ["CompletedStep", "earlier_run", "output_digests", "remember_step", "step_key"]
+if TYPE_CHECKING:
+    from distrun.spec.loaded_pipeline import PipelineStep
+
+__all__ = ["CompletedStep", "earlier_run", "output_digests", "pipeline_step_key", "remember_step", "step_key"]
 
 
 def _job_root(path: Path, home: Path) -> Path | None:
@@ -40,22 +46,31 @@ def _digest(path: Path, home: Path, *, code: bool = False) -> str:
     return content_digest(path, root=root, skip=skip)
 
 
-def step_key(document: dict[str, Any], base_dir: Path, home: Path) -> str | None:
+def pipeline_step_key(step: PipelineStep, document: dict[str, Any], home: Path) -> str | None:
+    """The reuse key of a pipeline step, its job (or sweep) `document` with its upstream inputs
+    bound: a sweep step's covers its trial component, whose paths start at its own folder."""
+    if step.trial is None:
+        return step_key(document, step.base_dir, home)
+    return step_key(sweep_key_document(document, step.trial.data), step.base_dir, home, step.trial.base_dir)
+
+
+def step_key(document: dict[str, Any], base_dir: Path, home: Path, trial_dir: Path | None = None) -> str | None:
     """The reuse key of a step's job document (its upstream inputs bound to the upstream jobs'
     outputs); None when a path it names cannot be read now (the step then runs, and loading its
-    job says what is wrong)."""
+    job says what is wrong). `trial_dir`: where a sweep step's trial component's paths start."""
     from distrun.data.locations import input_location
 
     digests = {}
     for key_path, text in hashed_paths(document).items():
+        folder = trial_dir if key_path[0] == TRIAL and trial_dir is not None else base_dir
         try:
             if key_path[0] == "inputs":
                 where = input_location(text, base_dir, home).path
             else:
-                where = Path(text) if Path(text).is_absolute() else base_dir / text
+                where = Path(text) if Path(text).is_absolute() else folder / text
             if where is None:
                 continue  # a URL: counted by its text
-            digests[key_path] = _digest(where, home, code=key_path == ("code",))
+            digests[key_path] = _digest(where, home, code=key_path in (("code",), (TRIAL, "code")))
         except (OSError, DistrunError):
             return None
     return reuse_key(document, digests)
@@ -81,10 +96,16 @@ def remember_step(home: Path, key: str, job: str, step: str, pipeline: str, outp
 
 def earlier_run(home: Path, key: str) -> tuple[CompletedStep | None, str | None]:
     """The completed run of `key` that may be reused now, or None with why not (None: there is none)."""
+    from distrun.store.index import JobIndex
+
     found = step_reuse.completed_run(home, key)
     if found is None:
         return None, None
     try:
+        # Checked even for a step without outputs: a job since canceled, or removed, is not reused.
+        status = JobIndex(home / "jobs.db").get(found.job).status
+        if status != JobStatus.COMPLETED:
+            return None, f"the earlier run {found.job} cannot be reused: its job is {status} now"
         now = output_digests(home, found.job, list(found.outputs))
     except DistrunError as exc:
         return None, f"the earlier run {found.job} cannot be reused: {exc.message}"

@@ -5,7 +5,7 @@ compute target through the orchestrator (`distrun.runner.jobs.submit_job`), exac
 job create` submits a job file: its own folder, record (with `parent` naming the pipeline),
 per-rank logs, root cause and restarts. Nothing here knows an engine, so a step on Slurm, Ray or
 Kubernetes is submitted and followed the same way (`get_job` refreshes an engine's job, which
-asks the engine: that is done at most every `pipeline_schedule.ENGINE_LOOK_SECONDS` a step).
+asks the engine: that is done at most every `child_jobs.ENGINE_LOOK_SECONDS` a step).
 
 A step is submitted once every step it reads from Completed; it reads their outputs by path
 (`azureml://jobs/<job>/outputs/<name>`, resolved by the data layer to the folder the job wrote),
@@ -36,6 +36,8 @@ from distrun.core.job_status import JobStatus
 from distrun.runner import jobs
 from distrun.runner.child_jobs import (
     ChildExits,
+    detached_request,
+    due_looks,
     launchers_for,
     not_started,
     read_request,
@@ -43,7 +45,8 @@ from distrun.runner.child_jobs import (
     start_supervisor,
     taken_over,
 )
-from distrun.runner.pipeline_schedule import NOT_STARTED, due_looks, gpus_for, startable, stopped_by
+from distrun.runner.pipeline_schedule import NOT_STARTED, gpus_for, startable, stopped_by
+from distrun.runner.pipeline_sweeps import best_text, start_sweep_step, step_outcome, sweep_state, trial_lines
 from distrun.runner.pipelines import check_pipeline, step_job_name
 
 if TYPE_CHECKING:
@@ -105,12 +108,16 @@ class PipelineRun:
         self.exits = ChildExits()
         # When the engine was last asked about each step it runs (time.monotonic()).
         self.looked: dict[str, float] = {}
+        # Each sweep step's trials and best trial, as its sweep's record says, and the trials said.
+        self.sweeps: dict[str, dict[str, Any]] = {}
+        self.trials_said: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------ the record
 
     def _steps_field(self) -> dict[str, Any]:
         return {
             step: {
+                **({"sweep": self.sweeps.get(step)} if self.pipeline.steps[step].is_sweep else {}),
                 "job": self.job_of[step],
                 "status": self.status[step],
                 "reused": step in self.reused_from,
@@ -195,11 +202,14 @@ class PipelineRun:
             )
             if self._reused(step, document):
                 return
-            document = self._with_gpus(step, document)
-            loaded = load_job_data(
-                document, pipeline_step.base_dir, self.pipeline.source, smap=pipeline_step.source_map
-            )
-            record, _ = jobs.submit_job(loaded, self.layout, self.compute, job)
+            if pipeline_step.is_sweep:
+                record = start_sweep_step(self.pipeline, pipeline_step, document, self.layout, self.compute, job)
+            else:
+                document = self._with_gpus(step, document)
+                loaded = load_job_data(
+                    document, pipeline_step.base_dir, self.pipeline.source, smap=pipeline_step.source_map
+                )
+                record, _ = jobs.submit_job(loaded, self.layout, self.compute, job)
         except DistrunError as exc:
             self._ended(step, JobStatus.FAILED, f"not started: {exc.render()}")
             return
@@ -210,7 +220,12 @@ class PipelineRun:
         self.exits.watch(step, record)
         processes = self.processes[step]
         where = f"{self.targets[step]}, {processes} process{'es' if processes != 1 else ''}"
-        self.say(f"[{step}] started as job {job} on {where}")
+        if pipeline_step.is_sweep:
+            self.sweeps[step] = sweep_state(record)
+            self.trials_said[step] = set()
+            self.say(f"[{step}] started as sweep {job} on {where} a trial (its trials: {job}.trial_N)")
+        else:
+            self.say(f"[{step}] started as job {job} on {where}")
         self._save()
 
     def _value_of(self, upstream: UpstreamOutput, kind: str) -> Any:
@@ -244,14 +259,14 @@ class PipelineRun:
     def _reused(self, step: str, document: dict[str, Any]) -> bool:
         """Whether the step was reused (then it is Completed with the earlier run's outputs);
         otherwise its key is kept, to be recorded when it completed."""
-        from distrun.runner.pipeline_reuse import earlier_run, step_key
+        from distrun.runner.pipeline_reuse import earlier_run, pipeline_step_key
         from distrun.spec.pipeline_reuse import why_not_reused
         from distrun.store.step_reuse import completed_run
 
         pipeline_step = self.pipeline.steps[step]
         if not pipeline_step.is_deterministic:
             return False
-        key = step_key(document, pipeline_step.base_dir, self.layout.home)
+        key = pipeline_step_key(pipeline_step, document, self.layout.home)
         if key is None:
             return False
         self.keys[step] = key
@@ -265,11 +280,19 @@ class PipelineRun:
             if why:
                 self.say(f"[{step}] not reused: {why}")
             return False
+        same, best = "same component, inputs and code", ""
+        if pipeline_step.is_sweep:  # its outputs are its best trial's, which the record shows
+            try:
+                self.sweeps[step] = sweep_state(self.index.get(earlier.job))
+            except DistrunError as exc:  # removed since `earlier_run` read it
+                self.say(f"[{step}] not reused: the earlier run {earlier.job} cannot be reused: {exc.message}")
+                return False
+            same, best = "same sweep, trial component, inputs and code", f": {best_text(self.sweeps[step])}"
         self.job_of[step] = earlier.job
         self.reused_from[step] = earlier.job
         self.status[step] = JobStatus.COMPLETED
         self.times[step][1] = time.time()
-        self.say(f"[{step}] Reused: the outputs of job {earlier.job} (same component, inputs and code)")
+        self.say(f"[{step}] Reused: the outputs of job {earlier.job} ({same}){best}")
         self._save()
         return True
 
@@ -287,11 +310,24 @@ class PipelineRun:
             except DistrunError as exc:  # its record was removed or damaged: the step is lost
                 self._ended(step, JobStatus.FAILED, f"its job's record cannot be read: {exc.message}")
                 continue
-            if record.terminal:
+            if step in self.sweeps:
+                self._follow_sweep(step, record)
+            if record.terminal and step in self.sweeps:
+                self._ended(step, *step_outcome(record))
+            elif record.terminal:
                 self._ended(step, record.status, record.reason, record)
             elif record.status != state:
                 self.status[step] = record.status
                 self._save()
+
+    def _follow_sweep(self, step: str, record: JobRecord) -> None:
+        """A sweep step's trials that ended since the last look, said; its best trial kept."""
+        for line in trial_lines(record, self.trials_said[step]):
+            self.say(f"[{step}] {line}")
+        state = sweep_state(record)
+        if state != self.sweeps[step]:
+            self.sweeps[step] = state
+            self._save()
 
     def _ended(self, step: str, status: str, reason: str | None, record: JobRecord | None = None) -> None:
         self.status[step] = status
@@ -300,7 +336,8 @@ class PipelineRun:
         started = self.times[step][0] or self.times[step][1]
         took = f" in {self.times[step][1] - started:.2f} s" if started else ""  # type: ignore[operator]
         if status == JobStatus.COMPLETED:
-            self.say(f"[{step}] Completed{took}")
+            best = f": {best_text(self.sweeps[step])}" if step in self.sweeps else ""
+            self.say(f"[{step}] Completed{took}{best}")
             self._remember(step)
         else:
             self.reasons[step] = reason or status
@@ -317,7 +354,8 @@ class PipelineRun:
         self._save()
 
     def _remember(self, step: str) -> None:
-        """A completed step's key and outputs, kept in the store for later runs to reuse."""
+        """A completed step's key and outputs (a sweep step's: its best trial's), kept in the store
+        for later runs to reuse."""
         from distrun.runner.pipeline_reuse import remember_step
 
         key = self.keys.get(step)
@@ -377,6 +415,13 @@ def process_count_of(pipeline: LoadedPipeline, step: str, count: Callable[[Any],
     from distrun.spec.normalize import normalize
 
     pipeline_step = pipeline.steps[step]
+    if pipeline_step.is_sweep:  # each trial's
+        from distrun.plan.sweep_search import example_value
+        from distrun.runner.pipelines import step_sweep, unchecked_trial_job
+
+        sweep = step_sweep(pipeline, pipeline_step, lambda up: "unused", step)
+        example = {key: example_value(expression) for key, expression in sweep.search_space.items()}
+        return count(unchecked_trial_job(sweep, example, step).spec)
     document = normalize(pipeline_step.bound_document(lambda up: "unused"), pipeline_step.source_map)
     return count(models.JobSpec.model_validate(document))
 
@@ -414,6 +459,8 @@ def pipeline_summary(record: JobRecord) -> str:
         took = f"{ended - started:.2f} s" if started and ended else "-"
         shown = "Reused" if state.get("reused") else state.get("status")
         lines.append(f"  {step:<{width}}  {shown:<10}  {took:>8}  job {state.get('job')}")
+        if state.get("sweep"):
+            lines.append(f"  {'':<{width}}  sweep: {best_text(state['sweep'])}")
     cause = record.root_cause or {}
     if cause.get("step"):
         lines.append(f"Failed first: step {cause['step']} (job {cause['job']})")
@@ -444,20 +491,9 @@ def start_detached(
     process (`python -m distrun.runner.pipeline_run NAME`), which loads the file again as given.
     A pipeline built in Python gives its `document` instead, written to the pipeline's folder
     for that process to load, with relative paths starting at `base_dir`."""
-    import json
-
     run.record(JobStatus.QUEUED)
-    folder = run.layout.job(run.name)
-    if document is not None:
-        file = str(folder.root / BUILT_FILE)
-        Path(file).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")  # JSON is YAML
-    assert file is not None
-    request = {
-        "file": str(Path(file).resolve()),
-        "overrides": overrides,
-        "compute": run.compute,
-        "base_dir": None if base_dir is None else str(base_dir),
-    }
+    assert file is not None or document is not None
+    request = detached_request(run.layout, run.name, file, overrides, run.compute, document, base_dir, BUILT_FILE)
     start_supervisor(run.layout, run.name, "distrun.runner.pipeline_run", request)
     return run.index.get(run.name)
 

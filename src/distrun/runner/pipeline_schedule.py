@@ -17,10 +17,6 @@ from distrun.core.job_status import JobStatus
 from distrun.spec.pipeline_graph import downstream_of
 
 NOT_STARTED = "NotStarted"  # Azure ML's word for a step still waiting
-# How often the engine running a step is asked about it, as `distrun run` asks about a job
-# (`distrun.runner.attach.POLL_S`): each look is a request to the engine (on Slurm, `scontrol
-# show job`, an RPC to slurmctld), which a scheduler's users must not send many times a second.
-ENGINE_LOOK_SECONDS = 0.5
 
 
 def startable(
@@ -75,12 +71,3 @@ def stopped_by(failed: str, depends_on: Mapping[str, Sequence[str]], status: Map
 
 def _ended(state: str) -> bool:
     return JobStatus.of(state).terminal if state != NOT_STARTED else False
-
-
-def due_looks(running: Iterable[str], last_look: Mapping[str, float], now: float) -> list[str]:
-    """The running steps whose job's record to read now.
-
-    `last_look`: when the engine was last asked about each step an engine runs; such a step is
-    due once ENGINE_LOOK_SECONDS passed. Any other step's record is the job index's, read each time.
-    """
-    return [s for s in running if s not in last_look or now - last_look[s] >= ENGINE_LOOK_SECONDS]

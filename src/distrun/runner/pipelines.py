@@ -9,6 +9,7 @@ write its output to.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,9 +19,11 @@ if TYPE_CHECKING:
     from distrun.prepare.compute import ComputeTarget
     from distrun.spec.loaded import LoadedJob
     from distrun.spec.loaded_pipeline import LoadedPipeline, PipelineStep, UpstreamOutput
+    from distrun.spec.loaded_sweep import LoadedSweep
     from distrun.store.layout import Layout
 
 PREVIEW_NAME = "pipeline"  # the pipeline's name in a plan when the file gives none
+SWEEP_TRIALS_SHOWN = 3  # a sweep step's first trials' parameters in the plan
 
 
 def step_job_name(pipeline: str, step: str) -> str:
@@ -95,22 +98,61 @@ def step_job(
     return LoadedJob(spec, step.base_dir, pipeline.source, smap)
 
 
+def step_sweep(
+    pipeline: LoadedPipeline, step: PipelineStep, path_of: Callable[[UpstreamOutput], str], job_name: str
+) -> LoadedSweep:
+    """A sweep step's sweep, its upstream inputs at `path_of(upstream)`, named `job_name` (its
+    trials are `job_name.trial_N`)."""
+    from distrun.spec.sweep_step import load_step_sweep
+
+    sweep = load_step_sweep(step, step.bound_document(path_of), pipeline.source, tuple(step.upstream))
+    sweep.spec = sweep.spec.model_copy(update={"name": job_name})
+    return sweep
+
+
+def unchecked_trial_job(sweep: LoadedSweep, parameters: dict[str, Any], job_name: str) -> LoadedJob:
+    """A sweep step's trial job before the steps it reads from ran: validated with the pipeline,
+    not checked against the file system again (as `step_job`)."""
+    from distrun.spec import models
+    from distrun.spec.loaded import LoadedJob
+    from distrun.spec.normalize import normalize
+
+    smap = copy.deepcopy(sweep.trial_source_map)
+    document = normalize(sweep.trial_document(parameters), smap)
+    spec = models.JobSpec.model_validate(document).model_copy(update={"name": job_name})
+    return LoadedJob(spec, sweep.trial_base_dir, sweep.source, smap)
+
+
+def step_target(
+    pipeline: LoadedPipeline, step: PipelineStep, layout: Layout, name: str, compute: str | None
+) -> tuple[ComputeTarget, Backend]:
+    """The compute target and backend of the step `step` of the pipeline run `name` (a sweep
+    step's: its trials'), checked as `distrun job validate` checks a job's."""
+    from distrun.runner.jobs import check_target
+    from distrun.runner.sweep_run import check_sweep
+
+    job_name = step_job_name(name, step.name)
+    path_of = lambda up: upstream_path(layout, pipeline, name, up)  # noqa: E731
+    if step.is_sweep:
+        sweep = step_sweep(pipeline, step, path_of, job_name)
+        target, backend, _ = check_sweep(sweep, layout, compute, job_name, unchecked_trial_job)
+        return target, backend
+    return check_target(step_job(pipeline, step, path_of, job_name), layout, compute)
+
+
 def check_pipeline(
     pipeline: LoadedPipeline, layout: Layout, compute: str | None = None
 ) -> dict[str, tuple[ComputeTarget, Backend]]:
     """Each step's compute target and backend, checked as `distrun job validate` checks a job's;
     every step's problem at once, each at the step's `compute` (or the pipeline's default)."""
     from distrun.core.errors import DistrunError, Position, Problem, ValidationError
-    from distrun.runner.jobs import check_target
 
     name = pipeline.spec.name or PREVIEW_NAME
     targets = {}
     problems = []
     for step_name, step in pipeline.steps.items():
-        job_name = step_job_name(name, step_name)
-        job = step_job(pipeline, step, lambda up: upstream_path(layout, pipeline, name, up), job_name)
         try:
-            targets[step_name] = check_target(job, layout, compute)
+            targets[step_name] = step_target(pipeline, step, layout, name, compute)
         except DistrunError as exc:
             where = "--compute" if compute else step.compute_key
             hint = exc.hint or "define the target with `distrun compute create`, or run every step with --compute local"
@@ -124,6 +166,7 @@ def check_pipeline(
 def plan_pipeline(pipeline: LoadedPipeline, layout: Layout, compute: str | None = None) -> dict[str, Any]:
     """The pipeline's graph and each step's job as `distrun plan` shows a job; nothing is written."""
     from distrun.runner.jobs import plan_job
+    from distrun.runner.sweep_run import plan_sweep
 
     check_pipeline(pipeline, layout, compute)  # every step's target problem at once, before any plan
     name = pipeline.spec.name or PREVIEW_NAME
@@ -132,11 +175,18 @@ def plan_pipeline(pipeline: LoadedPipeline, layout: Layout, compute: str | None 
     for step_name in pipeline.run_order():
         step = pipeline.steps[step_name]
         job_name = step_job_name(name, step_name)
-        job = step_job(pipeline, step, lambda up: upstream_path(layout, pipeline, name, up), job_name)
-        rendered = plan_job(job, layout, compute).show()
+        path_of = lambda up: upstream_path(layout, pipeline, name, up)  # noqa: E731
+        sweep = None
+        if step.is_sweep:  # its first trials' parameters, and the first trial's job as its plan
+            loaded = step_sweep(pipeline, step, path_of, job_name)
+            sweep = plan_sweep(loaded, layout, compute, SWEEP_TRIALS_SHOWN, unchecked_trial_job)
+            rendered = sweep.pop("first_trial")
+        else:
+            rendered = plan_job(step_job(pipeline, step, path_of, job_name), layout, compute).show()
         for inp, up in step.upstream.items():
             if inp in rendered.get("inputs", {}):
-                rendered["inputs"][inp]["source"] = f"output {up.output} of step {up.step}, once it completed"
+                best = "'s best trial" if pipeline.steps[up.step].is_sweep else ""
+                rendered["inputs"][inp]["source"] = f"output {up.output} of step {up.step}{best}, once it completed"
         steps.append(
             {
                 "name": step_name,
@@ -147,6 +197,7 @@ def plan_pipeline(pipeline: LoadedPipeline, layout: Layout, compute: str | None 
                 "reads": {inp: f"{up.step}.{up.output}" for inp, up in step.upstream.items()},
                 "pipeline_outputs": dict(step.pipeline_outputs),
                 "rendered": rendered,
+                "sweep": sweep,
             }
         )
     settings = pipeline.spec.settings

@@ -39,9 +39,13 @@ def execution_summary(record: JobRecord) -> str:
                 f"Failed first: {cause.get('name')} on node {cause.get('node_rank')} "
                 f"({cause.get('host')}) after {after / 1000:.2f} s"
             )
-        stopped = [p["name"] for p in record.processes or [] if p.get("stopped_by_distrun")]
+        processes = record.processes or []
+        stopped = [p["name"] for p in processes if p.get("stopped_by_distrun") and not p.get("never_started")]
         if stopped:
             lines.append(f"Stopped by distrun: {', '.join(stopped)}")
+        unstarted = [p["name"] for p in processes if p.get("never_started")]
+        if unstarted:
+            lines.append(f"Not started (stopped before their turn): {', '.join(unstarted)}")
         if cause.get("traceback"):
             lines.append("Traceback:")
             lines.extend("  " + line for line in cause["traceback"].splitlines())

@@ -25,6 +25,7 @@ import copy
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distrun.core.errors import DistrunError
@@ -32,6 +33,8 @@ from distrun.core.job_status import JobStatus
 from distrun.runner import jobs
 from distrun.runner.child_jobs import (
     ChildExits,
+    detached_request,
+    due_looks,
     launchers_for,
     not_started,
     read_request,
@@ -78,15 +81,23 @@ def trial_job(sweep: LoadedSweep, parameters: dict[str, Any], name: str) -> Load
     return load_job_data(document, sweep.trial_base_dir, sweep.source, smap=smap)
 
 
+TrialLoad = Callable[["LoadedSweep", dict[str, Any], str], "LoadedJob"]
+
+
 def check_sweep(
-    sweep: LoadedSweep, layout: Layout, compute: str | None = None, name: str = PREVIEW_NAME
+    sweep: LoadedSweep,
+    layout: Layout,
+    compute: str | None = None,
+    name: str = PREVIEW_NAME,
+    load: TrialLoad = trial_job,
 ) -> tuple[ComputeTarget, Backend, LoadedJob]:
     """The trials' compute target and backend, checked as `distrun job validate` checks a job's,
-    and the first trial's job (each parameter at a value of its range)."""
+    and the first trial's job (each parameter at a value of its range), as `load` gives it (a
+    pipeline's sweep step whose inputs are not written yet: unchecked)."""
     from distrun.plan.sweep_search import example_value
 
     example = {key: example_value(expression) for key, expression in sweep.search_space.items()}
-    job = trial_job(sweep, example, trial_job_name(name, trial_key(0)))
+    job = load(sweep, example, trial_job_name(name, trial_key(0)))
     target, backend = jobs.check_target(job, layout, compute)
     return target, backend, job
 
@@ -139,7 +150,8 @@ class SweepRun:
         self.exhausted = False
         self.stopping: str | None = None  # why no other trial starts (the sweep's timeout)
         self.began = time.monotonic()
-        self.last_look = 0.0
+        self.last_look = 0.0  # when the running trials' runs were last read (time.monotonic())
+        self.looked: dict[str, float] = {}  # when the engine was last asked about each trial it runs
         self.untracked_said = False
 
     # ------------------------------------------------------------ the record
@@ -258,25 +270,43 @@ class SweepRun:
             return
         self.index.update(job, only_if_not_terminal=False, parent=self.name)
         state["status"] = record.status.value
+        if record.backend_id:  # an engine's job: asked about at most every ENGINE_LOOK_SECONDS
+            self.looked[key] = time.monotonic()
         self.exits.watch(key, record)
         processes = f"{self.processes} process{'es' if self.processes != 1 else ''}"
         self.say(f"[{key}] started as job {job} on {self.target.name}, {processes}: {parameters_text(parameters)}")
         self._save()
 
     def _follow(self) -> None:
-        """Each running trial's new metric values (its policy applied to each), then its record."""
-        for key in self._running():
+        """Each running trial's new metric values (its policy applied to each), then its record.
+
+        A trial an engine runs (Slurm, Ray, Kubernetes) is asked about at most every
+        ENGINE_LOOK_SECONDS, as a pipeline's steps are; every trial's run is read at most every
+        METRIC_LOOK_SECONDS, and once more when its job ended (it has logged all it will)."""
+        now = time.monotonic()
+        metrics_due = now - self.last_look >= METRIC_LOOK_SECONDS
+        if metrics_due:
+            self.last_look = now
+        running = self._running()
+        due = set(due_looks(running, self.looked, now))
+        for key in running:
             state = self.trials[key]
             if JobStatus.of(state["status"]).terminal:
                 continue  # stopped early since the list was made
-            try:
-                record = jobs.get_job(self.layout, state["job"])
-            except DistrunError as exc:  # its record was removed or damaged: the trial is lost
-                self._ended(key, JobStatus.FAILED, f"its job's record cannot be read: {exc.message}")
-                continue
+            record = None
+            if key in due:
+                if key in self.looked:
+                    self.looked[key] = now
+                try:
+                    record = jobs.get_job(self.layout, state["job"])
+                except DistrunError as exc:  # its record was removed or damaged: the trial is lost
+                    self._ended(key, JobStatus.FAILED, f"its job's record cannot be read: {exc.message}")
+                    continue
             # The metrics after the record: a trial that ended has logged all it will.
-            if self._read_metrics(key):
+            if (metrics_due or (record is not None and record.terminal)) and self._read_metrics(key):
                 continue  # the policy stopped it
+            if record is None:
+                continue
             if record.terminal:
                 self._ended(key, record.status, record.reason)
             elif record.status.value != state["status"]:
@@ -456,18 +486,20 @@ def sweep_summary(record: JobRecord) -> str:
 # ---------------------------------------------------------------- plan
 
 
-def plan_sweep(sweep: LoadedSweep, layout: Layout, compute: str | None = None, count: int = 5) -> dict[str, Any]:
+def plan_sweep(
+    sweep: LoadedSweep, layout: Layout, compute: str | None = None, count: int = 5, load: TrialLoad = trial_job
+) -> dict[str, Any]:
     """The sweep's first trials' parameters and the first trial's job as `distrun plan` shows a job."""
     from distrun.plan.sweep_search import first_trials, search_for
 
     name = sweep.spec.name or PREVIEW_NAME
-    check_sweep(sweep, layout, compute, name)
+    check_sweep(sweep, layout, compute, name, load)
     seed = search_for(sweep.search_space, sweep.algorithm, sweep.spec.objective.goal).seed
     algorithm = sweep.algorithm
     if getattr(algorithm, "seed", "none") is None:
         algorithm = algorithm.model_copy(update={"seed": seed})
     first = first_trials(sweep.search_space, algorithm, sweep.spec.objective.goal, count)
-    rendered = jobs.plan_job(trial_job(sweep, first[0], trial_job_name(name, trial_key(0))), layout, compute)
+    rendered = jobs.plan_job(load(sweep, first[0], trial_job_name(name, trial_key(0))), layout, compute)
     return {
         "sweep": name,
         "display_name": sweep.spec.display_name,
@@ -513,31 +545,57 @@ def sweep_plan_text(planned: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- in the background
 
 
-def start_detached(run: SweepRun, file: str, overrides: list[str]) -> JobRecord:
-    """`distrun run -d sweep.yml`: record the sweep, then supervise it from a new background
-    process (`python -m distrun.runner.sweep_run NAME`), which loads the file again as given."""
-    from pathlib import Path
+BUILT_FILE = "sweep.yml"  # a sweep built in Python (distrun's SDK), kept in its folder
 
+
+def start_detached(
+    run: SweepRun,
+    file: str | None,
+    overrides: list[str],
+    step: dict[str, Any] | None = None,
+    document: dict[str, Any] | None = None,
+    base_dir: Path | None = None,
+) -> JobRecord:
+    """`distrun run -d sweep.yml`: record the sweep, then supervise it from a new background
+    process (`python -m distrun.runner.sweep_run NAME`), which loads the file again as given.
+    A pipeline's sweep step gives `step` instead (`distrun.runner.pipeline_sweeps.step_request`);
+    a sweep built in Python its `document`, written to the sweep's folder for that process to
+    load, with relative paths starting at `base_dir`."""
     run.record(JobStatus.QUEUED)
-    request = {"file": str(Path(file).resolve()), "overrides": overrides, "compute": run.compute}
+    request = detached_request(run.layout, run.name, file, overrides, run.compute, document, base_dir, BUILT_FILE)
+    request["step"] = step
     start_supervisor(run.layout, run.name, "distrun.runner.sweep_run", request)
     return run.index.get(run.name)
 
 
-def _supervise(name: str) -> int:
-    """The background supervisor of a sweep `distrun run -d` recorded."""
-    from pathlib import Path
-
+def requested_sweep(request: dict[str, Any]) -> LoadedSweep:
+    """The sweep a background supervisor runs: a sweep file (one built in Python: its document,
+    relative paths starting at `base_dir`), or a pipeline's sweep step as
+    `distrun.runner.pipeline_sweeps.step_request` handed it over (its document, and its trial
+    component as data)."""
+    from distrun.spec.component_reader import load_component_data
     from distrun.spec.sweep_loader import load_sweep_data
     from distrun.spec.yaml_source import read_yaml_file
+
+    step = request.get("step")
+    if step is not None:
+        trial = step["trial"]
+        component = load_component_data(trial["data"], Path(trial["base_dir"]), str(trial["source"]))
+        return load_sweep_data(step["document"], Path(step["base_dir"]), str(step["source"]), trial_component=component)
+    file = Path(request["file"])
+    data, smap = read_yaml_file(file)
+    base_dir = Path(request["base_dir"]) if request.get("base_dir") else file.parent
+    return load_sweep_data(data, base_dir, str(file), request.get("overrides") or [], smap)
+
+
+def _supervise(name: str) -> int:
+    """The background supervisor of a sweep `distrun run -d` recorded."""
     from distrun.store.layout import Layout
 
     layout = Layout()
     try:
         request = read_request(layout, name)
-        file = Path(request["file"])
-        data, smap = read_yaml_file(file)
-        sweep = load_sweep_data(data, file.parent, str(file), request.get("overrides") or [], smap)
+        sweep = requested_sweep(request)
         run = SweepRun(sweep, layout, lambda text: print(text, flush=True), request.get("compute"), name)
     except (DistrunError, OSError, ValueError, KeyError, TypeError) as exc:
         return not_started(layout, name, exc)

@@ -22,6 +22,7 @@ from distrun.sdk.command_job import Command, job_from_data, status_of
 from distrun.sdk.notices import note_ignored
 from distrun.sdk.pipeline_job import PipelineJob
 from distrun.sdk.poller import Poller
+from distrun.sdk.sweep_job import SweepJob
 from distrun.store.index import JobRecord
 from distrun.store.layout import Layout
 
@@ -87,7 +88,7 @@ class MLClient:
         from distrun.sdk.components import Component
         from distrun.sdk.pipeline_job import PipelineJob
 
-        if isinstance(entity, (Command, PipelineJob)):
+        if isinstance(entity, (Command, PipelineJob, SweepJob)):
             return self.jobs.create_or_update(entity, **kwargs)
         if isinstance(entity, Component):
             return self.components.create_or_update(entity, **kwargs)
@@ -138,7 +139,7 @@ class JobOperations:
 
     def create_or_update(
         self,
-        job: Command | PipelineJob,
+        job: Command | PipelineJob | SweepJob,
         *,
         description: str | None = None,
         compute: str | None = None,
@@ -146,12 +147,12 @@ class JobOperations:
         experiment_name: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Validate and start the job (or pipeline job) in the background; returns it with its
-        name and status."""
-        if not isinstance(job, (Command, PipelineJob)):
+        """Validate and start the job (or pipeline job, or sweep job) in the background; returns
+        it with its name and status."""
+        if not isinstance(job, (Command, PipelineJob, SweepJob)):
             raise DistrunError(
-                "create_or_update takes a job built with command(...) or load_job(...), or a pipeline job "
-                f"from an @pipeline function, not {type(job).__name__}"
+                "create_or_update takes a job built with command(...) or load_job(...), a pipeline job "
+                f"from an @pipeline function, or a sweep from job.sweep(...), not {type(job).__name__}"
             )
         note_ignored("jobs.create_or_update", kwargs)
         job = copy.copy(job)
@@ -165,6 +166,10 @@ class JobOperations:
             from distrun.sdk.pipeline_ops import submit_pipeline
 
             return self._job_of(submit_pipeline(job, self._layout, compute or self._client.default_compute))
+        if isinstance(job, SweepJob):
+            from distrun.sdk.sweep_ops import submit_sweep
+
+            return self._job_of(submit_sweep(job, self._layout, compute or self._client.default_compute))
         source = job._job_source()
         if self._client._ignored:
             ignored = source.data.setdefault("properties", {}).setdefault(operations.IGNORED_PROPERTY, {})
@@ -172,10 +177,17 @@ class JobOperations:
         record = operations.submit(source, self._layout, compute or self._client.default_compute)
         return self._job_of(record)
 
-    def validate(self, job: Command, *, raise_on_failure: bool = False, **kwargs: Any) -> ValidationResult:
-        """Check a job as `distrun job validate` does; nothing is recorded or started."""
+    def validate(
+        self, job: Command | PipelineJob | SweepJob, *, raise_on_failure: bool = False, **kwargs: Any
+    ) -> ValidationResult:
+        """Check a job (or pipeline, or sweep) as `distrun job validate` does; nothing is recorded or started."""
         try:
-            job._job_source().load()
+            if isinstance(job, PipelineJob):
+                from distrun.sdk.pipeline_ops import checked_pipeline
+
+                checked_pipeline(job)
+            else:
+                job._job_source().load()
         except ValidationError as exc:
             if raise_on_failure:
                 raise
@@ -184,7 +196,8 @@ class JobOperations:
         return ValidationResult(True)
 
     def get(self, name: str) -> Any:
-        """A job, or a pipeline job (with `jobs`: its steps' jobs)."""
+        """A job, a pipeline job (with `jobs`: its steps' jobs), or a sweep job (with its trials'
+        states and its best trial)."""
         return self._job_of(get_job(self._layout, name))
 
     def list(self, *, max_results: int | None = None, parent_job_name: str | None = None, **kwargs: Any) -> list[Any]:
@@ -199,8 +212,8 @@ class JobOperations:
         return [self._job_of(record) for record in records]
 
     def stream(self, name: str) -> None:
-        """Print the job's logs until it ends, as `distrun job stream` (a pipeline: each step's state,
-        then its summary); raises JobFailedError if it failed."""
+        """Print the job's logs until it ends, as `distrun job stream` (a pipeline or sweep: each
+        step's or trial's state, then its summary); raises JobFailedError if it failed."""
         if get_job(self._layout, name).steps is not None:
             from distrun.sdk.pipeline_ops import stream_pipeline
 
@@ -227,6 +240,10 @@ class JobOperations:
 
     def _job_of(self, record: JobRecord) -> Any:
         folder = self._layout.job(record.name)
+        if record.sweep is not None:  # a sweep's record also has `steps`: its trials
+            from distrun.sdk.sweep_ops import sweep_of_record
+
+            return sweep_of_record(record, folder.root)
         if record.steps is not None:
             from distrun.sdk.pipeline_ops import pipeline_of_record
 

@@ -167,14 +167,18 @@ class Command(Recorded):
 
         job = copy.copy(self)
         job.inputs = AttrDict({**self.inputs, **inputs})
+        job._source_where = caller_position()  # its inputs were set here: a problem with them points here
         job._join_pipeline()
         return job
 
-    def sweep(self, *args: Any, **kwargs: Any) -> Any:
-        """Sweep jobs: not supported yet."""
-        from distrun.sweep import not_supported_yet
+    def sweep(self, *, primary_metric: str, goal: str, **settings: Any) -> Any:
+        """The sweep of this job (`distrun.sweep.SweepJob`): its inputs set to a search space
+        expression (`job(lr=Choice([...]))`) are the parameters. The other arguments are
+        azure-ai-ml's: sampling_algorithm, compute, max_concurrent_trials, max_total_trials,
+        timeout, trial_timeout, early_termination_policy, search_space, identity, queue_settings."""
+        from distrun.sdk.sweep_job import sweep_of
 
-        raise not_supported_yet("job.sweep(...)")
+        return sweep_of(self, primary_metric=primary_metric, goal=goal, **settings)
 
     # ------------------------------------------------------------ to the job model
 
@@ -231,11 +235,31 @@ class Command(Recorded):
         return data
 
     def _job_source(self) -> JobSource:
+        self._refuse_search_space()
         data = self._to_data()
         if self._file_source is not None:
             # Loaded from YAML: relative paths and error positions stay those of the file.
             return JobSource(data, self._file_source.base_dir, self._file_source.source, self._file_source.positions)
         return python_source(data, self._base_dir, self._source_where)
+
+    def _refuse_search_space(self) -> None:
+        """A job whose input is a search space expression is a sweep's trial, not a job to run."""
+        from distrun.core.errors import Problem, ValidationError
+        from distrun.sdk.sweep_space import SweepDistribution
+
+        swept = [name for name, value in self.inputs.items() if isinstance(value, SweepDistribution)]
+        if swept:
+            raise ValidationError(
+                [
+                    Problem(
+                        f"input {name} is a search space ({self.inputs[name]!r}): a job with one runs as a sweep",
+                        f"inputs.{name}",
+                        self._source_where,
+                        "submit job.sweep(primary_metric=..., goal=...) instead, or give the input one value",
+                    )
+                    for name in swept
+                ]
+            )
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in self._to_data().items() if k != "type"}
@@ -327,18 +351,29 @@ def job_from_data(data: dict[str, Any], cls: type[Command] = Command) -> Command
     return job
 
 
-def load_job(source: Any, *, params_override: list[dict[str, Any]] | None = None, **kwargs: Any) -> Command:
-    """Load a job YAML file (validated as `distrun job validate` does) into an SDK job.
+def load_job(source: Any, *, params_override: list[dict[str, Any]] | None = None, **kwargs: Any) -> Any:
+    """Load a job YAML file (validated as `distrun job validate` does) into an SDK job: a command
+    job, or, as the file says, a pipeline job or a sweep job (`distrun.sdk.loaded_documents`).
 
     `params_override` is azure-ai-ml's list of `{"key.path": value}` dicts, applied like `--set`.
     """
     import json
 
-    from distrun.spec.loader import load_job_file
+    from distrun.spec.job_kind import is_pipeline_document, is_sweep_document
+    from distrun.spec.loader import load_job_data
+    from distrun.spec.yaml_source import read_yaml_file
 
     overrides = [f"{key}={json.dumps(value)}" for item in params_override or [] for key, value in item.items()]
     path = Path(path_text(source))
-    loaded = load_job_file(path, overrides)
+    raw, smap = read_yaml_file(path)
+    if isinstance(raw, dict) and (is_pipeline_document(raw) or is_sweep_document(raw)):
+        from distrun.sdk.loaded_documents import load_document_job
+
+        loaded_job = load_document_job(raw, smap, path, overrides)
+        if kwargs:
+            loaded_job._accept(kwargs)
+        return loaded_job
+    loaded = load_job_data(raw, path.resolve().parent, str(path), overrides, smap)
     data = loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     job = job_from_data(data, CommandJob)
     job._file_source = JobSource(data, loaded.base_dir, loaded.source, dict(loaded.source_map.positions))

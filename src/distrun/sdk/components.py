@@ -138,6 +138,13 @@ class ComponentNode:
     def _name_hint(self) -> str:
         return str(self.component.name or self.component._file.stem)
 
+    def sweep(self, *, primary_metric: str, goal: str, **settings: Any) -> Any:
+        """The sweep of this component (its trial): its inputs set to a search space expression
+        are the parameters; the other arguments are `Command.sweep`'s (`distrun.sdk.sweep_job.sweep_of`)."""
+        from distrun.sdk.sweep_job import sweep_of
+
+        return sweep_of(self, primary_metric=primary_metric, goal=goal, **settings)
+
     def _step_keys(self) -> dict[str, Any]:
         """What the step sets besides its inputs and outputs."""
         from distrun.sdk.plain import to_data

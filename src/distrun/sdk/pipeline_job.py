@@ -87,6 +87,7 @@ class PipelineJob(Recorded):
     and settings. Returned by an `@pipeline` function; `ml_client.jobs.create_or_update` runs it."""
 
     type = "pipeline"
+    _source = "<python>"  # where its document comes from, for messages (a loaded one: its file)
 
     def __init__(
         self,
@@ -183,9 +184,10 @@ class PipelineJob(Recorded):
         bound = self._bound_outputs()
         base_dir = getattr(node, "_base_dir", self._base_dir)
         data = dict(node._step_keys())
+        given = node._step_inputs() if hasattr(node, "_step_inputs") else node.inputs
         inputs = {
             key: input_value(value, names, base_dir, f"{step}.inputs.{key}")
-            for key, value in node.inputs.items()
+            for key, value in given.items()
             # A parameter left at None gives the step nothing: the component's default, if any.
             if not (value is None or (isinstance(value, PipelineInput) and value._value is None))
         }
@@ -194,8 +196,9 @@ class PipelineJob(Recorded):
         outputs = {}
         for port, out in node.outputs.items():
             written = output_value(out, bound.get((id(node), port)), base_dir)
-            # A component declares its outputs: a step lists only those it binds or changes.
-            if data.get("component") is None or not isinstance(written, dict) or set(written) - {"type"}:
+            # A component (a sweep's trial) declares its outputs: a step lists only those it binds or changes.
+            declared = data.get("component", data.get("trial"))
+            if declared is None or not isinstance(written, dict) or set(written) - {"type"}:
                 outputs[port] = written
         if outputs:
             data["outputs"] = outputs

@@ -31,6 +31,14 @@ class PipelineBuilder:
         if not any(node is known for known in self.nodes):
             self.nodes.append(node)
 
+    def replace(self, old: Any, new: Any) -> None:
+        """`new` in `old`'s place (a step swept: the sweep is the step, not its trial), else last."""
+        for index, known in enumerate(self.nodes):
+            if known is old:
+                self.nodes[index] = new
+                return
+        self.add(new)
+
 
 _building: list[PipelineBuilder] = []  # nested @pipeline calls: the innermost last
 
@@ -173,6 +181,13 @@ def input_value(value: Any, names: StepNames, base_dir: Path, where: str) -> Any
         return absolute(value, base_dir)
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    from distrun.sdk.sweep_space import SweepDistribution
+
+    if isinstance(value, SweepDistribution):
+        raise TypeError(
+            f"{where}: {value!r} is a search space, and this step is not swept: "
+            "call .sweep(primary_metric=..., goal=...) on the step and use what it returns, or give one value"
+        )
     raise TypeError(
         f"{where}: {type(value).__name__} is not an input value (give a number, text, Input or a step's output)"
     )

@@ -20,17 +20,26 @@ from distrun.store.index import JobRecord
 from distrun.store.layout import Layout
 
 POLL_SECONDS = 0.2
+ENDED_BADLY = frozenset({"Failed", "Canceled", "Preempted"})  # a step's or trial's end that has a reason to say
+
+
+def checked_pipeline(job: PipelineJob) -> tuple[dict[str, Any], Any]:
+    """The pipeline's document, and the `LoadedPipeline` the loader made of it: every step, its
+    components and compute checked. Problems point at the lines that built the steps (or, for a
+    pipeline loaded from YAML, at the file's)."""
+    from distrun.spec.pipeline_loader import load_pipeline_data
+    from distrun.spec.source_map import SourceMap
+
+    document = job._to_data()
+    smap = SourceMap(job._source, job._positions())
+    return document, load_pipeline_data(copy.deepcopy(document), job._base_dir, job._source, (), smap)
 
 
 def submit_pipeline(job: PipelineJob, layout: Layout, compute: str | None) -> JobRecord:
     """Validate the pipeline (every step, its components and compute) and start it in the background."""
     from distrun.runner.pipeline_run import PipelineRun, start_detached
-    from distrun.spec.pipeline_loader import load_pipeline_data
-    from distrun.spec.source_map import SourceMap
 
-    document = job._to_data()
-    smap = SourceMap("<python>", job._positions())  # problems point at the lines that built the steps
-    loaded = load_pipeline_data(copy.deepcopy(document), job._base_dir, "<python>", (), smap)
+    document, loaded = checked_pipeline(job)
     run = PipelineRun(loaded, layout, lambda text: None, compute, job.name)
     return start_detached(run, None, [], document, job._base_dir)
 
@@ -69,11 +78,13 @@ def pipeline_of_record(
 
 
 def stream_pipeline(layout: Layout, name: str, out: TextIO) -> JobRecord:
-    """Follow a pipeline until it ends: each step's state as it changes, then the execution
-    summary (what `distrun run pipeline.yml` prints)."""
+    """Follow a pipeline (or a sweep) until it ends: each step's (trial's) state as it changes,
+    then the execution summary (what `distrun run pipeline.yml` or `sweep.yml` prints)."""
+    from distrun.core.terminal_text import neutral_text
     from distrun.runner.jobs import get_job
     from distrun.runner.pipeline_run import pipeline_summary
     from distrun.runner.pipeline_schedule import NOT_STARTED
+    from distrun.runner.sweep_run import sweep_summary
 
     def say(text: str) -> None:
         out.write(text + "\n")
@@ -88,11 +99,14 @@ def stream_pipeline(layout: Layout, name: str, out: TextIO) -> JobRecord:
             shown = "Reused" if state.get("reused") else str(state.get("status"))
             if said.get(step) != shown and shown != NOT_STARTED:
                 said[step] = shown
-                say(f"[{step}] {shown} (job {state.get('job')})")
+                line = f"[{step}] {shown} (job {state.get('job')})"
+                if shown in ENDED_BADLY and state.get("reason"):
+                    line += f": {state['reason']}"  # as `distrun run` says it: why the step or trial ended
+                say(neutral_text(line))  # the reason quotes the job (a frame's file name)
         if record.terminal:
             break
         time.sleep(POLL_SECONDS)
-    say(pipeline_summary(record))
+    say(sweep_summary(record) if record.sweep is not None else pipeline_summary(record))
     return record
 
 
@@ -100,4 +114,4 @@ def is_pipeline(record: JobRecord) -> bool:
     return record.steps is not None
 
 
-__all__ = ["is_pipeline", "pipeline_of_record", "stream_pipeline", "submit_pipeline"]
+__all__ = ["checked_pipeline", "is_pipeline", "pipeline_of_record", "stream_pipeline", "submit_pipeline"]

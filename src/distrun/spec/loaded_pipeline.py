@@ -1,5 +1,5 @@
 """A pipeline job as the loader gives it: the validated pipeline, and each step as the command
-job document it runs as.
+job document it runs as (a sweep step: the sweep job document).
 
 Plain data. A step's `document` is what `distrun.spec.loader.load_job_data` takes, with the
 inputs it reads from other steps still unbound: `bound_document` gives them their paths once
@@ -58,6 +58,13 @@ class PipelineStep:
     force_rerun: bool = False  # the step's own `force_rerun`: never reused
     compute_key: str = ""  # where the step's compute was written: jobs.STEP.compute, settings.default_compute
     key: str = ""  # the step's key path in the file that wrote it (jobs.STEP), for its problems
+    # A sweep step (`type: sweep`): its trial's command component, and `document` is then the
+    # sweep job it runs as (`distrun.spec.sweep_loader` loads it, with this component as its trial).
+    trial: LoadedComponent | None = None
+
+    @property
+    def is_sweep(self) -> bool:
+        return self.trial is not None
 
     @property
     def depends_on(self) -> tuple[str, ...]:

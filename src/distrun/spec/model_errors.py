@@ -225,6 +225,16 @@ def _closest(word: str, allowed: list[str]) -> str | None:
     return best[1] if best[0] >= 0.6 else None
 
 
+def _other_branch_went_deeper(
+    path: KeyPath, errs: list[dict[str, Any]], by_path: dict[KeyPath, list[dict[str, Any]]]
+) -> bool:
+    """A union's wrong-shape complaint (`environment`: not a string) when another branch took the
+    mapping and found what is wrong inside it (`environment.version`): only the inner one is said."""
+    if not all(e["type"].endswith("_type") and isinstance(e.get("input"), (dict, list)) for e in errs):
+        return False
+    return any(len(other) > len(path) and other[: len(path)] == path for other in by_path)
+
+
 def translate(exc: Any, data: Any, smap: SourceMap, root: type[models.StrictModel] = models.JobSpec) -> list[Problem]:
     """One `Problem` per document key pydantic found wrong (a key's several union errors are one)."""
     by_path: dict[KeyPath, list[dict[str, Any]]] = {}
@@ -232,6 +242,8 @@ def translate(exc: Any, data: Any, smap: SourceMap, root: type[models.StrictMode
         by_path.setdefault(_data_path(err, data), []).append(err)
     problems = []
     for path, errs in by_path.items():
+        if _other_branch_went_deeper(path, errs, by_path):
+            continue
         key = format_key_path(path)
         where = smap.find(path)
         if any(e["type"] == "extra_forbidden" for e in errs):

@@ -70,6 +70,14 @@ Whole = Annotated[int, BeforeValidator(_not_a_boolean)]
 ExitCode = Annotated[Whole, Field(ge=0, le=255)]
 
 
+def _version_text(value: Any) -> Any:
+    # Azure ML reads `version: 1` as the version "1" (its examples write it so).
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+VersionText = Annotated[str, BeforeValidator(_version_text)]
+
+
 class StrictModel(BaseModel):
     """Nested objects of a job reject keys they do not know (Azure ML does the same)."""
 
@@ -92,7 +100,7 @@ class EnvironmentSpec(StrictModel):
     an image alone is kept for image-based backends."""
 
     name: str | None = None
-    version: str | None = None
+    version: VersionText | None = None
     image: str | None = None
     conda_file: str | dict[str, Any] | None = None
     build: BuildContext | None = None
@@ -230,7 +238,7 @@ class OutputSpec(StrictModel):
     path: str | None = None
     description: str | None = None
     name: str | None = None
-    version: str | None = None
+    version: VersionText | None = None
 
 
 # ---------------------------------------------------------------- resources, limits, env

@@ -18,20 +18,23 @@ from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
 from distrun.spec import models, pipeline_graph, pipeline_models
+from distrun.spec.component_reader import ComponentReader, load_component_data, load_component_file
 from distrun.spec.job_kind import is_pipeline_document
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent, LoadedPipeline, PipelineStep, UpstreamOutput
 from distrun.spec.loader import load_job_data, semantic_problems
 from distrun.spec.model_errors import translate
 from distrun.spec.normalize import normalize
-from distrun.spec.overrides import apply_overrides, overridden_mapping
+from distrun.spec.overrides import overridden_mapping
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import StepBuilder, copy_positions, outputs_of_step
 from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import SourceMap, format_key_path
+from distrun.spec.sweep_step import load_step_sweep, sweep_step
 from distrun.spec.yaml_source import read_yaml_file
 
 __all__ = [
+    "load_component_data",
     "load_component_file",
     "load_document_data",
     "load_document_file",
@@ -127,6 +130,7 @@ class _PipelineLoader:
         self.problems: list[Problem] = []
         self.component_files: dict[Path, LoadedComponent | None] = {}
         self.sources: list[str] = [source]  # files in the order problems are reported
+        self.reader = ComponentReader(source, self.problems, self.sources)
 
     def problem(self, level: _Level, message: str, path: tuple[str | int, ...], hint: str) -> None:
         self.problems.append(Problem(message, format_key_path(path), level.find(path), hint))
@@ -192,7 +196,7 @@ class _PipelineLoader:
         runnable: list[str] = []
         for name, raw in jobs.items():
             if isinstance(raw, dict) and self._step_kind_ok(level, str(name), raw):
-                components[name] = self._component_of(level, str(name), raw)
+                components[name] = self._component_of(level, str(name), raw, _component_key(raw))
                 if self._component_fits(level, str(name), raw, components[name]):
                     runnable.append(name)
         outputs_of: dict[str, dict[str, str] | None] = {name: None for name in jobs}  # None: not known
@@ -214,6 +218,13 @@ class _PipelineLoader:
                 level.inherited,
                 level.refused,
             )
+            if _is_sweep_step(jobs[name]):
+                assert component is not None  # `_component_fits` said so
+                sweep = sweep_step(builder, component)
+                self.problems += builder.problems
+                self.problems += self._step_problems(sweep)
+                steps[sweep.name] = sweep
+                continue
             if component is not None and isinstance(component.spec, pipeline_models.PipelineComponent):
                 inner, writers[level.prefix + name] = self._nested(level, name, builder, component)
                 steps.update(inner)
@@ -323,22 +334,24 @@ class _PipelineLoader:
                 level,
                 f"step {name!r} is a {text} step: {later}",
                 ("jobs", name, "type"),
-                "distrun runs `type: command` steps (inline, or `component: ./file.yml`) and "
-                "`type: pipeline` steps naming a pipeline component",
+                "distrun runs `type: command` steps (inline, or `component: ./file.yml`), "
+                "`type: pipeline` steps naming a pipeline component and `type: sweep` steps",
             )
         else:
             self.problem(
                 level,
                 f"unknown step type {kind!r}",
                 ("jobs", name, "type"),
-                "use `type: command`, or `type: pipeline` naming a pipeline component "
-                "(sweep steps are not supported yet)",
+                "use `type: command`, `type: pipeline` naming a pipeline component, or `type: sweep` "
+                "with `trial: ./train.yml`",
             )
         return False
 
     def _component_fits(self, level: _Level, name: str, raw: dict[str, Any], component: LoadedComponent | None) -> bool:
-        """A step's type says what its component is: command, or pipeline."""
+        """A step's type says what its component is: command, or pipeline (a sweep step's trial: command)."""
         pipeline_step = str(raw.get("type", "command")).lower() == "pipeline"
+        if _is_sweep_step(raw):
+            return self._trial_fits(level, name, raw, component)
         if "component" in raw and component is None:
             return False  # its problem is said
         if pipeline_step and component is None:
@@ -361,17 +374,42 @@ class _PipelineLoader:
             return False
         return True
 
+    def _trial_fits(self, level: _Level, name: str, raw: dict[str, Any], component: LoadedComponent | None) -> bool:
+        """A sweep step names its trial, a command component."""
+        if "trial" in raw and component is None:
+            return False  # its problem is said
+        if component is None:
+            self.problem(
+                level,
+                "a sweep step names its trial: the command component each trial runs",
+                ("jobs", name),
+                "add `trial: ./train.yml` (a commandComponent file)",
+            )
+            return False
+        if not isinstance(component.spec, pipeline_models.CommandComponent):
+            self.problem(
+                level,
+                "a sweep step's trial is a command component, not a pipeline component",
+                ("jobs", name, "trial"),
+                "name a `type: command` component file",
+            )
+            return False
+        return True
+
     # ------------------------------------------------------------ components
 
-    def _component_of(self, level: _Level, name: str, raw: dict[str, Any]) -> LoadedComponent | None:
-        ref = raw.get("component")
-        at = ("jobs", name, "component")
+    def _component_of(
+        self, level: _Level, name: str, raw: dict[str, Any], key: str = "component"
+    ) -> LoadedComponent | None:
+        """The component a step names under `key` (`component`; a sweep step's `trial`)."""
+        ref = raw.get(key)
+        at = ("jobs", name, key)
         if ref is None:
             return None
         if isinstance(ref, dict):
             smap = SourceMap(level.source)
             copy_positions(level.smap, at, smap, ())
-            return self._component(ref, smap, level.base_dir, level.source, at)
+            return self.reader.component(ref, smap, level.base_dir, level.source, at)
         if not isinstance(ref, str) or not ref.strip():
             self.problem(
                 level, f"expected the path of a component file, got {ref!r}", at, "write e.g. `component: ./train.yml`"
@@ -418,70 +456,8 @@ class _PipelineLoader:
             self.problem(level, exc.message, at, exc.hint)
             return None
 
-    def _component_file(
-        self, level: _Level, path: Path, at: tuple[str, ...], overrides: list[str] | tuple[str, ...] = ()
-    ) -> LoadedComponent | None:
-        if not path.is_file():
-            self.problem(
-                level,
-                f"component file {path} {'is a folder' if path.is_dir() else 'does not exist'}",
-                at,
-                "check the path (relative paths start at the folder of the file that names it)",
-            )
-            return None
-        try:
-            data, smap = read_yaml_file(path)
-            data = apply_overrides(data, smap, list(overrides))
-        except ValidationError as exc:
-            self.sources.append(str(path))
-            self.problems += exc.problems
-            return None
-        self.sources.append(str(path))
-        return self._component(data, smap, path.parent, str(path), at)
-
-    def _component(
-        self, data: Any, smap: SourceMap, base_dir: Path, source: str, at: tuple[str, ...]
-    ) -> LoadedComponent | None:
-        if not isinstance(data, dict):
-            self.problems.append(
-                Problem(
-                    "a component is a mapping of keys (command:, inputs:, ...)",
-                    "",
-                    smap.find(()),
-                    "write the component's keys at the top level",
-                )
-            )
-            return None
-        kind = str(data.get("type", "command")).lower()
-        schema = str(data.get("$schema", "")).lower()
-        model: type[pipeline_models.CommandComponent] | type[pipeline_models.PipelineComponent]
-        if kind == "pipeline" or "pipelinecomponent" in schema:
-            model = pipeline_models.PipelineComponent
-        elif kind == "command":
-            model = pipeline_models.CommandComponent
-        else:
-            self.problems.append(
-                Problem(
-                    f"a {kind} component cannot be a step: distrun runs command and pipeline components",
-                    "type",
-                    smap.find(("type",)),
-                    "use a component with `type: command` (or `type: pipeline`)",
-                )
-            )
-            return None
-        try:
-            spec = model.model_validate(data)
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
-            found = translate(exc, data, smap, model)
-            if source != self.source:
-                self.problems += found
-            else:  # an inline component: its keys are under the step's
-                prefix = format_key_path(at)
-                self.problems += [_rekeyed(p, prefix) for p in found]
-            return None
-        return LoadedComponent(spec, data, smap, base_dir, source)
+    def _component_file(self, level: _Level, path: Path, at: tuple[str, ...]) -> LoadedComponent | None:
+        return self.reader.read_file(path, level.find(at), at)
 
     # ------------------------------------------------------------ each step, as a command job
 
@@ -492,6 +468,10 @@ class _PipelineLoader:
         document = step.bound_document(lambda up: preview_output_uri(PREVIEW_PIPELINE, up.step, up.output))
         smap = step.source_map
         try:
+            if step.is_sweep:  # checked as a sweep job file is, its trial as a command job
+                later_paths = _datastore_inputs(document) if step.depends_on else []
+                load_step_sweep(step, document, self.source, (*step.upstream, *later_paths))
+                return []
             document = normalize(document, smap)
             spec = models.JobSpec.model_validate(document)
         except ValidationError as exc:
@@ -563,34 +543,13 @@ class _PipelineLoader:
         return sorted(in_file_order(problems), key=rank)
 
 
-def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedComponent:
-    """A command component file on its own (`distrun component create`, `--set` overrides applied),
-    checked as a pipeline checks the components its steps name, and its command's references to
-    its inputs and outputs."""
-    from distrun.spec.checks import reference_problems
+def _is_sweep_step(raw: dict[str, Any]) -> bool:
+    return str(raw.get("type", "command")).lower() == "sweep"
 
-    file = Path(path)
-    loader = _PipelineLoader({}, file.resolve().parent, str(file), SourceMap(str(file)))
-    level = _Level({}, pipeline_models.PipelineJob.model_construct(), loader.smap, loader.base_dir, loader.source)
-    component = loader._component_file(level, file.resolve(), (), overrides)
-    if component is not None and isinstance(component.spec, pipeline_models.PipelineComponent):
-        raise ValidationError(
-            [
-                Problem(
-                    "registering a pipeline component is not supported yet",
-                    "type",
-                    component.source_map.find(("type",)),
-                    "register its command components, and name the pipeline component's file from a pipeline",
-                )
-            ]
-        )
-    if component is not None:
-        position = lambda *key: component.source_map.find(tuple(key))  # noqa: E731
-        spec = component.spec
-        loader.problems += reference_problems(spec.command, spec.inputs, spec.outputs, position)
-    if loader.problems or component is None:
-        raise ValidationError(loader._ordered(loader.problems))
-    return component
+
+def _component_key(raw: dict[str, Any]) -> str:
+    """Where a step names its component: a sweep step's is its `trial`."""
+    return "trial" if _is_sweep_step(raw) else "component"
 
 
 def _rekeyed(problem: Problem, prefix: str) -> Problem:

@@ -29,9 +29,8 @@ def job_output_type(declared: str) -> str:
 
 
 # What a step may be (`type:`), and what distrun runs of them.
-STEP_TYPES_RUN = ("command", "pipeline")
+STEP_TYPES_RUN = ("command", "pipeline", "sweep")
 STEP_TYPES_LATER = {
-    "sweep": "sweep steps are not supported yet (a sweep job file runs on its own: `distrun run sweep.yml`)",
     "parallel": "parallel steps are not supported by distrun",
     "spark": "spark steps are not supported by distrun",
     "automl": "AutoML steps are not supported by distrun",

@@ -8,6 +8,12 @@ folder) replaced by the digest of that path's content. What only describes or pl
 (its name, display name, description, tags, properties, experiment, compute target) is left out:
 the same work on another target or under another name is the same work.
 
+A sweep step's key is the same digest over its sweep job document (search space, sampling
+algorithm with its seed or rule, objective, early termination, limits, inputs, outputs) with its
+`trial` label replaced by the trial component itself (`sweep_key_document`), whose code folder and
+conda file count by content as a command step's do: the same search over the same trial and data
+is the same work, and its best trial's outputs are the step's.
+
 Pure: the caller reads the files (`distrun.core.content_hash`) and gives their digests by key path.
 """
 
@@ -22,8 +28,17 @@ from typing import Any
 KEY_VERSION = "distrun-step-reuse-1"  # changes when what the key covers changes: old keys then never match
 # A step's keys that do not change what it computes.
 NOT_IN_KEY = ("name", "display_name", "description", "tags", "properties", "experiment_name", "compute")
-# Where a step's document names a local path that is hashed by content (inputs.NAME.path are the rest).
-PATH_KEYS: tuple[tuple[str, ...], ...] = (("code",), ("environment", "conda_file"), ("environment", "build", "path"))
+# A trial component's keys that do not change what its trials compute.
+NOT_IN_TRIAL_KEY = (*NOT_IN_KEY, "$schema", "version")
+TRIAL = "trial"  # a sweep step's key holds its trial component here
+# Where a step's document names a local path that is hashed by content (inputs.NAME.path are the
+# rest); a sweep step's trial component names them under `trial` (relative to its own folder).
+COMMAND_PATH_KEYS: tuple[tuple[str, ...], ...] = (
+    ("code",),
+    ("environment", "conda_file"),
+    ("environment", "build", "path"),
+)
+PATH_KEYS = COMMAND_PATH_KEYS + tuple((TRIAL, *key_path) for key_path in COMMAND_PATH_KEYS)
 
 KeyPath = tuple[str, ...]
 
@@ -41,6 +56,13 @@ def hashed_paths(document: Mapping[str, Any]) -> dict[KeyPath, str]:
         if isinstance(value, Mapping) and isinstance(value.get("path"), str):
             found[("inputs", str(name), "path")] = value["path"]
     return found
+
+
+def sweep_key_document(document: Mapping[str, Any], trial: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep step's document as its key covers it: its `trial` label (a file, `azureml:NAME:V`)
+    replaced by the trial component's own document, less what only names or describes it."""
+    component = {key: value for key, value in trial.items() if key not in NOT_IN_TRIAL_KEY}
+    return {**document, TRIAL: component}
 
 
 def reuse_key(document: Mapping[str, Any], digests: Mapping[KeyPath, str]) -> str:

@@ -160,23 +160,9 @@ class StepBuilder:
         self.document.setdefault("display_name", self.name)
         if self.pipeline.experiment_name and "experiment_name" not in self.document:
             self.document["experiment_name"] = self.pipeline.experiment_name
-        compute = self.raw.get("compute") or self.pipeline.settings.default_compute or self.pipeline.compute
-        self.compute_key = f"jobs.{self.name}.compute"
-        if compute is not None:
-            self.document["compute"] = compute
-            if "compute" not in self.raw:
-                where = ("settings", "default_compute") if self.pipeline.settings.default_compute else ("compute",)
-                self.positions.set(("compute",), self.smap.find(where))
-                self.compute_key = format_key_path(where)
+        self.compute()
         self._inputs()
         self._outputs()
-        force_rerun = self.raw.get("force_rerun", False)
-        if not isinstance(force_rerun, bool):
-            self.problem(
-                f"force_rerun must be true or false, not {force_rerun!r}",
-                ("force_rerun",),
-                "write `force_rerun: true` to run this step even when an earlier run could be reused",
-            )
         return PipelineStep(
             name=self.prefix + self.name,
             document=self.document,
@@ -188,10 +174,33 @@ class StepBuilder:
             values=self.values,
             pipeline_outputs=self.pipeline_outputs,
             is_deterministic=self.component.spec.is_deterministic if self.component else True,
-            force_rerun=force_rerun is True,
+            force_rerun=self.force_rerun(),
             compute_key=self.compute_key,
             key=format_key_path(self.path),
         )
+
+    def force_rerun(self) -> bool:
+        """The step's own `force_rerun` (a command or sweep step's): it then runs even when an
+        earlier run could be reused."""
+        force_rerun = self.raw.get("force_rerun", False)
+        if not isinstance(force_rerun, bool):
+            self.problem(
+                f"force_rerun must be true or false, not {force_rerun!r}",
+                ("force_rerun",),
+                "write `force_rerun: true` to run this step even when an earlier run could be reused",
+            )
+        return force_rerun is True
+
+    def compute(self) -> None:
+        """The step's compute: its own, or the pipeline's default; `compute_key` says where it was written."""
+        compute = self.raw.get("compute") or self.pipeline.settings.default_compute or self.pipeline.compute
+        self.compute_key = f"jobs.{self.name}.compute"
+        if compute is not None:
+            self.document["compute"] = compute
+            if "compute" not in self.raw:
+                where = ("settings", "default_compute") if self.pipeline.settings.default_compute else ("compute",)
+                self.positions.set(("compute",), self.smap.find(where))
+                self.compute_key = format_key_path(where)
 
     def _from_component(self, component: LoadedComponent) -> None:
         for key in FROM_COMPONENT:

@@ -20,6 +20,7 @@ from typing import Any
 from distrun.core.errors import Problem, ValidationError
 from distrun.spec import models, sweep_models
 from distrun.spec.loaded import LoadedJob
+from distrun.spec.loaded_pipeline import LoadedComponent
 from distrun.spec.loaded_sweep import LoadedSweep
 from distrun.spec.loader import semantic_problems
 from distrun.spec.model_errors import translate
@@ -52,10 +53,16 @@ def load_sweep_data(
     source: str = "<python>",
     overrides: list[str] | tuple[str, ...] = (),
     smap: SourceMap | None = None,
+    trial_component: LoadedComponent | None = None,
+    unchecked: tuple[str, ...] = (),
 ) -> LoadedSweep:
+    """`trial_component`: the trial's command component, loaded already (a pipeline's sweep step
+    names it, inline or registered, and its pipeline loaded it); `trial:` then only labels it.
+    `unchecked`: inputs whose data exists only later (a pipeline step's outputs that the sweep
+    step reads, before that step ran): their paths are not checked."""
     smap = smap or SourceMap(source)
     data = overridden_mapping(data, smap, overrides, "a sweep job", "`type: sweep`, `trial:`")
-    return _SweepLoader(data, base_dir, source, smap).load()
+    return _SweepLoader(data, base_dir, source, smap, trial_component, unchecked).load()
 
 
 def _rekeyed(problem: Problem, prefix: str) -> Problem:
@@ -63,8 +70,18 @@ def _rekeyed(problem: Problem, prefix: str) -> Problem:
 
 
 class _SweepLoader:
-    def __init__(self, data: dict[str, Any], base_dir: Path, source: str, smap: SourceMap) -> None:
+    def __init__(
+        self,
+        data: dict[str, Any],
+        base_dir: Path,
+        source: str,
+        smap: SourceMap,
+        trial_component: LoadedComponent | None = None,
+        unchecked: tuple[str, ...] = (),
+    ) -> None:
         self.data = data
+        self.trial_component = trial_component
+        self.unchecked = tuple(f"inputs.{name}.path" for name in unchecked)
         self.base_dir = base_dir
         self.source = source
         self.smap = smap
@@ -120,7 +137,8 @@ class _SweepLoader:
         except Exception as exc:  # pydantic.ValidationError
             if type(exc).__name__ != "ValidationError":
                 raise
-            sub = SourceMap(self.source)
+            # Positions below `at`; without one (a sweep built in Python), the nearest above it.
+            sub = SourceMap(self.source, {(): self.smap.find(at)})
             copy_positions(self.smap, at, sub, ())
             for found in translate(exc, value, sub, model):
                 hint = found.hint or next((h for start, h in _HINTS.items() if found.message.startswith(start)), "")
@@ -214,7 +232,11 @@ class _SweepLoader:
         self, spec: sweep_models.SweepJob | None, space: dict[str, Any]
     ) -> tuple[dict[str, Any], Path, SourceMap]:
         raw = self.data.get("trial")
-        if isinstance(raw, str):
+        if self.trial_component is not None:
+            self.component_source = self.trial_component.source
+            built = self._trial_of_component(self.trial_component, str(raw))
+            document, base_dir, smap, prefix = built
+        elif isinstance(raw, str):
             built = self._component_trial(raw)
             if built is None:
                 return {}, self.base_dir, SourceMap(self.source)
@@ -260,7 +282,7 @@ class _SweepLoader:
     def _component_trial(self, ref: str) -> tuple[dict[str, Any], Path, SourceMap, str] | None:
         """`trial: ./train.yml`: a command component, its declared inputs given by the sweep's
         inputs and parameters (or their defaults)."""
-        from distrun.spec.pipeline_loader import load_component_file
+        from distrun.spec.component_reader import load_component_file
         from distrun.spec.pipeline_models import CommandComponent
 
         path = local_path(self.base_dir, ref.removeprefix("file:"))
@@ -280,6 +302,11 @@ class _SweepLoader:
         if not isinstance(component.spec, CommandComponent):
             self.problem("a trial is a command component", ("trial",), "name a `type: command` component file")
             return None
+        return self._trial_of_component(component, ref)
+
+    def _trial_of_component(self, component: LoadedComponent, ref: str) -> tuple[dict[str, Any], Path, SourceMap, str]:
+        """The trial's command job of a command component, its declared inputs given by the
+        sweep's inputs and parameters (or their defaults)."""
         document = {key: component.data[key] for key in FROM_COMPONENT if key in component.data}
         if isinstance(document.get("code"), str):
             document["code"] = str(local_path(component.base_dir, document["code"]) or document["code"])
@@ -375,6 +402,8 @@ class _SweepLoader:
         at_sweep = ("inputs", "outputs", "compute", "experiment_name", "display_name", "tags", "limits.timeout")
         for problem in found:
             key = problem.key_path
+            if self.unchecked and key.startswith(self.unchecked):
+                continue
             if key.startswith("limits.timeout"):
                 self.problems.append(replace(problem, key_path="limits.trial_timeout"))
             elif key.startswith(at_sweep) or not prefix:

@@ -24,10 +24,21 @@ from distrun.core.job_status import JobStatus
 from distrun.core.safe_files import UnsafeFileError
 from distrun.metrics.history import History, metric_history
 from distrun.runner.job_stacks import job_stacks as job_stacks_of
+from distrun.runner.sweep_run import is_trial_name
 from distrun.store.index import JobRecord
 from distrun.store.layout import JobFolder, Layout
 from distrun.store.log_labels import labels_from_plan
-from distrun.ui import job_files, job_view, log_events, metrics_view, outputs_tree, pipeline_view, stacks_view
+from distrun.ui import (
+    job_files,
+    job_view,
+    log_events,
+    metrics_view,
+    outputs_tree,
+    pipeline_view,
+    stacks_view,
+    sweep_charts,
+    sweep_view,
+)
 from distrun.ui.access import SecurityHeaders, TokenCheck
 from distrun.ui.charts import number
 from distrun.ui.guard import form_token, host_allowed, new_token, token_matches
@@ -76,7 +87,14 @@ def create_app(settings: UiSettings) -> ASGIApp:
     offload = Offload(settings.read_seconds)
     cancel_token = form_token(settings.token)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.globals.update(clock=job_view.clock, number=number, quote=quote, statuses=STATUSES)
+    templates.env.globals.update(
+        clock=job_view.clock,
+        number=number,
+        quote=quote,
+        statuses=STATUSES,
+        shown=sweep_view.shown_value,
+        is_trial=is_trial_name,
+    )
 
     def page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> Response:
         return templates.TemplateResponse(request, name, context, status_code=status_code)
@@ -85,14 +103,12 @@ def create_app(settings: UiSettings) -> ASGIApp:
 
     def shapes_of(records: list[JobRecord]) -> dict[str, str]:
         # "nodes x processes" from the resolved job, read once per job (it never changes); a
-        # pipeline's steps and their states from its record, each time (they change as it runs).
+        # pipeline's steps or a sweep's trials and their states from its record, each time (they
+        # change as it runs).
         for record in records:
             if record.steps is None and record.name not in shapes:
                 shapes[record.name] = job_view.job_shape(source.folder(record))
-        return {
-            record.name: shapes[record.name] if record.steps is None else pipeline_view.counts(record)
-            for record in records
-        }
+        return {record.name: _shape(record, shapes) for record in records}
 
     def record_or_404(name: str) -> JobRecord:
         try:
@@ -113,6 +129,8 @@ def create_app(settings: UiSettings) -> ASGIApp:
     async def job_page(request: Request) -> Response:
         name = request.path_params["name"]
         record = await offload(record_or_404, name)
+        if record.sweep is not None:
+            return page(request, "sweep.html", {"job": record, "token": cancel_token, **_sweep_summary(record)})
         if record.steps is not None:
             return page(request, "pipeline.html", {"job": record, "token": cancel_token, **_pipeline_summary(record)})
         folder = source.folder(record)
@@ -129,6 +147,7 @@ def create_app(settings: UiSettings) -> ASGIApp:
             "outputs": listing,
             "log_choice": chosen if log_events.valid_log_name(chosen) else "",
             "step_of": pipeline_view.step_of(record),
+            "parent_kind": "sweep" if record.parent and is_trial_name(record.name, record.parent) else "pipeline",
             "hang": await offload(stacks_view.hang_view, record, folder),
             **_summary(record, plan),
         }
@@ -136,6 +155,9 @@ def create_app(settings: UiSettings) -> ASGIApp:
 
     async def job_summary(request: Request) -> Response:
         record = await offload(record_or_404, request.path_params["name"])
+        if record.sweep is not None:
+            context = {"job": record, "token": cancel_token, **_sweep_summary(record)}
+            return page(request, "sweep_summary.html", context)
         if record.steps is not None:
             context = {"job": record, "token": cancel_token, **_pipeline_summary(record)}
             return page(request, "pipeline_summary.html", context)
@@ -347,18 +369,41 @@ def _summary(record: JobRecord, plan: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _state(record: JobRecord) -> dict[str, Any]:
+    """Whether the page keeps asking, and the timeline and duration its status line shows."""
+    return {"live": not record.terminal, "timeline": job_view.timeline(record), "duration": job_view.duration(record)}
+
+
 def _pipeline_summary(record: JobRecord) -> dict[str, Any]:
     """A pipeline's page, all from its record: no file of a job folder is read."""
     steps = pipeline_view.step_views(record)
     return {
-        "live": not record.terminal,
-        "timeline": job_view.timeline(record),
-        "duration": job_view.duration(record),
+        **_state(record),
         "failure": pipeline_view.failed_step(record),
         "steps": steps,
         "graph": pipeline_view.graph_svg(steps),
         "graph_limit": pipeline_view.MAX_DRAWN,
     }
+
+
+def _sweep_summary(record: JobRecord) -> dict[str, Any]:
+    """A sweep's page, all from its record: no file of a job folder is read."""
+    view = sweep_view.sweep_view(record)
+    return {
+        **_state(record),
+        "sweep": view,
+        "charts": sweep_charts.charts(view),
+        "scored": sum(1 for trial in view.trials if trial.metric is not None),
+        "point_limit": sweep_charts.MAX_POINTS,
+        "row_limit": sweep_view.MAX_ROWS,
+    }
+
+
+def _shape(record: JobRecord, shapes: dict[str, str]) -> str:
+    """The jobs list's "nodes x processes / steps" cell: a job's shape, a pipeline's steps, a sweep's trials."""
+    if record.sweep is not None:
+        return sweep_view.counts(record)
+    return shapes[record.name] if record.steps is None else pipeline_view.counts(record)
 
 
 def _history(folder: JobFolder) -> tuple[bool, History]:

@@ -26,6 +26,18 @@ def thinned(points: list[MetricPoint]) -> list[MetricPoint]:
     return [points[round(i * step)] for i in range(MAX_POINTS)]
 
 
+def frame(title: str, inner_w: float, inner_h: float, y0: float, y1: float) -> str:
+    """A chart's title (already escaped), its two axes around the inner_w x inner_h plot area
+    (at LEFT, TOP), and its lowest and highest value."""
+    return (
+        f'<text x="{LEFT}" y="15" class="chart-title">{title}</text>'
+        f'<line x1="{LEFT}" y1="{TOP + inner_h}" x2="{LEFT + inner_w}" y2="{TOP + inner_h}" class="axis"/>'
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + inner_h}" class="axis"/>'
+        f'<text x="{LEFT - 4}" y="{TOP + 4}" text-anchor="end" class="tick">{number(y1)}</text>'
+        f'<text x="{LEFT - 4}" y="{TOP + inner_h}" text-anchor="end" class="tick">{number(y0)}</text>'
+    )
+
+
 def line_chart(name: str, points: list[MetricPoint]) -> str:
     shown = thinned(points)
     steps = [p.step for p in shown]
@@ -54,11 +66,7 @@ def line_chart(name: str, points: list[MetricPoint]) -> str:
     return (
         f'<svg class="chart" data-metric="{label}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
         f'role="img" aria-label="{label} by step">'
-        f'<text x="{LEFT}" y="15" class="chart-title">{label}</text>'
-        f'<line x1="{LEFT}" y1="{TOP + inner_h}" x2="{LEFT + inner_w}" y2="{TOP + inner_h}" class="axis"/>'
-        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + inner_h}" class="axis"/>'
-        f'<text x="{LEFT - 4}" y="{TOP + 4}" text-anchor="end" class="tick">{number(y1)}</text>'
-        f'<text x="{LEFT - 4}" y="{TOP + inner_h}" text-anchor="end" class="tick">{number(y0)}</text>'
+        f"{frame(label, inner_w, inner_h, y0, y1)}"
         f'<text x="{LEFT}" y="{HEIGHT - 8}" class="tick">step {x0 if len(set(steps)) > 1 else steps[0]}</text>'
         f'<text x="{LEFT + inner_w}" y="{HEIGHT - 8}" text-anchor="end" class="tick">'
         f"{x1 if len(set(steps)) > 1 else ''}</text>"

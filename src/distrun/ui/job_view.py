@@ -196,6 +196,8 @@ def _live_state(record: JobRecord) -> str:
 
 
 def _ended_state(outcome: dict[str, Any]) -> tuple[str, str]:
+    if outcome.get("never_started"):
+        return "not started", ""
     if outcome.get("signal"):
         exit_text = f"signal {outcome['signal']}"
     elif outcome.get("exit_code") is not None:

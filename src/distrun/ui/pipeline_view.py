@@ -56,7 +56,7 @@ def step_views(record: JobRecord, now: float | None = None) -> list[StepView]:
                 name=str(name),
                 job=str(state.get("job") or ""),
                 state=_shown_state(status, bool(state.get("reused"))),
-                duration=_took(state.get("started_at"), state.get("ended_at"), status, now),
+                duration=took(state.get("started_at"), state.get("ended_at"), status, now),
                 reason=reason,
                 depends_on=[str(u) for u in upstream if str(u) in steps] if isinstance(upstream, list) else [],
                 linked=bool(state.get("job")) and not never_ran,
@@ -68,12 +68,16 @@ def step_views(record: JobRecord, now: float | None = None) -> list[StepView]:
 
 def counts(record: JobRecord) -> str:
     """'3 steps: 2 Completed, 1 Running', for the jobs list."""
-    views = step_views(record)
-    tally: dict[str, int] = {}
-    for view in views:
-        tally[view.state] = tally.get(view.state, 0) + 1
-    parts = ", ".join(f"{n} {state}" for state, n in tally.items())
-    return f"{len(views)} step{'s' if len(views) != 1 else ''}" + (f": {parts}" if parts else "")
+    return tally([view.state for view in step_views(record)], "step")
+
+
+def tally(states: list[str], noun: str) -> str:
+    """'3 NOUNs: 2 Completed, 1 Running': how many of each state, in first-seen order."""
+    seen: dict[str, int] = {}
+    for state in states:
+        seen[state] = seen.get(state, 0) + 1
+    parts = ", ".join(f"{n} {state}" for state, n in seen.items())
+    return f"{len(states)} {noun}{'s' if len(states) != 1 else ''}" + (f": {parts}" if parts else "")
 
 
 def step_of(record: JobRecord) -> str | None:
@@ -146,7 +150,7 @@ def _shown_state(status: str, reused: bool) -> str:
     return "not started" if status == NOT_STARTED else status
 
 
-def _took(started: object, ended: object, status: str, now: float | None) -> str:
+def took(started: object, ended: object, status: str, now: float | None) -> str:
     if not isinstance(started, (int, float)):
         return ""
     if isinstance(ended, (int, float)):

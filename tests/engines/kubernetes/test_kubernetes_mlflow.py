@@ -12,7 +12,6 @@ every MLflow client calls) rather than import mlflow.
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
 import textwrap
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 from distrun.metrics import tracking_server
 from support.clusters.k8s_emulator import EmulatedCluster
 from support.jobs import wait_for
-from support.mlflow_store import run_status, tracking_of
+from support.mlflow_store import outbound_address, run_status, tracking_of
 
 pytestmark = pytest.mark.slow  # the first job of a DISTRUN_HOME makes its MLflow store with mlflow
 WAIT_S = 240
@@ -52,13 +51,6 @@ def mlflow_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DISTRUN_MLFLOW_SERVER_IDLE", str(IDLE))
     for name in ("MLFLOW_TRACKING_URI", "DISTRUN_MLFLOW_HOST", "DISTRUN_MLFLOW_ADVERTISE"):
         monkeypatch.delenv(name, raising=False)
-
-
-def outbound_address() -> str:
-    """This machine's address on its default route (a UDP socket's connect sends nothing)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only the route is looked up
-        return str(probe.getsockname()[0])
 
 
 def logged_points(home: Path, run_id: str) -> list[tuple[str, float, int]]:

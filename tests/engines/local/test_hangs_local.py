@@ -8,67 +8,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.jobs import four_rank_job, record, wait_for
+from support.hang_jobs import STALL_LINE, check_ended_hung, stalled_at, stalling_job
+from support.jobs import record, wait_for
 from support.ui_server import running_ui
 
 HANG_TIMEOUT = 4
 
-# Every rank says it is alive twice a second until its process group is up (importing torch on
-# a loaded machine is silent for longer than the hang timeout), then rank 3 stalls before the
-# collective that the others enter.
-STALLING = """
-    import os, threading, time
-    ready = threading.Event()
-
-    def heartbeat():
-        while not ready.wait(0.5):
-            print("starting", flush=True)
-
-    threading.Thread(target=heartbeat, daemon=True).start()
-    import torch
-    import torch.distributed as dist
-
-    def stall():
-        print("stalling at", time.time(), flush=True)
-        time.sleep(3600)
-
-    def main():
-        dist.init_process_group("gloo")
-        ready.set()
-        if dist.get_rank() == 3:
-            stall()
-        dist.all_reduce(torch.ones(1))
-
-    main()
-"""
-STALL_LINE = 15  # `time.sleep(3600)` in STALLING, once dedented
-
 
 def test_a_rank_that_never_reaches_the_collective_is_named_with_its_stack(run_cli, write_job, distrun_home):
-    job = write_job(four_rank_job("python train.py", grace=1), {"train.py": STALLING})
-    done = run_cli("run", str(job), "--name", "hung", "--hang-timeout", str(HANG_TIMEOUT))
+    done = run_cli("run", str(stalling_job(write_job)), "--name", "hung", "--hang-timeout", str(HANG_TIMEOUT))
     assert done.returncode == 1, done.stdout + done.stderr
-    rec = record(distrun_home, "hung")
-    assert rec["status"] == "Failed"
-    said = f"hung: no progress for {HANG_TIMEOUT} s: rank 3 on node 1 is at stall at train.py:"
-    assert rec["reason"].startswith(said), rec["reason"]
-    root = rec["root_cause"]
-    assert (root["rank"], root["node_rank"], root["hang"]) == (3, 1, "hang/stacks.json")
-    assert root["traceback"].endswith(f'train.py", line {STALL_LINE}, in stall'), root["traceback"]
-    # The job ended within the hang timeout (and a few seconds) of rank 3's last word.
-    log3 = (distrun_home / "jobs" / "hung" / "user_logs" / "std_log_process_03.txt").read_text()
-    stalled_at = float(log3.split("stalling at ")[1].split()[0])
-    assert rec["ended_at"] - stalled_at < HANG_TIMEOUT + 8, (rec["ended_at"] - stalled_at, log3)
-    folder = distrun_home / "jobs" / "hung" / "hang"
-    stacks = json.loads((folder / "stacks.json").read_text())
-    by_rank = {p["who"]: p for p in stacks["processes"]}
-    assert sorted(by_rank) == ["rank 0", "rank 1", "rank 2", "rank 3"]
-    for other in ("rank 0", "rank 1", "rank 2"):
-        main = next(t for t in by_rank[other]["threads"] if t["os_thread_id"] == by_rank[other]["pid"])
-        assert main["frames"][0]["function"] == "all_reduce", main["frames"][0]
-    text = (folder / "stacks.txt").read_text()
-    assert "3 processes (rank 0, 1, 2): all_reduce at torch/distributed/" in text
-    assert f"rank 3: stall at train.py:{STALL_LINE}" in text
+    check_ended_hung(distrun_home, "hung", HANG_TIMEOUT, stalled_at(distrun_home / "jobs" / "hung" / "user_logs"))
     assert "hung: no progress" in done.stdout and f"line {STALL_LINE}, in stall" in done.stdout
 
 

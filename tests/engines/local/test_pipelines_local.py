@@ -232,6 +232,24 @@ def test_run_detached_supervises_the_pipeline_in_the_background(run_cli, distrun
     assert "[read] started as job background.read" in log and "Status: Completed" in log
 
 
+def test_a_reader_that_goes_away_ends_the_printing_not_the_pipeline(
+    start_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    # `distrun run pipeline.yml | head -1`: the pipe closes after the first line. The supervisor
+    # used to die on its next line, leaving the record "launcher lost" and the second step unstarted.
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text(two_step_pipeline())
+    proc = start_cli("run", str(pipeline), "--name", "headed")
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("RunId: headed")
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
+    records = _records(distrun_home)
+    assert records["headed"]["status"] == "Completed", records["headed"]
+    assert [s["status"] for s in records["headed"]["steps"].values()] == ["Completed"] * 2
+    assert records["headed.read"]["status"] == "Completed"
+
+
 def _reuse_pipeline(folder: Path) -> Path:
     """upper reads a file; count reads upper's output."""
     (folder / "words.txt").write_text("one two\n")

@@ -238,6 +238,8 @@ distribution:
   type: ray
 limits:
   grace_period: 1  # a Ray node drains for up to 30 s on SIGTERM: SIGKILL comes after the grace either way
+environment_variables:
+  RAY_memory_monitor_refresh_ms: "0"  # as in the test cluster (tests/support/clusters/ray_cluster.py)
 """
 
 

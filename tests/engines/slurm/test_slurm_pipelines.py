@@ -4,7 +4,6 @@ filesystem the nodes share."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 from pathlib import Path
@@ -41,12 +40,6 @@ jobs:
 TRAIN = REPO / "tests" / "data" / "pipelines" / "ddp_after_prepare" / "src" / "train.py"
 
 
-def job_lookups(cluster: SlurmCluster) -> int:
-    """How many times slurmctld was asked about one job (`scontrol show job ID`) since it started."""
-    found = re.search(r"REQUEST_JOB_INFO_SINGLE\s*\(\s*\d+\)\s*count:(\d+)", cluster.run(["sdiag"]).stdout)
-    return int(found.group(1)) if found else 0
-
-
 @pytest.mark.slow
 def test_pipeline_steps_run_as_slurm_jobs_passing_outputs_by_path(
     run_cli, hpc, distrun_home, tmp_path: Path, slurm_cluster: SlurmCluster
@@ -55,9 +48,9 @@ def test_pipeline_steps_run_as_slurm_jobs_passing_outputs_by_path(
     shutil.copy(TRAIN, tmp_path / "src" / "train.py")
     pipeline = tmp_path / "pipeline.yml"
     pipeline.write_text(PIPELINE)
-    lookups, started = job_lookups(slurm_cluster), time.monotonic()
+    lookups, started = slurm_cluster.job_lookups(), time.monotonic()
     result = run_cli("run", str(pipeline), "--compute", hpc, "--name", "nightly", timeout=300)
-    took, lookups = time.monotonic() - started, job_lookups(slurm_cluster) - lookups
+    took, lookups = time.monotonic() - started, slurm_cluster.job_lookups() - lookups
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "Status: Completed" in out, out

@@ -228,8 +228,22 @@ def requeue_hold(attempts: list[dict]) -> float:
     return attempts[1]["started_at"] - attempts[0]["ended_at"]
 
 
-def _ended(home: Path, name: str) -> dict:
-    wait_for(lambda: record(home, name)["status"] in ("Completed", "Failed", "Preempted", "Canceled"), timeout=240)
+def _ended(home: Path, name: str, cluster: SlurmCluster | None = None) -> dict:
+    ended = ("Completed", "Failed", "Preempted", "Canceled")
+    try:
+        wait_for(lambda: record(home, name)["status"] in ended, timeout=240)
+    except AssertionError:
+        # What the job said, and what Slurm says of it: a job that never ends explains itself.
+        folder = job_folder(home, name)
+        said = {"record": record(home, name)}
+        for pattern in ("system_logs/*.txt", "slurm/*.txt", "slurm/*.json"):
+            for log in sorted(folder.glob(pattern)):
+                said[str(log.relative_to(folder))] = log.read_text(errors="replace")[-3000:]
+        if cluster is not None:
+            shown = cluster.run(["scontrol", "show", "job", str(said["record"]["backend_id"])], check=False)
+            said["scontrol show job"] = shown.stdout + shown.stderr
+        shown_all = json.dumps(said, indent=1, default=str)
+        raise AssertionError(f"job {name} did not end within 240 s: {shown_all}") from None
     return record(home, name)
 
 
@@ -244,7 +258,7 @@ def test_sigterm_from_outside_preempts_requeues_and_restarts_the_job(
     job_id = _start(run_cli, write_job, distrun_home, "spot", "max_restarts: 1")
     # What Slurm's --signal=B:TERM@... delivers before a preemption: SIGTERM to the batch script only.
     slurm_cluster.run(["scancel", "--signal=TERM", "--batch", job_id])
-    rec = _ended(distrun_home, "spot")
+    rec = _ended(distrun_home, "spot", slurm_cluster)
     logs = job_folder(distrun_home, "spot") / "user_logs"
     assert rec["status"] == "Completed", rec
     attempts = rec["attempts"]

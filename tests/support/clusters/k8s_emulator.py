@@ -34,8 +34,10 @@ No Kubernetes API server can run on our machines, so this is a mock, and says so
   downward API fields distrun uses, Secret keys), and an /etc/hosts that maps every Indexed Job
   pod's hostname and `<hostname>.<subdomain>` to an address of its own in 127.0.0.0/8 (what
   cluster DNS would answer with the pod's IP; Open MPI's mpirun then tells the pods apart as
-  hosts). Reports phase, container state and termination message; deleting a pod sends SIGTERM,
-  then SIGKILL after its terminationGracePeriodSeconds. A pod evicted by a test (DisruptionTarget
+  hosts). The API's pod proxy (`pods/<name>:<port>/proxy/...`, POST) passes a request on to
+  that address, as the API server passes it to the pod's IP. Reports phase, container state
+  and termination message; deleting a pod sends SIGTERM, then SIGKILL after its
+  terminationGracePeriodSeconds. A pod evicted by a test (DisruptionTarget
   condition, then deleted) is reported Failed before it goes, so its Job fails as the real Job
   controller's pod tracking makes it.
 
@@ -82,6 +84,8 @@ class KubernetesApiEmulator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
+        # A running pod's address (the test kubelet's), for the pod proxy.
+        self.pod_address: Any = lambda name: None
 
     def start(self) -> str:
         ready = threading.Event()
@@ -124,6 +128,7 @@ class KubernetesApiEmulator:
                 if self.jobset_crd:
                     emulator.resources["jobset.x-k8s.io/v1alpha2/jobsets"] = info(kind="JobSet", namespaced=True)
                 emulator["get", re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/log")] << self._pod_log
+                emulator["post", re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+:\d+/proxy(/.*)?")] << self._pod_proxy
                 self._emulator = emulator
                 self.url = str(server.url).rstrip("/")
                 self._loop = asyncio.get_running_loop()
@@ -141,6 +146,34 @@ class KubernetesApiEmulator:
         name = request.url.path.rstrip("/").split("/")[-2]
         path = self.log_dir / name / "log"
         return path.read_bytes() if path.exists() else b""
+
+    async def _pod_proxy(self, request: Any) -> Any:
+        """`pods/<name>:<port>/proxy/<path>`: the request passed on to the pod's address, as the API
+        server does (its own credentials left out), and the pod's answer back."""
+        import kmock
+
+        pod, _, rest = request.url.path.split("/pods/", 1)[1].partition("/proxy")
+        name, _, port = pod.partition(":")
+        address = self.pod_address(name)
+        if address is None:
+            return kmock.Response(status=503, payload=b'{"message": "no such pod running"}')
+        headers = {k: v for k, v in request.headers.items() if k.lower().startswith("x-") or k == "Content-Type"}
+        forwarded = urllib.request.Request(
+            f"http://{address}:{port}{rest or '/'}", data=request.body, method="POST", headers=headers
+        )
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+        def call() -> tuple[int, bytes]:
+            try:
+                with opener.open(forwarded, timeout=120) as response:
+                    return response.status, response.read()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read()
+            except OSError as exc:
+                return 502, json.dumps({"message": f"error trying to reach service: {exc}"}).encode()
+
+        status, body = await asyncio.to_thread(call)  # the API keeps answering meanwhile
+        return kmock.Response(status=status, payload=body)
 
     def requests(self) -> list[Any]:
         """Every request the emulator served (kmock's records: method, url, data)."""
@@ -537,6 +570,13 @@ class TestKubelet:
             self.addresses[hostname] = f"127.0.{1 + n // 250}.{1 + n % 250}"  # never 127.0.0.1 (this machine)
         return self.addresses[hostname]
 
+    def pod_address(self, name: str) -> str | None:
+        """The address of a running pod (that of its hostname, as cluster DNS answers)."""
+        running = self.pods.get(name)
+        if running is None or running.proc is None or running.proc.poll() is not None:
+            return None
+        return self.addresses.get(running.extra.get("hostname", ""))
+
     # ------------------------------------------------------------ start
 
     def _fits(self, pod: dict) -> str:
@@ -621,7 +661,7 @@ class TestKubelet:
         with log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         grace = float(pod["spec"].get("terminationGracePeriodSeconds", 30))
-        self.pods[name] = RunningPod(name, proc, folder, grace)
+        self.pods[name] = RunningPod(name, proc, folder, grace, extra={"hostname": hostname})
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.api.patch(
             "pods",
@@ -754,6 +794,7 @@ class EmulatedCluster:
         self.image_python.chmod(0o755)
         self.controllers = TestControllers(self.api, self.jobset_crd)
         self.kubelet = TestKubelet(self.api, self.pod_root, self.work_dir)
+        self.emulator.pod_address = self.kubelet.pod_address
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         return self

@@ -69,6 +69,11 @@ SLOW_MACHINE_SETTINGS = {
     "RAY_worker_register_timeout_seconds": "120",
     "RAY_enable_worker_prestart": "0",
 }
+# Ray's memory monitor kills a node's workers once the machine's memory is 95% used, whoever uses
+# it. A test cluster's nodes share the machine with every other test (and whatever else runs
+# there), so the monitor is off: a test fails for its own job, not for another process's memory.
+# The `type: ray` test sets the same in its job's environment_variables, for the cluster distrun starts.
+NO_MEMORY_MONITOR = {"RAY_memory_monitor_refresh_ms": "0"}
 LOG_TAIL_LINES = 15
 
 
@@ -124,6 +129,7 @@ class RayCluster:
         # A loaded test machine can take longer than Ray's 60 s to register a starting node.
         env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0"})
         env.update(SLOW_MACHINE_SETTINGS)
+        env.update(NO_MEMORY_MONITOR)
         env.pop("RAY_ADDRESS", None)
         env.update(self.extra_env)
         return env

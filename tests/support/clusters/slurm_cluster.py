@@ -258,6 +258,13 @@ class SlurmCluster:
         """Run a Slurm client command against this cluster."""
         return subprocess.run(list(argv), env=self.env(), capture_output=True, text=True, check=check, timeout=timeout)
 
+    def job_lookups(self) -> int:
+        """How many times slurmctld was asked about one job (`scontrol show job ID`) since it started."""
+        import re
+
+        found = re.search(r"REQUEST_JOB_INFO_SINGLE\s*\(\s*\d+\)\s*count:(\d+)", self.run(["sdiag"]).stdout)
+        return int(found.group(1)) if found else 0
+
     def node_states(self) -> dict[str, str]:
         out = self.run(["sinfo", "--noheader", "--Node", "--format=%N %T"], check=False)
         states = {}

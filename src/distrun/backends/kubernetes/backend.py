@@ -16,7 +16,7 @@ from distrun.backends.engine import EngineBackend
 from distrun.backends.kubernetes.attempts import check_restarts
 from distrun.backends.kubernetes.client import KubernetesApiError
 from distrun.backends.kubernetes.cluster import KubernetesCluster, use_jobset
-from distrun.backends.kubernetes.display import objects_yaml
+from distrun.backends.kubernetes.display import objects_yaml, shown_objects
 from distrun.backends.kubernetes.job_files import (
     K8sPaths,
     job_limits,
@@ -96,8 +96,8 @@ class KubernetesObjects:
     def display(self) -> dict[str, Any]:
         return {
             "script_name": "Kubernetes objects, created in this order (--output yaml prints them whole)",
-            "script": objects_yaml(self.request.objects, abbreviate=True),
-            "objects": self.request.objects,
+            "script": objects_yaml(shown_objects(self.request.objects), abbreviate=True),
+            "objects": shown_objects(self.request.objects),
         }
 
 
@@ -252,6 +252,15 @@ class KubernetesBackend(EngineBackend):
             cluster.observe(folder, load_layout(folder), RestartPolicy.of(job_limits(folder)))
         except (DistrunError, OSError):
             pass
+
+    def ask_stacks(
+        self, record: JobRecord, layout: Layout, native: bool, wait: float
+    ) -> tuple[list[dict[str, Any]], list[int]]:
+        """Through node 0's pod agent, reached by the API server's pod proxy (`stacks_ask`)."""
+        from distrun.backends.kubernetes.stacks_ask import ask_pods
+
+        cluster = _cluster_of(record, layout)
+        return ask_pods(cluster.client, load_layout(layout.job(record.name)), record.name, native, wait)
 
 
 def _for_cluster(

@@ -89,10 +89,12 @@ class KubernetesClient:
         body: Any = None,
         query: dict[str, Any] | None = None,
         content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+        timeout: tuple[float, float] = REQUEST_TIMEOUT,
     ) -> Any:
         k8s = _kubernetes()
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        headers = {"Accept": "application/json, */*"}
+        headers = {"Accept": "application/json, */*", **(headers or {})}
         if body is not None:
             headers["Content-Type"] = content_type
         try:
@@ -100,7 +102,7 @@ class KubernetesClient:
                 method, path, query_params=params, header_params=headers, body=body, auth_settings=["BearerToken"]
             )
             response = self.api.call_api(
-                method, url, header_params=header_params, body=serialized, _request_timeout=REQUEST_TIMEOUT
+                method, url, header_params=header_params, body=serialized, _request_timeout=timeout
             )
             response.read()
             data = response.data
@@ -205,3 +207,11 @@ class KubernetesClient:
             if exc.status in (400, 404):
                 return b""  # the container has not started, or the pod is gone
             raise
+
+    def pod_proxy_post(
+        self, pod: str, port: int, path: str, body: dict[str, Any], headers: dict[str, str], wait: float
+    ) -> Any:
+        """POST to a pod's port through the API server's pod proxy (`pods/proxy`: what `kubectl
+        proxy` uses); the pod's JSON answer. No exec, no port-forward, nothing else to reach."""
+        where = f"{collection_path('Pod', self.namespace)}/{pod}:{port}/proxy{path}"
+        return self._call("POST", where, body=body, headers=headers, timeout=(REQUEST_TIMEOUT[0], wait))

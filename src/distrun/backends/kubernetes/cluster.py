@@ -15,7 +15,6 @@ from distrun.backends.kubernetes.manifests import (
     REPORT_FINALIZER,
     files_name,
     secret_name,
-    uses_remote_starts,
 )
 from distrun.backends.kubernetes.observe import Seen, observe_job
 from distrun.backends.kubernetes.pods import PodLayout
@@ -105,7 +104,6 @@ class KubernetesCluster:
             if pod_view(pod).held:
                 self.client.remove_finalizer(pod, REPORT_FINALIZER)
         self.client.delete("ConfigMap", files_name(layout))
-        if uses_remote_starts(layout):
-            self.client.delete("Secret", secret_name(layout))
+        self.client.delete("Secret", secret_name(layout))
         if not layout.jobset:
             self.client.delete("Service", layout.object_name)

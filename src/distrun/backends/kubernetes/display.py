@@ -29,6 +29,20 @@ def _bundle_summary(key: str, data: str) -> dict[str, Any]:
     }
 
 
+TOKEN_SHOWN = "(random, made anew at each submission)"
+
+
+def shown_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects with the Secret's token masked: a plan is printed and shared, the token guards the
+    running job's pods (node 0's exchange, MPI's remote starts); each submission makes its own."""
+    return [
+        {**obj, "stringData": dict.fromkeys(obj.get("stringData") or {}, TOKEN_SHOWN)}
+        if obj.get("kind") == "Secret"
+        else obj
+        for obj in objects
+    ]
+
+
 def objects_yaml(objects: list[dict[str, Any]], abbreviate: bool = False) -> str:
     from io import StringIO
 

@@ -18,7 +18,13 @@ from distrun.backends.kubernetes.pod_contract import (
     TERMINATION_LOG,
     pod_exit_codes,
 )
-from distrun.backends.kubernetes.pods import PodLayout, PodRole, pod_job_dir, remote_start_port_base
+from distrun.backends.kubernetes.pods import (
+    PodLayout,
+    PodRole,
+    exchange_port,
+    pod_job_dir,
+    remote_start_port_base,
+)
 from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.restarts.policy import RestartPolicy
 from distrun.spec.models import JobSpec
@@ -74,7 +80,8 @@ def uses_remote_starts(layout: PodLayout) -> bool:
 
 
 def token_secret(layout: PodLayout, target: KubernetesSettings, job_name: str, token: str) -> dict[str, Any]:
-    """MPI: the token a worker pod's agent asks of whoever wants it to start a command (mpirun)."""
+    """The job's token: node 0's exchange asks it of the other pods and of `job stacks`; MPI worker
+    pods' agents ask it of whoever wants them to start a command (mpirun)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -112,11 +119,14 @@ def headless_service(layout: PodLayout, target: KubernetesSettings, job_name: st
     }
 
 
+def _token_ref(layout: PodLayout) -> dict[str, Any]:
+    return {"secretKeyRef": {"name": secret_name(layout), "key": TOKEN_KEY}}
+
+
 def _remote_start_env(layout: PodLayout, job: JobSpec, target: KubernetesSettings) -> list[dict[str, Any]]:
-    token = {"secretKeyRef": {"name": secret_name(layout), "key": TOKEN_KEY}}
     return [
         {"name": "DISTRUN_K8S_REMOTE_START_PORT", "value": str(remote_start_port_base(job, target))},
-        {"name": "DISTRUN_K8S_REMOTE_START_TOKEN", "valueFrom": token},
+        {"name": "DISTRUN_K8S_REMOTE_START_TOKEN", "valueFrom": _token_ref(layout)},
     ]
 
 
@@ -137,6 +147,11 @@ def _container(
         env.append({"name": "DISTRUN_K8S_CODE_IN_IMAGE", "value": target.code_in_image})
     if uses_remote_starts(layout):
         env += _remote_start_env(layout, job, target)
+    # Node 0's agent relays the pods' progress and stack requests, and answers `job stacks` (pod_exchange).
+    env += [
+        {"name": "DISTRUN_K8S_EXCHANGE_PORT", "value": str(exchange_port(layout, job, target))},
+        {"name": "DISTRUN_K8S_EXCHANGE_TOKEN", "valueFrom": _token_ref(layout)},
+    ]
     if RestartPolicy.of(job.limits).on:
         # The attempt (JobSet's restart count) reaches the agent, which gives it to every rank.
         field = f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"
@@ -162,6 +177,10 @@ def _container(
         "terminationMessagePath": f"{work}/{TERMINATION_LOG}",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    if target.stacks or job.limits.hang_timeout:
+        # py-spy reads the processes' stacks with ptrace, which a container may do only with
+        # this capability (docs/hangs.md).
+        container["securityContext"] = {"capabilities": {"add": ["SYS_PTRACE"]}}
     resources: dict[str, Any] = {}
     if role.limits:
         resources["limits"] = dict(role.limits)
@@ -353,11 +372,10 @@ def render_objects(
 ) -> list[dict[str, Any]]:
     """Every object of the job, in the order they are created (files and token first: pods use them).
 
-    `token` is the MPI remote-start token (random per submission), unused by other jobs.
+    `token` (random per submission) guards the pods' exchange and MPI's remote starts.
     """
     objects = [config_map(layout, target, job_name, bundle_b64, agent_b64)]
-    if uses_remote_starts(layout):
-        objects.append(token_secret(layout, target, job_name, token))
+    objects.append(token_secret(layout, target, job_name, token))
     if layout.jobset:
         objects.append(jobset(layout, job, target, job_name))
     else:

@@ -25,6 +25,11 @@ DISTRUN_K8S_REMOTE_START_PORT + its node rank, for requests that carry the token
 Secret. The launcher's agent gives mpirun (distrun's or the job's own) that remote start as its
 remote shell, so no SSH server or keys are needed.
 
+Hangs and `distrun job stacks`: node 0's agent serves the pods' exchange on
+DISTRUN_K8S_EXCHANGE_PORT, and every other pod's agent that runs processes keeps its job
+folder's progress and stack files alike with node 0's (`pod_exchange`), so the hang watchdog
+judges the whole job and reaches every pod's agent, as on a shared filesystem.
+
 With restarts (limits.max_restarts, JobSet only), DISTRUN_K8S_RESTART_ATTEMPT is the JobSet
 restart the pod belongs to (its `jobset.sigs.k8s.io/restart-attempt` label, through the downward
 API): every process sees it as DISTRUN_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT.
@@ -32,6 +37,7 @@ API): every process sees it as DISTRUN_RESTART_COUNT and TORCHELASTIC_RESTART_CO
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -43,6 +49,7 @@ from distrun.backends.kubernetes.pod_contract import OUTCOME_MARK
 
 if TYPE_CHECKING:
     from distrun.agent.node_facts import NodeFacts, NodeOutcome
+    from distrun.backends.kubernetes.pod_exchange import ExchangeHub, ExchangeLink
     from distrun.plan.model import LaunchPlan, Placement, ProcessSpec
     from distrun.restarts.policy import RestartPolicy
 
@@ -219,7 +226,7 @@ def pod_folders(env: Mapping[str, str]) -> tuple[Path, Path]:
 
 
 def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
-    from distrun.agent.node import note_stop_requests, read_job, run_node
+    from distrun.agent.node import node_plan, note_stop_requests, read_job, run_node
     from distrun.backends.kubernetes.pod_contract import PLACEMENT_FILE, placement_from
 
     stop_requested = note_stop_requests()
@@ -244,10 +251,53 @@ def run_pod(env: Mapping[str, str], channel: PodOutcomeChannel) -> int:
         remote = client_env(hosts, _token(env), sys.executable)
         facts = dataclasses.replace(facts, base_env={**facts.base_env, **remote})
     attempt = restart_attempt(env)
-    outcome = run_node(
-        facts, channel, job, adapt_plan=lambda plan: with_restart_count(plan, attempt), stop_requested=stop_requested
-    )
+    adapt = functools.partial(with_restart_count, attempt=attempt)
+    exchange = start_exchange(env, job_dir, node_plan(job, facts, adapt), node_rank, where.hosts[0])
+    try:
+        outcome = run_node(
+            facts,
+            channel,
+            job,
+            adapt_plan=adapt,
+            stop_requested=stop_requested,
+            # Relayed through node 0's exchange; without one, a pod judges a hang on its own ranks.
+            peers_share_job_folder=exchange is not None,
+        )
+    finally:
+        if exchange is not None:
+            exchange.close()
     return pod_exit_code(outcome, job.plan_job.restarts)
+
+
+def start_exchange(
+    env: Mapping[str, str], job_dir: Path, plan: LaunchPlan, node_rank: int, first_host: str
+) -> ExchangeHub | ExchangeLink | None:
+    """Node 0: the exchange's hub; a pod that runs processes: its link to node 0 (`pod_exchange`).
+
+    None where the job's objects give no exchange port (a job submitted by an earlier distrun).
+    """
+    from distrun.backends.kubernetes.pod_exchange import ExchangeHub, ExchangeLink
+
+    port = env.get(f"{ENV_PREFIX}EXCHANGE_PORT", "")
+    token = env.get(f"{ENV_PREFIX}EXCHANGE_TOKEN", "")
+    if not port.isdigit() or not token:
+        return None
+    working = [node for node in plan.nodes if node.processes]
+    if node_rank == 0:
+        processes = sum(len(node.processes) for node in working)
+        try:
+            return ExchangeHub(job_dir, token, int(port), {node.node_rank for node in working}, processes)
+        except OSError as exc:  # the job still runs; its hangs are judged pod by pod, as said here
+            print(
+                f"distrun pod agent: cannot serve the pods' exchange on port {port} ({exc}): each pod judges "
+                "a hang on its own ranks, and `distrun job stacks` cannot reach this job",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
+    if any(node.node_rank == node_rank for node in working):
+        return ExchangeLink(job_dir, token, first_host, int(port), node_rank)
+    return None
 
 
 def _token(env: Mapping[str, str]) -> str:

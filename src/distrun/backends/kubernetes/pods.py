@@ -248,6 +248,11 @@ def remote_start_port_base(job: JobSpec, target: KubernetesSettings) -> int:
     return target.port_base + 1 + task_port_count(job)
 
 
+def exchange_port(layout: PodLayout, job: JobSpec, target: KubernetesSettings) -> int:
+    """Where node 0's agent serves the pods' exchange (`pod_exchange`): after MPI's remote-start ports."""
+    return remote_start_port_base(job, target) + len(layout.node_hosts())
+
+
 def pod_job_dir(target: KubernetesSettings, job_name: str) -> str:
     """The job's folder in each pod, named after the job as on this machine (AZUREML_RUN_ID, ...)."""
     return f"{target.work_dir.rstrip('/')}/{job_name}"

@@ -67,11 +67,12 @@ def _notes(spec: JobSpec, target: KubernetesSettings, layout: PodLayout, local: 
         f"Kubernetes namespace {target.namespace}: {kind} ({', '.join(f'{r.name} x{r.count}' for r in layout.roles)}); "
         "each pod's distrun node agent runs its node's processes; MASTER_ADDR is node 0's pod DNS name"
     ]
+    notes.append(
+        "the Secret's token (made anew at each submission, masked here) guards node 0's exchange, which relays "
+        "progress and stack requests between the pods and answers `distrun job stacks`"
+    )
     if any(role.serves_remote_starts for role in layout.roles):
-        notes.append(
-            "MPI: the worker pods' agents start mpirun's daemons (no ssh), for requests carrying the token "
-            "in the Secret, which is made anew at each submission"
-        )
+        notes.append("MPI: the worker pods' agents start mpirun's daemons (no ssh), for requests carrying the token")
     outside = sorted(name for name, path in local.input_paths.items() if not path.startswith(job_dir.rstrip("/") + "/"))
     if outside:
         notes.append(

@@ -39,6 +39,11 @@ class KubernetesSettings(BaseModel):
         None, description="code folder already in the image (for code over the ConfigMap limit)"
     )
     work_dir: str = Field("/distrun", pattern=r"^/", description="folder in each pod for the job and its logs")
+    stacks: bool = Field(
+        False,
+        description="give every pod SYS_PTRACE so that py-spy can read its processes' stacks "
+        "(always so for a job with limits.hang_timeout)",
+    )
     port_base: int = Field(
         29500, ge=1024, le=65000, description="MASTER_PORT and TensorFlow task ports count up from here"
     )

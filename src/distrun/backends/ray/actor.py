@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from distrun.agent.folder_mirror import FROM_NODES, Changes, MirrorSide
 from distrun.backends.ray.node_agent import CHANNEL, REQUEST, job_folder, marker_path, outcome_path
 from distrun.core.death_signal import setpriv_prefix
 
@@ -101,6 +102,8 @@ class RayNodeAgent:
         self.exit_code: int | None = None
         self.start_error: str | None = None
         self.ended = threading.Event()
+        # Stack requests and answers, each node's progress, hang/: relayed through the driver.
+        self.mirror = MirrorSide(job_folder(self.workdir, job_name), FROM_NODES)
 
     def where(self) -> dict[str, Any]:
         import ray
@@ -168,12 +171,20 @@ class RayNodeAgent:
             with self.lock:
                 into += chunk
 
-    def poll(self, peers_done: list[int], peers_ended: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    def poll(
+        self,
+        peers_done: list[int],
+        peers_ended: dict[int, dict[str, Any]] | None = None,
+        mirrored: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """What is new since the last poll.
 
         `peers_done`: nodes whose main work is done (TF's ps wait for them); `peers_ended`: the
-        outcomes of nodes that ended (an MPI job's nodes other than 0 wait for node 0's).
+        outcomes of nodes that ended (an MPI job's nodes other than 0 wait for node 0's);
+        `mirrored`: what changed in the exchanged files of the driver's job folder
+        (`agent.folder_mirror`); the reply's `mirrored` is what changed in this node's.
         """
+        self.mirror.apply(Changes.from_dict(mirrored))
         for rank in peers_done:
             marker = marker_path(self.workdir, rank)
             if rank != self.node_rank and not marker.exists():
@@ -199,6 +210,7 @@ class RayNodeAgent:
             "system": system,
             "main_done": marker_path(self.workdir, self.node_rank).exists(),
             "outcome": outcome,
+            "mirrored": self.mirror.changes().to_dict(),
         }
 
     def _new_log_bytes(self) -> tuple[dict[str, bytes], bool]:

@@ -28,6 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from distrun.agent.folder_mirror import SHARED, Changes, MirrorSide
+from distrun.agent.folder_writes import write_beneath
+from distrun.agent.hang_report import HANG_FOLDER
 from distrun.agent.output_archive import unpack_outputs
 from distrun.backends.ray.actor import RayNodeAgent, pack_folders
 from distrun.backends.ray.placement import (
@@ -214,6 +217,7 @@ class RayRun:
         self.log_fds: dict[str, int] = {}
         self.canceled_by: int | None = None
         self.first_failure: int | None = None
+        self.mirrors: dict[int, MirrorSide] = {}
 
     # ------------------------------------------------------------ the whole run
 
@@ -394,7 +398,7 @@ class RayRun:
                 self._stop_all(second=True)  # a second interrupt: no grace period
             live = [n for n in self.nodes if n.outcome is None]
             ended = {n.rank: n.outcome for n in self.nodes if n.outcome and not n.outcome.get("agent_lost")}
-            refs = {n.actor.poll.remote(sorted(done), ended): n for n in live}
+            refs = {n.actor.poll.remote(sorted(done), ended, self._mirror(n).changes().to_dict()): n for n in live}
             ready, pending = self.ray.wait(list(refs), num_returns=len(refs), timeout=POLL_TIMEOUT_S)
             for ref in pending:
                 self._lost(refs[ref], f"did not answer for {POLL_TIMEOUT_S:g} s")
@@ -410,7 +414,26 @@ class RayRun:
             if not news:
                 time.sleep(POLL_S)
 
+    def _mirror(self, node: NodeHandle) -> MirrorSide:
+        """The job folder's exchanged files as node `node` was last told them (`agent.folder_mirror`)."""
+        side = self.mirrors.get(node.rank)
+        if side is None:
+            side = self.mirrors[node.rank] = MirrorSide(self.prepared.folder.root, SHARED)
+        return side
+
+    def _take_mirrored(self, node: NodeHandle, data: object) -> None:
+        """A node's new stack requests and answers and progress, for `job stacks` and the other
+        nodes; its hang/ (every node's stacks, read by the node that saw the job hang)."""
+        changes = Changes.from_dict(data)
+        self._mirror(node).apply(changes)
+        for relative, content in changes.written.items():
+            folder, _, name = relative.rpartition("/")
+            if folder == HANG_FOLDER and name and not name.startswith("."):
+                with contextlib.suppress(OSError):
+                    write_beneath(self.prepared.folder.root, HANG_FOLDER, name, content)
+
     def _take(self, node: NodeHandle, reply: dict[str, Any], done: set[int]) -> bool:
+        self._take_mirrored(node, reply.get("mirrored"))
         for name, data in reply["logs"].items():
             self._append(f"user_logs/{name}", data)
         if reply["system"]:

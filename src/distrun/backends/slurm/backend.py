@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from distrun.agent.containers import ContainerRun
 from distrun.agent.node_facts import NodeOutcome
 from distrun.backends.base import Observation, RenderedJob
+from distrun.backends.container_choice import choose_container
 from distrun.backends.engine import EngineBackend
 from distrun.backends.slurm import mpi as slurm_mpi
 from distrun.backends.slurm.attempts import read_attempts, restart_aware_status
@@ -122,9 +124,14 @@ class SlurmBatchJob:
 
     script: str
     script_path: Path
+    container: ContainerRun | None = None  # each process runs in a container of the job's image
 
     def display(self) -> dict[str, Any]:
-        return {"script_name": f"{self.script_path} (submitted with sbatch --parsable)", "script": self.script}
+        shown = {"script_name": f"{self.script_path} (submitted with sbatch --parsable)", "script": self.script}
+        if self.container is not None:
+            run = self.container
+            shown["runs_in"] = f"{run.describe()} per process ({run.engine} on each node)"
+        return shown
 
 
 def preview_plan(job: JobSpec, job_dir: Path, bindings: Bindings, job_name: str) -> LaunchPlan:
@@ -231,12 +238,26 @@ class SlurmBackend(EngineBackend):
     def render(self, job: PreparedJob, layout: Layout) -> RenderedJob:
         settings: SlurmSettings = self.target_settings(job.target)
         script = SlurmCluster(settings).script(job.spec, job_name=job.name, job_dir=str(job.folder.root))
+        plan = preview_plan(job.spec, job.folder.root, job.bindings, job.name)
+        container = choose_container(
+            job.spec,
+            layout.config_path,
+            job.folder.root,
+            job.bindings,
+            any(node.gpus for node in plan.nodes),
+            layout.home / "containers",
+            compute="each Slurm node",
+        )
+        notes = _notes(job.spec, settings, layout.home)
+        if container.note:
+            notes.append(container.note)
         return RenderedJob(
             job=job,
-            plan=preview_plan(job.spec, job.folder.root, job.bindings, job.name),
-            request=SlurmBatchJob(script, SlurmPaths(job.folder.root).script),
+            plan=plan,
+            request=SlurmBatchJob(script, SlurmPaths(job.folder.root).script, container.run),
             kind=self.kind,
-            notes=tuple(_notes(job.spec, settings, layout.home)),
+            notes=tuple(notes),
+            warnings=(container.note,) if container.note else (),  # said when the job is submitted
         )
 
     def schedule(self, rendered: RenderedJob, layout: Layout) -> JobRecord:
@@ -249,6 +270,9 @@ class SlurmBackend(EngineBackend):
             cluster = self.cluster(job.target)
             # The plan as far as it is known here; node 0 replaces it with the real hosts and ports.
             write_file(job.folder.plan_json, compact_json(rendered.plan.to_dict()))
+            if request.container is not None:
+                make_dirs(SlurmPaths(job.folder.root).folder)
+                write_file(SlurmPaths(job.folder.root).container, compact_json(request.container.to_dict()))
             # No second preflight: the orchestrator ran it just before the record was made, and a
             # controller gone since then fails sbatch, which this guard records the same way.
             job_id = cluster.submit(request.script, job.folder.root)

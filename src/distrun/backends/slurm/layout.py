@@ -9,6 +9,7 @@ slurm/cancel          the time `distrun job cancel` asked, written before it run
 slurm/preempted       when (line 1, epoch s) a SIGTERM from outside reached the batch script (a job with restarts)
 slurm/attempts.json   a job with restarts: every attempt that ended (`distrun.restarts.policy.Attempt`)
 slurm/attempt_K/      the node outcomes of attempt K, once a later attempt started
+slurm/container.json  a job whose processes run in containers: how (`distrun.agent.containers.ContainerRun`)
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ class SlurmPaths:
     @property
     def attempts(self) -> Path:
         return self.folder / "attempts.json"
+
+    @property
+    def container(self) -> Path:
+        return self.folder / "container.json"
 
     def attempt_folder(self, attempt: int) -> Path:
         return self.folder / f"attempt_{attempt}"

@@ -18,6 +18,7 @@ of a job submitted by an earlier distrun, which Slurm runs again when it requeue
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from distrun.agent.containers import ContainerRun
     from distrun.agent.node import NodeJob
     from distrun.agent.node_facts import NodeFacts
     from distrun.agent.outcome_channel import FolderOutcomeChannel
@@ -135,12 +137,48 @@ def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
         facts,
         channel,
         job,
+        container=node_container(job_dir, facts.node_name),
         # MPI: the hostfile names Slurm's nodes, and mpirun may start daemons on them with srun.
         adapt_plan=lambda plan: slurm_mpi.for_slurm(plan, facts.node_names),
         stop_requested=stop_requested,
         preempted_by=preemption_test(job, channel),
     )
     return agent.exit_code(outcome)
+
+
+def node_container(job_dir: Path, node_name: str) -> ContainerRun | None:
+    """How this node runs its processes in containers (slurm/container.json, written at submit),
+    with this node's own engine; None for a job without one."""
+    import shutil
+
+    from distrun.agent.containers import ContainerRun
+    from distrun.agent.node import read_folder_json
+    from distrun.backends.slurm.layout import SlurmPaths
+    from distrun.core.errors import DistrunError
+
+    path = SlurmPaths(job_dir).container
+    if not path.exists():
+        return None
+    try:
+        run = ContainerRun.from_dict(read_folder_json(path), str(path))
+    except ValueError as exc:
+        raise DistrunError(str(exc), "the job's files were changed after submission: submit the job again") from None
+    program = shutil.which(run.engine)
+    if program is None:
+        raise DistrunError(
+            f"the job runs each process in a container of image {run.image}, but node {node_name} has no {run.engine}",
+            f"install {run.engine} on every node, or submit with `distrun run --no-container` to run in the "
+            "nodes' Python",
+        )
+    run = dataclasses.replace(run, program=program)
+    if run.image_build:  # built from a context by the submitter; a node whose engine lacks it builds it
+        from distrun.environments.image_build import ImageBuild, ensure_built
+
+        built = run.image_build
+        ensure_built(
+            ImageBuild(built["tag"], built["context"], built["dockerfile"], run.engine, program), Path(run.config_dir)
+        )
+    return run
 
 
 def hold_mlflow_server(folder: JobFolder) -> None:

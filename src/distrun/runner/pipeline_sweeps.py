@@ -1,0 +1,112 @@
+"""A pipeline's sweep step at run time: a sweep job, child of the pipeline, whose trials are its own
+children.
+
+The step's sweep is started as `distrun run -d sweep.yml` starts one (`distrun.runner.sweep_run`):
+recorded, then supervised by a background process of its own, named `<pipeline>.<step>`, its
+trials `<pipeline>.<step>.trial_<n>`. The pipeline follows its record as it follows a step's job,
+and cancels it as one (`distrun.runner.jobs.cancel_job`: its supervisor cancels its trials). What
+the supervisor loads is handed over as data (`step_request`): the step's sweep document with its
+upstream inputs bound, and its trial component. The step's outputs are the best trial's: a later
+step's `azureml://jobs/<pipeline>.<step>/outputs/NAME` resolves to the best trial's output
+(`distrun.data.locations`). A sweep that completed without a best trial (no trial logged the
+primary metric) fails the step: there are no outputs to give.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from distrun.core.job_status import JobStatus
+
+if TYPE_CHECKING:
+    from distrun.spec.loaded_pipeline import LoadedPipeline, PipelineStep
+    from distrun.store.index import JobRecord
+    from distrun.store.layout import Layout
+
+
+def step_request(step: PipelineStep, document: dict[str, Any], source: str) -> dict[str, Any]:
+    """What the sweep's supervisor loads: the sweep document, and its trial component as data."""
+    trial = step.trial
+    assert trial is not None
+    return {
+        "document": document,
+        "base_dir": str(step.base_dir),
+        "source": source,
+        "trial": {"data": trial.data, "base_dir": str(trial.base_dir), "source": trial.source},
+    }
+
+
+def start_sweep_step(
+    pipeline: LoadedPipeline,
+    step: PipelineStep,
+    document: dict[str, Any],
+    layout: Layout,
+    compute: str | None,
+    job: str,
+) -> JobRecord:
+    """Start the step's sweep as the job `job`, its upstream inputs bound in `document` (their
+    data exists now: checked as a sweep file's are)."""
+    from distrun.runner.sweep_run import SweepRun, start_detached
+    from distrun.spec.sweep_step import load_step_sweep
+
+    sweep = load_step_sweep(step, document, pipeline.source)
+    run = SweepRun(sweep, layout, lambda text: None, compute, job)
+    return start_detached(run, None, [], step_request(step, document, pipeline.source))
+
+
+def trial_lines(record: JobRecord, said: set[str]) -> list[str]:
+    """A line for each trial of the sweep's record that ended since `said` (which it adds to)."""
+    from distrun.runner.sweep_run import parameters_text
+
+    metric_name = str(((record.sweep or {}).get("objective") or {}).get("primary_metric", "metric"))
+    lines = []
+    for key, state in (record.steps or {}).items():
+        status = str(state.get("status"))
+        if key in said or not JobStatus.of(status).terminal:
+            continue
+        said.add(key)
+        metric = state.get("metric")
+        shown = f", {metric_name} {metric:.6g}" if isinstance(metric, (int, float)) else ""
+        why = f": {state.get('reason')}" if status != JobStatus.COMPLETED.value and state.get("reason") else ""
+        lines.append(f"{key} {status}{shown} ({parameters_text(state.get('parameters') or {})}){why}")
+    return lines
+
+
+def sweep_state(record: JobRecord) -> dict[str, Any]:
+    """What a pipeline's record keeps of its sweep step: its trials counted, and its best trial."""
+    sweep = record.sweep or {}
+    trials = record.steps or {}
+    best = sweep.get("best")
+    objective = sweep.get("objective") or {}
+    return {
+        "trials": len(trials),
+        "completed": sum(1 for state in trials.values() if state.get("status") == JobStatus.COMPLETED.value),
+        "primary_metric": objective.get("primary_metric"),
+        "goal": objective.get("goal"),
+        "best": None if not best else {key: best.get(key) for key in ("trial", "job", "metric", "parameters")},
+    }
+
+
+def best_text(state: dict[str, Any], running: bool = False) -> str:
+    """`best trial_1 (job J), loss 0.12, of 3 trials`: a sweep step's outcome (or its best so far) in a line."""
+    best = state.get("best")
+    count = f"{state.get('trials')} trial{'s' if state.get('trials') != 1 else ''}"
+    if not best:
+        return f"no best trial yet, of {count}" if running else f"no best trial, of {count}"
+    metric = best.get("metric")
+    shown = f", {state.get('primary_metric')} {metric:.6g}" if isinstance(metric, (int, float)) else ""
+    return f"best {best.get('trial')} (job {best.get('job')}){shown}, of {count}"
+
+
+def step_outcome(record: JobRecord) -> tuple[str, str | None]:
+    """The step's status and reason once its sweep ended: Completed only with a best trial."""
+    if record.status != JobStatus.COMPLETED:
+        return record.status, record.reason
+    state = sweep_state(record)
+    if state["best"] is None:
+        metric = state["primary_metric"]
+        return JobStatus.FAILED, (
+            f"the sweep has no best trial: {state['completed']} of {state['trials']} trials completed, "
+            f"none logged its primary metric {metric!r} (the step's outputs are the best trial's)"
+        )
+    return JobStatus.COMPLETED, None

@@ -1,0 +1,145 @@
+"""Read a component (Azure ML's commandComponent or pipelineComponent): from its file, `--set`
+overrides applied, or given as data (inline under a step, or handed to a sweep step's supervisor),
+validated by its model, each problem at its position.
+
+Apart from `distrun.spec.pipeline_loader`, which reads the components its steps name through it,
+so that the sweep loader (a sweep file's `trial: ./train.yml`) reads components without loading
+pipelines, and the pipeline loader checks sweep steps with the sweep loader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from distrun.core.errors import Position, Problem, ValidationError
+from distrun.spec import pipeline_models
+from distrun.spec.loaded_pipeline import LoadedComponent
+from distrun.spec.model_errors import translate
+from distrun.spec.overrides import apply_overrides
+from distrun.spec.raw_checks import in_file_order
+from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
+from distrun.spec.yaml_source import read_yaml_file
+
+__all__ = ["ComponentReader", "load_component_data", "load_component_file"]
+
+
+class ComponentReader:
+    """Reads components for the file `source` names them in; what is wrong goes to `problems`,
+    and each component file read to `sources` (the order problems are reported in)."""
+
+    def __init__(self, source: str, problems: list[Problem], sources: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        self.sources = sources
+
+    def read_file(
+        self, path: Path, named_at: Position | None, at: KeyPath, overrides: list[str] | tuple[str, ...] = ()
+    ) -> LoadedComponent | None:
+        """The component file `path`, named at `at` (written at `named_at`)."""
+        if not path.is_file():
+            self.problems.append(
+                Problem(
+                    f"component file {path} {'is a folder' if path.is_dir() else 'does not exist'}",
+                    format_key_path(at),
+                    named_at,
+                    "check the path (relative paths start at the folder of the file that names it)",
+                )
+            )
+            return None
+        try:
+            data, smap = read_yaml_file(path)
+            data = apply_overrides(data, smap, list(overrides))
+        except ValidationError as exc:
+            self.sources.append(str(path))
+            self.problems += exc.problems
+            return None
+        self.sources.append(str(path))
+        return self.component(data, smap, path.parent, str(path), at)
+
+    def component(self, data: Any, smap: SourceMap, base_dir: Path, source: str, at: KeyPath) -> LoadedComponent | None:
+        """The component `data` of the file `source` (inline in `self.source`: its problems keyed under `at`)."""
+        if not isinstance(data, dict):
+            self.problems.append(
+                Problem(
+                    "a component is a mapping of keys (command:, inputs:, ...)",
+                    "",
+                    smap.find(()),
+                    "write the component's keys at the top level",
+                )
+            )
+            return None
+        kind = str(data.get("type", "command")).lower()
+        schema = str(data.get("$schema", "")).lower()
+        model: type[pipeline_models.CommandComponent] | type[pipeline_models.PipelineComponent]
+        if kind == "pipeline" or "pipelinecomponent" in schema:
+            model = pipeline_models.PipelineComponent
+        elif kind == "command":
+            model = pipeline_models.CommandComponent
+        else:
+            self.problems.append(
+                Problem(
+                    f"a {kind} component cannot be a step: distrun runs command and pipeline components",
+                    "type",
+                    smap.find(("type",)),
+                    "use a component with `type: command` (or `type: pipeline`)",
+                )
+            )
+            return None
+        try:
+            spec = model.model_validate(data)
+        except Exception as exc:  # pydantic.ValidationError
+            if type(exc).__name__ != "ValidationError":
+                raise
+            found = translate(exc, data, smap, model)
+            if source != self.source or not at:
+                self.problems += found
+            else:  # an inline component: its keys are under the step's
+                prefix = format_key_path(at)
+                self.problems += [
+                    replace(p, key_path=f"{prefix}.{p.key_path}" if p.key_path else prefix) for p in found
+                ]
+            return None
+        return LoadedComponent(spec, data, smap, base_dir, source)
+
+
+def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedComponent:
+    """A command component file on its own (`distrun component create`, `--set` overrides applied),
+    checked as a pipeline checks the components its steps name, and its command's references to
+    its inputs and outputs."""
+    from distrun.spec.checks import reference_problems
+
+    file = Path(path)
+    problems: list[Problem] = []
+    reader = ComponentReader(str(file), problems, [str(file)])
+    component = reader.read_file(file.resolve(), SourceMap(str(file)).find(()), (), overrides)
+    if component is not None and isinstance(component.spec, pipeline_models.PipelineComponent):
+        raise ValidationError(
+            [
+                Problem(
+                    "registering a pipeline component is not supported yet",
+                    "type",
+                    component.source_map.find(("type",)),
+                    "register its command components, and name the pipeline component's file from a pipeline",
+                )
+            ]
+        )
+    if component is not None:
+        position = lambda *key: component.source_map.find(tuple(key))  # noqa: E731
+        spec = component.spec
+        problems += reference_problems(spec.command, spec.inputs, spec.outputs, position)
+    if problems or component is None:
+        overridden = lambda p: bool(p.position and p.position.source.startswith("--set"))  # noqa: E731
+        raise ValidationError(sorted(in_file_order(problems), key=overridden))
+    return component
+
+
+def load_component_data(data: Any, base_dir: Path, source: str) -> LoadedComponent:
+    """A component given as data (a pipeline's sweep step hands its trial to the sweep's
+    supervisor so), validated as a pipeline validates the components its steps name."""
+    problems: list[Problem] = []
+    component = ComponentReader(source, problems, [source]).component(data, SourceMap(source), base_dir, source, ())
+    if component is None:
+        raise ValidationError(problems)
+    return component
