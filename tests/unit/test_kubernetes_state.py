@@ -13,7 +13,8 @@ from distrun.backends.kubernetes.collect import keep_outcome, read_outcomes
 from distrun.backends.kubernetes.job_files import K8sPaths
 from distrun.backends.kubernetes.pod_agent import TERMINATION_LIMIT, compact
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
-from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state, pod_view
+from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state, pod_view, unstarted_outcome
+from distrun.cli.views import process_state
 
 TF = PodLayout(
     "tf",
@@ -105,3 +106,68 @@ def test_kept_outcomes_read_back_as_node_outcomes_with_their_pods_node_and_attem
     w1, w0 = outcomes["w1"], outcomes["w0"]
     assert (w1.node_rank, w1.status, w1.node, w1.attempt) == (1, "Failed", "gpu-7", 2)
     assert (w0.node_rank, w0.status, w0.node, w0.attempt) == (-1, "Completed", "", 0)
+
+
+DDP = PodLayout("ddp", True, (PodRole("worker", 2, 0, "img"),))
+PLANNED = [
+    {"name": f"rank_{r}", "role": "rank", "index": r, "rank": r, "node_rank": r // 2, "label": f"{r // 2}/{r}"}
+    | {"log_name": f"std_log_process_0{r}.txt"}
+    for r in range(4)
+]
+
+
+def test_a_pod_stopped_before_its_agent_ran_lists_its_nodes_ranks_as_never_started() -> None:
+    """Rank 1 failed on node 0 before node 1's pod ran: the record still names ranks 2 and 3."""
+    deleted = {"deleting": True}
+    failed = PodOutcome.kept(
+        {
+            "node_rank": 0,
+            "status": "Failed",
+            "failed_at": 5.0,
+            "root_cause": {"name": "rank_1", "reason": "rank 1 exited with code 1"},
+            "processes": [
+                {"name": "rank_0", "rank": 0, "node_rank": 0, "signal": "SIGTERM", "stopped_by_distrun": True},
+                {"name": "rank_1", "rank": 1, "node_rank": 0, "exit_code": 1},
+            ],
+        }
+    )
+    for pod in (
+        PodView("ddp-worker-0-1-x", "worker", 1, "Pending", "n2", **deleted),  # deleted before it started
+        PodView("ddp-worker-0-1-x", "worker", 1, "Failed", "n2", exit_code=143, **deleted),  # SIGTERM, no report
+    ):
+        kept = unstarted_outcome(DDP, pod, PLANNED, "/jobs/j/user_logs", 6.0)
+        assert kept is not None
+        unstarted = PodOutcome.kept(kept)
+        assert (unstarted.status, unstarted.node_rank) == ("Canceled", 1)
+        assert unstarted.reason.startswith("pod ddp-worker-0-1-x was stopped before its ")
+        state = job_state(DDP, [], {"ddp-worker-0-0-x": failed, "ddp-worker-0-1-x": unstarted})
+        assert state.status == "Failed" and state.root_cause is not None and state.root_cause["name"] == "rank_1"
+        assert [(p["name"], process_state(p)) for p in state.processes] == [
+            ("rank_0", "stopped"),
+            ("rank_1", "failed"),
+            ("rank_2", "not started"),
+            ("rank_3", "not started"),
+        ]
+        rank_2 = state.processes[2]
+        assert rank_2["log"] == "/jobs/j/user_logs/std_log_process_02.txt"
+        assert rank_2["address"] == "ddp-worker-0-1.ddp" and rank_2["host"] == "n2"
+
+
+def test_a_pod_that_ran_or_failed_on_its_own_gets_no_never_started_outcome() -> None:
+    cases = [
+        PodView("p", "worker", 1, "Pending", "n2"),  # not deleted: it may start yet
+        PodView("p", "worker", 1, "Running", "n2", deleting=True),  # still stopping: it will report
+        PodView("p", "worker", 1, "Failed", "n2", exit_code=137, deleting=True),  # killed: what ran is unknown
+        PodView("p", "worker", 1, "Pending", "n2", waiting_reason="ImagePullBackOff", deleting=True),  # a failure
+        PodView("p", "launcher-x", 0, "Pending", "n2", deleting=True),  # not a role of the job
+    ]
+    for pod in cases:
+        assert unstarted_outcome(DDP, pod, PLANNED, "/jobs/j/user_logs", 6.0) is None, pod
+    mpi = PodLayout(
+        "mpi", False, (PodRole("launcher", 1, 0, "img"), PodRole("worker", 2, 0, "img", serves_remote_starts=True))
+    )
+    worker = PodView("mpi-worker-1-x", "worker", 1, "Pending", "n2", deleting=True)
+    assert unstarted_outcome(mpi, worker, PLANNED, "/l", 6.0) is None  # mpirun on the launcher reports its ranks
+    launcher = PodView("mpi-launcher-0-x", "launcher", 0, "Pending", "n1", deleting=True)
+    kept = unstarted_outcome(mpi, launcher, PLANNED, "/l", 6.0)
+    assert kept is not None and [p["name"] for p in kept["processes"]] == ["rank_0", "rank_1", "rank_2", "rank_3"]

@@ -232,6 +232,13 @@ def test_an_unschedulable_job_is_queued_with_the_schedulers_reason(
     assert "cannot be scheduled" in record["reason"] and "Insufficient nvidia.com/gpu" in record["reason"]
     canceled = run_cli("job", "cancel", "gpu-k8s", timeout=WAIT_S)
     assert canceled.returncode == 0 and "Canceled" in canceled.stdout, canceled.stdout + canceled.stderr
+    # Its pods never ran: the record still names every planned rank, as never started.
+    record = wait_for_record(distrun_home, "gpu-k8s", lambda r: r["status"] == "Canceled")
+    assert [(p["name"], p.get("never_started"), p.get("pid")) for p in record["processes"]] == [
+        ("rank_0", True, None),
+        ("rank_1", True, None),
+    ], record["processes"]
+    assert not k8s.pods()  # distrun's report finalizer was taken off: the pods are gone
 
 
 # TF_CONFIG as TensorFlow reads it, and a parameter server that serves until it is stopped: a

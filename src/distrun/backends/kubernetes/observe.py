@@ -27,7 +27,13 @@ from distrun.backends.kubernetes.job_files import (
 )
 from distrun.backends.kubernetes.manifests import JOB_LABEL, REPORT_FINALIZER
 from distrun.backends.kubernetes.pods import PodLayout
-from distrun.backends.kubernetes.state import PodOutcome, job_state, pod_view, termination_outcome
+from distrun.backends.kubernetes.state import (
+    PodOutcome,
+    job_state,
+    pod_view,
+    termination_outcome,
+    unstarted_outcome,
+)
 from distrun.core.job_status import JobState, JobStatus
 from distrun.restarts.attempt_logs import attempt_folder
 from distrun.restarts.policy import Attempt, RestartPolicy, keep_logs
@@ -60,6 +66,8 @@ def observe_job(
     restarts = policy is not None and policy.on and layout.jobset
     top = client.get("JobSet", layout.object_name) if restarts else None
     current = max(current_attempt(top, views), shown_attempt(paths)) if restarts else 0
+    planned = planned_processes(folder)
+    ending = paths.stopping.exists() or paths.cancel.exists()  # distrun is stopping the whole job
     with collecting(paths):
         if restarts:
             _next_attempt_logs(folder, paths, current)
@@ -70,6 +78,8 @@ def observe_job(
                 logs = folder.user_logs if view.attempt >= current else attempt_folder(folder.user_logs, view.attempt)
                 collect_pod_log(folder, paths, view.name, client.pod_log(view.name), labels, logs, view.attempt)
                 from_status = termination_outcome(view)
+                if from_status is None and ending:
+                    from_status = unstarted_outcome(layout, view, planned, str(folder.user_logs), time.time())
                 if from_status is not None and not (paths.outcomes / f"{view.name}.json").exists():
                     keep_outcome(paths, view.name, from_status, view.attempt)
             if view.held and view.ended:
@@ -83,7 +93,7 @@ def observe_job(
         layout,
         [v for v in views if v.attempt == current],
         mine,
-        planned=planned_processes(folder),
+        planned=planned,
         engine_failed=engine_failed,
         canceled=paths.cancel.exists(),
     )

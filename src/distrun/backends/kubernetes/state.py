@@ -114,6 +114,61 @@ class PodOutcome(NodeOutcome):
         return replace(outcome, node=str(data.get("node") or ""), attempt=int(data.get(ATTEMPT_KEY) or 0))
 
 
+SIGTERM_EXIT = 143  # a container's exit code when SIGTERM ended it (128 + 15)
+
+
+def unstarted_outcome(
+    layout: PodLayout, view: PodView, planned: Sequence[Mapping[str, Any]], user_logs: str, now: float
+) -> dict[str, Any] | None:
+    """The outcome of a pod distrun deleted before its agent could start a process; None for any other.
+
+    Such a pod never reports: it was deleted while Pending, or SIGTERM ended its agent before
+    the agent held the stop signals (from then on it reports whatever it ran). Its node's planned
+    processes are listed as never started, so the job's record names every planned process.
+    Only for a pod stopped because its job is ending (the caller knows): a pod evicted on its
+    own stays a pod failure.
+    """
+    if not (view.deleting and view.ended):
+        return None
+    pending = view.phase == "Pending" and view.waiting_reason not in FATAL_WAITING
+    if not (pending or (view.phase == "Failed" and view.exit_code == SIGTERM_EXIT)):
+        return None
+    role = next((r for r in layout.roles if r.name == view.role), None)
+    if role is None or role.serves_remote_starts:
+        return None  # MPI's worker pods: mpirun on the launcher starts (and reports) their ranks
+    node_rank = role.first_node + view.index
+    mine = [p for p in planned if role.name == "launcher" or p.get("node_rank") == node_rank]
+    keys = ("name", "role", "index", "rank", "node_rank", "label")
+    address = "" if role.name == "launcher" else layout.dns_name(role.name, view.index)
+    processes = [
+        {
+            **{k: proc.get(k) for k in keys},
+            "host": view.node_name,
+            "address": address,
+            "log": f"{user_logs}/{proc.get('log_name')}",
+            "pid": None,
+            "exit_code": None,
+            "signal": None,
+            "stopped_by_distrun": True,
+            "never_started": True,
+            "pod": view.name,
+        }
+        for proc in mine
+    ]
+    before = "its container started" if pending else "its agent started"
+    return {
+        "node_rank": node_rank,
+        "node_name": view.name,
+        "engine_job_id": view.name,
+        "address": address,
+        "status": JobStatus.CANCELED.value,
+        "reason": f"pod {view.name} was stopped before {before}",
+        "started_at": now,
+        "ended_at": now,
+        "processes": processes,
+    }
+
+
 def _pod_failure(view: PodView) -> dict[str, Any]:
     if view.terminated_reason == "OOMKilled":
         why = "killed for exceeding its memory limit (OOMKilled)"
