@@ -18,7 +18,8 @@ from distrun.core.errors import DistrunError, ValidationError
 from distrun.core.safe_files import read_text
 from distrun.runner.jobs import get_job, list_jobs
 from distrun.sdk import operations
-from distrun.sdk.command_job import Command, job_from_data, status_of
+from distrun.sdk.command_job import Command, job_from_data
+from distrun.sdk.job_header import submitted_state
 from distrun.sdk.notices import note_ignored
 from distrun.sdk.pipeline_job import PipelineJob
 from distrun.sdk.poller import Poller
@@ -262,7 +263,7 @@ class JobOperations:
             )
         else:
             job = job_from_data(_runnable_again(data, folder))
-        return _with_output_paths(status_of(job, record, folder.root))
+        return _with_output_paths(submitted_state(job, record, folder.root))
 
 
 def _with_output_paths(job: Command) -> Command:

@@ -8,16 +8,15 @@ YAML file's folder, and errors keep pointing into that file.
 
 from __future__ import annotations
 
-import datetime
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from distrun.core.user_paths import current_folder
 from distrun.sdk.distributions import DistributionConfiguration, distribution_data, distribution_from
 from distrun.sdk.inputs_outputs import Input, Output, input_from_data, output_from_data
+from distrun.sdk.job_header import CreationContext, JobHeader
 from distrun.sdk.job_settings import CommandJobLimits, Environment, JobResourceConfiguration, environment_from_data
-from distrun.sdk.notices import Recorded, caller_position, recordable
+from distrun.sdk.notices import caller_position, recordable
 from distrun.sdk.operations import IGNORED_PROPERTY, JobSource, python_source
 from distrun.sdk.plain import AttrDict, path_text, to_data
 
@@ -26,12 +25,7 @@ _PLAIN_FIELDS = ("name", "display_name", "experiment_name", "description", "comm
 _OPTIONAL_OBJECTS = ("services", "identity", "queue_settings")
 
 
-@dataclass(frozen=True)
-class CreationContext:
-    created_at: datetime.datetime
-
-
-class Command(Recorded):
+class Command(JobHeader):
     """A command job (`azure.ai.ml.entities.Command` / `CommandJob`)."""
 
     type = "command"
@@ -73,21 +67,17 @@ class Command(Recorded):
         self.distribution = distribution
         self.resources = resources
         self.limits = limits
-        self.name = name
-        self.display_name = display_name
-        self.experiment_name = experiment_name
-        self.description = description
-        self.tags = dict(tags or {})
-        self.properties = dict(properties or {})
+        self._set_header(
+            name=name,
+            display_name=display_name,
+            experiment_name=experiment_name,
+            description=description,
+            tags=tags,
+            properties=properties,
+        )
         self.services = services
         self.identity = identity
         self.queue_settings = queue_settings
-        # Filled in for jobs returned by MLClient.jobs.
-        self.status: str | None = None
-        self.studio_url: str | None = None
-        self.creation_context: CreationContext | None = None
-        self.reason: str | None = None  # distrun: why the job ended as it did
-        self.root_cause: dict[str, Any] | None = None  # distrun: the process that failed first
         self._accept(kwargs)
         self._join_pipeline()
 
@@ -379,19 +369,6 @@ def load_job(source: Any, *, params_override: list[dict[str, Any]] | None = None
     job._file_source = JobSource(data, loaded.base_dir, loaded.source, dict(loaded.source_map.positions))
     if kwargs:
         job._accept(kwargs)
-    return job
-
-
-def status_of(job: Command, record: Any, folder: Path) -> Command:
-    """Fill in what the store knows about a submitted job."""
-    job.name = record.name
-    job.display_name = job.display_name or record.display_name
-    job.experiment_name = job.experiment_name or record.experiment_name
-    job.status = str(record.status)
-    job.reason = record.reason
-    job.root_cause = record.root_cause
-    job.studio_url = folder.as_uri()
-    job.creation_context = CreationContext(datetime.datetime.fromtimestamp(record.created_at).astimezone())
     return job
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distrun.core.user_paths import current_folder
+from distrun.sdk.job_header import JobHeader
 from distrun.sdk.notices import Recorded, caller_position
 from distrun.sdk.pipeline_nodes import (
     NodeOutput,
@@ -82,7 +83,7 @@ class PipelineOutputs(AttrDict):
         self[name] = value
 
 
-class PipelineJob(Recorded):
+class PipelineJob(JobHeader):
     """A pipeline job (`azure.ai.ml.entities.PipelineJob`): its steps (`jobs`), inputs, outputs
     and settings. Returned by an `@pipeline` function; `ml_client.jobs.create_or_update` runs it."""
 
@@ -112,22 +113,18 @@ class PipelineJob(Recorded):
             PipelineJobSettings(**settings) if isinstance(settings, dict) else settings or PipelineJobSettings()
         )
         self.compute = compute
-        self.name = name
-        self.display_name = display_name
-        self.description = description
-        self.experiment_name = experiment_name
-        self.tags = dict(tags or {})
-        self.properties = dict(properties or {})
+        self._set_header(
+            name=name,
+            display_name=display_name,
+            experiment_name=experiment_name,
+            description=description,
+            tags=tags,
+            properties=properties,
+        )
         self._function = display_name or "pipeline"
         self._output_sources: dict[str, NodeOutput] = {}  # pipeline output -> the step output it is
         self._base_dir = current_folder()
         self._where = caller_position()
-        # Filled in for jobs returned by MLClient.jobs.
-        self.status: str | None = None
-        self.studio_url: str | None = None
-        self.reason: str | None = None
-        self.root_cause: dict[str, Any] | None = None
-        self.creation_context: Any = None
         self._accept(kwargs)
 
     def _to_data(self) -> dict[str, Any]:

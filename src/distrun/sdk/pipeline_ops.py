@@ -49,11 +49,9 @@ def pipeline_of_record(
 ) -> PipelineJob:
     """A recorded pipeline as a `PipelineJob`: its status, and `jobs` holding each step's job
     (as `jobs.get` returns it) once that step's job was recorded."""
-    import datetime
-
     from distrun.core.errors import DistrunError
     from distrun.runner.jobs import get_job
-    from distrun.sdk.command_job import CreationContext
+    from distrun.sdk.job_header import submitted_state
 
     steps: dict[str, Any] = {}
     for step, state in (record.steps or {}).items():
@@ -68,11 +66,7 @@ def pipeline_of_record(
         experiment_name=record.experiment_name,
         tags=record.tags,
     )
-    job.status = str(record.status)
-    job.reason = record.reason
-    job.root_cause = record.root_cause
-    job.studio_url = folder.as_uri()
-    job.creation_context = CreationContext(datetime.datetime.fromtimestamp(record.created_at).astimezone())
+    submitted_state(job, record, folder)
     job.steps = dict(record.steps or {})  # distrun: each step's state, job, compute and times
     return job
 

@@ -17,7 +17,8 @@ import re
 from typing import Any
 
 from distrun.core.user_paths import current_folder
-from distrun.sdk.notices import Recorded, caller_position, note_ignored
+from distrun.sdk.job_header import JobHeader
+from distrun.sdk.notices import caller_position, note_ignored
 from distrun.sdk.operations import IGNORED_PROPERTY, JobSource
 from distrun.sdk.plain import AttrDict, path_text, to_data
 from distrun.sdk.sweep_space import (
@@ -74,16 +75,10 @@ def _expression_type(expression: Any) -> str:
     return "integer" if data.get("type") == "randint" else "number"
 
 
-class SweepJob(Recorded):
+class SweepJob(JobHeader):
     """A sweep job (`azure.ai.ml.sweep.SweepJob`, and the `Sweep` node `job.sweep(...)` returns)."""
 
     type = "sweep"
-    # What MLClient.jobs fills in for a submitted sweep (None on one not submitted).
-    status: str | None = None
-    studio_url: str | None = None
-    creation_context: Any = None
-    reason: str | None = None  # distrun: why the sweep ended as it did
-    root_cause: dict[str, Any] | None = None
     best_trial: dict[str, Any] | None = None  # distrun: trial, job, parameters, metric, outputs
 
     def __init__(
@@ -119,12 +114,14 @@ class SweepJob(Recorded):
         self.inputs = AttrDict(inputs or {})
         self.outputs = AttrDict(outputs or {})
         self.compute = compute
-        self.name = name
-        self.display_name = display_name
-        self.experiment_name = experiment_name
-        self.description = description
-        self.tags = dict(tags or {})
-        self.properties = dict(properties or {})
+        self._set_header(
+            name=name,
+            display_name=display_name,
+            experiment_name=experiment_name,
+            description=description,
+            tags=tags,
+            properties=properties,
+        )
         self.identity = identity
         self.queue_settings = queue_settings
         self.steps: dict[str, Any] = {}  # distrun: each trial's state, job, parameters and metric

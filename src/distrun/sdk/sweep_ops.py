@@ -34,8 +34,8 @@ def sweep_of_record(record: JobRecord, folder: Any) -> SweepJob:
     the best trial (`best_trial`; `properties["best_child_run_id"]` its job, as Azure ML names it;
     `outputs` its outputs)."""
     from distrun.sdk import sweep_space as space
-    from distrun.sdk.command_job import status_of
     from distrun.sdk.inputs_outputs import Output
+    from distrun.sdk.job_header import submitted_state
 
     sweep = record.sweep or {}
     best = sweep.get("best")
@@ -49,7 +49,7 @@ def sweep_of_record(record: JobRecord, folder: Any) -> SweepJob:
         compute=next((s["compute"] for s in (record.steps or {}).values() if s.get("compute")), None),
         tags=record.tags,
     )
-    status_of(job, record, folder)  # type: ignore[arg-type]  # name, status, reason, times: as a job's
+    submitted_state(job, record, folder)
     algorithm = job.sampling_algorithm
     if isinstance(algorithm, space.RandomSamplingAlgorithm) and algorithm.seed is None:
         algorithm.seed = sweep.get("seed")  # the seed it drew: the same seed replays the sweep
