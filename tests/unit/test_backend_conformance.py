@@ -25,7 +25,7 @@ from distrun.agent.outcome import GangResult
 from distrun.backends.base import Backend, RenderedJob
 from distrun.backends.kubernetes.state import PodView, job_state
 from distrun.backends.kubernetes.target import KubernetesSettings
-from distrun.backends.local import record_result
+from distrun.backends.local.backend import record_result
 from distrun.backends.ray.driver import merged_end, record_end
 from distrun.backends.ray.target import RaySettings
 from distrun.backends.registry import BACKENDS, backend_for

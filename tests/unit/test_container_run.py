@@ -132,7 +132,7 @@ def test_mounts_are_the_job_folder_and_data_outside_it(tmp_path):
 
 
 def test_the_plan_says_the_processes_run_in_containers():
-    from distrun.backends.local import LocalLaunch
+    from distrun.backends.local.backend import LocalLaunch
 
     assert LocalLaunch(("distrun",), _run()).display() == {
         "runs_in": "a container of image reg/img:1 per process (/usr/bin/podman)"

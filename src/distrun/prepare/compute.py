@@ -49,7 +49,7 @@ class BackendEntry:
 # Each entry names the module that defines `BACKEND` (an instance of `distrun.backends.base.Backend`;
 # a backend package's `__init__`, or a module of it when the package must stay light to import).
 BACKENDS: dict[str, BackendEntry] = {
-    "local": BackendEntry("distrun.backends.local", user_created=False, on_this_machine=True),
+    "local": BackendEntry("distrun.backends.local.backend", user_created=False, on_this_machine=True),
     "slurm": BackendEntry("distrun.backends.slurm.backend"),
     "ray": BackendEntry("distrun.backends.ray.backend", extra="ray", shares_job_folders=False),
     "kubernetes": BackendEntry("distrun.backends.kubernetes.backend", extra="kubernetes", shares_job_folders=False),

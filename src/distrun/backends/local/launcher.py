@@ -1,11 +1,11 @@
-"""`python -m distrun.backends.local_launcher NAME`: supervise a prepared job in the background."""
+"""`python -m distrun.backends.local.launcher NAME`: supervise a prepared job in the background."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-from distrun.backends.local import execute
+from distrun.backends.local.backend import execute
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
 from distrun.core.pydantic_plugins import skip_plugin_discovery

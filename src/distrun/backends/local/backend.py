@@ -51,7 +51,7 @@ from distrun.store.layout import JobFolder, Layout
 from distrun.store.port_leases import PortLeases
 
 LOCAL_ADDRESS = "127.0.0.1"
-LAUNCHER_MODULE = "distrun.backends.local_launcher"
+LAUNCHER_MODULE = "distrun.backends.local.launcher"
 
 
 def local_placement(prepared: PreparedJob, leases: PortLeases | None = None, restart_count: int = 0) -> Placement:
@@ -308,7 +308,7 @@ class LocalBackend(SupervisedBackend):
 
     def preflight(self, target: ComputeTarget, spec: JobSpec) -> None:
         """A job this machine cannot start (an MPI job without mpirun, GPUs it does not have) leaves nothing behind."""
-        from distrun.backends.local_preflight import preflight
+        from distrun.backends.local.preflight import preflight
         from distrun.plan.gpus import processes_per_node, slice_gpus
         from distrun.plan.plan_job import PlanJob
 
