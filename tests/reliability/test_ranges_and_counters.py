@@ -106,7 +106,7 @@ def test_a_deleted_current_folder_is_a_clear_error(tmp_path: Path, write_job, di
 def test_a_code_folder_deleted_after_the_job_was_read_is_a_clear_error(tmp_path: Path, distrun_home: Path) -> None:
     import shutil
 
-    from distrun.backends.targets import resolve_target
+    from distrun.prepare.compute import resolve_target
     from distrun.prepare.submission import prepare_job
     from distrun.spec.loader import load_job_file
     from distrun.store.layout import Layout

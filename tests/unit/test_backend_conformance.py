@@ -31,10 +31,9 @@ from distrun.backends.ray.target import RaySettings
 from distrun.backends.registry import BACKENDS, backend_for
 from distrun.backends.slurm.state import SLURM_STATES, distrun_status
 from distrun.backends.slurm.target import SlurmSettings
-from distrun.backends.targets import resolve_target
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
-from distrun.prepare.compute import ComputeTarget, add_target, submitted_target
+from distrun.prepare.compute import ComputeTarget, add_target, resolve_target, submitted_target
 from distrun.prepare.submission import PreparedJob, prepare_job
 from distrun.runner.jobs import plan_job, submit_job
 from distrun.spec.loader import LoadedJob

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from distrun.backends.targets import add_target
 from distrun.core.file_modes import make_home
+from distrun.prepare.compute import add_target
 from distrun.store.index import JobIndex
 from distrun.store.layout import Layout
 

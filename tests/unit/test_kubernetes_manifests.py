@@ -16,8 +16,8 @@ import pytest
 from distrun.backends.kubernetes.backend import preview
 from distrun.backends.kubernetes.display import TOKEN_SHOWN
 from distrun.backends.kubernetes.pods import object_name
-from distrun.backends.targets import ComputeTarget
 from distrun.core.errors import DistrunError
+from distrun.prepare.compute import ComputeTarget
 from distrun.spec.loader import load_job_file
 from distrun.store.layout import Layout
 from support.cli import REPO

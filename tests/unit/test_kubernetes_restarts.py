@@ -15,10 +15,10 @@ from distrun.backends.kubernetes.backend import preview
 from distrun.backends.kubernetes.pod_agent import pod_exit_code, restart_attempt, with_restart_count
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
 from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state
-from distrun.backends.targets import ComputeTarget
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
 from distrun.plan.plan_job import PlanJob
+from distrun.prepare.compute import ComputeTarget
 from distrun.restarts.policy import RestartPolicy
 from distrun.spec.loader import load_job_file
 from distrun.store.layout import Layout

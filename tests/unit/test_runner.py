@@ -17,9 +17,9 @@ import pytest
 from distrun.backends.engine import EngineBackend
 from distrun.backends.registry import BACKENDS, backend_for
 from distrun.backends.supervised import SupervisedBackend
-from distrun.backends.targets import resolve_target
 from distrun.backends.values import Observation, RenderedJob
 from distrun.core.job_status import JobStatus
+from distrun.prepare.compute import resolve_target
 from distrun.prepare.submission import prepare_job
 from distrun.runner.attach import run_attached
 from distrun.store.index import JobIndex

@@ -25,8 +25,8 @@ from distrun.backends.kubernetes import output_records
 from distrun.backends.kubernetes.collect import collect_pod_log
 from distrun.backends.kubernetes.job_files import K8sPaths
 from distrun.backends.kubernetes.pod_contract import OUTCOME_MARK
-from distrun.backends.targets import resolve_target
 from distrun.core.job_status import JobStatus
+from distrun.prepare.compute import resolve_target
 from distrun.prepare.submission import prepare_job
 from distrun.store.index import JobIndex
 from distrun.store.layout import JobFolder, Layout

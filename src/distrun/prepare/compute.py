@@ -12,7 +12,6 @@ Compute targets: `local` (this machine) and the ones named in $DISTRUN_HOME/conf
         partition: debug
 
 A job says `compute: hpc` or Azure ML's `compute: azureml:hpc`; `--compute` overrides it.
-`distrun.backends.targets` gives the same names.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def k8s(cluster: EmulatedCluster, distrun_home: Path) -> Iterator[EmulatedCluste
     """The compute target `k8s` for the cluster, defined as `distrun compute create` does it (in
     process: that command itself is tested in tests/surfaces/test_kubernetes_plan_command.py)."""
     from distrun.backends.registry import backend_for
-    from distrun.backends.targets import add_target
+    from distrun.prepare.compute import add_target
     from distrun.store.layout import Layout
 
     port_base, lock = reserve_port_base()

@@ -44,7 +44,7 @@ def add_ray_target(distrun_home: Path, ray_cluster: RayCluster) -> Callable[...,
 
     def add(name: str, **settings: Any) -> str:
         from distrun.backends.ray.backend import validate_settings
-        from distrun.backends.targets import add_target
+        from distrun.prepare.compute import add_target
         from distrun.store.layout import Layout
 
         settings = {"address": ray_cluster.address, **settings}

@@ -46,7 +46,7 @@ def add_slurm_target(distrun_home: Path, slurm_cluster: SlurmCluster) -> Callabl
     The command itself runs in the tests of targets with other settings (a partition that does
     not exist, a controller that is down, every CPU of a node)."""
     from distrun.backends.registry import backend_for
-    from distrun.backends.targets import add_target
+    from distrun.prepare.compute import add_target
     from distrun.spec.overrides import parse_override
     from distrun.store.layout import Layout
 

@@ -688,8 +688,8 @@ def test_controller_down(run_cli, write_job, slurm_cluster, distrun_home, tmp_pa
 
 def test_the_sdk_checks_the_cluster_before_recording_too(slurm_cluster, distrun_home, tmp_path, monkeypatch):
     from distrun import MLClient, command
-    from distrun.backends.targets import add_target
     from distrun.core.errors import DistrunError
+    from distrun.prepare.compute import add_target
 
     add_target(distrun_home / "config.yaml", "down", "slurm", {"slurm_conf": str(down_conf(slurm_cluster, tmp_path))})
     monkeypatch.chdir(tmp_path)
