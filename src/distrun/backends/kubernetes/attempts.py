@@ -23,7 +23,8 @@ from distrun.backends.kubernetes.pods import PodLayout
 from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobState, JobStatus
-from distrun.restarts.policy import Attempt, RestartPolicy, decide, kept_logs
+from distrun.restarts.loop import conclude
+from distrun.restarts.policy import Attempt, Decision, RestartPolicy, kept_logs
 from distrun.spec.models import JobSpec
 
 
@@ -108,6 +109,11 @@ def _no_restart_code(policy: RestartPolicy, attempt: Attempt) -> int | None:
     return code if code is not None and code in policy.no_restart_exit_codes else None
 
 
+def _ends_here(attempt: Attempt, decision: Decision) -> Decision:
+    """The restart loop's overrule where JobSet restarts no more: the job ends, with the policy's reason."""
+    return Decision(False, decision.reason)
+
+
 def with_restarts(
     state: JobState,
     layout: PodLayout,
@@ -132,17 +138,17 @@ def with_restarts(
     started, ended_at = _times(of_attempt(outcomes, current))
     this = Attempt(current, state.status, state.reason, state.root_cause, started, ended_at)
     if state.status == JobStatus.FAILED:
-        decision = decide(policy, [*ended, this])
         if jobset_active and _no_restart_code(policy, this) is None:
             # JobSet restarts it, or fails the set once its restarts are used (it counts them, a
             # restart for a disrupted pod excepted): distrun follows.
+            decision = conclude(policy, [*ended, replace(this)])
             then = f"{decision.reason}: JobSet runs it again" if decision.restart else "JobSet decides what follows"
             reason = f"attempt {current} failed ({state.reason}); {then}"
             return JobState(JobStatus.RUNNING, reason, processes=state.processes), ended
-        if decision.reason:
-            this.reason = f"{state.reason}; {decision.reason}"
-        # An exit code that must not be restarted while the JobSet may restart (a peer's Job
-        # failed first, or a code no container can exit with): distrun stops the job itself.
+        # The job ends here, whatever the policy would say: JobSet has ended, or the exit code must
+        # not be restarted while the JobSet may restart (a peer's Job failed first, or a code no
+        # container can exit with), and distrun stops the job itself.
+        conclude(policy, [*ended, this], _ends_here)
         stop = state.stop_the_rest or jobset_active
         final = replace(state, reason=this.reason, stop_the_rest=stop)
         return final, [*ended, this]

@@ -12,7 +12,6 @@ has nothing to add; `cancel` signals the supervisor (both the supervised family'
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
@@ -23,20 +22,18 @@ from typing import Any, BinaryIO, ClassVar
 
 from distrun.agent.containers import ContainerRun, container_name
 from distrun.agent.containers import remove as remove_containers
-from distrun.agent.gang import run_gang
 from distrun.agent.outcome import GangResult
 from distrun.agent.stop_signals import held_stop_signals
-from distrun.agent.terminal_output import say
 from distrun.backends.base import RenderedJob
 from distrun.backends.container_choice import ContainerChoice, choose_container
 from distrun.backends.job_launcher import acting_as_launcher
+from distrun.backends.local.attempts import LocalAttempts
 from distrun.backends.ports import free_ports
-from distrun.backends.supervised import SupervisedBackend, cancel_marker, mark_cancel
+from distrun.backends.supervised import SupervisedBackend, mark_cancel
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import write_file
 from distrun.core.job_status import JobStatus
 from distrun.core.json_encoding import compact_json
-from distrun.metrics.history import metric_clock
 from distrun.metrics.tracking import finish_run
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
@@ -44,7 +41,8 @@ from distrun.prepare.compute import ComputeTarget
 from distrun.prepare.job_notes import local_notes
 from distrun.prepare.machine_gpus import probe_gpus
 from distrun.prepare.submission import PreparedJob
-from distrun.restarts.policy import Attempt, Decision, RestartPolicy, backoff_seconds, decide, keep_attempt
+from distrun.restarts.loop import AttemptLoop
+from distrun.restarts.policy import Attempt
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import JobFolder, Layout
@@ -121,78 +119,26 @@ def _run_attempts(
     stop_signals: list[int],
     container: ContainerRun | None = None,
 ) -> tuple[GangResult, list[Attempt]]:
-    """Attempt 0, then as many restarts as the job's policy allows; the last result and every attempt.
-
-    Between attempts every rank of the last one has ended (the gang returned), its logs move to
-    user_logs/attempt_<k>/, and ./outputs stays as it is, so checkpoints carry over.
-    """
-    spec = prepared.spec
-    policy = RestartPolicy.of(spec.limits)
-    deadline = None if spec.limits.timeout is None else time.monotonic() + spec.limits.timeout
-    user_logs = prepared.folder.user_logs
-    attempts: list[Attempt] = []
-    while True:
-        count = len(attempts)
-        if count:
-            plan = _write_plan(prepared, index, leases, restart_count=count)
-        started = time.time()
-        result = run_gang(
-            plan,
-            [node.node_rank for node in plan.nodes],
-            user_logs,
-            stream=stream,
-            color=color,
-            grace_period=spec.limits.grace_seconds,
-            timeout=_time_left(spec.limits.timeout, deadline, count),
-            on_started=_noting_running(index, prepared.name, prepared.folder) if count == 0 else None,
-            launch_id=_launch_id(prepared),
-            signals=stop_signals,
-            preempted_by=_preemption_test(policy, prepared.folder),
-            hang_timeout=spec.limits.hang_timeout,
-            last_metric=metric_clock(prepared.folder) if spec.limits.hang_timeout else None,
-            container=container,
-        )
-        if count and deadline is not None and result.root_cause is None and result.reason.startswith("timeout after"):
-            result.reason = f"timeout after {spec.limits.timeout:g} s (limits.timeout counts every attempt)"
-        attempts.append(Attempt(count, result.status, result.reason, result.root_cause, started, time.time()))
-        if not policy.on:
-            return result, []
-        decision = decide(policy, attempts)
-        if decision.restart and deadline is not None and time.monotonic() >= deadline:
-            decision = Decision(False, "not restarted: limits.timeout is reached")
-        if not decision.restart:
-            if decision.reason:
-                result.reason = f"{result.reason}; {decision.reason}"
-            return result, attempts
-        with contextlib.suppress(OSError):  # the logs stay in user_logs/ and the next attempt appends to them
-            keep_attempt(attempts[-1], user_logs)
-        pause = backoff_seconds(count + 1)
-        index.update(prepared.name, attempts=[a.to_dict() for a in attempts])
-        if stream is not None:
-            say(stream, f"distrun: attempt {count} {decision.reason}: attempt {count + 1} starts in {pause:g} s")
-        _pause(pause, stop_signals)
-
-
-def _time_left(timeout: float | None, deadline: float | None, count: int) -> float | None:
-    """limits.timeout is for the whole job: attempt 0 gets all of it, later ones what is left."""
-    if timeout is None or deadline is None or count == 0:
-        return timeout
-    return max(deadline - time.monotonic(), 0.001)
-
-
-def _pause(seconds: float, stop_signals: list[int]) -> None:
-    """Wait before a restart; a stop signal ends the wait (the next gang acts on it before starting)."""
-    give_up = time.monotonic() + seconds
-    while not stop_signals and time.monotonic() < give_up:
-        time.sleep(0.05)
-
-
-def _preemption_test(policy: RestartPolicy, folder: JobFolder) -> Callable[[int], bool] | None:
-    """A SIGTERM without `job cancel`'s marker preempts a job that has restarts; without, it cancels as always."""
-    if not policy.on:
-        return None
-    marker = cancel_marker(folder)
-    return lambda signum: signum == signal.SIGTERM and not marker.exists()
+    """Attempt 0, then as many restarts as the job's policy allows: the restart loop
+    (`distrun.restarts.loop`) over local compute's hooks. The last result and every attempt
+    (none for a job without restarts)."""
+    hooks = LocalAttempts(
+        prepared,
+        index,
+        plan,
+        lambda number: _write_plan(prepared, index, leases, restart_count=number),
+        stream=stream,
+        color=color,
+        stop_signals=stop_signals,
+        container=container,
+        launch_id=_launch_id(prepared),
+        on_started=_noting_running(index, prepared.name, prepared.folder),
+    )
+    loop = AttemptLoop(hooks.policy, hooks)
+    result = loop.run()
+    if loop.attempts:  # the record's reason says what ended the job, when a restart could have followed
+        result.reason = loop.attempts[-1].reason
+    return result, loop.attempts
 
 
 def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases, restart_count: int = 0) -> LaunchPlan:

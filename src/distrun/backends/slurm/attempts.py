@@ -38,7 +38,8 @@ from distrun.core.errors import DistrunError
 from distrun.core.file_modes import make_dirs, write_file
 from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
 from distrun.core.safe_files import SMALL_FILE_LIMIT, read_text
-from distrun.restarts.policy import Attempt, backoff_seconds, decide, keep_attempt
+from distrun.restarts.loop import end_attempt
+from distrun.restarts.policy import Attempt, Decision, keep_attempt
 
 # Node outcomes and peer markers of the outcome channel (slurm/node_NN.json, slurm/main_done_NN).
 CHANNEL_FILE = re.compile(r"^(node_\d+\.json|[a-z_]+_\d\d)$")
@@ -111,7 +112,9 @@ def stopped_it(failed: NodeOutcome, stop_at: float | None) -> bool:
 
 
 class AttemptBook:
-    """One job's attempts on Slurm, kept in its job folder (every node and the submitter see it)."""
+    """One job's attempts on Slurm, kept in its job folder (every node and the submitter see it): the
+    restart loop's bookkeeping (`distrun.restarts.loop.Bookkeeping`), its body run once per step of the
+    batch script's loop."""
 
     def __init__(self, job_dir: Path) -> None:
         from distrun.agent.node import read_job
@@ -163,25 +166,24 @@ class AttemptBook:
         reason: str,
         root: dict[str, Any] | None,
     ) -> str:
-        count = len(attempts)
+        """The restart loop's body (`distrun.restarts.loop.end_attempt`) over this book, in words for the script."""
         started = min((o.started_at for o in outcomes), default=None)
         ended = max((o.ended_at for o in outcomes), default=None) or time.time()
-        attempt = Attempt(count, status, reason, root, started, ended)
-        history = [Attempt.from_dict(a) for a in attempts] + [attempt]
-        decision = decide(self.policy, history)
-        # A cancel the user asked for stops the job whatever the attempt's status: it is never restarted.
-        if status == JobStatus.CANCELED or not decision.restart or self.paths.cancel.exists():
-            if decision.reason:
-                attempt.reason = f"{reason}; {decision.reason}" if reason else decision.reason
-            _write_attempts(self.paths, [*attempts, attempt.to_dict()])
+        attempt = Attempt(len(attempts), status, reason, root, started, ended)
+        history = [Attempt.from_dict(a) for a in attempts]
+        follows = end_attempt(self.policy, history, attempt, self)
+        if not follows.restart:
+            self.note(history)
             return f"stop {0 if status == JobStatus.COMPLETED else 1}"
-        self._keep(attempt)
-        _write_attempts(self.paths, [*attempts, attempt.to_dict()])
-        if status == JobStatus.PREEMPTED:
-            return "requeue"
-        return f"restart {backoff_seconds(count + 1):g}"
+        return "requeue" if follows.after_preemption else f"restart {follows.pause:g}"
 
-    def _keep(self, attempt: Attempt) -> None:
+    # ------------------------------------------------------------ the restart loop's bookkeeping
+
+    def overrule(self, attempt: Attempt, decision: Decision) -> Decision:
+        """A cancel the user asked for stops the job whatever the attempt's status: it is never restarted."""
+        return Decision(False, decision.reason) if self.paths.cancel.exists() else decision
+
+    def set_aside(self, attempt: Attempt) -> None:
         """The ended attempt's logs and node outcomes move aside; the next one starts clean."""
         keep_attempt(attempt, self.job.folder.user_logs)
         kept = self.paths.attempt_folder(attempt.attempt)
@@ -190,6 +192,9 @@ class AttemptBook:
             if entry.is_file() and CHANNEL_FILE.match(entry.name):
                 os.replace(entry, kept / entry.name)
         self.paths.preempted.unlink(missing_ok=True)
+
+    def note(self, attempts: Sequence[Attempt]) -> None:
+        _write_attempts(self.paths, [a.to_dict() for a in attempts])
 
     def _outcomes(self) -> list[NodeOutcome]:
         from distrun.backends.slurm.node_agent import outcome_channel
