@@ -289,8 +289,8 @@ def test_a_job_the_engine_never_got_is_canceled_at_once(kind: str, reason: str, 
     record = index.get(job.name)
     assert record.backend_id is None and record.status == JobStatus.STARTING
     backend = backend_for(kind)
-    assert backend.observe(record, layout) is None  # nothing to ask an engine about
-    backend.cancel(record, layout)
+    assert backend.observe(record, layout, job.target) is None  # nothing to ask an engine about
+    backend.cancel(record, layout, job.target)
     # Recorded at once: nothing for the orchestrator to wait for.
     canceled = index.get(job.name)
     assert (canceled.status, canceled.reason) == (JobStatus.CANCELED, reason)
@@ -315,6 +315,25 @@ def test_a_job_keeps_its_target_as_it_was_when_submitted(kind: str, home: Path, 
     add_target(layout.config_path, name, other, TARGETS[other][1])
     older = replace(record, target=None)
     assert submitted_target(older, layout.config_path).type == other
+
+
+@pytest.mark.parametrize("kind", ["slurm", "kubernetes"])
+@pytest.mark.parametrize("call", ["observe", "cancel"])
+def test_an_engine_asks_the_target_it_is_handed_and_never_looks_it_up_again(
+    kind: str, call: str, home: Path, loaded: LoadedJob
+) -> None:
+    """The orchestrator looks a job's target up once and hands it to `observe` and `cancel`: a
+    handed target with settings the engine refuses is the one it complains about, though the
+    record's own target and config.yaml's are fine."""
+    layout = Layout(home)
+    job = prepared(layout, loaded, kind)
+    index = JobIndex(layout.db_path)
+    index.update(job.name, status=JobStatus.QUEUED, backend_id="42")
+    record = index.get(job.name)
+    handed = ComputeTarget("handed", kind, {"no_such_setting": "1"})
+    with pytest.raises(DistrunError) as raised:
+        getattr(backend_for(kind), call)(record, layout, handed)
+    assert "'handed'" in raised.value.message and "no_such_setting" in raised.value.message
 
 
 # ---------------------------------------------------------------- 4. engine states -> JobStatus

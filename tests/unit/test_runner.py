@@ -121,7 +121,7 @@ def test_an_engines_job_is_scheduled_named_with_its_engines_id_followed_and_summ
         index.update(name, status=JobStatus.QUEUED, backend_id="42")
         return index.get(name)
 
-    def observe_submitted(record: Any, layout: Layout) -> Observation:
+    def observe_submitted(record: Any, layout: Layout, target: Any) -> Observation:
         logs = rendered.job.folder.user_logs
         (logs / "std_log_process_00.txt").write_text("training\n")
         return Observation(status=JobStatus.COMPLETED, started_at=time.time() - 1.5)

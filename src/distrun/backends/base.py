@@ -31,8 +31,8 @@ The sequence the orchestrator follows:
     run:     the same, then `distrun.runner.attach.run_attached` (header, every rank's lines, summary):
              an engine's job is schedule(rendered) and followed through observe() and its log
              files; a supervised job is supervise(rendered, ...) in this process
-    get:     record from the store -> refresh through observe() while it is live
-    cancel:  cancel(record) -> wait (grace period + cancel_wait_s) until the record is terminal
+    get:     record from the store -> refresh through observe(record, layout, target) while it is live
+    cancel:  cancel(record, layout, target) -> wait (grace period + cancel_wait_s) until the record is terminal
 """
 
 from __future__ import annotations
@@ -180,8 +180,11 @@ class Backend(ABC):
     # ------------------------------------------------------------ a job that was scheduled
 
     @abstractmethod
-    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+    def observe(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> Observation | None:
         """The engine's view of a live job (a record with a `backend_id`), mapped to distrun's state.
+
+        `target` is the job's compute target as it was submitted (`distrun.prepare.compute.submitted_target`),
+        looked up once by the caller: the backend never looks it up again.
 
         Read-only: asks the engine and reads the nodes' outcomes (its `OutcomeChannel`); never writes
         the store (the orchestrator applies the observation). A job is terminal only once the engine
@@ -192,8 +195,10 @@ class Backend(ABC):
         """
 
     @abstractmethod
-    def cancel(self, record: JobRecord, layout: Layout) -> None:
+    def cancel(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> None:
         """Ask the engine to stop a live job; return without waiting for it to end.
+
+        `target` is the job's compute target as it was submitted, as for `observe`.
 
         Note the time of the request where `observe` will see it (so a failure before it still
         wins), then stop the job: its processes get SIGTERM, then SIGKILL after the job's grace

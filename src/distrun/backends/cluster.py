@@ -22,6 +22,7 @@ from distrun.store.index import JobIndex, JobRecord
 if TYPE_CHECKING:
     from distrun.backends.base import Backend
     from distrun.backends.values import Observation
+    from distrun.prepare.compute import ComputeTarget
     from distrun.store.layout import Layout
 
 
@@ -64,15 +65,16 @@ def record_changes(record: JobRecord, seen: Observation, now: float) -> dict[str
     return fields
 
 
-def refreshed(backend: Backend, record: JobRecord, layout: Layout) -> JobRecord:
-    """A live engine job's record brought up to date through `backend.observe` (and written down).
+def refreshed(backend: Backend, record: JobRecord, layout: Layout, target: ComputeTarget) -> JobRecord:
+    """A live engine job's record brought up to date through `backend.observe` (and written down);
+    `target` is the job's compute target as it was submitted.
 
     An engine that does not answer changes nothing: the record stays as it was.
     """
     if record.terminal or not record.backend_id:
         return record
     try:
-        seen = backend.observe(record, layout)
+        seen = backend.observe(record, layout, target)
     except DistrunError:
         return record
     if seen is None:

@@ -19,6 +19,7 @@ from distrun.store.index import JobIndex, JobRecord
 
 if TYPE_CHECKING:
     from distrun.backends.values import Observation
+    from distrun.prepare.compute import ComputeTarget
     from distrun.store.layout import Layout
 
 NOT_SUBMITTED = "canceled before it was submitted"
@@ -27,25 +28,25 @@ NOT_SUBMITTED = "canceled before it was submitted"
 class EngineBackend(Backend):
     """A backend whose engine holds the job once `schedule` submitted it (a record with a `backend_id`)."""
 
-    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+    def observe(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> Observation | None:
         """The engine's view of a submitted job; a record the engine never got has none."""
         if not record.backend_id:
             return None
-        return self.observe_submitted(record, layout)
+        return self.observe_submitted(record, layout, target)
 
     @abstractmethod
-    def observe_submitted(self, record: JobRecord, layout: Layout) -> Observation | None:
+    def observe_submitted(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> Observation | None:
         """`observe` for a record with a `backend_id`: the engine is asked (see `Backend.observe`)."""
 
-    def cancel(self, record: JobRecord, layout: Layout) -> None:
+    def cancel(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> None:
         """A job the engine never got is recorded Canceled at once; a submitted one is the engine's to stop."""
         if not record.backend_id:
             JobIndex(layout.db_path).update(
                 record.name, status=JobStatus.CANCELED, reason=NOT_SUBMITTED, ended_at=time.time()
             )
             return
-        self.cancel_submitted(record, layout)
+        self.cancel_submitted(record, layout, target)
 
     @abstractmethod
-    def cancel_submitted(self, record: JobRecord, layout: Layout) -> None:
+    def cancel_submitted(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> None:
         """`cancel` for a record with a `backend_id`: note the request where `observe` sees it, then ask the engine."""

@@ -33,6 +33,7 @@ from distrun.store.index import JobIndex, JobRecord, process_start_time
 if TYPE_CHECKING:
     from distrun.backends.values import Observation, RenderedJob
     from distrun.plan.model import LaunchPlan
+    from distrun.prepare.compute import ComputeTarget
     from distrun.prepare.submission import PreparedJob
     from distrun.store.layout import JobFolder, Layout
 
@@ -121,11 +122,11 @@ class SupervisedBackend(Backend):
     def finished(self, rendered: RenderedJob, record: JobRecord) -> None:
         """After `distrun run` printed the summary of a job supervised here: what is left to do (nothing)."""
 
-    def observe(self, record: JobRecord, layout: Layout) -> Observation | None:
+    def observe(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> Observation | None:
         """The supervisor writes the record itself (and the store notices a lost one): nothing to add."""
         return None
 
-    def cancel(self, record: JobRecord, layout: Layout) -> None:
+    def cancel(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> None:
         """Ask the supervising process to stop the job (SIGTERM); a job not yet running is canceled in the record."""
         index = JobIndex(layout.db_path)
         name = record.name

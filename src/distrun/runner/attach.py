@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from distrun.backends.base import Backend
     from distrun.backends.values import RenderedJob
     from distrun.plan.model import LaunchPlan
+    from distrun.prepare.submission import PreparedJob
     from distrun.store.index import JobRecord
     from distrun.store.layout import Layout
 
@@ -97,14 +98,14 @@ def _on_engine(backend: EngineBackend, rendered: RenderedJob, layout: Layout, ou
     notes = [text for text in rendered.warnings if text not in timeouts] + timeouts
     said = "".join(f"distrun: note: {text}\n" for text in notes)
     say(out, f"{said}{head}\n{backend.engine} job {record.backend_id} on compute {job.target.name}\n{rule}")
-    watch = EngineWatch(backend, layout, job.name, out)
+    watch = EngineWatch(backend, layout, job, out)
     previous = {sig: signal.signal(sig, watch.interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         follow_logs(job.folder, out, watch.finished, color=color)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    record = refreshed(backend, JobIndex(layout.db_path).get(job.name), layout)
+    record = refreshed(backend, JobIndex(layout.db_path).get(job.name), layout, job.target)
     say(out, execution_summary(record))
     return record
 
@@ -117,11 +118,12 @@ class EngineWatch:
     without leaving the log stream.
     """
 
-    def __init__(self, backend: EngineBackend, layout: Layout, name: str, out: BinaryIO) -> None:
+    def __init__(self, backend: EngineBackend, layout: Layout, job: PreparedJob, out: BinaryIO) -> None:
         self.backend = backend
         self.layout = layout
         self.index = JobIndex(layout.db_path)
-        self.name = name
+        self.name = job.name
+        self.target = job.target  # the job's compute target, for the engine's observe and cancel
         self.out = out
         self.last_check = 0.0
         self.done = False
@@ -143,12 +145,12 @@ class EngineWatch:
             self._say(f"{self.signal_name} received, canceling the {self.backend.engine} job{how}")
             record = self.index.get(self.name)
             if record.backend_id and not record.terminal:
-                self.backend.cancel(record, self.layout)
+                self.backend.cancel(record, self.layout, self.target)
         now = time.monotonic()
         if self.done or now - self.last_check < POLL_S:
             return self.done
         self.last_check = now
-        record = refreshed(self.backend, self.index.get(self.name), self.layout)
+        record = refreshed(self.backend, self.index.get(self.name), self.layout, self.target)
         self.backend.fetch_logs(record, self.layout)
         self.done = record.terminal
         seen = (str(record.status), record.reason or "")

@@ -56,10 +56,17 @@ def _check_restarts(backend: Backend, target: ComputeTarget, spec: JobSpec) -> N
 
 
 def _record_backend(layout: Layout, record: JobRecord) -> Backend:
+    return _submitted_to(layout, record)[1]
+
+
+def _submitted_to(layout: Layout, record: JobRecord) -> tuple[ComputeTarget, Backend]:
+    """The target the job was submitted to, as it was then, and its backend: looked up once, and
+    handed to the backend's `observe` and `cancel`."""
     from distrun.backends.registry import backend_for
     from distrun.prepare.compute import submitted_target
 
-    return backend_for(submitted_target(record, layout.config_path).type)
+    target = submitted_target(record, layout.config_path)
+    return target, backend_for(target.type)
 
 
 # ---------------------------------------------------------------- starting a job
@@ -188,10 +195,10 @@ def refresh(layout: Layout, record: JobRecord) -> JobRecord:
     from distrun.backends.cluster import refreshed
 
     try:
-        backend = _record_backend(layout, record)
+        target, backend = _submitted_to(layout, record)
     except DistrunError:
         return record  # the target was removed from config.yaml: show the record as last known
-    return refreshed(backend, record, layout)
+    return refreshed(backend, record, layout, target)
 
 
 def get_job(layout: Layout, name: str) -> JobRecord:
@@ -282,8 +289,8 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
         from distrun.runner.pipeline_cancel import cancel_pipeline
 
         return cancel_pipeline(layout, record)
-    backend = _record_backend(layout, record)
-    backend.cancel(record, layout)
+    target, backend = _submitted_to(layout, record)
+    backend.cancel(record, layout, target)
     give_up = time.monotonic() + _grace_seconds(layout, name) + backend.cancel_wait_s
     while time.monotonic() < give_up:
         record = get_job(layout, name)

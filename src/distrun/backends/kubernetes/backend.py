@@ -209,12 +209,12 @@ class KubernetesBackend(EngineBackend):
         index.update(job.name, status=JobStatus.QUEUED, backend_id=f"{namespace}/{request.layout.object_name}")
         return index.get(job.name)
 
-    def observe_submitted(self, record: JobRecord, layout: Layout) -> Observation | None:
+    def observe_submitted(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> Observation | None:
         """Pods, logs and outcomes -> the job's state. Also ends what must end, since no controller
         does it for Indexed Jobs: the whole gang after a failure or a cancel, parameter servers
         after success (Finalizing until their pods are gone, at most STOP_WAIT_S)."""
         folder = layout.job(record.name)
-        cluster = _cluster_of(record, layout)
+        cluster = KubernetesCluster(self.target_settings(target))
         pod_layout = load_layout(folder)
         seen = cluster.observe(folder, pod_layout, RestartPolicy.of(job_limits(folder)))
         state = seen.state
@@ -235,11 +235,11 @@ class KubernetesBackend(EngineBackend):
             attempts=None if seen.attempts is None else [a.to_dict() for a in seen.attempts],
         )
 
-    def cancel_submitted(self, record: JobRecord, layout: Layout) -> None:
+    def cancel_submitted(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> None:
         """Delete the JobSet (or Jobs) with foreground propagation, after noting the request."""
         folder = layout.job(record.name)
         note_cancel(K8sPaths(folder.root))
-        cluster = _cluster_of(record, layout)
+        cluster = KubernetesCluster(self.target_settings(target))
         cluster.delete_objects(load_layout(folder))
 
     def fetch_logs(self, record: JobRecord, layout: Layout) -> None:

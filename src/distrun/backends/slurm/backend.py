@@ -40,7 +40,7 @@ from distrun.core.safe_files import read_text
 from distrun.metrics.tracking import lease_server
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
-from distrun.prepare.compute import ComputeTarget, submitted_target
+from distrun.prepare.compute import ComputeTarget
 from distrun.prepare.job_notes import unused_keys_note
 from distrun.prepare.submission import PreparedJob
 from distrun.restarts.policy import RestartPolicy
@@ -282,9 +282,8 @@ class SlurmBackend(EngineBackend):
         lease_server(job.folder, layout.home)
         return index.get(job.name)
 
-    def observe_submitted(self, record: JobRecord, layout: Layout) -> Observation | None:
+    def observe_submitted(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> Observation | None:
         assert record.backend_id
-        target = submitted_target(record, layout.config_path)
         cluster = self.cluster(target)
         job_dir = Path(record.folder)
         limits = _limits(job_dir)
@@ -305,10 +304,10 @@ class SlurmBackend(EngineBackend):
             attempts=attempts or None,
         )
 
-    def cancel_submitted(self, record: JobRecord, layout: Layout) -> None:
+    def cancel_submitted(self, record: JobRecord, layout: Layout, target: ComputeTarget) -> None:
         """scancel (after noting the time in slurm/cancel, so a failure before it still wins)."""
         assert record.backend_id
-        cluster = self.cluster(submitted_target(record, layout.config_path))
+        cluster = self.cluster(target)
         cluster.cancel(Path(record.folder), record.backend_id, time.time())
 
     def fetch_logs(self, record: JobRecord, layout: Layout) -> None:
