@@ -62,7 +62,11 @@ class AttemptHooks(Bookkeeping, Protocol[Result]):
     """All one engine does for the loop: what an attempt is, how it is started, followed and set aside."""
 
     def start(self, number: int) -> Result:
-        """Start attempt `number` (0 for the first) and follow it until every process of it has ended."""
+        """Start attempt `number` (0 for the first) and follow it until every process of it has ended.
+
+        Stopping is the attempt's own, not a step of the loop (torch elastic's `_stop_workers`): the
+        first failure, a stop signal or the timeout stops every other process with the grace period
+        before `start` returns, so an attempt that ended has nothing left running."""
         ...
 
     def ended(self, number: int, result: Result) -> Attempt:
@@ -110,6 +114,7 @@ class AttemptLoop(Generic[Result]):
             self.hooks.between(number, follows)
 
     def end(self, attempt: Attempt) -> Next:
+        """`attempt` ended (one `start` followed, or one read back when taking over): what follows."""
         return end_attempt(self.policy, self.attempts, attempt, self.hooks)
 
 
