@@ -44,8 +44,8 @@ def run_agents(write_job, distrun_home: Path, name: str, env: dict[str, str]):
     from distrun.agent.outcome_channel import FolderOutcomeChannel
     from distrun.backends.ports import free_ports
     from distrun.backends.targets import resolve_target
+    from distrun.loading.loader import load_job_file
     from distrun.prepare.submission import prepare_job
-    from distrun.spec.loader import load_job_file
     from distrun.store.layout import Layout, NodeChannelPaths
 
     job = write_job(four_rank_job("python train.py"), {"train.py": GLOO_RANK})

@@ -58,15 +58,7 @@ LAYERS = {
     "distrun.environments": 4,
     "distrun.metrics": 4,
     # 5 job loading: a job file read and checked against this machine (paths, data, environments).
-    "distrun.spec.loader": 5,
-    "distrun.spec.checks": 5,
-    "distrun.spec.checks_tensorflow": 5,
-    "distrun.spec.raw_checks": 5,
-    "distrun.spec.pipeline_loader": 5,
-    "distrun.spec.sweep_loader": 5,
-    "distrun.spec.sweep_step": 5,
-    "distrun.spec.component_reader": 5,
-    "distrun.spec.documents": 5,
+    "distrun.loading": 5,
     # 6 preparation: compute types and targets, a job recorded with its folder filled (PreparedJob),
     # and what is said once about a job on a compute type (job_notes).
     "distrun.prepare": 6,
@@ -223,7 +215,7 @@ def graph() -> tuple[dict[str, tuple[Path, bool]], list[Import]]:
 
 def test_the_walk_sees_distruns_modules_and_their_imports(graph) -> None:
     modules, found = graph
-    assert {"distrun", "distrun.runner.jobs", "distrun.backends.base", "distrun.spec.loader"} <= set(modules)
+    assert {"distrun", "distrun.runner.jobs", "distrun.backends.base", "distrun.loading.loader"} <= set(modules)
     # A top-level, a function-level, a TYPE_CHECKING and a relative-free `from package import module` edge.
     edges = {(i.source, i.target) for i in found}
     assert ("distrun.runner.jobs", "distrun.backends.base") in edges
@@ -270,7 +262,7 @@ def test_the_checks_catch_a_circle_and_an_upward_import() -> None:
     ]
     assert circles({"a": {"b"}, "b": {"c"}}) == []
     assert layer_of("distrun.store.index") < layer_of("distrun.agent.watchdog")
-    assert layer_of("distrun.spec.models") < layer_of("distrun.data.locations") < layer_of("distrun.spec.loader")
+    assert layer_of("distrun.spec.models") < layer_of("distrun.data.locations") < layer_of("distrun.loading.loader")
     assert layer_of("distrun.some_new_module") is None  # placed by nothing: test_every_module_has_a_layer says so
 
 

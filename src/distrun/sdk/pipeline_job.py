@@ -6,7 +6,7 @@ pipeline input of that name; every component call in it is a step. A step is nam
 local variable that holds it (as azure-ai-ml does: the function's locals are read when it
 returns); a step held by no variable is named after its component (`train_model`, then
 `train_model_1`, ...). `PipelineJob._to_data()` is the pipeline YAML document the same pipeline
-would be written as, and the YAML loader (`distrun.spec.pipeline_loader`) reads it: one
+would be written as, and the YAML loader (`distrun.loading.pipeline_loader`) reads it: one
 validation and one runner for both.
 """
 

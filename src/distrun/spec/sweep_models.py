@@ -1,6 +1,6 @@
 """The models of a sweep job (Azure ML's sweepJob schema), as distrun loads them.
 
-The trial is not validated here: it becomes a command job document (`distrun.spec.sweep_loader`),
+The trial is not validated here: it becomes a command job document (`distrun.loading.sweep_loader`),
 which the command job's own model and checks validate. The search space's expressions, the
 sampling algorithm and the early termination policy are each a mapping whose `type` says which
 model checks the rest (`EXPRESSIONS`, `ALGORITHMS`, `POLICIES`): the loader picks the model by

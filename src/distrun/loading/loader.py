@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
-from distrun.spec import checks, models, paths
-from distrun.spec.checks_tensorflow import tensorflow_problems
+from distrun.loading import checks
+from distrun.loading.checks_tensorflow import tensorflow_problems
+from distrun.loading.raw_checks import in_file_order, raw_problems
+from distrun.spec import models, paths
 from distrun.spec.job_kind import not_a_command_job
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.model_errors import translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import apply_overrides
 from distrun.spec.paths import REMOTE_SCHEMES
-from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import SourceMap
 from distrun.spec.yaml_source import read_yaml_file
 
