@@ -184,18 +184,11 @@ class SweepLimits(models.StrictModel):
     trial_timeout: float | None = Field(None, gt=0, allow_inf_nan=False, description="seconds for each trial")
 
 
-class SweepJob(models.StrictModel):
+class SweepJob(models.JobHeader):
     """A sweep job. `search_space`, `sampling_algorithm` and `early_termination` are checked by
     the loader, model by `type` (see the module's doc); here only their shape."""
 
-    schema_: str | None = Field(None, alias="$schema")
     type: Literal["sweep"] = "sweep"
-    name: str | None = Field(None, pattern=models.JOB_NAME_PATTERN)
-    display_name: str | None = None
-    experiment_name: str | None = None
-    description: str | None = None
-    tags: dict[str, Any] = Field(default_factory=dict)
-    properties: dict[str, Any] = Field(default_factory=dict)
     compute: str | None = None
     trial: str | dict[str, Any]
     inputs: dict[str, models.InputValue] = Field(default_factory=dict)
