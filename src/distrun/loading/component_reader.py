@@ -17,7 +17,7 @@ from distrun.core.errors import Position, Problem, ValidationError
 from distrun.loading.raw_checks import in_file_order
 from distrun.spec import pipeline_models
 from distrun.spec.loaded_pipeline import LoadedComponent
-from distrun.spec.model_errors import translate
+from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.overrides import apply_overrides
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 from distrun.spec.yaml_source import read_yaml_file
@@ -89,9 +89,7 @@ class ComponentReader:
             return None
         try:
             spec = model.model_validate(data)
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             found = translate(exc, data, smap, model)
             if source != self.source or not at:
                 self.problems += found

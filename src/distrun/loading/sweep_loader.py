@@ -24,7 +24,7 @@ from distrun.spec import models, sweep_models
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent
 from distrun.spec.loaded_sweep import LoadedSweep
-from distrun.spec.model_errors import translate
+from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import overridden_mapping
 from distrun.spec.paths import local_path
@@ -124,9 +124,7 @@ class _SweepLoader:
     def _sweep(self) -> sweep_models.SweepJob | None:
         try:
             return sweep_models.SweepJob.model_validate(self.data)
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             self.problems += translate(exc, self.data, self.smap, sweep_models.SweepJob)
             return None
 
@@ -134,9 +132,7 @@ class _SweepLoader:
         """`value` (the mapping at `at`) validated by `model`; None, with its problems said, if wrong."""
         try:
             return model.model_validate(value)
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             # Positions below `at`; without one (a sweep built in Python), the nearest above it.
             sub = SourceMap(self.source, {(): self.smap.find(at)})
             copy_positions(self.smap, at, sub, ())
@@ -393,9 +389,7 @@ class _SweepLoader:
             spec = models.JobSpec.model_validate(candidate)
         except ValidationError as exc:
             found = exc.problems
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             found = [*translate(exc, candidate, smap), *raw_problems(candidate, smap)]
         else:
             found = semantic_problems(LoadedJob(spec, base_dir, self.source, smap))
