@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distrun.core.user_paths import current_folder
+from distrun.sdk.foreign_components import refuse_microsoft_components
 from distrun.sdk.job_header import JobHeader
 from distrun.sdk.notices import Recorded, caller_position
 from distrun.sdk.pipeline_nodes import (
@@ -339,6 +340,7 @@ def _build(
     settings: dict[str, Any],
     extra: dict[str, Any],
 ) -> Any:
+    refuse_microsoft_components(function)
     builder = PipelineBuilder(function.__name__)
     placeholders = {key: PipelineInput(key, value) for key, value in values.items()}
     push(builder)
