@@ -61,8 +61,14 @@ def test_distruns_own_components_and_other_names_are_not_microsofts(tmp_path: Pa
     only_microsofts = microsofts_train
     unused = None
 
+    class Settings:  # attribute lookup that fails with a KeyError, as a mapping with attribute access may
+        def __getattr__(self, name: str) -> object:
+            raise KeyError(name)
+
+    settings = Settings()
+
     def body() -> None:
-        mine.train(epochs=unused)
+        mine.train(epochs=unused or settings.epochs)
         only_microsofts()
         print(len([]))
 

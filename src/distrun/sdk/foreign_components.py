@@ -51,7 +51,14 @@ def microsoft_components(function: Callable[..., Any]) -> list[str]:
     """The names (as the body writes them) of Microsoft's mldesigner components it reads."""
     if not isinstance(function, types.FunctionType):
         return []
-    return sorted({name for name, value in _read_values(function) if getattr(value, _MICROSOFT_MARK, None) is True})
+    return sorted({name for name, value in _read_values(function) if _is_microsofts(value)})
+
+
+def _is_microsofts(value: Any) -> bool:
+    try:
+        return getattr(value, _MICROSOFT_MARK, None) is True
+    except Exception:  # an object whose attribute lookup fails its own way (a KeyError) is no component
+        return False
 
 
 def refuse_microsoft_components(function: Callable[..., Any]) -> None:
