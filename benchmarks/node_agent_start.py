@@ -31,7 +31,7 @@ import json, sys
 from pathlib import Path
 from distrun.agent.node_facts import NodeFacts
 from distrun.prepare.compute import resolve_target
-from distrun.spec.loader import load_job_data
+from distrun.loading.loader import load_job_data
 from distrun.store.layout import Layout
 from distrun.prepare.submission import prepare_job
 

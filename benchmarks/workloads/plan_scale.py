@@ -37,8 +37,8 @@ def main(job_file: str, nodes: int) -> None:
     t_import = time.perf_counter()
     from distrun.core.errors import DistrunError
     from distrun.core.json_encoding import shown_json
+    from distrun.loading.loader import load_job_file
     from distrun.plan import Bindings, Placement, build_plan, task_port_count
-    from distrun.spec.loader import load_job_file
 
     before = peak_rss_mb()
     t0 = time.perf_counter()

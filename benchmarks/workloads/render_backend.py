@@ -21,8 +21,8 @@ from plan_scale import CountingSink, peak_rss_mb
 def main(job_file: str, compute: str) -> None:
     from distrun.core.errors import DistrunError
     from distrun.core.json_encoding import compact_json, shown_json
+    from distrun.loading.loader import load_job_file
     from distrun.runner.jobs import plan_job
-    from distrun.spec.loader import load_job_file
     from distrun.store.layout import Layout
 
     before = peak_rss_mb()

@@ -60,7 +60,7 @@ def test_a_pod_agent_runs_its_job_from_the_zip_importing_only_the_standard_libra
     """The agent's real run (unpack, plan, start the rank, report), as a pod's container runs it."""
     from distrun.backends.kubernetes.backend import preview
     from distrun.prepare.compute import ComputeTarget
-    from distrun.spec.loader import load_job_file
+    from distrun.loading.loader import load_job_file
     from distrun.store.layout import Layout
 
     work = tmp_path / "pod"

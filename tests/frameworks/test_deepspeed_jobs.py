@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from distrun.loading.loader import load_job_data
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, Placement
 from distrun.plan.mpi import hostfile_text
-from distrun.spec.loader import load_job_data
 from support.cli import REPO
 from support.jobs import only_job, processes_of_job, record
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from distrun.spec.loader import load_job_file
+from distrun.loading.loader import load_job_file
 from distrun.store.index import JobIndex
 from support.cli import REPO, cli_env
 from support.jobs import mpi_job, only_job, processes_of_job, record, wait_for

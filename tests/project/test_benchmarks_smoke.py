@@ -23,9 +23,9 @@ from benchmarks.line_check import check_rank, check_stream
 from benchmarks.workloads.numbered_lines import line, lines_for
 
 from distrun.agent.line_stream import LineStream
+from distrun.loading.loader import load_job_data
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, Placement
-from distrun.spec.loader import load_job_data
 
 
 def test_numbered_lines_are_whole_lines_of_the_asked_size():

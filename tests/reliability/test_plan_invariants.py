@@ -28,11 +28,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from distrun.core.errors import ValidationError
+from distrun.loading.checks import MAX_PROCESSES
+from distrun.loading.loader import LoadedJob, load_job_data
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.plan.mpi import HOSTFILE_PATH
-from distrun.spec.checks import MAX_PROCESSES
-from distrun.spec.loader import LoadedJob, load_job_data
 
 EXAMPLES = int(os.environ.get("DISTRUN_FUZZ_EXAMPLES", "1000"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -108,7 +108,7 @@ def test_a_code_folder_deleted_after_the_job_was_read_is_a_clear_error(tmp_path:
 
     from distrun.prepare.compute import resolve_target
     from distrun.prepare.submission import prepare_job
-    from distrun.spec.loader import load_job_file
+    from distrun.loading.loader import load_job_file
     from distrun.store.layout import Layout
 
     job = job_file(tmp_path / "spec", "command: echo hi\ncode: src\n", files={"a.py": "print(1)\n"})

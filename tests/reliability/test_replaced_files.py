@@ -98,7 +98,7 @@ def _output_path(home: Path) -> Any:
 
 
 def _requirements(home: Path) -> Any:
-    from distrun.spec.loader import load_job_file
+    from distrun.loading.loader import load_job_file
 
     return load_job_file(home.parent / "envjob" / "job.yml")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from distrun.spec.loader import LoadedJob, load_job_file
+from distrun.loading.loader import LoadedJob, load_job_file
 
 
 def write_job(folder: Path, text: str, name: str = "job.yml") -> Path:

@@ -188,7 +188,7 @@ def prepare_local_job(job_file: Path, name: str) -> Any:
     """`job_file` prepared for local compute in DISTRUN_HOME, as a backend prepares a job (a `PreparedJob`)."""
     from distrun.prepare.compute import resolve_target
     from distrun.prepare.submission import prepare_job
-    from distrun.spec.loader import load_job_file
+    from distrun.loading.loader import load_job_file
     from distrun.store.layout import Layout
 
     layout = Layout()

@@ -137,7 +137,7 @@ def test_check_catches_a_new_heavy_import(tmp_path: Path) -> None:
 # A node agent (one per node of a cluster job, on every start and restart) plans from job.json,
 # which was validated when the job was submitted: loading the job models again (pydantic and
 # its validators, about 0.3 s) would be paid by every node for facts already checked.
-NODE_FORBIDDEN = (*FORBIDDEN, "pydantic", "pydantic_core", "distrun.spec.models", "distrun.spec.loader")
+NODE_FORBIDDEN = (*FORBIDDEN, "pydantic", "pydantic_core", "distrun.spec.models", "distrun.loading.loader")
 
 _NODE_PROBE = (
     _RECORD_IMPORTS

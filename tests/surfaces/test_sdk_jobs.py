@@ -309,6 +309,23 @@ def test_begin_cancel_stops_a_running_job(sdk_env, capsys):
         client.jobs.begin_cancel("nope")
 
 
+def test_v1_run_cancel_stops_a_running_run(sdk_env):
+    project(sdk_env, "import time\nprint('up', flush=True)\ntime.sleep(60)\n")
+    src = ScriptRunConfig(
+        source_directory="./src",
+        script="train.py",
+        distributed_job_config=PyTorchConfiguration(process_count=2, node_count=2),
+    )
+    run = Experiment(Workspace(), "canceled").submit(src)
+    logs = Layout().job(run.id).user_logs
+    wait_for(lambda: [p.read_text() for p in sorted(logs.glob("*.txt"))] == ["up\n", "up\n"])
+    run.cancel()
+    assert run.get_status() == "Canceled"
+    assert processes_of_job(run.id) == []
+    run.cancel()  # a run that already ended stays as it ended
+    assert run.get_status() == "Canceled"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["v2_command_job.py", "v1_script_run_config.py"])
 def test_examples_run_as_they_are(script, tmp_path):

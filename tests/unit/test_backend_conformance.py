@@ -36,7 +36,7 @@ from distrun.core.job_status import JobStatus
 from distrun.prepare.compute import ComputeTarget, add_target, resolve_target, submitted_target
 from distrun.prepare.submission import PreparedJob, prepare_job
 from distrun.runner.jobs import plan_job, submit_job
-from distrun.spec.loader import LoadedJob
+from distrun.loading.loader import LoadedJob
 from distrun.store.index import JobIndex, JobRecord, process_start_time
 from distrun.store.layout import Layout
 from support.backend_contract import POD_LAYOUT, home_files, masked, pod, refuse_engines, unborn_pid

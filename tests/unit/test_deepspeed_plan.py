@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from distrun.loading.loader import load_job_data
 from distrun.plan import build_plan
 from distrun.plan.common import shell_argv
 from distrun.plan.deepspeed import launcher_options
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.plan.mpi import HOSTFILE_PATH, user_launcher
-from distrun.spec.loader import load_job_data
 
 JOB_DIR = "/var/jobs/job-1"
 LOCAL_COMMAND = (

@@ -1,24 +1,30 @@
-"""distrun's import graph: no circle, and every import between parts points down the layers.
+"""distrun's import graph: one folder is one layer, every import points down the layers, no
+circle between modules or between folders, and every `distrun.*` import names something there.
 
 The graph is read from the source (no module is imported): every `import` and `from ... import`
 statement under src/distrun, at the top of a module or inside a function, and those under
 `if TYPE_CHECKING:` too (an annotation is a dependency as much as a call is). A relative import
 is resolved; `from distrun.x import y` is an edge to `distrun.x.y` when that is a module, else
-to `distrun.x`. Not edges: Python importing a package's `__init__` before a submodule (the root
-package `distrun` is a face, and every module is inside it), and `importlib.import_module` with
-a name in a string (the registry loads a backend that way, and the root package the SDK).
+to `distrun.x`, which must then bind `y` at its top level: an import of a `distrun.x` that does
+not exist (a module since moved or deleted) fails here, not in a user's hands at run time, even
+inside a function no test calls. Not edges: Python importing a package's `__init__` before a
+submodule (the root package `distrun` is a face, and every module is inside it), and
+`importlib.import_module` with a name in a string (the registry loads a backend that way, and
+the root package the SDK).
 
-LAYERS maps each part of distrun (a package, a top-level module, or a module that sits apart
-from its package) to a layer; the longest matching name wins. A module may import its own
-layer and the layers below; an import from a lower layer to a higher one fails, as does any
-circle, wherever it is. docs/backends.md ("Layers: what may import what") is the same table.
-A new module is placed by its package; a new top-level module needs a line here.
+LAYERS maps each folder of src/distrun (a package) and each top-level module to a layer; no
+module inside a folder has a row of its own, so a folder is one layer. A module may import its
+own layer and the layers below; an import from a lower layer to a higher one fails, as does any
+circle, wherever it is: between modules, and between folders (the graph with each folder drawn
+as one point). docs/backends.md ("Layers: what may import what") is the same table. A new module
+is placed by its folder; a new folder or top-level module needs a line here.
 """
 
 from __future__ import annotations
 
 import ast
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,16 +63,8 @@ LAYERS = {
     "distrun.data": 4,
     "distrun.environments": 4,
     "distrun.metrics": 4,
-    # 5 job loading: a job file read and checked against this machine (paths, data, environments).
-    "distrun.spec.loader": 5,
-    "distrun.spec.checks": 5,
-    "distrun.spec.checks_tensorflow": 5,
-    "distrun.spec.raw_checks": 5,
-    "distrun.spec.pipeline_loader": 5,
-    "distrun.spec.sweep_loader": 5,
-    "distrun.spec.sweep_step": 5,
-    "distrun.spec.component_reader": 5,
-    "distrun.spec.documents": 5,
+    # 5 job loading: a job, pipeline or sweep file read and checked against this machine (paths, data, environments).
+    "distrun.loading": 5,
     # 6 preparation: compute types and targets, a job recorded with its folder filled (PreparedJob),
     # and what is said once about a job on a compute type (job_notes).
     "distrun.prepare": 6,
@@ -93,15 +91,16 @@ LAYERS = {
 @dataclass(frozen=True)
 class Import:
     source: str  # the importing module
-    target: str  # the imported module
+    target: str  # the imported module (for a name no module binds: the nearest package holding it)
     where: str  # file:line
+    named: str = ""  # what the statement names, when nothing of distrun is that: `distrun.cancel`
 
 
-def module_files() -> dict[str, tuple[Path, bool]]:
+def module_files(package: Path = PACKAGE) -> dict[str, tuple[Path, bool]]:
     """Module name -> (its file, whether it is a package's __init__)."""
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(SRC).with_suffix("").parts)
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
         if is_package:
             parts.pop()
@@ -117,43 +116,72 @@ def _known(name: str, modules: dict[str, tuple[Path, bool]]) -> str | None:
     return name or None
 
 
-def imports(modules: dict[str, tuple[Path, bool]]) -> list[Import]:
+def bound_names(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top level (inside `if`, `try` and `with` there too):
+    what `from module import name` can take from it."""
+    names: set[str] = set()
+    statements: list[ast.stmt] = list(tree.body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            for block in ("body", "orelse", "finalbody"):
+                statements.extend(getattr(node, block, []))
+            statements.extend(s for handler in getattr(node, "handlers", []) for s in handler.body)
+    return names
+
+
+def imports(modules: dict[str, tuple[Path, bool]], root: Path = SRC.parent) -> list[Import]:
+    """Every import of a distrun module by another (with `named` set where it names nothing);
+    `where` is relative to `root`."""
+    trees = {name: ast.parse(path.read_text(encoding="utf-8"), str(path)) for name, (path, _) in modules.items()}
+    bound = {name: bound_names(tree) for name, tree in trees.items()}
     found = []
     for name, (path, is_package) in modules.items():
         package = name if is_package else name.rpartition(".")[0]
-        where = path.relative_to(SRC.parent)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            targets: list[str] = []
+        where = path.relative_to(root)
+        for node in ast.walk(trees[name]):
+            named: list[tuple[str, bool]] = []  # (what is imported, whether distrun has it)
             if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
+                named = [(alias.name, alias.name in modules) for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")[: len(package.split(".")) - node.level + 1]
                     module = ".".join([*base, node.module] if node.module else base)
                 else:
                     module = node.module or ""
-                targets = [f"{module}.{alias.name}" for alias in node.names if f"{module}.{alias.name}" in modules]
-                targets = targets if len(targets) == len(node.names) else [*targets, module]
-            for target in targets:
+                for alias in node.names:
+                    full = f"{module}.{alias.name}"
+                    if full in modules:
+                        named.append((full, True))
+                    else:
+                        has_it = module in modules and (alias.name == "*" or alias.name in bound[module])
+                        named.append((full if module in modules and not has_it else module, has_it))
+            for target, exists in named:
                 if not (target == "distrun" or target.startswith("distrun.")):
                     continue
                 resolved = _known(target, modules)
-                if resolved is not None and resolved != name:
-                    found.append(Import(name, resolved, f"{where}:{node.lineno}"))
+                if resolved is not None and (resolved != name or not exists):
+                    found.append(Import(name, resolved, f"{where}:{node.lineno}", "" if exists else target))
     return found
 
 
+def folder_of(module: str) -> str:
+    """The folder (or top-level module) of src/distrun that holds `module`: `distrun.spec.models`
+    -> `distrun.spec`; the root package's `__init__` is `distrun`."""
+    return ".".join(module.split(".")[:2])
+
+
 def layer_of(module: str) -> int | None:
-    """The layer of the longest name in LAYERS that holds `module`; the row `distrun` is the root
-    package's own `__init__` only, so a new top-level module has none until it gets a row."""
-    if module == "distrun":
-        return LAYERS["distrun"]
-    name = module
-    while "." in name:
-        if name in LAYERS:
-            return LAYERS[name]
-        name = name.rpartition(".")[0]
-    return None
+    """The layer of the folder or top-level module holding `module` (None: it has no row, as a
+    new top-level module has none until it gets one)."""
+    return LAYERS.get(folder_of(module))
 
 
 def _describe(layer: int) -> str:
@@ -221,9 +249,36 @@ def graph() -> tuple[dict[str, tuple[Path, bool]], list[Import]]:
     return modules, imports(modules)
 
 
+def folder_edges(found: list[Import]) -> dict[str, set[str]]:
+    """The import graph with each folder (and top-level module) drawn as one point."""
+    edges: dict[str, set[str]] = {}
+    for each in found:
+        source, target = folder_of(each.source), folder_of(each.target)
+        if source != target:
+            edges.setdefault(source, set()).add(target)
+    return edges
+
+
+def _circle_report(found: list[Import], edges: dict[str, set[str]], place: Callable[[str], str]) -> list[str]:
+    report = []
+    for circle in circles(edges):
+        report.append(" -> ".join(circle))
+        for a, b in itertools.pairwise(circle):
+            lines = [i.where for i in found if (place(i.source), place(i.target)) == (a, b)]
+            report.append(f"    {a} -> {b}: {', '.join(lines)}")
+    return report
+
+
+NAMES_NOTHING = "no module of distrun, nor a name one binds"
+
+
+def unresolved(found: list[Import]) -> list[str]:
+    return [f"{i.where}: {i.source} imports {i.named}: {NAMES_NOTHING}" for i in found if i.named]
+
+
 def test_the_walk_sees_distruns_modules_and_their_imports(graph) -> None:
     modules, found = graph
-    assert {"distrun", "distrun.runner.jobs", "distrun.backends.base", "distrun.spec.loader"} <= set(modules)
+    assert {"distrun", "distrun.runner.jobs", "distrun.backends.base", "distrun.loading.loader"} <= set(modules)
     # A top-level, a function-level, a TYPE_CHECKING and a relative-free `from package import module` edge.
     edges = {(i.source, i.target) for i in found}
     assert ("distrun.runner.jobs", "distrun.backends.base") in edges
@@ -232,10 +287,24 @@ def test_the_walk_sees_distruns_modules_and_their_imports(graph) -> None:
     assert ("distrun.runner.unrecorded_cancel", "distrun.core.procfs") in edges  # from distrun.core import procfs
 
 
+def test_layers_list_folders() -> None:
+    """Each row is a folder of src/distrun or a module at its top; every folder has a row."""
+    on_disk = {f"distrun.{p.stem}" for p in PACKAGE.iterdir() if p.suffix == ".py" and p.stem != "__init__"}
+    folders = {f"distrun.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    rows = set(LAYERS) - {"distrun"}
+    assert sorted(rows - on_disk - folders) == [], "rows that are no folder or top-level module of src/distrun"
+    assert sorted(folders - rows) == [], "folders without a row in LAYERS (and docs/backends.md)"
+
+
 def test_every_module_has_a_layer(graph) -> None:
     modules, _ = graph
     unplaced = sorted(m for m in modules if layer_of(m) is None)
     assert unplaced == [], f"put these in LAYERS (and docs/backends.md): {unplaced}"
+
+
+def test_every_distrun_import_names_a_module_or_a_name_it_binds(graph) -> None:
+    _, found = graph
+    assert unresolved(found) == [], "imports of what distrun does not have:\n" + "\n".join(unresolved(found))
 
 
 def test_no_import_circle(graph) -> None:
@@ -243,12 +312,14 @@ def test_no_import_circle(graph) -> None:
     edges: dict[str, set[str]] = {}
     for each in found:
         edges.setdefault(each.source, set()).add(each.target)
-    report = []
-    for circle in circles(edges):
-        report.append(" -> ".join(circle))
-        for a, b in itertools.pairwise(circle):
-            report.append(f"    {a} -> {b}: {', '.join(i.where for i in found if (i.source, i.target) == (a, b))}")
+    report = _circle_report(found, edges, lambda module: module)
     assert report == [], "import circles:\n" + "\n".join(report)
+
+
+def test_no_circle_between_folders(graph) -> None:
+    _, found = graph
+    report = _circle_report(found, folder_edges(found), folder_of)
+    assert report == [], "folders that import each other in a circle:\n" + "\n".join(report)
 
 
 def test_every_import_points_down_the_layers(graph) -> None:
@@ -270,8 +341,55 @@ def test_the_checks_catch_a_circle_and_an_upward_import() -> None:
     ]
     assert circles({"a": {"b"}, "b": {"c"}}) == []
     assert layer_of("distrun.store.index") < layer_of("distrun.agent.watchdog")
-    assert layer_of("distrun.spec.models") < layer_of("distrun.data.locations") < layer_of("distrun.spec.loader")
+    assert layer_of("distrun.spec.models") < layer_of("distrun.data.locations") < layer_of("distrun.loading.loader")
     assert layer_of("distrun.some_new_module") is None  # placed by nothing: test_every_module_has_a_layer says so
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root / "distrun"
+
+
+def test_the_walk_catches_what_names_nothing_and_a_circle_of_folders(tmp_path: Path) -> None:
+    package = _write(
+        tmp_path,
+        {
+            "distrun/__init__.py": "",
+            "distrun/spec/__init__.py": "",
+            "distrun/spec/models.py": "from distrun.data.places import where\nJOB = 1\n",
+            "distrun/data/__init__.py": "",
+            "distrun/data/places.py": (
+                "from distrun.spec.models import JOB\n"
+                "from distrun.spec import models, gone\n"
+                "def where():\n"
+                "    from distrun.cancel import cancel_job  # deleted since\n"
+                "    import distrun.spec.models, distrun.spec.old\n"
+                "    from distrun.spec.models import JOB, NOT_THERE\n"
+                "    from .places import where\n"
+            ),
+        },
+    )
+    modules = module_files(package)
+    found = imports(modules, tmp_path)
+    assert unresolved(found) == [
+        f"distrun/data/places.py:{line}: distrun.data.places imports {named}: {NAMES_NOTHING}"
+        for line, named in [
+            (2, "distrun.spec.gone"),
+            (4, "distrun.cancel"),
+            (5, "distrun.spec.old"),
+            (6, "distrun.spec.models.NOT_THERE"),
+        ]
+    ]
+    # No two modules import each other, but the folders spec and data do.
+    modules_only = {}
+    for each in found:
+        modules_only.setdefault(each.source, set()).add(each.target)
+    assert circles({a: b - {a} for a, b in modules_only.items()}) == [
+        ["distrun.data.places", "distrun.spec.models", "distrun.data.places"]
+    ]
+    assert circles(folder_edges(found)) == [["distrun.data", "distrun.spec", "distrun.data"]]
 
 
 def test_the_documented_table_is_this_one() -> None:

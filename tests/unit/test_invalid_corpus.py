@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from distrun.core.errors import ValidationError
-from distrun.spec.loader import load_job_file
+from distrun.loading.loader import load_job_file
 
 CORPUS = Path(__file__).parents[1] / "data" / "invalid"
 CASES = sorted(CORPUS.glob("*.yml"))

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from distrun.core.json_encoding import MAX_INDENTED_BYTES, compact_json, shown_json
+from distrun.loading.loader import load_job_data
 from distrun.plan import Bindings, Placement, build_plan
-from distrun.spec.loader import load_job_data
 
 
 def _plan_dict(nodes: int, per_node: int) -> dict[str, object]:

@@ -18,7 +18,7 @@ from distrun.backends.kubernetes.display import TOKEN_SHOWN
 from distrun.backends.kubernetes.pods import object_name
 from distrun.core.errors import DistrunError
 from distrun.prepare.compute import ComputeTarget
-from distrun.spec.loader import load_job_file
+from distrun.loading.loader import load_job_file
 from distrun.store.layout import Layout
 from support.cli import REPO
 from support.k8s_schemas import validate_object

@@ -17,10 +17,10 @@ from distrun.backends.kubernetes.pods import PodLayout, PodRole
 from distrun.backends.kubernetes.state import PodOutcome, PodView, job_state
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
+from distrun.loading.loader import load_job_file
 from distrun.plan.plan_job import PlanJob
 from distrun.prepare.compute import ComputeTarget
 from distrun.restarts.policy import RestartPolicy
-from distrun.spec.loader import load_job_file
 from distrun.store.layout import Layout
 from support.cli import REPO
 from support.k8s_schemas import validate_object

@@ -9,10 +9,10 @@ from distrun.agent.node_facts import NodeFacts
 from distrun.backends.ray.driver import merged_end
 from distrun.cli.views import process_state
 from distrun.core.job_status import JobStatus
+from distrun.loading.loader import load_job_data
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, Placement
 from distrun.runner.report import execution_summary
-from distrun.spec.loader import load_job_data
 from distrun.store.index import JobRecord
 from distrun.ui.job_view import rank_rows
 

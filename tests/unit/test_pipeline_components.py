@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from distrun.core.errors import DistrunError, ValidationError
-from distrun.spec.pipeline_loader import load_component_file, load_pipeline_file
+from distrun.loading.pipeline_loader import load_component_file, load_pipeline_file
 from distrun.store.components import get_component, list_components, parse_reference, register_component
 
 CHAIN = Path(__file__).parents[1] / "data" / "pipelines" / "chain"

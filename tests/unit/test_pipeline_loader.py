@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from distrun.core.errors import ValidationError
+from distrun.loading.loader import load_job_data, load_job_file
+from distrun.loading.pipeline_loader import load_document_file, load_pipeline_data, load_pipeline_file
 from distrun.spec.job_kind import is_pipeline_document
 from distrun.spec.loaded_pipeline import UpstreamOutput
-from distrun.spec.loader import load_job_data, load_job_file
 from distrun.spec.pipeline_bindings import Binding, NotABinding, binding_of
 from distrun.spec.pipeline_graph import downstream_of, find_cycle, levels, run_order
-from distrun.spec.pipeline_loader import load_document_file, load_pipeline_data, load_pipeline_file
 
 DATA = Path(__file__).parents[1] / "data"
 CORPUS = DATA / "invalid_pipelines"

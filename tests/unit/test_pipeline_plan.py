@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from distrun.core.errors import ValidationError
+from distrun.loading.pipeline_loader import load_pipeline_file
 from distrun.plan.pipeline_text import pipeline_as_text
 from distrun.runner.pipelines import check_pipeline, plan_pipeline, step_job_name
-from distrun.spec.pipeline_loader import load_pipeline_file
 from distrun.store.layout import Layout
 
 CHAIN = Path(__file__).parents[1] / "data" / "pipelines" / "chain" / "pipeline.yml"

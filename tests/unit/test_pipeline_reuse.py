@@ -11,8 +11,8 @@ import pytest
 
 from distrun.core.content_hash import content_digest
 from distrun.core.safe_files import UnsafeFileError
+from distrun.loading.pipeline_loader import load_pipeline_data
 from distrun.runner.pipeline_reuse import pipeline_step_key
-from distrun.spec.pipeline_loader import load_pipeline_data
 from distrun.spec.pipeline_reuse import hashed_paths, reuse_key, sweep_key_document, why_not_reused
 
 STEP = {
@@ -248,7 +248,7 @@ def _sweep_pipeline(folder: Path, trial_extra: str = "", step_extra: str = "") -
 
 
 def test_a_sweep_steps_key_reads_its_trials_code_in_the_components_folder(tmp_path: Path) -> None:
-    from distrun.spec.pipeline_loader import load_pipeline_file
+    from distrun.loading.pipeline_loader import load_pipeline_file
 
     step = load_pipeline_file(str(_sweep_pipeline(tmp_path)), []).steps["tune"]
     home, code = tmp_path / "home", tmp_path / "comp" / "src"
@@ -269,7 +269,7 @@ def test_a_sweep_steps_key_reads_its_trials_code_in_the_components_folder(tmp_pa
 
 
 def test_a_sweep_steps_determinism_and_force_rerun_load(tmp_path: Path) -> None:
-    from distrun.spec.pipeline_loader import load_pipeline_file
+    from distrun.loading.pipeline_loader import load_pipeline_file
 
     plain = load_pipeline_file(str(_sweep_pipeline(tmp_path / "plain")), []).steps["tune"]
     assert (plain.is_deterministic, plain.force_rerun) == (True, False)

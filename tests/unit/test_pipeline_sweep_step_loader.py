@@ -15,11 +15,11 @@ import pytest
 from distrun.core.errors import DistrunError, ValidationError
 from distrun.core.job_status import JobStatus
 from distrun.data.locations import job_output_path
+from distrun.loading.pipeline_loader import load_pipeline_file
+from distrun.loading.sweep_step import load_step_sweep
 from distrun.runner.pipeline_sweeps import step_outcome, step_request
 from distrun.runner.sweep_run import requested_sweep
 from distrun.spec.loaded_pipeline import UpstreamOutput
-from distrun.spec.pipeline_loader import load_pipeline_file
-from distrun.spec.sweep_step import load_step_sweep
 from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import Layout
 
@@ -282,10 +282,10 @@ def test_a_completed_sweep_step_is_reused_while_its_best_trials_outputs_are_unch
 
 
 def test_plan_shows_a_sweep_step_as_a_sweep_before_the_step_it_reads_ran(distrun_home: Path, tmp_path: Path) -> None:
+    from distrun.loading.checks import process_count
     from distrun.plan.pipeline_text import pipeline_as_text
     from distrun.runner.pipeline_run import process_count_of
     from distrun.runner.pipelines import plan_pipeline
-    from distrun.spec.checks import process_count
 
     pipeline = load_pipeline_file(_write(tmp_path))
     planned = plan_pipeline(pipeline, Layout(distrun_home), "local")

@@ -14,11 +14,11 @@ import pytest
 
 from distrun.agent.node import read_job
 from distrun.core.errors import DistrunError
+from distrun.loading.loader import load_job_data, load_job_file
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Placement
 from distrun.plan.plan_job import PlanJob
 from distrun.restarts.policy import RestartPolicy
-from distrun.spec.loader import load_job_data, load_job_file
 from distrun.spec.models import JobSpec
 from support.cli import REPO
 

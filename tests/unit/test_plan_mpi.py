@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from distrun.loading.loader import load_job_data, load_job_file
 from distrun.plan import build_plan
 from distrun.plan.common import shell_argv
 from distrun.plan.model import Bindings, LaunchPlan, Placement
@@ -22,7 +23,6 @@ from distrun.plan.mpi import (
     rank_node,
     user_launcher,
 )
-from distrun.spec.loader import load_job_data, load_job_file
 from support.seed_jobs import SEED_001_HOROVODRUN, SEED_001_K8S, SEED_001_MPIRUN
 
 JOB_DIR = "/var/jobs/job-1"

@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distrun.core.errors import DistrunError, ValidationError
+from distrun.loading.checks_tensorflow import tensorflow_problems
+from distrun.loading.loader import LoadedJob, load_job_file
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, LaunchPlan, Placement, ProcessSpec
 from distrun.plan.plan_job import PlanJob
 from distrun.plan.tensorflow import plan_tensorflow
-from distrun.spec.checks_tensorflow import tensorflow_problems
-from distrun.spec.loader import LoadedJob, load_job_file
 from distrun.spec.models import JobSpec
 from distrun.spec.normalize import normalize
 from distrun.spec.yaml_source import read_yaml_file

@@ -11,9 +11,9 @@ from distrun.backends.ray.node_agent import make_python_layer, rank_base_env, re
 from distrun.backends.ray.placement import RayNodeFree, placement_request, unplaceable_hint, unplaceable_message
 from distrun.backends.ray.target import RaySettings
 from distrun.core.errors import DistrunError
+from distrun.loading.loader import load_job_data
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import Bindings, Placement
-from distrun.spec.loader import load_job_data
 from distrun.spec.models import JobSpec
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from distrun import Input, MLClient, load_job
 from distrun.core.errors import ValidationError
+from distrun.loading.pipeline_loader import load_pipeline_data
 from distrun.sdk.pipeline_job import PipelineJob
-from distrun.spec.pipeline_loader import load_pipeline_data
 from distrun.sweep import Choice, SweepJob
 
 PIPELINE = """

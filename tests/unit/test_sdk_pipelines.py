@@ -12,8 +12,8 @@ import distrun
 from distrun import Input, MLClient, Output, command, dsl, load_component
 from distrun.dsl import pipeline
 from distrun.entities import PipelineJob
+from distrun.loading.pipeline_loader import load_pipeline_data, load_pipeline_file
 from distrun.spec.loaded_pipeline import LoadedPipeline
-from distrun.spec.pipeline_loader import load_pipeline_data, load_pipeline_file
 from support.cli import REPO
 
 DATA = REPO / "tests" / "data" / "pipelines"

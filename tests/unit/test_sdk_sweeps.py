@@ -15,9 +15,9 @@ import pytest
 
 import distrun
 from distrun import Input, MLClient, Output, command, load_component
+from distrun.loading.pipeline_loader import load_pipeline_data
 from distrun.sdk.sweep_ops import sweep_of_record
 from distrun.spec.loaded_sweep import LoadedSweep
-from distrun.spec.pipeline_loader import load_pipeline_data
 from distrun.spec.yaml_source import read_yaml_file
 from distrun.store.index import JobRecord
 from distrun.sweep import (
@@ -109,7 +109,7 @@ def shape(loaded: LoadedSweep) -> tuple[Any, ...]:
 def test_the_notebooks_sweep_loads_as_the_same_sweep_written_as_yaml(project: Path) -> None:
     (project / "sweep.yml").write_text(SWEEP_YAML)
     data, smap = read_yaml_file(project / "sweep.yml")
-    from distrun.spec.sweep_loader import load_sweep_data
+    from distrun.loading.sweep_loader import load_sweep_data
 
     from_yaml = load_sweep_data(data, project, str(project / "sweep.yml"), (), smap)
     built = notebook_sweep()

@@ -14,10 +14,10 @@ from distrun.backends.slurm.client import SlurmJobInfo
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.mpi import for_slurm
 from distrun.backends.slurm.state import job_state
+from distrun.loading.loader import load_job_data
 from distrun.plan import build_plan
 from distrun.plan.model import Bindings, LaunchPlan, Placement
 from distrun.plan.mpi import HOSTFILE_PATH
-from distrun.spec.loader import load_job_data
 
 JOB_DIR = "/shared/distrun/jobs/calm_otter_1"
 # Two Slurm nodes on one host, as in the test cluster: their addresses are the same.

@@ -14,7 +14,7 @@ from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import first_failure, job_state
 from distrun.backends.slurm.target import SlurmSettings, slurm_time_limit
 from distrun.core.errors import DistrunError
-from distrun.spec.loader import load_job_data
+from distrun.loading.loader import load_job_data
 from distrun.spec.models import JobSpec
 
 JOB_DIR = "/shared/distrun/jobs/calm_otter_1"

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from distrun.core.errors import ValidationError
-from distrun.spec.loader import LoadedJob, load_job_data, load_job_file
+from distrun.loading.loader import LoadedJob, load_job_data, load_job_file
 from distrun.spec.models import JobSpec
 
 EXAMPLES = int(os.environ.get("DISTRUN_FUZZ_EXAMPLES", "200"))

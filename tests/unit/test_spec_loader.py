@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from distrun.core.errors import ValidationError
+from distrun.loading.loader import LoadedJob, load_job_data, load_job_file
 from distrun.spec import models
 from distrun.spec.command_template import references, render_command, render_value
-from distrun.spec.loader import LoadedJob, load_job_data, load_job_file
 from distrun.spec.overrides import parse_override
 from support.job_files import load_text, write_job
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from distrun.core.errors import ValidationError
-from distrun.spec.documents import load_document_file
+from distrun.loading.documents import load_document_file
+from distrun.loading.loader import load_job_file
 from distrun.spec.loaded_sweep import LoadedSweep
-from distrun.spec.loader import load_job_file
 
 HELLO = """\
 $schema: https://azuremlschemas.azureedge.net/latest/sweepJob.schema.json

@@ -12,9 +12,9 @@ from distrun.core.errors import DistrunError, ValidationError
 from distrun.data.locations import input_location
 from distrun.data.mirrors import add_mirror, mirrored, read_mirrors
 from distrun.data.register import register_path
+from distrun.loading.loader import load_job_file
 from distrun.plan.text import plan_as_text
 from distrun.runner.jobs import plan_job
-from distrun.spec.loader import load_job_file
 from distrun.store.layout import Layout
 
 BLOB = "https://azuremlexamples.blob.core.windows.net/datasets/"

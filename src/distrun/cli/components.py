@@ -39,8 +39,8 @@ def component_group() -> None:
 )
 def component_create(file: str, name: str | None, version: str | None, overrides: tuple[str, ...]) -> None:
     """Check a component and record it, with a snapshot of its code folder: later edits change no pipeline."""
+    from distrun.loading.pipeline_loader import load_component_file
     from distrun.spec.overrides import parse_override
-    from distrun.spec.pipeline_loader import load_component_file
     from distrun.store.components import register_component
 
     component = load_component_file(file, overrides)

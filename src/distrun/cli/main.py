@@ -241,7 +241,7 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
 
 def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
     """A command job, a pipeline job or a sweep job, as the file says."""
-    from distrun.spec.documents import load_document_file
+    from distrun.loading.documents import load_document_file
 
     return load_document_file(file, overrides)
 

@@ -27,12 +27,12 @@ from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
 from distrun.core.safe_files import read_text
 from distrun.core.user_paths import current_folder
+from distrun.loading.loader import LoadedJob, local_path
 from distrun.plan.model import Bindings
 from distrun.prepare.compute import ComputeTarget, resolve_target, shares_job_folders, submitted_target
 from distrun.prepare.timeouts import spec_timeouts
 from distrun.spec import models
 from distrun.spec.command_template import render_value
-from distrun.spec.loader import LoadedJob, local_path
 from distrun.store.index import CANCELED, FAILED, QUEUED, STARTING, JobIndex, JobRecord, process_start_time
 from distrun.store.layout import JobFolder, Layout
 from distrun.store.snapshot import refuse_special_file, snapshot_code

@@ -23,8 +23,8 @@ from distrun.core.errors import DistrunError
 
 if TYPE_CHECKING:
     from distrun.backends.base import Backend, RenderedJob
+    from distrun.loading.loader import LoadedJob
     from distrun.prepare.compute import ComputeTarget
-    from distrun.spec.loader import LoadedJob
     from distrun.spec.models import JobSpec
     from distrun.store.index import JobRecord
     from distrun.store.layout import Layout

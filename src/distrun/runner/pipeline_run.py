@@ -67,9 +67,9 @@ class PipelineRun:
         name: str | None = None,
         capacity: int | None = None,
     ) -> None:
+        from distrun.loading.checks import process_count
         from distrun.prepare.compute import runs_on_this_machine
         from distrun.prepare.submission import generate_name
-        from distrun.spec.checks import process_count
         from distrun.store.index import JobIndex
 
         self.pipeline = pipeline
@@ -189,7 +189,7 @@ class PipelineRun:
 
     def _start(self, step: str) -> None:
         from distrun.data.locations import job_output_uri
-        from distrun.spec.loader import load_job_data
+        from distrun.loading.loader import load_job_data
 
         pipeline_step = self.pipeline.steps[step]
         job = step_job_name(self.name, step)
@@ -500,7 +500,7 @@ def start_detached(
 
 def _supervise(name: str) -> int:
     """The background supervisor of a pipeline `distrun run -d` recorded."""
-    from distrun.spec.pipeline_loader import load_pipeline_file
+    from distrun.loading.pipeline_loader import load_pipeline_file
     from distrun.store.layout import Layout
 
     layout = Layout()

@@ -46,8 +46,8 @@ def start_sweep_step(
 ) -> JobRecord:
     """Start the step's sweep as the job `job`, its upstream inputs bound in `document` (their
     data exists now: checked as a sweep file's are)."""
+    from distrun.loading.sweep_step import load_step_sweep
     from distrun.runner.sweep_run import SweepRun, start_detached
-    from distrun.spec.sweep_step import load_step_sweep
 
     sweep = load_step_sweep(step, document, pipeline.source)
     run = SweepRun(sweep, layout, lambda text: None, compute, job)

@@ -103,7 +103,7 @@ def step_sweep(
 ) -> LoadedSweep:
     """A sweep step's sweep, its upstream inputs at `path_of(upstream)`, named `job_name` (its
     trials are `job_name.trial_N`)."""
-    from distrun.spec.sweep_step import load_step_sweep
+    from distrun.loading.sweep_step import load_step_sweep
 
     sweep = load_step_sweep(step, step.bound_document(path_of), pipeline.source, tuple(step.upstream))
     sweep.spec = sweep.spec.model_copy(update={"name": job_name})

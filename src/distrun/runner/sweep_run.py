@@ -73,7 +73,7 @@ def is_trial_name(job: str, parent: str) -> bool:
 
 def trial_job(sweep: LoadedSweep, parameters: dict[str, Any], name: str) -> LoadedJob:
     """The trial's job with these parameters, loaded and checked as a job file is."""
-    from distrun.spec.loader import load_job_data
+    from distrun.loading.loader import load_job_data
 
     document = sweep.trial_document(parameters)
     document["name"] = name
@@ -120,10 +120,10 @@ class SweepRun:
         name: str | None = None,
         capacity: int | None = None,
     ) -> None:
+        from distrun.loading.checks import process_count
         from distrun.plan.sweep_search import search_for
         from distrun.prepare.compute import runs_on_this_machine
         from distrun.prepare.submission import generate_name
-        from distrun.spec.checks import process_count
         from distrun.store.index import JobIndex
 
         self.sweep = sweep
@@ -573,8 +573,8 @@ def requested_sweep(request: dict[str, Any]) -> LoadedSweep:
     relative paths starting at `base_dir`), or a pipeline's sweep step as
     `distrun.runner.pipeline_sweeps.step_request` handed it over (its document, and its trial
     component as data)."""
-    from distrun.spec.component_reader import load_component_data
-    from distrun.spec.sweep_loader import load_sweep_data
+    from distrun.loading.component_reader import load_component_data
+    from distrun.loading.sweep_loader import load_sweep_data
     from distrun.spec.yaml_source import read_yaml_file
 
     step = request.get("step")

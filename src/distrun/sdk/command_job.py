@@ -349,8 +349,8 @@ def load_job(source: Any, *, params_override: list[dict[str, Any]] | None = None
     """
     import json
 
+    from distrun.loading.loader import load_job_data
     from distrun.spec.job_kind import is_pipeline_document, is_sweep_document
-    from distrun.spec.loader import load_job_data
     from distrun.spec.yaml_source import read_yaml_file
 
     overrides = [f"{key}={json.dumps(value)}" for item in params_override or [] for key, value in item.items()]

@@ -163,7 +163,7 @@ class ComponentNode:
 def load_component(source: Any = None, **kwargs: Any) -> Component:
     """A command component file, checked as `distrun component create` checks one
     (`params_override=[{"version": "2"}]` applied as `--set`)."""
-    from distrun.spec.pipeline_loader import load_component_file
+    from distrun.loading.pipeline_loader import load_component_file
 
     if source is None:
         raise TypeError("load_component() needs source=: the path of a component YAML file")

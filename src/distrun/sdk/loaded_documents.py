@@ -187,10 +187,10 @@ def load_document_job(
     raw: dict[str, Any], smap: SourceMap, path: Path, overrides: list[str]
 ) -> LoadedPipelineJob | LoadedSweepJob:
     """The pipeline or sweep job of a file read into `raw`, checked now (with its overrides)."""
+    from distrun.loading.pipeline_loader import load_pipeline_data
+    from distrun.loading.sweep_loader import load_sweep_data
     from distrun.spec.job_kind import is_pipeline_document
     from distrun.spec.overrides import overridden_mapping
-    from distrun.spec.pipeline_loader import load_pipeline_data
-    from distrun.spec.sweep_loader import load_sweep_data
 
     base_dir = path.resolve().parent
     if is_pipeline_document(raw):

@@ -1,6 +1,6 @@
 """What the SDK does with a job: the CLI's own path, called from Python.
 
-    job data -> distrun.spec.loader.load_job_data  (the one validation path)
+    job data -> distrun.loading.loader.load_job_data  (the one validation path)
              -> distrun.runner.jobs.submit_job  (preflight, record, render, schedule: as `distrun job create`)
     stream   -> distrun.runner.jobs.stream_job  (like `distrun job stream`)
 
@@ -18,8 +18,8 @@ from typing import Any, BinaryIO, TextIO
 
 from distrun.core.errors import JobFailedError, Position
 from distrun.core.job_status import JobStatus
+from distrun.loading.loader import LoadedJob, load_job_data
 from distrun.sdk.notices import say_once
-from distrun.spec.loader import LoadedJob, load_job_data
 from distrun.spec.source_map import SourceMap
 from distrun.store.index import JobRecord
 from distrun.store.layout import Layout

@@ -6,7 +6,7 @@ pipeline input of that name; every component call in it is a step. A step is nam
 local variable that holds it (as azure-ai-ml does: the function's locals are read when it
 returns); a step held by no variable is named after its component (`train_model`, then
 `train_model_1`, ...). `PipelineJob._to_data()` is the pipeline YAML document the same pipeline
-would be written as, and the YAML loader (`distrun.spec.pipeline_loader`) reads it: one
+would be written as, and the YAML loader (`distrun.loading.pipeline_loader`) reads it: one
 validation and one runner for both.
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distrun.core.user_paths import current_folder
+from distrun.sdk.foreign_components import refuse_microsoft_components
 from distrun.sdk.job_header import JobHeader
 from distrun.sdk.notices import Recorded, caller_position
 from distrun.sdk.pipeline_nodes import (
@@ -339,6 +340,7 @@ def _build(
     settings: dict[str, Any],
     extra: dict[str, Any],
 ) -> Any:
+    refuse_microsoft_components(function)
     builder = PipelineBuilder(function.__name__)
     placeholders = {key: PipelineInput(key, value) for key, value in values.items()}
     push(builder)

@@ -1,7 +1,7 @@
 """What `MLClient.jobs` does with a pipeline job: the CLI's own path, called from Python.
 
     PipelineJob._to_data()  (the pipeline YAML document)
-      -> distrun.spec.pipeline_loader.load_pipeline_data  (the one validation path)
+      -> distrun.loading.pipeline_loader.load_pipeline_data  (the one validation path)
       -> distrun.runner.pipeline_run.start_detached  (as `distrun job create --file pipeline.yml`)
 
 so a pipeline built in Python is recorded, run, listed and followed exactly like a YAML one;
@@ -27,7 +27,7 @@ def checked_pipeline(job: PipelineJob) -> tuple[dict[str, Any], Any]:
     """The pipeline's document, and the `LoadedPipeline` the loader made of it: every step, its
     components and compute checked. Problems point at the lines that built the steps (or, for a
     pipeline loaded from YAML, at the file's)."""
-    from distrun.spec.pipeline_loader import load_pipeline_data
+    from distrun.loading.pipeline_loader import load_pipeline_data
     from distrun.spec.source_map import SourceMap
 
     document = job._to_data()

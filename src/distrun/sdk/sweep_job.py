@@ -45,9 +45,9 @@ class SweepSource(JobSource):
     """A sweep as plain data, the folder its relative paths start from, and where it was built."""
 
     def load(self, overrides: list[str] | tuple[str, ...] = ()) -> Any:  # type: ignore[override]
-        """The `LoadedSweep`, checked as a sweep file is (`distrun.spec.sweep_loader`)."""
+        """The `LoadedSweep`, checked as a sweep file is (`distrun.loading.sweep_loader`)."""
+        from distrun.loading.sweep_loader import load_sweep_data
         from distrun.spec.source_map import SourceMap
-        from distrun.spec.sweep_loader import load_sweep_data
 
         smap = SourceMap(self.source, dict(self.positions))
         return load_sweep_data(copy.deepcopy(self.data), self.base_dir, self.source, overrides, smap)

@@ -1,7 +1,7 @@
 """What `MLClient.jobs` does with a sweep job: the CLI's own path, called from Python.
 
     SweepJob._to_data()  (the sweep YAML document)
-      -> distrun.spec.sweep_loader.load_sweep_data  (the one validation path)
+      -> distrun.loading.sweep_loader.load_sweep_data  (the one validation path)
       -> distrun.runner.sweep_run.start_detached  (as `distrun run -d sweep.yml`)
 
 so a sweep built in Python is recorded, run, listed and followed exactly like a YAML one; its

@@ -2,7 +2,7 @@
 algorithms, early termination policies, the objective and the limits.
 
 Each is plain data and knows its Azure ML sweep YAML form (`_to_data()`), the form the sweep
-loader (`distrun.spec.sweep_loader`) reads and checks: a value out of range is reported there,
+loader (`distrun.loading.sweep_loader`) reads and checks: a value out of range is reported there,
 with the same messages a YAML file gets.
 """
 

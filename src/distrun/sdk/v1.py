@@ -29,7 +29,7 @@ from typing import Any
 from distrun.core.errors import Problem, ValidationError
 from distrun.core.job_status import JobStatus
 from distrun.core.user_paths import current_folder
-from distrun.runner.jobs import get_job, list_jobs
+from distrun.runner.jobs import cancel_job, get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.notices import Recorded, caller_position, note_ignored, recordable
 from distrun.sdk.plain import path_text
@@ -528,8 +528,7 @@ class Run:
         return details
 
     def cancel(self) -> None:
-        from distrun.cancel import cancel_job
-
+        """Stop the run, as `distrun job cancel` does (waiting, bounded, for its final record)."""
         cancel_job(self._layout, self.id)
 
     def get_file_names(self) -> list[str]:

@@ -1,6 +1,6 @@
 """A job as the loader gives it: the validated `JobSpec` and where its file and keys are.
 
-Its own module, below the loader and its checks (`distrun.spec.loader` gives the same name),
+Its own module, below the loader and its checks (`distrun.loading.loader` gives the same name),
 so that a check can name it and what takes a loaded job need not import the loader.
 """
 

@@ -1,7 +1,7 @@
 """A pipeline job as the loader gives it: the validated pipeline, and each step as the command
 job document it runs as (a sweep step: the sweep job document).
 
-Plain data. A step's `document` is what `distrun.spec.loader.load_job_data` takes, with the
+Plain data. A step's `document` is what `distrun.loading.loader.load_job_data` takes, with the
 inputs it reads from other steps still unbound: `bound_document` gives them their paths once
 the run knows where the upstream steps wrote (`azureml://jobs/<job>/outputs/<name>` of the
 step's job), so each step is loaded, checked and run as a command job of its own.
@@ -59,7 +59,7 @@ class PipelineStep:
     compute_key: str = ""  # where the step's compute was written: jobs.STEP.compute, settings.default_compute
     key: str = ""  # the step's key path in the file that wrote it (jobs.STEP), for its problems
     # A sweep step (`type: sweep`): its trial's command component, and `document` is then the
-    # sweep job it runs as (`distrun.spec.sweep_loader` loads it, with this component as its trial).
+    # sweep job it runs as (`distrun.loading.sweep_loader` loads it, with this component as its trial).
     trial: LoadedComponent | None = None
 
     @property

@@ -4,7 +4,7 @@ runs as.
 
 Plain data. Each search space parameter is an input of the trial's document (the command's
 `${{search_space.X}}` reads `${{inputs.X}}`); `trial_document(parameters)` gives those inputs a
-trial's values, to be loaded and checked as a job file is (`distrun.spec.loader.load_job_data`).
+trial's values, to be loaded and checked as a job file is (`distrun.loading.loader.load_job_data`).
 """
 
 from __future__ import annotations

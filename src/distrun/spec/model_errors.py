@@ -12,9 +12,15 @@ import re
 import typing
 from typing import Any
 
+import pydantic
+
 from distrun.core.errors import Problem
 from distrun.spec import models, pipeline_models
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
+
+# A model refused a document: pydantic's ValidationError, what `translate` takes. Named apart from
+# distrun's own ValidationError (the problems said to the user), which the loaders raise and catch too.
+ModelError = pydantic.ValidationError
 
 # Custom error types raised by validators in `models`, whose ctx names the offending key.
 KEY_NAMING_ERRORS = ("io_name",)

@@ -333,17 +333,28 @@ def checked_io_names(value: dict[str, Any], field_name: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- the job
 
 
-class JobSpec(StrictModel):
-    """An Azure ML CLI v2 command job, as distrun runs it."""
+class JobHeader(StrictModel):
+    """The header every kind of job file starts with (Azure ML's job schemas share it). A kind
+    says its own `type`; a field it redeclares keeps its place here, so a job's keys are dumped
+    in this order whatever its kind."""
 
     schema_: str | None = Field(None, alias="$schema")
-    type: Literal["command"] = "command"
-    name: str | None = Field(None, description="names the job's folder, so it is checked like a file name")
+    type: str
+    name: str | None = Field(None, pattern=JOB_NAME_PATTERN)
     display_name: str | None = None
     experiment_name: str | None = None
     description: str | None = None
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, Any] = Field(default_factory=dict)
     properties: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobSpec(JobHeader):
+    """An Azure ML CLI v2 command job, as distrun runs it."""
+
+    type: Literal["command"] = "command"
+    # The name is checked by `_job_name`, which says why; its tags are strings (`_stringify_tags`).
+    name: str | None = Field(None, description="names the job's folder, so it is checked like a file name")
+    tags: dict[str, str] = Field(default_factory=dict)
     command: str = Field(min_length=1)
     code: str | None = None
     environment: str | EnvironmentSpec | None = None

@@ -151,17 +151,10 @@ KNOWN_SETTINGS = (
 )
 
 
-class PipelineJob(_NamedInputsOutputs):
+class PipelineJob(models.JobHeader, _NamedInputsOutputs):
     """A pipeline job: its steps (`jobs`), its own inputs and outputs, and its settings."""
 
-    schema_: str | None = Field(None, alias="$schema")
     type: Literal["pipeline"] = "pipeline"
-    name: str | None = Field(None, pattern=models.JOB_NAME_PATTERN)
-    display_name: str | None = None
-    experiment_name: str | None = None
-    description: str | None = None
-    tags: dict[str, Any] = Field(default_factory=dict)
-    properties: dict[str, Any] = Field(default_factory=dict)
     compute: str | None = None
     inputs: dict[str, models.InputValue] = Field(default_factory=dict)
     outputs: dict[str, models.OutputSpec | None] = Field(default_factory=dict)

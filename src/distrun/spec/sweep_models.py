@@ -1,6 +1,6 @@
 """The models of a sweep job (Azure ML's sweepJob schema), as distrun loads them.
 
-The trial is not validated here: it becomes a command job document (`distrun.spec.sweep_loader`),
+The trial is not validated here: it becomes a command job document (`distrun.loading.sweep_loader`),
 which the command job's own model and checks validate. The search space's expressions, the
 sampling algorithm and the early termination policy are each a mapping whose `type` says which
 model checks the rest (`EXPRESSIONS`, `ALGORITHMS`, `POLICIES`): the loader picks the model by
@@ -184,18 +184,11 @@ class SweepLimits(models.StrictModel):
     trial_timeout: float | None = Field(None, gt=0, allow_inf_nan=False, description="seconds for each trial")
 
 
-class SweepJob(models.StrictModel):
+class SweepJob(models.JobHeader):
     """A sweep job. `search_space`, `sampling_algorithm` and `early_termination` are checked by
     the loader, model by `type` (see the module's doc); here only their shape."""
 
-    schema_: str | None = Field(None, alias="$schema")
     type: Literal["sweep"] = "sweep"
-    name: str | None = Field(None, pattern=models.JOB_NAME_PATTERN)
-    display_name: str | None = None
-    experiment_name: str | None = None
-    description: str | None = None
-    tags: dict[str, Any] = Field(default_factory=dict)
-    properties: dict[str, Any] = Field(default_factory=dict)
     compute: str | None = None
     trial: str | dict[str, Any]
     inputs: dict[str, models.InputValue] = Field(default_factory=dict)

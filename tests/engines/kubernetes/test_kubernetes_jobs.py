@@ -50,8 +50,8 @@ def write_job(folder: Path, script: str, job: str) -> Path:
 def submit(home: Path, job: Path, name: str) -> None:
     """`distrun job create --file JOB --compute k8s --name NAME` in this process (what the command
     calls), for tests about what the cluster then does; the cancel tests run the command itself."""
+    from distrun.loading.loader import load_job_file
     from distrun.runner.jobs import submit_job
-    from distrun.spec.loader import load_job_file
     from distrun.store.layout import Layout
 
     submit_job(load_job_file(job), Layout(home), "k8s", name)

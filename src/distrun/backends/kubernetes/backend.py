@@ -36,10 +36,10 @@ from distrun.core.errors import DistrunError
 from distrun.core.file_modes import write_file
 from distrun.core.job_status import JobStatus
 from distrun.core.json_encoding import compact_json
+from distrun.loading.loader import LoadedJob, local_path
 from distrun.prepare.compute import ComputeTarget, submitted_target
 from distrun.prepare.submission import PreparedJob, bind
 from distrun.restarts.policy import RestartPolicy
-from distrun.spec.loader import LoadedJob, local_path
 from distrun.spec.models import JobSpec
 from distrun.store.index import JobIndex, JobRecord
 from distrun.store.layout import Layout

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distrun.loading.pipeline_loader import load_document_data
+from distrun.loading.sweep_loader import load_sweep_data
 from distrun.spec.job_kind import is_sweep_document
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedPipeline
 from distrun.spec.loaded_sweep import LoadedSweep
-from distrun.spec.pipeline_loader import load_document_data
-from distrun.spec.sweep_loader import load_sweep_data
 from distrun.spec.yaml_source import read_yaml_file
 
 __all__ = ["load_document_file"]
@@ -19,7 +19,7 @@ def load_document_file(
     path: str | Path, overrides: list[str] | tuple[str, ...] = ()
 ) -> LoadedJob | LoadedPipeline | LoadedSweep:
     """`type: sweep` or a sweepJob `$schema`: a sweep; else a pipeline or a command job
-    (`distrun.spec.pipeline_loader.load_document_file`). The file is read once."""
+    (`distrun.loading.pipeline_loader.load_document_file`). The file is read once."""
     file = Path(path)
     data, smap = read_yaml_file(file)
     if isinstance(data, dict) and is_sweep_document(data):

@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
+from distrun.loading.loader import semantic_problems
+from distrun.loading.raw_checks import in_file_order, raw_problems
 from distrun.spec import models, sweep_models
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent
 from distrun.spec.loaded_sweep import LoadedSweep
-from distrun.spec.loader import semantic_problems
-from distrun.spec.model_errors import translate
+from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import overridden_mapping
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import FROM_COMPONENT, copy_positions
-from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 
 __all__ = ["load_sweep_data"]
@@ -124,9 +124,7 @@ class _SweepLoader:
     def _sweep(self) -> sweep_models.SweepJob | None:
         try:
             return sweep_models.SweepJob.model_validate(self.data)
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             self.problems += translate(exc, self.data, self.smap, sweep_models.SweepJob)
             return None
 
@@ -134,9 +132,7 @@ class _SweepLoader:
         """`value` (the mapping at `at`) validated by `model`; None, with its problems said, if wrong."""
         try:
             return model.model_validate(value)
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             # Positions below `at`; without one (a sweep built in Python), the nearest above it.
             sub = SourceMap(self.source, {(): self.smap.find(at)})
             copy_positions(self.smap, at, sub, ())
@@ -282,7 +278,7 @@ class _SweepLoader:
     def _component_trial(self, ref: str) -> tuple[dict[str, Any], Path, SourceMap, str] | None:
         """`trial: ./train.yml`: a command component, its declared inputs given by the sweep's
         inputs and parameters (or their defaults)."""
-        from distrun.spec.component_reader import load_component_file
+        from distrun.loading.component_reader import load_component_file
         from distrun.spec.pipeline_models import CommandComponent
 
         path = local_path(self.base_dir, ref.removeprefix("file:"))
@@ -393,9 +389,7 @@ class _SweepLoader:
             spec = models.JobSpec.model_validate(candidate)
         except ValidationError as exc:
             found = exc.problems
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             found = [*translate(exc, candidate, smap), *raw_problems(candidate, smap)]
         else:
             found = semantic_problems(LoadedJob(spec, base_dir, self.source, smap))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from distrun.core.errors import Problem
+from distrun.loading.checks import env_name_problems
 from distrun.spec import models
-from distrun.spec.checks import env_name_problems
 
 if TYPE_CHECKING:
     from distrun.spec.loaded import LoadedJob

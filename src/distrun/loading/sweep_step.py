@@ -4,7 +4,7 @@
 `inputs` and `outputs` are bound as a command step's are (`${{parent.inputs.X}}`, another step's
 output, the component's defaults); `search_space`, `sampling_algorithm`, `objective`,
 `early_termination` and `limits` are a sweep job's. The step becomes a sweep job document, which
-`distrun.spec.sweep_loader` loads with the component as its trial: a sweep step is held to the
+`distrun.loading.sweep_loader` loads with the component as its trial: a sweep step is held to the
 rules of a sweep job file, and its problems are said at the step's keys in the pipeline file (or
 in the component file). Its outputs are its best trial's, so a later step reads them as any
 step's: `${{parent.jobs.STEP.outputs.NAME}}`.
@@ -91,7 +91,7 @@ def load_step_sweep(
     """The sweep a sweep step runs, from its `document` (its upstream inputs bound): loaded and
     checked as a sweep job file is, with the step's component as its trial. `unchecked`: inputs
     whose paths exist only once the steps they read from ran."""
-    from distrun.spec.sweep_loader import load_sweep_data
+    from distrun.loading.sweep_loader import load_sweep_data
 
     smap = copy.deepcopy(step.source_map)
     return load_sweep_data(document, step.base_dir, source, smap=smap, trial_component=step.trial, unchecked=unchecked)

@@ -2,7 +2,7 @@
 overrides applied, or given as data (inline under a step, or handed to a sweep step's supervisor),
 validated by its model, each problem at its position.
 
-Apart from `distrun.spec.pipeline_loader`, which reads the components its steps name through it,
+Apart from `distrun.loading.pipeline_loader`, which reads the components its steps name through it,
 so that the sweep loader (a sweep file's `trial: ./train.yml`) reads components without loading
 pipelines, and the pipeline loader checks sweep steps with the sweep loader.
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Position, Problem, ValidationError
+from distrun.loading.raw_checks import in_file_order
 from distrun.spec import pipeline_models
 from distrun.spec.loaded_pipeline import LoadedComponent
-from distrun.spec.model_errors import translate
+from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.overrides import apply_overrides
-from distrun.spec.raw_checks import in_file_order
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 from distrun.spec.yaml_source import read_yaml_file
 
@@ -89,9 +89,7 @@ class ComponentReader:
             return None
         try:
             spec = model.model_validate(data)
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             found = translate(exc, data, smap, model)
             if source != self.source or not at:
                 self.problems += found
@@ -108,7 +106,7 @@ def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...]
     """A command component file on its own (`distrun component create`, `--set` overrides applied),
     checked as a pipeline checks the components its steps name, and its command's references to
     its inputs and outputs."""
-    from distrun.spec.checks import reference_problems
+    from distrun.loading.checks import reference_problems
 
     file = Path(path)
     problems: list[Problem] = []

@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
-from distrun.spec import checks, models, paths
-from distrun.spec.checks_tensorflow import tensorflow_problems
+from distrun.loading import checks
+from distrun.loading.checks_tensorflow import tensorflow_problems
+from distrun.loading.raw_checks import in_file_order, raw_problems
+from distrun.spec import models, paths
 from distrun.spec.job_kind import not_a_command_job
 from distrun.spec.loaded import LoadedJob
-from distrun.spec.model_errors import translate
+from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import apply_overrides
 from distrun.spec.paths import REMOTE_SCHEMES
-from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import SourceMap
 from distrun.spec.yaml_source import read_yaml_file
 
@@ -70,9 +71,7 @@ def load_job_data(
     data = normalize(data, smap)
     try:
         spec = models.JobSpec.model_validate(data)
-    except Exception as exc:  # pydantic.ValidationError; imported lazily
-        if type(exc).__name__ != "ValidationError":
-            raise
+    except ModelError as exc:
         # What can be checked without a valid schema is reported in the same round.
         raise ValidationError(in_file_order([*translate(exc, data, smap), *raw_problems(data, smap)])) from None
     loaded = LoadedJob(spec, base_dir, source, smap)

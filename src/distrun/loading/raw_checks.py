@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from distrun.core.errors import Problem
-from distrun.spec import checks, models
+from distrun.loading import checks
+from distrun.spec import models
 from distrun.spec.source_map import SourceMap
 
 

@@ -17,20 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
+from distrun.loading.component_reader import ComponentReader, load_component_data, load_component_file
+from distrun.loading.loader import load_job_data, semantic_problems
+from distrun.loading.raw_checks import in_file_order, raw_problems
+from distrun.loading.sweep_step import load_step_sweep, sweep_step
 from distrun.spec import models, pipeline_graph, pipeline_models
-from distrun.spec.component_reader import ComponentReader, load_component_data, load_component_file
 from distrun.spec.job_kind import is_pipeline_document
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent, LoadedPipeline, PipelineStep, UpstreamOutput
-from distrun.spec.loader import load_job_data, semantic_problems
-from distrun.spec.model_errors import translate
+from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import overridden_mapping
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import StepBuilder, copy_positions, outputs_of_step
-from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import SourceMap, format_key_path
-from distrun.spec.sweep_step import load_step_sweep, sweep_step
 from distrun.spec.yaml_source import read_yaml_file
 
 __all__ = [
@@ -157,9 +157,7 @@ class _PipelineLoader:
     def _pipeline(self) -> pipeline_models.PipelineJob:
         try:
             return pipeline_models.PipelineJob.model_validate(self.data)
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             self.problems += translate(exc, self.data, self.smap, pipeline_models.PipelineJob)
         # Go on with what is usable, so that the steps' problems come in the same round.
         settings = self.data.get("settings")
@@ -476,9 +474,7 @@ class _PipelineLoader:
             spec = models.JobSpec.model_validate(document)
         except ValidationError as exc:
             found = exc.problems
-        except Exception as exc:  # pydantic.ValidationError
-            if type(exc).__name__ != "ValidationError":
-                raise
+        except ModelError as exc:
             found = [*translate(exc, document, smap), *raw_problems(document, smap)]
         else:
             found = semantic_problems(LoadedJob(spec, step.base_dir, self.source, smap))
