@@ -109,13 +109,13 @@ def _run_parent_file(
     from distrun.spec.loaded_sweep import LoadedSweep
 
     if isinstance(loaded, LoadedSweep):
+        from distrun.runner.summaries import sweep_summary as summary
         from distrun.runner.sweep_run import SweepRun as Run
         from distrun.runner.sweep_run import start_detached
-        from distrun.runner.sweep_run import sweep_summary as summary
     else:
         from distrun.runner.pipeline_run import PipelineRun as Run
-        from distrun.runner.pipeline_run import pipeline_summary as summary
         from distrun.runner.pipeline_run import start_detached
+        from distrun.runner.summaries import pipeline_summary as summary
 
     run = Run(loaded, layout, _say_on_stdout, compute, name)
     _run_parent(run, lambda: start_detached(run, file, list(overrides)), summary, stream, output)
@@ -254,7 +254,8 @@ def _plan_pipeline(pipeline: Any, compute: str | None, output: str) -> None:
 
 
 def _plan_sweep(sweep: Any, compute: str | None, output: str) -> None:
-    from distrun.runner.sweep_run import plan_sweep, sweep_plan_text
+    from distrun.runner.summaries import sweep_plan_text
+    from distrun.runner.sweep_run import plan_sweep
 
     _echo_planned(plan_sweep(sweep, _layout(), compute), output, sweep_plan_text)
 
@@ -419,8 +420,7 @@ def _stream_pipeline(record: Any) -> Any:
     step, then its summary (a sweep's: its trials ranked and the best)."""
     from distrun.cli.pipeline_logs import show_pipeline_logs
     from distrun.runner.jobs import get_job
-    from distrun.runner.pipeline_run import pipeline_summary
-    from distrun.runner.sweep_run import sweep_summary
+    from distrun.runner.summaries import pipeline_summary, sweep_summary
 
     echo(f"RunId: {record.name}\nStreaming the logs of its {'trials' if record.sweep is not None else 'steps'}' jobs")
     sys.stdout.flush()

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.job_status import JobStatus
-from distrun.runner.pipeline_sweeps import best_text
 from distrun.runner.report import job_duration
-from distrun.runner.sweep_run import best_lines, is_trial_name, trials_table
+from distrun.runner.summaries import best_lines, best_text, trials_table
+from distrun.runner.sweep_run import is_trial_name
 from distrun.store.index import JobRecord
 
 WIDTH = 80  # what the tables fit in when the terminal's width is not known

@@ -76,9 +76,8 @@ def stream_pipeline(layout: Layout, name: str, out: TextIO) -> JobRecord:
     then the execution summary (what `distrun run pipeline.yml` or `sweep.yml` prints)."""
     from distrun.core.terminal_text import neutral_text
     from distrun.runner.jobs import get_job
-    from distrun.runner.pipeline_run import pipeline_summary
     from distrun.runner.pipeline_schedule import NOT_STARTED
-    from distrun.runner.sweep_run import sweep_summary
+    from distrun.runner.summaries import pipeline_summary, sweep_summary
 
     def say(text: str) -> None:
         out.write(text + "\n")
