@@ -30,6 +30,41 @@ class JobKind(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def children(self) -> str:
+        """What its children are called ("steps", "trials"); "" for a job that runs processes itself."""
+        return _CHILDREN.get(self, "")
+
+    @property
+    def has_children(self) -> bool:
+        return bool(self.children)
+
+    @property
+    def noun(self) -> str:
+        """How one is named: "job", "pipeline", "sweep", "AutoML job" ..."""
+        return _NOUNS.get(self, self.value)
+
+    @property
+    def a_noun(self) -> str:
+        """ "a pipeline", "an AutoML job": as a sentence names one."""
+        return f"{'an' if self.noun[0].lower() in 'aeiou' else 'a'} {self.noun}"
+
+
+# A parent's children are jobs of their own (a pipeline's steps, a sweep's trials, a parallel
+# job's mini-batch workers, an AutoML job's trials). A Spark job is driven from a job of its own.
+_CHILDREN = {
+    JobKind.PIPELINE: "steps",
+    JobKind.SWEEP: "trials",
+    JobKind.PARALLEL: "mini-batches",
+    JobKind.AUTOML: "trials",
+}
+_NOUNS = {
+    JobKind.COMMAND: "job",
+    JobKind.PARALLEL: "parallel job",
+    JobKind.AUTOML: "AutoML job",
+    JobKind.SPARK: "Spark job",
+}
+
 
 def inferred_kind(steps: Any, sweep: Any) -> JobKind:
     """The kind of a record written before distrun stored kinds, from what it holds: a sweep's

@@ -209,12 +209,12 @@ def list_jobs(layout: Layout, limit: int = 50) -> list[JobRecord]:
 def refuse_pipeline_logs(record: JobRecord) -> None:
     """A pipeline's or sweep's record runs no process: its steps' or trials' jobs have the logs. Said,
     with their names."""
-    if record.steps is None:
+    if not record.kind.has_children:
         return
-    jobs = [str(state.get("job")) for state in record.steps.values()]
-    kind, children = ("a sweep", "trials") if record.sweep is not None else ("a pipeline", "steps")
+    jobs = [str(state.get("job")) for state in (record.steps or {}).values()]
+    children = record.kind.children
     raise DistrunError(
-        f"{record.name} is {kind}: it has no logs of its own, each of its {children}' jobs has",
+        f"{record.name} is {record.kind.a_noun}: it has no logs of its own, each of its {children}' jobs has",
         f"e.g. `distrun logs {jobs[0]}`; its {children}' jobs: {', '.join(jobs)}" if jobs else "",
     )
 
@@ -278,7 +278,7 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
         return cancel_unrecorded(layout, name, exc, _grace_seconds(layout, name))
     if record.terminal:
         return record
-    if record.steps is not None:  # a pipeline or sweep: its supervisor cancels each running child's job
+    if record.kind.has_children:  # a pipeline or sweep: its supervisor cancels each running child's job
         from distrun.runner.pipeline_cancel import cancel_pipeline
 
         return cancel_pipeline(layout, record)

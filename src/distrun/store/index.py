@@ -119,12 +119,13 @@ class JobRecord:
     sweep: dict[str, Any] | None = None
     # The timeouts that apply to the job (`distrun.prepare.timeouts`): limits', the framework's.
     timeouts: list[dict[str, Any]] | None = None
-    # What the job is (`distrun.core.job_kind`): set at submit; the faces dispatch on it.
-    kind: JobKind = JobKind.COMMAND
+    # What the job is (`distrun.core.job_kind`): set at submit; the faces dispatch on it. Left out
+    # (a record from before kinds were stored), it is inferred from what the record holds.
+    kind: JobKind = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)
-        self.kind = JobKind(self.kind)
+        self.kind = inferred_kind(self.steps, self.sweep) if self.kind is None else JobKind(self.kind)
 
     @property
     def terminal(self) -> bool:
@@ -392,6 +393,4 @@ def _from_row(row: dict[str, Any]) -> JobRecord:
             row[key] = json.loads(row[key])
     if row.get("tags") is None:
         row["tags"] = {}
-    if row.get("kind") is None:  # written by a distrun from before kinds were stored
-        row["kind"] = inferred_kind(row.get("steps"), row.get("sweep"))
-    return JobRecord(**row)
+    return JobRecord(**row)  # a row without a kind (from an older distrun): inferred
