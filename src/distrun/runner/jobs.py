@@ -55,7 +55,8 @@ def _check_restarts(backend: Backend, target: ComputeTarget, spec: JobSpec) -> N
     )
 
 
-def _record_backend(layout: Layout, record: JobRecord) -> Backend:
+def record_backend(layout: Layout, record: JobRecord) -> Backend:
+    """The backend of the engine a recorded job was submitted to (its target as recorded)."""
     from distrun.backends.registry import backend_for
     from distrun.prepare.compute import submitted_target
 
@@ -188,7 +189,7 @@ def refresh(layout: Layout, record: JobRecord) -> JobRecord:
     from distrun.backends.cluster import refreshed
 
     try:
-        backend = _record_backend(layout, record)
+        backend = record_backend(layout, record)
     except DistrunError:
         return record  # the target was removed from config.yaml: show the record as last known
     return refreshed(backend, record, layout)
@@ -222,7 +223,7 @@ def refuse_pipeline_logs(record: JobRecord) -> None:
 def fetch_logs(layout: Layout, record: JobRecord) -> None:
     """Bring the job's per-rank logs into its folder (engines without a shared filesystem)."""
     try:
-        _record_backend(layout, record).fetch_logs(record, layout)
+        record_backend(layout, record).fetch_logs(record, layout)
     except DistrunError:
         pass  # logs as last fetched
 
@@ -282,7 +283,7 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
         from distrun.runner.pipeline_cancel import cancel_pipeline
 
         return cancel_pipeline(layout, record)
-    backend = _record_backend(layout, record)
+    backend = record_backend(layout, record)
     backend.cancel(record, layout)
     give_up = time.monotonic() + _grace_seconds(layout, name) + backend.cancel_wait_s
     while time.monotonic() < give_up:
