@@ -10,6 +10,7 @@ distrun runs has a row, and a record or document is looked up by its kind alone.
 from __future__ import annotations
 
 import ast
+import re
 import time
 from pathlib import Path
 
@@ -34,6 +35,8 @@ DISPATCHERS = [
     PACKAGE / "data" / "locations.py",
 ]
 KIND_FIELDS = ("steps", "sweep")
+TEMPLATES = sorted((PACKAGE / "ui" / "templates").glob("*.html"))
+TEMPLATE_GUESS = re.compile(r"\.(steps|sweep)\s+is\s+(not\s+)?none", re.IGNORECASE)
 
 
 def _kind_guesses(text: str, where: str) -> list[str]:
@@ -61,6 +64,18 @@ def test_the_faces_exist_where_this_test_reads_them() -> None:
 def test_no_face_tells_a_kind_of_job_by_the_fields_of_its_record_or_the_class_of_its_document() -> None:
     found = [guess for path in DISPATCHERS for guess in _kind_guesses(path.read_text(), str(path.relative_to(PACKAGE)))]
     assert found == [], "dispatch on the record's or document's kind (distrun.runner.job_kinds):\n" + "\n".join(found)
+
+
+def test_no_page_of_the_web_ui_tells_a_kind_of_job_by_the_fields_of_its_record() -> None:
+    assert len(TEMPLATES) > 5
+    found = [
+        f"ui/templates/{path.name}:{number}: {line.strip()}"
+        for path in TEMPLATES
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if TEMPLATE_GUESS.search(line)
+    ]
+    assert found == [], "use the record's kind (job.kind):\n" + "\n".join(found)
+    assert TEMPLATE_GUESS.search("{% if job.sweep is not none %}sweep, {% elif job.steps is none %}")
 
 
 @pytest.mark.parametrize(
