@@ -43,9 +43,9 @@ def run_agents(write_job, distrun_home: Path, name: str, env: dict[str, str]):
     from distrun.agent.node_facts import NodeFacts
     from distrun.agent.outcome_channel import FolderOutcomeChannel
     from distrun.backends.ports import free_ports
+    from distrun.loading.loader import load_job_file
     from distrun.prepare.compute import resolve_target
     from distrun.prepare.submission import prepare_job
-    from distrun.loading.loader import load_job_file
     from distrun.store.layout import Layout, NodeChannelPaths
 
     job = write_job(four_rank_job("python train.py"), {"train.py": GLOO_RANK})

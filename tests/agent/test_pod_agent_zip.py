@@ -59,8 +59,8 @@ def test_a_pod_agent_runs_its_job_from_the_zip_importing_only_the_standard_libra
 ) -> None:
     """The agent's real run (unpack, plan, start the rank, report), as a pod's container runs it."""
     from distrun.backends.kubernetes.backend import preview
-    from distrun.prepare.compute import ComputeTarget
     from distrun.loading.loader import load_job_file
+    from distrun.prepare.compute import ComputeTarget
     from distrun.store.layout import Layout
 
     work = tmp_path / "pod"

@@ -106,9 +106,9 @@ def test_a_deleted_current_folder_is_a_clear_error(tmp_path: Path, write_job, di
 def test_a_code_folder_deleted_after_the_job_was_read_is_a_clear_error(tmp_path: Path, distrun_home: Path) -> None:
     import shutil
 
+    from distrun.loading.loader import load_job_file
     from distrun.prepare.compute import resolve_target
     from distrun.prepare.submission import prepare_job
-    from distrun.loading.loader import load_job_file
     from distrun.store.layout import Layout
 
     job = job_file(tmp_path / "spec", "command: echo hi\ncode: src\n", files={"a.py": "print(1)\n"})

@@ -186,9 +186,9 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: flo
 
 def prepare_local_job(job_file: Path, name: str) -> Any:
     """`job_file` prepared for local compute in DISTRUN_HOME, as a backend prepares a job (a `PreparedJob`)."""
+    from distrun.loading.loader import load_job_file
     from distrun.prepare.compute import resolve_target
     from distrun.prepare.submission import prepare_job
-    from distrun.loading.loader import load_job_file
     from distrun.store.layout import Layout
 
     layout = Layout()

@@ -33,10 +33,10 @@ from distrun.backends.slurm.state import SLURM_STATES, distrun_status
 from distrun.backends.slurm.target import SlurmSettings
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
+from distrun.loading.loader import LoadedJob
 from distrun.prepare.compute import ComputeTarget, add_target, resolve_target, submitted_target
 from distrun.prepare.submission import PreparedJob, prepare_job
 from distrun.runner.jobs import plan_job, submit_job
-from distrun.loading.loader import LoadedJob
 from distrun.store.index import JobIndex, JobRecord, process_start_time
 from distrun.store.layout import Layout
 from support.backend_contract import POD_LAYOUT, home_files, masked, pod, refuse_engines, unborn_pid

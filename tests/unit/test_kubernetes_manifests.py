@@ -17,8 +17,8 @@ from distrun.backends.kubernetes.backend import preview
 from distrun.backends.kubernetes.display import TOKEN_SHOWN
 from distrun.backends.kubernetes.pods import object_name
 from distrun.core.errors import DistrunError
-from distrun.prepare.compute import ComputeTarget
 from distrun.loading.loader import load_job_file
+from distrun.prepare.compute import ComputeTarget
 from distrun.store.layout import Layout
 from support.cli import REPO
 from support.k8s_schemas import validate_object

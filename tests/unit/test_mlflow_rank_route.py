@@ -15,11 +15,11 @@ import pytest
 
 from distrun.backends.kubernetes.backend import BACKEND
 from distrun.backends.kubernetes.manifests import BUNDLE_KEY
+from distrun.loading.loader import load_job_file
 from distrun.metrics import tracking_server
 from distrun.metrics.rank_route import UNREACHABLE_URI, advertised_name, this_machine_only, wanted_address
 from distrun.prepare.compute import ComputeTarget
 from distrun.prepare.submission import PreparedJob, bind
-from distrun.loading.loader import load_job_file
 from distrun.store.layout import Layout
 from support.cli import REPO
 

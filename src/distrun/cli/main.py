@@ -77,11 +77,11 @@ def _run(
     file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool, output: str = "text"
 ) -> NoReturn:
     from distrun.runner import jobs
-    from distrun.spec.loaded import LoadedJob
+    from distrun.runner.job_kinds import row_of_document
 
     layout = _layout()
     loaded = _load_document(file, overrides)
-    if not isinstance(loaded, LoadedJob):  # a pipeline or a sweep
+    if row_of_document(loaded).has_children:  # a pipeline or a sweep
         _run_parent_file(loaded, layout, name, compute, stream, file, overrides, output)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)
@@ -106,19 +106,13 @@ def _run_parent_file(
 ) -> NoReturn:
     """A pipeline's or sweep's supervisor submits each step's or trial's job and follows them: this
     process (attached), or one started in the background (`-d`, `job create` without --stream)."""
-    from distrun.spec.loaded_sweep import LoadedSweep
+    from distrun.runner.job_kinds import row_of_document
 
-    if isinstance(loaded, LoadedSweep):
-        from distrun.runner.sweep_run import SweepRun as Run
-        from distrun.runner.sweep_run import start_detached
-        from distrun.runner.sweep_run import sweep_summary as summary
-    else:
-        from distrun.runner.pipeline_run import PipelineRun as Run
-        from distrun.runner.pipeline_run import pipeline_summary as summary
-        from distrun.runner.pipeline_run import start_detached
-
-    run = Run(loaded, layout, _say_on_stdout, compute, name)
-    _run_parent(run, lambda: start_detached(run, file, list(overrides)), summary, stream, output)
+    row = row_of_document(loaded)
+    assert row.supervisor is not None  # a kind with children has one
+    run_class, start_detached = row.supervisor()
+    run = run_class(loaded, layout, _say_on_stdout, compute, name)
+    _run_parent(run, lambda: start_detached(run, file, list(overrides)), row.summary, stream, output)
 
 
 def _say_on_stdout(text: str) -> None:
@@ -216,27 +210,11 @@ def run(
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Dry run: every process, its command and its environment; nothing starts. A pipeline: its
     graph of steps, and each step's processes."""
-    from distrun.runner.jobs import plan_job
-    from distrun.spec.loaded import LoadedJob
-    from distrun.spec.loaded_sweep import LoadedSweep
+    from distrun.runner.job_kinds import row_of_document
 
     loaded = _load_document(file, overrides)
-    if isinstance(loaded, LoadedSweep):
-        _plan_sweep(loaded, compute, output)
-        return
-    if not isinstance(loaded, LoadedJob):
-        _plan_pipeline(loaded, compute, output)
-        return
-    rendered = plan_job(loaded, _layout(), compute).show()
-    if output == "json":
-        _echo_json(rendered)
-        return
-    if output == "yaml":
-        _echo_yaml(rendered)
-        return
-    from distrun.plan.text import plan_as_text
-
-    echo(plan_as_text(rendered))
+    row = row_of_document(loaded)
+    _echo_planned(row.plan(loaded, _layout(), compute), output, row.plan_text)
 
 
 def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
@@ -246,21 +224,8 @@ def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-un
     return load_document_file(file, overrides)
 
 
-def _plan_pipeline(pipeline: Any, compute: str | None, output: str) -> None:
-    from distrun.plan.pipeline_text import pipeline_as_text
-    from distrun.runner.pipelines import plan_pipeline
-
-    _echo_planned(plan_pipeline(pipeline, _layout(), compute), output, pipeline_as_text)
-
-
-def _plan_sweep(sweep: Any, compute: str | None, output: str) -> None:
-    from distrun.runner.sweep_run import plan_sweep, sweep_plan_text
-
-    _echo_planned(plan_sweep(sweep, _layout(), compute), output, sweep_plan_text)
-
-
 def _echo_planned(planned: dict[str, Any], output: str, as_text: Any) -> None:
-    """A pipeline's or sweep's plan as JSON, YAML, or `as_text(planned)`."""
+    """A plan as JSON, YAML, or `as_text(planned)`."""
     if output == "json":
         _echo_json(planned)
     elif output == "yaml":
@@ -308,39 +273,10 @@ def job_create(
 def job_validate(file: str, overrides: tuple[str, ...], compute: str | None) -> None:
     """Check a job or pipeline file and its compute targets as `run` would; prints the resolved job
     (a pipeline: each step's job), or every problem."""
-    from distrun.runner.jobs import check_target
-    from distrun.spec.loaded import LoadedJob
-    from distrun.spec.loaded_sweep import LoadedSweep
+    from distrun.runner.job_kinds import row_of_document
 
     loaded = _load_document(file, overrides)
-    if isinstance(loaded, LoadedJob):
-        check_target(loaded, _layout(), compute)
-        _echo_json(loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
-        return
-    if isinstance(loaded, LoadedSweep):
-        from distrun.runner.sweep_run import check_sweep
-
-        target, _, trial = check_sweep(loaded, _layout(), compute)
-        sweep = loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"trial"})
-        trial_job = trial.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-        _echo_json({"sweep": sweep, "compute": target.name, "trial": trial_job})
-        return
-    from distrun.runner.pipelines import check_pipeline
-
-    targets = check_pipeline(loaded, _layout(), compute)
-    _echo_json(
-        {
-            "pipeline": loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"jobs"}),
-            "steps": {
-                name: {
-                    "compute": targets[name][0].name,
-                    "depends_on": list(step.depends_on),
-                    "job": step.document,
-                }
-                for name, step in loaded.steps.items()
-            },
-        }
-    )
+    _echo_json(row_of_document(loaded).validate(loaded, _layout(), compute))
 
 
 def _name_arg(func: Any) -> Any:
@@ -402,12 +338,13 @@ def job_list(max_results: int, output: str) -> None:
 @_name_arg
 def job_stream(name: str | None, name_opt: str | None) -> None:
     """Stream a job's logs (the newest job without a name) until it ends; exits non-zero if it failed."""
+    from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job, stream_job
 
     chosen = _job_name(name, name_opt, newest=True)
     with _still_running_on_interrupt(chosen):
         record = get_job(_layout(), chosen)
-        if record.steps is not None:
+        if row_of(record).has_children:
             final = _stream_pipeline(record)
         else:
             final = stream_job(_layout(), chosen, sys.stdout.buffer, click.echo, color=_color(sys.stdout))
@@ -418,15 +355,15 @@ def _stream_pipeline(record: Any) -> Any:
     """A pipeline's (or sweep's) stream: every step's (trial's) logs as they come, prefixed by
     step, then its summary (a sweep's: its trials ranked and the best)."""
     from distrun.cli.pipeline_logs import show_pipeline_logs
+    from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
-    from distrun.runner.pipeline_run import pipeline_summary
-    from distrun.runner.sweep_run import sweep_summary
 
-    echo(f"RunId: {record.name}\nStreaming the logs of its {'trials' if record.sweep is not None else 'steps'}' jobs")
+    row = row_of(record)
+    echo(f"RunId: {record.name}\nStreaming the logs of its {row.children}' jobs")
     sys.stdout.flush()
     show_pipeline_logs(_layout(), record, sys.stdout.buffer, follow=True, tail=None, color=_color(sys.stdout))
     final = get_job(_layout(), record.name)
-    echo(sweep_summary(final) if final.sweep is not None else pipeline_summary(final))
+    echo(row.summary(final))
     return final
 
 
@@ -497,14 +434,12 @@ def job_download(
     name: str | None, name_opt: str | None, download_path: str, output_name: str | None, all_: bool
 ) -> None:
     """Download a finished job's artifacts and named outputs (a pipeline's: each step's, in a folder per step)."""
-    from distrun.runner.download import download_job, download_pipeline
+    from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
 
     chosen = _job_name(name, name_opt)
-    if get_job(_layout(), chosen).steps is not None:
-        written = download_pipeline(_layout(), chosen, Path(download_path), output_name, all_)
-    else:
-        written = download_job(_layout(), chosen, Path(download_path), output_name, all_)
+    download = row_of(get_job(_layout(), chosen)).download
+    written = download(_layout(), chosen, Path(download_path), output_name, all_)
     for path in written:
         echo(f"Downloaded {path}")
 
@@ -521,12 +456,13 @@ def logs(name: str | None, name_opt: str | None, rank: int | None, follow: bool,
     """Print a job's per-process logs (the newest job without a name), each line prefixed with its process.
     A pipeline's: every step's, each line prefixed with its step too; PIPELINE/STEP: one step's."""
     from distrun.cli.logs_view import show_logs
+    from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
 
     chosen = _job_name(name, name_opt, newest=True)
     with _still_running_on_interrupt(chosen):
         record = get_job(_layout(), chosen)
-        if record.steps is not None:
+        if row_of(record).has_children:
             if rank is not None:
                 raise DistrunError(
                     f"{chosen} is a pipeline: --rank is a rank of one step's job",

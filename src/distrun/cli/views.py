@@ -10,14 +10,16 @@ from __future__ import annotations
 import io
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from distrun.core.job_status import JobStatus
-from distrun.runner.pipeline_sweeps import best_text
+from distrun.runner.job_kinds import row_of
 from distrun.runner.report import job_duration
-from distrun.runner.sweep_run import best_lines, is_trial_name, trials_table
+from distrun.runner.summaries import best_lines, best_text, trials_table
+from distrun.runner.sweep_run import is_trial_name
 from distrun.store.index import JobRecord
 
 WIDTH = 80  # what the tables fit in when the terminal's width is not known
@@ -94,12 +96,16 @@ def job_list_text(records: list[JobRecord], now: float | None = None) -> str:
 
 def _compute(record: JobRecord) -> str:
     """A pipeline's record runs no processes itself: its compute column counts its steps."""
-    if record.sweep is not None:
-        count = len(record.steps or {})
-        return f"sweep ({count} trial{'s' if count != 1 else ''})"
-    if record.steps is not None:
-        return f"pipeline ({len(record.steps)} steps)"
-    return record.compute
+    return _VIEWS[row_of(record).view].compute(record)
+
+
+def _sweep_compute(record: JobRecord) -> str:
+    count = len(record.steps or {})
+    return f"sweep ({count} trial{'s' if count != 1 else ''})"
+
+
+def _pipeline_compute(record: JobRecord) -> str:
+    return f"pipeline ({len(record.steps or {})} steps)"
 
 
 # ---------------------------------------------------------------- job show
@@ -193,7 +199,8 @@ def job_show_text(record: JobRecord) -> str:
     lines = [f"Name:     {record.name}", f"Status:   {record.status}"]
     if record.display_name and record.display_name != record.name:
         lines.append(f"Display:  {record.display_name}")
-    if record.steps is None:
+    row = row_of(record)
+    if not row.has_children:
         lines.append(f"Compute:  {record.compute}" + (f" ({record.distribution})" if record.distribution else ""))
     if record.parent:
         lines.append(f"{'Sweep' if is_trial_name(record.name, record.parent) else 'Pipeline'}: {record.parent}")
@@ -222,26 +229,34 @@ def job_show_text(record: JobRecord) -> str:
     elif cause.get("log_tail"):
         lines.append("Last lines of its log:")
         lines += ["  " + line for line in cause["log_tail"].splitlines()]
-    if record.sweep is not None:
-        count = len(record.steps or {})
-        objective, sampling = record.sweep.get("objective") or {}, record.sweep.get("sampling_algorithm") or {}
-        seed = f", seed {record.sweep['seed']}" if record.sweep.get("seed") is not None else ""
-        goal = f"{objective.get('goal')} {objective.get('primary_metric')}"
-        lines.append(f"Sweep:    {goal}; {sampling.get('type')} sampling{seed}")
-        lines += ["", f"Trials: {count}, best first", *trials_table(record), "", *best_lines(record)]
-        lines += ["", "Each trial is a job: `distrun job show JOB`, `distrun logs JOB`, `distrun metrics JOB`."]
-        return "\n".join(lines)
-    if record.steps is not None:
-        lines += ["", steps_table(record), *sweep_step_lines(record)]
-        lines += ["", "Each step is a job: `distrun job show JOB`, `distrun logs JOB`."]
-        return "\n".join(lines)
-    if record.processes:
-        lines += ["", process_table(record)]
+    return "\n".join(lines + _VIEWS[row.view].details(record))
+
+
+def _sweep_details(record: JobRecord) -> list[str]:
+    """A sweep's show: its objective and sampling, its trials best first, and its best trial."""
+    sweep = record.sweep or {}
+    count = len(record.steps or {})
+    objective, sampling = sweep.get("objective") or {}, sweep.get("sampling_algorithm") or {}
+    seed = f", seed {sweep['seed']}" if sweep.get("seed") is not None else ""
+    goal = f"{objective.get('goal')} {objective.get('primary_metric')}"
+    lines = [f"Sweep:    {goal}; {sampling.get('type')} sampling{seed}"]
+    lines += ["", f"Trials: {count}, best first", *trials_table(record), "", *best_lines(record)]
+    return [*lines, "", "Each trial is a job: `distrun job show JOB`, `distrun logs JOB`, `distrun metrics JOB`."]
+
+
+def _pipeline_details(record: JobRecord) -> list[str]:
+    """A pipeline's show: its steps, and its sweep steps' best trials."""
+    lines = ["", steps_table(record), *sweep_step_lines(record)]
+    return [*lines, "", "Each step is a job: `distrun job show JOB`, `distrun logs JOB`."]
+
+
+def _command_details(record: JobRecord) -> list[str]:
+    """A command job's show: its processes, its outputs and where its logs are."""
+    lines = ["", process_table(record)] if record.processes else []
     outputs = _outputs(record)
     if outputs:
         lines += ["", "Outputs:", *outputs]
-    lines += ["", f"Logs: {record.folder}/user_logs"]
-    return "\n".join(lines)
+    return [*lines, "", f"Logs: {record.folder}/user_logs"]
 
 
 def _timeouts_line(timeouts: list[dict[str, Any]]) -> str:
@@ -280,34 +295,59 @@ def as_yaml(data: Any) -> str:
 
 
 def created_text(record: JobRecord) -> str:
+    return "\n".join(_VIEWS[row_of(record).view].created(record))
+
+
+def _sweep_created(record: JobRecord) -> list[str]:
+    """A sweep: its trials' jobs have the logs."""
     name = record.name
-    if record.sweep is not None:  # a sweep: its trials' jobs have the logs
-        return "\n".join(
-            [
-                f"Created sweep {name} ({record.status})",
-                f"  its trials:     distrun job show {name}",
-                f"  a trial's logs: distrun logs {name}.trial_N",
-                f"  cancel it:      distrun job cancel {name}",
-            ]
-        )
-    if record.steps is not None:  # a pipeline: its steps' jobs have the logs
-        return "\n".join(
-            [
-                f"Created pipeline {name} with {len(record.steps)} steps ({record.status})",
-                f"  its steps:     distrun job show {name}",
-                f"  follow it:     distrun stream {name}   (every step's logs; one step's: {name}/STEP)",
-                f"  cancel it:     distrun job cancel {name}",
-            ]
-        )
-    return "\n".join(
-        [
-            f"Created job {name} on {record.compute} ({record.status})",
-            f"  follow it:     distrun job stream {name}",
-            f"  its logs:      distrun logs {name}",
-            f"  its record:    distrun job show {name}",
-            f"  cancel it:     distrun job cancel {name}",
-        ]
-    )
+    return [
+        f"Created sweep {name} ({record.status})",
+        f"  its trials:     distrun job show {name}",
+        f"  a trial's logs: distrun logs {name}.trial_N",
+        f"  cancel it:      distrun job cancel {name}",
+    ]
+
+
+def _pipeline_created(record: JobRecord) -> list[str]:
+    """A pipeline: its steps' jobs have the logs."""
+    name = record.name
+    return [
+        f"Created pipeline {name} with {len(record.steps or {})} steps ({record.status})",
+        f"  its steps:     distrun job show {name}",
+        f"  follow it:     distrun stream {name}   (every step's logs; one step's: {name}/STEP)",
+        f"  cancel it:     distrun job cancel {name}",
+    ]
+
+
+def _command_created(record: JobRecord) -> list[str]:
+    name = record.name
+    return [
+        f"Created job {name} on {record.compute} ({record.status})",
+        f"  follow it:     distrun job stream {name}",
+        f"  its logs:      distrun logs {name}",
+        f"  its record:    distrun job show {name}",
+        f"  cancel it:     distrun job cancel {name}",
+    ]
+
+
+# ---------------------------------------------------------------- each view
+
+
+@dataclass(frozen=True)
+class _View:
+    """What `job list`, `job show` and `run -d` print of the jobs a view shows (`KindRow.view`)."""
+
+    compute: Callable[[JobRecord], str]  # the list's COMPUTE cell
+    details: Callable[[JobRecord], list[str]]  # `job show`'s lines after the ones every job has
+    created: Callable[[JobRecord], list[str]]  # what `run -d` says of the job it started
+
+
+_VIEWS = {
+    "command": _View(lambda record: record.compute, _command_details, _command_created),
+    "pipeline": _View(_pipeline_compute, _pipeline_details, _pipeline_created),
+    "sweep": _View(_sweep_compute, _sweep_details, _sweep_created),
+}
 
 
 # ---------------------------------------------------------------- compute targets

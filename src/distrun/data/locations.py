@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from distrun.core.errors import DistrunError
+from distrun.core.job_kind import JobKind
 from distrun.core.user_paths import expand_user
 from distrun.data.datastores import DATASTORE_URI as _DATASTORE
 from distrun.data.mirrors import MIRRORED_SCHEMES, Mirror, mirrored
@@ -121,8 +122,8 @@ def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -
     from distrun.store.layout import Layout
 
     record = _job_must_be_completed(home, job, f"job {job}'s output {output}")
-    if record.sweep is not None:
-        best = record.sweep.get("best") or {}
+    if record.kind is JobKind.SWEEP:
+        best = (record.sweep or {}).get("best") or {}
         if not best.get("job"):
             raise DistrunError(
                 f"sweep {job} has no best trial (no completed trial logged its primary metric): it has no outputs",

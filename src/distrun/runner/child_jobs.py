@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distrun.core.errors import DistrunError
+from distrun.core.job_kind import JobKind
 from distrun.core.job_status import JobStatus
 
 if TYPE_CHECKING:
@@ -41,12 +42,13 @@ def record_parent(
     status: JobStatus,
     spec: Any,
     *,
+    kind: JobKind,
     compute: str,
     steps: dict[str, Any],
     sweep: dict[str, Any] | None = None,
 ) -> None:
-    """Record the parent (no processes; this process its supervisor) and make its folder. `spec`:
-    the parent's model (its `display_name`, `experiment_name` and `tags` are the record's)."""
+    """Record the parent (no processes; this process its supervisor) of this kind and make its
+    folder. `spec`: the parent's model (its `display_name`, `experiment_name` and `tags` are the record's)."""
     import socket
 
     from distrun.core.file_modes import DIR_MODE, make_dirs
@@ -74,6 +76,7 @@ def record_parent(
             launcher_started=process_start_time(pid),
             steps=steps,
             sweep=sweep,
+            kind=kind,
         )
     )
     folder.root.mkdir(mode=DIR_MODE)  # not exist_ok: a parent and a job never share a folder

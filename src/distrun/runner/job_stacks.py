@@ -13,20 +13,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from distrun.agent.stack_requests import answer_wait, ask_nodes
 from distrun.agent.stacks import INSTALL_HINT, ProcessStacks, py_spy_path
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
 from distrun.core.safe_files import read_text
-from distrun.prepare.compute import submitted_target
-from distrun.runner.jobs import get_job
+from distrun.runner.jobs import get_job, record_backend
 from distrun.store.layout import Layout
-
-if TYPE_CHECKING:
-    from distrun.backends.base import Backend
-    from distrun.store.index import JobRecord
 
 
 @dataclass
@@ -49,7 +43,7 @@ def job_stacks(layout: Layout, name: str, *, native: bool = False) -> StacksAnsw
     nodes, processes = _planned(layout.job(name).plan_json)
     wait = answer_wait(processes)
     try:
-        asked = _backend(record, layout).ask_stacks(record, layout, native, wait)
+        asked = record_backend(layout, record).ask_stacks(record, layout, native, wait)
         if asked is not None:
             return StacksAnswer([ProcessStacks.from_dict(p) for p in asked[0]], asked[1])
         found, missing = ask_nodes(root, os.urandom(8).hex(), nodes, wait, native=native)
@@ -58,12 +52,6 @@ def job_stacks(layout: Layout, name: str, *, native: bool = False) -> StacksAnsw
     except (KeyError, TypeError, ValueError) as exc:
         raise DistrunError(f"job {name}: its node agents answered with what is not a stack: {exc}") from None
     return StacksAnswer(found, missing)
-
-
-def _backend(record: JobRecord, layout: Layout) -> Backend:
-    from distrun.backends.registry import backend_for
-
-    return backend_for(submitted_target(record, layout.config_path).type)
 
 
 def _planned(plan_json: Path) -> tuple[set[int], int]:

@@ -55,7 +55,8 @@ def _check_restarts(backend: Backend, target: ComputeTarget, spec: JobSpec) -> N
     )
 
 
-def _record_backend(layout: Layout, record: JobRecord) -> Backend:
+def record_backend(layout: Layout, record: JobRecord) -> Backend:
+    """The backend of the engine a recorded job was submitted to (its target as recorded)."""
     return _submitted_to(layout, record)[1]
 
 
@@ -216,12 +217,12 @@ def list_jobs(layout: Layout, limit: int = 50) -> list[JobRecord]:
 def refuse_pipeline_logs(record: JobRecord) -> None:
     """A pipeline's or sweep's record runs no process: its steps' or trials' jobs have the logs. Said,
     with their names."""
-    if record.steps is None:
+    if not record.kind.has_children:
         return
-    jobs = [str(state.get("job")) for state in record.steps.values()]
-    kind, children = ("a sweep", "trials") if record.sweep is not None else ("a pipeline", "steps")
+    jobs = [str(state.get("job")) for state in (record.steps or {}).values()]
+    children = record.kind.children
     raise DistrunError(
-        f"{record.name} is {kind}: it has no logs of its own, each of its {children}' jobs has",
+        f"{record.name} is {record.kind.a_noun}: it has no logs of its own, each of its {children}' jobs has",
         f"e.g. `distrun logs {jobs[0]}`; its {children}' jobs: {', '.join(jobs)}" if jobs else "",
     )
 
@@ -229,7 +230,7 @@ def refuse_pipeline_logs(record: JobRecord) -> None:
 def fetch_logs(layout: Layout, record: JobRecord) -> None:
     """Bring the job's per-rank logs into its folder (engines without a shared filesystem)."""
     try:
-        _record_backend(layout, record).fetch_logs(record, layout)
+        record_backend(layout, record).fetch_logs(record, layout)
     except DistrunError:
         pass  # logs as last fetched
 
@@ -285,7 +286,7 @@ def cancel_job(layout: Layout, name: str) -> JobRecord:
         return cancel_unrecorded(layout, name, exc, _grace_seconds(layout, name))
     if record.terminal:
         return record
-    if record.steps is not None:  # a pipeline or sweep: its supervisor cancels each running child's job
+    if record.kind.has_children:  # a pipeline or sweep: its supervisor cancels each running child's job
         from distrun.runner.pipeline_cancel import cancel_pipeline
 
         return cancel_pipeline(layout, record)

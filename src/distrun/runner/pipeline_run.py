@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distrun.core.errors import DistrunError
+from distrun.core.job_kind import JobKind
 from distrun.core.job_status import JobStatus
 from distrun.runner import jobs
 from distrun.runner.child_jobs import (
@@ -46,8 +47,9 @@ from distrun.runner.child_jobs import (
     taken_over,
 )
 from distrun.runner.pipeline_schedule import NOT_STARTED, gpus_for, startable, stopped_by
-from distrun.runner.pipeline_sweeps import best_text, start_sweep_step, step_outcome, sweep_state, trial_lines
+from distrun.runner.pipeline_sweeps import start_sweep_step, step_outcome, sweep_state, trial_lines
 from distrun.runner.pipelines import check_pipeline, step_job_name
+from distrun.runner.summaries import best_text, pipeline_summary
 
 if TYPE_CHECKING:
     from distrun.spec.loaded_pipeline import LoadedPipeline, UpstreamOutput
@@ -135,8 +137,10 @@ class PipelineRun:
         self._record(status)
 
     def _record(self, status: JobStatus = JobStatus.RUNNING) -> None:
-        spec, steps = self.pipeline.spec, self._steps_field()
-        record_parent(self.index, self.layout, self.name, status, spec, compute=PIPELINE_COMPUTE, steps=steps)
+        spec, steps, kind = self.pipeline.spec, self._steps_field(), JobKind.PIPELINE
+        record_parent(
+            self.index, self.layout, self.name, status, spec, kind=kind, compute=PIPELINE_COMPUTE, steps=steps
+        )
 
     def _save(self) -> None:
         self.index.update(self.name, steps=self._steps_field())
@@ -444,34 +448,6 @@ def local_gpus() -> tuple[str, ...]:
     from distrun.prepare.machine_gpus import probe_gpus
 
     return probe_gpus()
-
-
-def pipeline_summary(record: JobRecord) -> str:
-    """The pipeline's execution summary: its state, each step's, and the first failing step."""
-    from distrun.core.terminal_text import neutral_text
-    from distrun.runner.report import summary_head
-
-    lines = [*summary_head(record), "Steps:"]
-    steps = record.steps or {}
-    width = max((len(step) for step in steps), default=0)
-    for step, state in steps.items():
-        started, ended = state.get("started_at"), state.get("ended_at")
-        took = f"{ended - started:.2f} s" if started and ended else "-"
-        shown = "Reused" if state.get("reused") else state.get("status")
-        lines.append(f"  {step:<{width}}  {shown:<10}  {took:>8}  job {state.get('job')}")
-        if state.get("sweep"):
-            lines.append(f"  {'':<{width}}  sweep: {best_text(state['sweep'])}")
-    cause = record.root_cause or {}
-    if cause.get("step"):
-        lines.append(f"Failed first: step {cause['step']} (job {cause['job']})")
-        if cause.get("name"):
-            lines.append(f"  first failing process: {cause.get('name')} on node {cause.get('node_rank')}")
-        if cause.get("traceback"):
-            lines.append("  Traceback:")
-            lines.extend("    " + line for line in str(cause["traceback"]).splitlines())
-        if cause.get("log"):
-            lines.append(f"  Log: {cause['log']}")
-    return neutral_text("\n".join(lines))
 
 
 # ---------------------------------------------------------------- in the background

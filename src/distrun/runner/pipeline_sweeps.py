@@ -56,7 +56,7 @@ def start_sweep_step(
 
 def trial_lines(record: JobRecord, said: set[str]) -> list[str]:
     """A line for each trial of the sweep's record that ended since `said` (which it adds to)."""
-    from distrun.runner.sweep_run import parameters_text
+    from distrun.runner.summaries import parameters_text
 
     metric_name = str(((record.sweep or {}).get("objective") or {}).get("primary_metric", "metric"))
     lines = []
@@ -85,17 +85,6 @@ def sweep_state(record: JobRecord) -> dict[str, Any]:
         "goal": objective.get("goal"),
         "best": None if not best else {key: best.get(key) for key in ("trial", "job", "metric", "parameters")},
     }
-
-
-def best_text(state: dict[str, Any], running: bool = False) -> str:
-    """`best trial_1 (job J), loss 0.12, of 3 trials`: a sweep step's outcome (or its best so far) in a line."""
-    best = state.get("best")
-    count = f"{state.get('trials')} trial{'s' if state.get('trials') != 1 else ''}"
-    if not best:
-        return f"no best trial yet, of {count}" if running else f"no best trial, of {count}"
-    metric = best.get("metric")
-    shown = f", {state.get('primary_metric')} {metric:.6g}" if isinstance(metric, (int, float)) else ""
-    return f"best {best.get('trial')} (job {best.get('job')}){shown}, of {count}"
 
 
 def step_outcome(record: JobRecord) -> tuple[str, str | None]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distrun.core.errors import DistrunError
+from distrun.core.job_kind import JobKind
 from distrun.core.job_status import JobStatus
 from distrun.runner import jobs
 from distrun.runner.child_jobs import (
@@ -42,6 +43,7 @@ from distrun.runner.child_jobs import (
     start_supervisor,
     taken_over,
 )
+from distrun.runner.summaries import parameters_text, ranked_trials, shown_value, sweep_summary
 
 if TYPE_CHECKING:
     from distrun.backends.base import Backend
@@ -100,14 +102,6 @@ def check_sweep(
     job = load(sweep, example, trial_job_name(name, trial_key(0)))
     target, backend = jobs.check_target(job, layout, compute)
     return target, backend, job
-
-
-def _shown(value: Any) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
-def parameters_text(parameters: dict[str, Any]) -> str:
-    return " ".join(f"{name}={_shown(value)}" for name, value in parameters.items())
 
 
 class SweepRun:
@@ -173,7 +167,15 @@ class SweepRun:
         """Record the sweep (no trial started), this process its supervisor."""
         sweep = self.sweep_field()
         record_parent(
-            self.index, self.layout, self.name, status, self.sweep.spec, compute=SWEEP_COMPUTE, steps={}, sweep=sweep
+            self.index,
+            self.layout,
+            self.name,
+            status,
+            self.sweep.spec,
+            kind=JobKind.SWEEP,
+            compute=SWEEP_COMPUTE,
+            steps={},
+            sweep=sweep,
         )
 
     def _save(self) -> None:
@@ -331,7 +333,7 @@ class SweepRun:
         for value in new:
             seen.append(value)
             state["metric"], state["intervals"] = value, len(seen)
-            self.say(f"[{key}] {self.objective.primary_metric} = {_shown(value)} (interval {len(seen)})")
+            self.say(f"[{key}] {self.objective.primary_metric} = {shown_value(value)} (interval {len(seen)})")
             if self.sweep.policy is not None and stopped is None:
                 ended = {k for k, s in self.trials.items() if JobStatus.of(s["status"]).terminal}
                 stopped = stop_reason(self.sweep.policy, self.objective.goal, self.values, key, len(seen), ended)
@@ -368,7 +370,7 @@ class SweepRun:
         self.exits.forget(key)
         took = f" in {state['ended_at'] - state['started_at']:.2f} s"
         metric = state["metric"]
-        final = f": {self.objective.primary_metric} {_shown(metric)}" if metric is not None else ""
+        final = f": {self.objective.primary_metric} {shown_value(metric)}" if metric is not None else ""
         if status == JobStatus.COMPLETED:
             self.say(f"[{key}] Completed{took}{final}")
             if metric is None and not self.untracked_said:
@@ -420,69 +422,6 @@ class SweepRun:
         return self.index.get(self.name)
 
 
-def ranked_trials(trials: dict[str, dict[str, Any]], goal: str) -> list[tuple[str, dict[str, Any]]]:
-    """Trials by their last primary metric value, best first (by the goal); those without one last."""
-    with_metric = [(k, s) for k, s in trials.items() if s.get("metric") is not None]
-    without = [(k, s) for k, s in trials.items() if s.get("metric") is None]
-    with_metric.sort(key=lambda item: float(item[1]["metric"]), reverse=goal == "maximize")
-    return with_metric + without
-
-
-def trials_table(record: JobRecord) -> list[str]:
-    """The sweep's trials, best first: status, primary metric, intervals, duration, parameters."""
-    sweep = record.sweep or {}
-    objective = sweep.get("objective") or {}
-    metric_name = str(objective.get("primary_metric", "metric"))
-    rows = [("TRIAL", "STATUS", metric_name.upper(), "INTERVALS", "DURATION", "PARAMETERS", "JOB")]
-    for key, state in ranked_trials(record.steps or {}, str(objective.get("goal"))):
-        started, ended = state.get("started_at"), state.get("ended_at")
-        took = f"{ended - started:.2f} s" if started and ended else ""
-        metric = state.get("metric")
-        rows.append(
-            (
-                key,
-                str(state.get("status")),
-                "" if metric is None else _shown(metric),
-                str(state.get("intervals") or 0),
-                took,
-                parameters_text(state.get("parameters") or {}),
-                str(state.get("job")),
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-
-
-def best_lines(record: JobRecord) -> list[str]:
-    sweep = record.sweep or {}
-    best = sweep.get("best")
-    objective = sweep.get("objective") or {}
-    if not best:
-        if not record.terminal:
-            return ["Best trial: none yet"]
-        return [f"Best trial: none (no completed trial logged {objective.get('primary_metric')})"]
-    lines = [
-        f"Best trial: {best['trial']} (job {best['job']}), {objective.get('primary_metric')} {_shown(best['metric'])} "
-        f"({objective.get('goal')})",
-        f"  parameters: {parameters_text(best.get('parameters') or {})}",
-    ]
-    lines.extend(f"  output {name}: {path}" for name, path in (best.get("outputs") or {}).items())
-    return lines
-
-
-def sweep_summary(record: JobRecord) -> str:
-    """The sweep's execution summary: its state, its trials best first, and the best trial."""
-    from distrun.core.terminal_text import neutral_text
-    from distrun.runner.report import summary_head
-
-    lines = [*summary_head(record)]
-    count = len(record.steps or {})
-    lines.append(f"Trials: {count}")
-    lines.extend("  " + line for line in trials_table(record))
-    lines.extend(best_lines(record))
-    return neutral_text("\n".join(lines))
-
-
 # ---------------------------------------------------------------- plan
 
 
@@ -515,31 +454,6 @@ def plan_sweep(
         ],
         "first_trial": rendered.show(),
     }
-
-
-def sweep_plan_text(planned: dict[str, Any]) -> str:
-    from distrun.plan.text import plan_as_text
-
-    objective = planned["objective"]
-    algorithm = planned["sampling_algorithm"]
-    lines = [
-        f"Sweep: {planned['sweep']} ({planned['source']})",
-        f"  objective: {objective['goal']} {objective['primary_metric']}",
-        f"  sampling: {algorithm['type']}" + (f" ({algorithm['rule']})" if algorithm.get("rule") == "sobol" else ""),
-        f"  limits: {', '.join(f'{k} {v}' for k, v in planned['limits'].items())}",
-    ]
-    if planned["early_termination"]:
-        policy = planned["early_termination"]
-        lines.append(f"  early termination: {', '.join(f'{k} {v}' for k, v in policy.items())}")
-    if planned["seed_shown"] is not None:
-        lines.append(
-            f"  no seed: these are drawn with seed {planned['seed_shown']}; a run draws its own "
-            "(set sampling_algorithm.seed to fix them)"
-        )
-    lines.append(f"First {len(planned['trials'])} trials:")
-    lines.extend(f"  {t['trial']}  {parameters_text(t['parameters'])}" for t in planned["trials"])
-    lines.append(f"The first trial's job ({planned['trials'][0]['job']}):")
-    return "\n".join(lines) + "\n" + plan_as_text(planned["first_trial"])
 
 
 # ---------------------------------------------------------------- in the background

@@ -16,6 +16,7 @@ from typing import Any
 
 from distrun.core.errors import DistrunError, ValidationError
 from distrun.core.safe_files import read_text
+from distrun.runner.job_kinds import row_of
 from distrun.runner.jobs import get_job, list_jobs
 from distrun.sdk import operations
 from distrun.sdk.command_job import Command, job_from_data
@@ -215,7 +216,7 @@ class JobOperations:
     def stream(self, name: str) -> None:
         """Print the job's logs until it ends, as `distrun job stream` (a pipeline or sweep: each
         step's or trial's state, then its summary); raises JobFailedError if it failed."""
-        if get_job(self._layout, name).steps is not None:
+        if row_of(get_job(self._layout, name)).has_children:
             from distrun.sdk.pipeline_ops import stream_pipeline
 
             final = stream_pipeline(self._layout, name, sys.stdout)
@@ -240,15 +241,21 @@ class JobOperations:
         return download_job(self._layout, name, Path(download_path), output_name, all)
 
     def _job_of(self, record: JobRecord) -> Any:
+        """The job object of a record: a `Command`, a `PipelineJob` or a `SweepJob`, as its kind's view is."""
+        return _JOB_OF_VIEW[row_of(record).view](self, record)
+
+    def _sweep_of(self, record: JobRecord) -> SweepJob:
+        from distrun.sdk.sweep_ops import sweep_of_record
+
+        return sweep_of_record(record, self._layout.job(record.name).root)
+
+    def _pipeline_of(self, record: JobRecord) -> PipelineJob:
+        from distrun.sdk.pipeline_ops import pipeline_of_record
+
+        return pipeline_of_record(record, self._layout.job(record.name).root, self._job_of, self._layout)
+
+    def _command_of(self, record: JobRecord) -> Command:
         folder = self._layout.job(record.name)
-        if record.sweep is not None:  # a sweep's record also has `steps`: its trials
-            from distrun.sdk.sweep_ops import sweep_of_record
-
-            return sweep_of_record(record, folder.root)
-        if record.steps is not None:
-            from distrun.sdk.pipeline_ops import pipeline_of_record
-
-            return pipeline_of_record(record, folder.root, self._job_of, self._layout)
         try:
             data = json.loads(read_text(folder.job_json, root=folder.root))
         except (OSError, ValueError):
@@ -264,6 +271,13 @@ class JobOperations:
         else:
             job = job_from_data(_runnable_again(data, folder))
         return _with_output_paths(submitted_state(job, record, folder.root))
+
+
+_JOB_OF_VIEW = {
+    "command": JobOperations._command_of,
+    "pipeline": JobOperations._pipeline_of,
+    "sweep": JobOperations._sweep_of,
+}
 
 
 def _with_output_paths(job: Command) -> Command:

@@ -75,10 +75,9 @@ def stream_pipeline(layout: Layout, name: str, out: TextIO) -> JobRecord:
     """Follow a pipeline (or a sweep) until it ends: each step's (trial's) state as it changes,
     then the execution summary (what `distrun run pipeline.yml` or `sweep.yml` prints)."""
     from distrun.core.terminal_text import neutral_text
+    from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
-    from distrun.runner.pipeline_run import pipeline_summary
     from distrun.runner.pipeline_schedule import NOT_STARTED
-    from distrun.runner.sweep_run import sweep_summary
 
     def say(text: str) -> None:
         out.write(text + "\n")
@@ -100,12 +99,12 @@ def stream_pipeline(layout: Layout, name: str, out: TextIO) -> JobRecord:
         if record.terminal:
             break
         time.sleep(POLL_SECONDS)
-    say(sweep_summary(record) if record.sweep is not None else pipeline_summary(record))
+    say(row_of(record).summary(record))
     return record
 
 
 def is_pipeline(record: JobRecord) -> bool:
-    return record.steps is not None
+    return record.kind.has_children
 
 
 __all__ = ["checked_pipeline", "is_pipeline", "pipeline_of_record", "stream_pipeline", "submit_pipeline"]

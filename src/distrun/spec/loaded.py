@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from distrun.core.errors import Position
+from distrun.core.job_kind import JobKind
 from distrun.spec import models
 from distrun.spec.source_map import SourceMap
 
@@ -18,6 +20,7 @@ __all__ = ["LoadedJob"]
 
 @dataclass
 class LoadedJob:
+    kind: ClassVar[JobKind] = JobKind.COMMAND  # what it runs as (`distrun.runner.job_kinds`)
     spec: models.JobSpec
     base_dir: Path  # relative paths in the job resolve against this folder
     source: str  # the job file, or "<python>" for SDK-built jobs

@@ -13,9 +13,10 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from distrun.core.errors import Position
+from distrun.core.job_kind import JobKind
 from distrun.spec import pipeline_graph
 from distrun.spec.pipeline_models import CommandComponent, PipelineComponent, PipelineJob
 from distrun.spec.source_map import SourceMap
@@ -93,6 +94,7 @@ VALUE_STAND_INS: dict[str, Any] = {"string": "", "integer": 0, "number": 0.0, "b
 
 @dataclass
 class LoadedPipeline:
+    kind: ClassVar[JobKind] = JobKind.PIPELINE  # what it runs as (`distrun.runner.job_kinds`)
     spec: PipelineJob
     base_dir: Path
     source: str

@@ -12,8 +12,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from distrun.core.job_kind import JobKind
 from distrun.spec.source_map import SourceMap
 from distrun.spec.sweep_models import Expression, Policy, SamplingAlgorithm, SweepJob
 
@@ -22,6 +23,7 @@ __all__ = ["LoadedSweep"]
 
 @dataclass
 class LoadedSweep:
+    kind: ClassVar[JobKind] = JobKind.SWEEP  # what it runs as (`distrun.runner.job_kinds`)
     spec: SweepJob
     base_dir: Path  # the sweep file's folder
     source: str

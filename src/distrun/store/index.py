@@ -25,6 +25,7 @@ from typing import Any
 
 from distrun.core.errors import DistrunError, JobNotFoundError
 from distrun.core.file_modes import make_home
+from distrun.core.job_kind import JobKind, inferred_kind
 from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
 from distrun.core.safe_files import refuse_special_store
 from distrun.store.index_repair import DamagedRecordError, checked_row, file_identity, recover_rows
@@ -75,6 +76,7 @@ _ADDED_COLUMNS = (
     ("steps", "TEXT"),
     ("sweep", "TEXT"),
     ("timeouts", "TEXT"),
+    ("kind", "TEXT"),
 )
 # How long the first connections to a new index retry its set-up (see _initialize).
 _INIT_SECONDS = 60.0
@@ -117,9 +119,13 @@ class JobRecord:
     sweep: dict[str, Any] | None = None
     # The timeouts that apply to the job (`distrun.prepare.timeouts`): limits', the framework's.
     timeouts: list[dict[str, Any]] | None = None
+    # What the job is (`distrun.core.job_kind`): set at submit; the faces dispatch on it. Left out
+    # (a record from before kinds were stored), it is inferred from what the record holds.
+    kind: JobKind = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)
+        self.kind = inferred_kind(self.steps, self.sweep) if self.kind is None else JobKind(self.kind)
 
     @property
     def terminal(self) -> bool:
@@ -128,6 +134,7 @@ class JobRecord:
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
         data["status"] = self.status.value
+        data["kind"] = self.kind.value
         for key in ("created_at", "started_at", "ended_at"):
             if data[key] is not None:
                 data[key] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(data[key]))
@@ -349,16 +356,31 @@ def _initialize(conn: sqlite3.Connection) -> None:
 
 
 def _add_column(conn: sqlite3.Connection, column: str, kind: str) -> None:
+    """Add the column, in one transaction with filling it in the rows already there (`kind`)."""
+    conn.execute("BEGIN IMMEDIATE")  # "locked" is retried by the caller
     try:
-        conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
-    except sqlite3.OperationalError as exc:
-        if "duplicate column" not in str(exc):
-            raise  # "locked" is retried by the caller
-    # Another process added it first: fine.
+        if column not in {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}:
+            conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+            if column == "kind":
+                _fill_kinds(conn)
+        # else another process added it (and filled it) first: fine.
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _fill_kinds(conn: sqlite3.Connection) -> None:
+    """The migration of an index from before kinds were stored: each record's kind, inferred
+    once from what it holds. (A record an older distrun writes later is inferred as it is read.)"""
+    rows = conn.execute("SELECT name, steps, sweep FROM jobs WHERE kind IS NULL").fetchall()
+    for name, steps, sweep in rows:
+        conn.execute("UPDATE jobs SET kind = ? WHERE name = ?", (inferred_kind(steps, sweep).value, name))
 
 
 def _to_row(record: JobRecord) -> dict[str, Any]:
     row = dict(record.__dict__)
+    row["kind"] = record.kind.value
     for key in _JSON_FIELDS:
         if row[key] is not None:
             row[key] = json.dumps(row[key])
@@ -371,4 +393,4 @@ def _from_row(row: dict[str, Any]) -> JobRecord:
             row[key] = json.loads(row[key])
     if row.get("tags") is None:
         row["tags"] = {}
-    return JobRecord(**row)
+    return JobRecord(**row)  # a row without a kind (from an older distrun): inferred

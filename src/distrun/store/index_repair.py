@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import DistrunError
+from distrun.core.job_kind import JobKind
 
 _JSON_FIELDS = {
     "root_cause": dict,
@@ -64,6 +65,9 @@ def checked_row(row: dict[str, Any], db_path: Path) -> dict[str, Any]:
         value = row.get(field)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise damaged(field, f"is {str(value)[:40]!r}, not a time")
+    kind = row.get("kind")
+    if kind is not None and kind not in {known.value for known in JobKind}:
+        raise damaged("kind", f"is {str(kind)[:40]!r}, not a kind of job distrun knows")
     pid = row.get("launcher_pid")
     if pid is not None and not isinstance(pid, int):
         raise damaged("launcher_pid", f"is {str(pid)[:40]!r}, not a process id")

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from distrun.runner.sweep_run import ranked_trials
+from distrun.runner.summaries import ranked_trials
 from distrun.store.index import JobRecord
 from distrun.ui.pipeline_view import tally, took
 

@@ -1,0 +1,235 @@
+"""The one table of job kinds: what the faces (CLI, SDK, web UI) need of each kind of job.
+
+A record knows its kind (`JobRecord.kind`, stored at submit) and a loaded document knows the kind
+it would run as (`LoadedJob.kind`, ...); the faces look the kind up here instead of testing which
+fields a record holds. A row says how the kind is named, what its children are called, which
+view shows it, its summary, and how a document of the kind is planned, validated, run and
+downloaded. A kind with children (a pipeline, a sweep) is run by its supervisor (`runner`).
+
+Adding a kind is a row here plus the module that runs it. Its `view` picks how the faces show
+it: a kind with children shown as a list of them can use the pipeline's view ("pipeline").
+
+Each runner module is imported when its kind is used, not here: this module is imported by the
+orchestrator (`distrun.runner.jobs`) and by every face.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distrun.core.errors import DistrunError
+from distrun.core.job_kind import JobKind
+
+if TYPE_CHECKING:
+    from distrun.store.index import JobRecord
+    from distrun.store.layout import Layout
+
+# What a document of a kind is checked, planned and downloaded with: (loaded, layout, compute).
+Check = Callable[[Any, "Layout", "str | None"], dict[str, Any]]
+Download = Callable[["Layout", str, Path, "str | None", bool], list[Path]]
+
+
+@dataclass(frozen=True)
+class KindRow:
+    """What the faces need of one kind of job."""
+
+    kind: JobKind  # also says how one is named and what its children are called
+    view: str  # the view the faces show it with: "command", "pipeline" or "sweep"
+    summary: Callable[[JobRecord], str]  # what `distrun run` prints when it has ended
+    plan: Check  # `distrun plan`: the dry run, as plain data
+    plan_text: Callable[[dict[str, Any]], str]  # the dry run for people
+    validate: Check  # `distrun job validate`: the resolved document, as plain data
+    download: Download  # `distrun job download`
+    # The supervisor of a kind with children: its run class and how it is started in the
+    # background, (Run, start_detached), imported when asked for; None for a command job.
+    supervisor: Callable[[], tuple[Any, Any]] | None = None
+
+    @property
+    def children(self) -> str:
+        return self.kind.children
+
+    @property
+    def has_children(self) -> bool:
+        return self.kind.has_children
+
+
+# ---------------------------------------------------------------- command jobs
+
+
+def _command_summary(record: JobRecord) -> str:
+    from distrun.runner.report import execution_summary
+
+    return execution_summary(record)
+
+
+def _plan_command(loaded: Any, layout: Layout, compute: str | None) -> dict[str, Any]:
+    from distrun.runner.jobs import plan_job
+
+    return plan_job(loaded, layout, compute).show()
+
+
+def _command_plan_text(planned: dict[str, Any]) -> str:
+    from distrun.plan.text import plan_as_text
+
+    return plan_as_text(planned)
+
+
+def _validate_command(loaded: Any, layout: Layout, compute: str | None) -> dict[str, Any]:
+    from distrun.runner.jobs import check_target
+
+    check_target(loaded, layout, compute)
+    return loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
+
+
+def _download_job(layout: Layout, name: str, dest: Path, output: str | None, everything: bool) -> list[Path]:
+    from distrun.runner.download import download_job
+
+    return download_job(layout, name, dest, output, everything)
+
+
+# ---------------------------------------------------------------- pipelines
+
+
+def _pipeline_summary(record: JobRecord) -> str:
+    from distrun.runner.summaries import pipeline_summary
+
+    return pipeline_summary(record)
+
+
+def _plan_pipeline(loaded: Any, layout: Layout, compute: str | None) -> dict[str, Any]:
+    from distrun.runner.pipelines import plan_pipeline
+
+    return plan_pipeline(loaded, layout, compute)
+
+
+def _pipeline_plan_text(planned: dict[str, Any]) -> str:
+    from distrun.plan.pipeline_text import pipeline_as_text
+
+    return pipeline_as_text(planned)
+
+
+def _validate_pipeline(loaded: Any, layout: Layout, compute: str | None) -> dict[str, Any]:
+    from distrun.runner.pipelines import check_pipeline
+
+    targets = check_pipeline(loaded, layout, compute)
+    return {
+        "pipeline": loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"jobs"}),
+        "steps": {
+            name: {
+                "compute": targets[name][0].name,
+                "depends_on": list(step.depends_on),
+                "job": step.document,
+            }
+            for name, step in loaded.steps.items()
+        },
+    }
+
+
+def _download_children(layout: Layout, name: str, dest: Path, output: str | None, everything: bool) -> list[Path]:
+    from distrun.runner.download import download_pipeline
+
+    return download_pipeline(layout, name, dest, output, everything)
+
+
+def _pipeline_supervisor() -> tuple[Any, Any]:
+    from distrun.runner.pipeline_run import PipelineRun, start_detached
+
+    return PipelineRun, start_detached
+
+
+# ---------------------------------------------------------------- sweeps
+
+
+def _sweep_summary(record: JobRecord) -> str:
+    from distrun.runner.summaries import sweep_summary
+
+    return sweep_summary(record)
+
+
+def _plan_sweep(loaded: Any, layout: Layout, compute: str | None) -> dict[str, Any]:
+    from distrun.runner.sweep_run import plan_sweep
+
+    return plan_sweep(loaded, layout, compute)
+
+
+def _sweep_plan_text(planned: dict[str, Any]) -> str:
+    from distrun.runner.summaries import sweep_plan_text
+
+    return sweep_plan_text(planned)
+
+
+def _validate_sweep(loaded: Any, layout: Layout, compute: str | None) -> dict[str, Any]:
+    from distrun.runner.sweep_run import check_sweep
+
+    target, _, trial = check_sweep(loaded, layout, compute)
+    sweep = loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"trial"})
+    trial_job = trial.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {"sweep": sweep, "compute": target.name, "trial": trial_job}
+
+
+def _sweep_supervisor() -> tuple[Any, Any]:
+    from distrun.runner.sweep_run import SweepRun, start_detached
+
+    return SweepRun, start_detached
+
+
+# ---------------------------------------------------------------- the table
+
+KINDS: dict[JobKind, KindRow] = {
+    row.kind: row
+    for row in (
+        KindRow(
+            JobKind.COMMAND,
+            view="command",
+            summary=_command_summary,
+            plan=_plan_command,
+            plan_text=_command_plan_text,
+            validate=_validate_command,
+            download=_download_job,
+        ),
+        KindRow(
+            JobKind.PIPELINE,
+            view="pipeline",
+            summary=_pipeline_summary,
+            plan=_plan_pipeline,
+            plan_text=_pipeline_plan_text,
+            validate=_validate_pipeline,
+            download=_download_children,
+            supervisor=_pipeline_supervisor,
+        ),
+        KindRow(
+            JobKind.SWEEP,
+            view="sweep",
+            summary=_sweep_summary,
+            plan=_plan_sweep,
+            plan_text=_sweep_plan_text,
+            validate=_validate_sweep,
+            download=_download_children,
+            supervisor=_sweep_supervisor,
+        ),
+    )
+}
+
+
+def kind_row(kind: JobKind) -> KindRow:
+    """The row of a kind; a kind this distrun records but does not run yet is said so."""
+    try:
+        return KINDS[JobKind(kind)]
+    except KeyError:
+        raise DistrunError(
+            f"this is {JobKind(kind).a_noun}: this version of distrun does not run or show them",
+            f"the kinds it knows: {', '.join(str(known) for known in KINDS)}",
+        ) from None
+
+
+def row_of(record: JobRecord) -> KindRow:
+    """The row of a job's record."""
+    return kind_row(record.kind)
+
+
+def row_of_document(loaded: Any) -> KindRow:
+    """The row of a loaded document (`LoadedJob`, `LoadedPipeline`, `LoadedSweep`: each has its `kind`)."""
+    return kind_row(loaded.kind)
