@@ -106,19 +106,10 @@ def _run_parent_file(
 ) -> NoReturn:
     """A pipeline's or sweep's supervisor submits each step's or trial's job and follows them: this
     process (attached), or one started in the background (`-d`, `job create` without --stream)."""
-    from distrun.spec.loaded_sweep import LoadedSweep
+    from distrun.runner.parent_run import ParentRun, start_detached
 
-    if isinstance(loaded, LoadedSweep):
-        from distrun.runner.sweep_run import SweepRun as Run
-        from distrun.runner.sweep_run import start_detached
-        from distrun.runner.sweep_run import sweep_summary as summary
-    else:
-        from distrun.runner.pipeline_run import PipelineRun as Run
-        from distrun.runner.pipeline_run import pipeline_summary as summary
-        from distrun.runner.pipeline_run import start_detached
-
-    run = Run(loaded, layout, _say_on_stdout, compute, name)
-    _run_parent(run, lambda: start_detached(run, file, list(overrides)), summary, stream, output)
+    run = ParentRun.of(loaded, layout, _say_on_stdout, compute, name)
+    _run_parent(run, lambda: start_detached(run, file, list(overrides)), run.policy.summary, stream, output)
 
 
 def _say_on_stdout(text: str) -> None:
