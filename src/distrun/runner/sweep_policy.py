@@ -91,7 +91,6 @@ class SweepPolicy:
         self.trials: dict[str, dict[str, Any]] = {}  # trial key -> its state, in start order
         self.values: dict[str, list[float]] = {}  # trial key -> its primary metric values, as logged
         self.metrics_read: dict[str, float] = {}  # trial key -> when its run was last read (monotonic)
-        self.parameters: dict[str, dict[str, Any]] = {}  # trial key -> its parameters, until it starts
         self.exhausted = False
         self.stopping: str | None = None  # why no other trial starts (the sweep's timeout)
         self.began = time.monotonic()
