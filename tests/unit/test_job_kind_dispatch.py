@@ -96,7 +96,7 @@ def test_every_kind_distrun_runs_has_a_row_and_each_row_is_its_kinds() -> None:
     assert set(KINDS) == {JobKind.COMMAND, JobKind.PIPELINE, JobKind.SWEEP}
     assert all(row.kind is kind for kind, row in KINDS.items())
     assert [row.has_children for row in KINDS.values()] == [False, True, True]
-    assert all((row.supervisor is None) is (not row.has_children) for row in KINDS.values())
+    assert all((row.policy is None) is (not row.has_children) for row in KINDS.values())
     assert {row.view for row in KINDS.values()} == {"command", "pipeline", "sweep"}
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from distrun.core.launch_sweep import (
+from distrun.core.launch_leftovers import (
     cgroup2_mount,
     cgroup_path,
     kill_members,
@@ -28,7 +28,7 @@ from distrun.core.launch_sweep import (
 )
 
 # What finds and stops a launch's cgroup from outside (the watchdog, the job index) is
-# `distrun.core.launch_sweep`'s; here, the agent's side: creating it and starting ranks in it.
+# `distrun.core.launch_leftovers`'s; here, the agent's side: creating it and starting ranks in it.
 __all__ = ["LaunchCgroup", "cgroup_path", "kill_members", "member_pids", "remove_launch_cgroup"]
 
 

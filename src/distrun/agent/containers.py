@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distrun.core.launch_sweep import LAUNCH_MARKER
+from distrun.core.launch_leftovers import LAUNCH_MARKER
 from distrun.environments.container_engine import ENGINES, engine_env
 from distrun.plan.model import ProcessSpec
 

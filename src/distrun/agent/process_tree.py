@@ -26,7 +26,7 @@ from distrun.agent.cgroup import LaunchCgroup
 from distrun.agent.containers import ContainerRun, engine_process_env, passed_env, run_argv
 from distrun.core import procfs
 from distrun.core.death_signal import setpriv_prefix
-from distrun.core.launch_sweep import LAUNCH_MARKER, kill_pids, marked_pids
+from distrun.core.launch_leftovers import LAUNCH_MARKER, kill_pids, marked_pids
 from distrun.plan.model import ProcessSpec
 
 __all__ = [

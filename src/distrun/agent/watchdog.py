@@ -14,7 +14,7 @@ import os
 import signal
 from collections.abc import Callable
 
-from distrun.core.launch_sweep import sweep_launch
+from distrun.core.launch_leftovers import stop_launch_leftovers
 
 _DONE = b"done"
 
@@ -105,5 +105,5 @@ def _watch(read_fd: int, launch_id: str, on_lost: Callable[[], None]) -> None:
     # The agent is gone. Its direct children already got SIGKILL (PDEATHSIG); this catches
     # everything they started, also daemonized grandchildren: the whole cgroup where there is
     # one, then every process carrying the launch marker.
-    sweep_launch(launch_id)
+    stop_launch_leftovers(launch_id)
     on_lost()

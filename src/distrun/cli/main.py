@@ -106,13 +106,10 @@ def _run_parent_file(
 ) -> NoReturn:
     """A pipeline's or sweep's supervisor submits each step's or trial's job and follows them: this
     process (attached), or one started in the background (`-d`, `job create` without --stream)."""
-    from distrun.runner.job_kinds import row_of_document
+    from distrun.runner.parent_run import ParentRun, start_detached
 
-    row = row_of_document(loaded)
-    assert row.supervisor is not None  # a kind with children has one
-    run_class, start_detached = row.supervisor()
-    run = run_class(loaded, layout, _say_on_stdout, compute, name)
-    _run_parent(run, lambda: start_detached(run, file, list(overrides)), row.summary, stream, output)
+    run = ParentRun.of(loaded, layout, _say_on_stdout, compute, name)
+    _run_parent(run, lambda: start_detached(run, file, list(overrides)), run.policy.summary, stream, output)
 
 
 def _say_on_stdout(text: str) -> None:

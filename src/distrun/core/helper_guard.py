@@ -14,7 +14,7 @@ import sys
 import time
 
 from distrun.core import procfs
-from distrun.core.launch_sweep import kill_pids
+from distrun.core.launch_leftovers import kill_pids
 
 HELPER_MARKER = "DISTRUN_HELPER_OF"
 ROUNDS = 250  # 20 ms apart: 5 s at most

@@ -6,8 +6,10 @@ fields a record holds. A row says how the kind is named, what its children are c
 view shows it, its summary, and how a document of the kind is planned, validated, run and
 downloaded. A kind with children (a pipeline, a sweep) is run by its supervisor (`runner`).
 
-Adding a kind is a row here plus the module that runs it. Its `view` picks how the faces show
-it: a kind with children shown as a list of them can use the pipeline's view ("pipeline").
+Adding a kind is a row here plus the module that runs it: for a kind with children, a policy
+over the one parent-run loop (`distrun.runner.parent_policy.ParentPolicy`; docs/parent-jobs.md).
+Its `view` picks how the faces show it: a kind with children shown as a list of them can use
+the pipeline's view ("pipeline").
 
 Each runner module is imported when its kind is used, not here: this module is imported by the
 orchestrator (`distrun.runner.jobs`) and by every face.
@@ -24,6 +26,7 @@ from distrun.core.errors import DistrunError
 from distrun.core.job_kind import JobKind
 
 if TYPE_CHECKING:
+    from distrun.runner.parent_policy import ParentPolicy
     from distrun.store.index import JobRecord
     from distrun.store.layout import Layout
 
@@ -43,9 +46,9 @@ class KindRow:
     plan_text: Callable[[dict[str, Any]], str]  # the dry run for people
     validate: Check  # `distrun job validate`: the resolved document, as plain data
     download: Download  # `distrun job download`
-    # The supervisor of a kind with children: its run class and how it is started in the
-    # background, (Run, start_detached), imported when asked for; None for a command job.
-    supervisor: Callable[[], tuple[Any, Any]] | None = None
+    # The policy of a kind with children over the one parent-run loop (`distrun.runner.parent_run`),
+    # imported when asked for; None for a command job.
+    policy: Callable[[], type[ParentPolicy]] | None = None
 
     @property
     def children(self) -> str:
@@ -134,10 +137,10 @@ def _download_children(layout: Layout, name: str, dest: Path, output: str | None
     return download_pipeline(layout, name, dest, output, everything)
 
 
-def _pipeline_supervisor() -> tuple[Any, Any]:
-    from distrun.runner.pipeline_run import PipelineRun, start_detached
+def _pipeline_policy() -> type[ParentPolicy]:
+    from distrun.runner.pipeline_policy import PipelinePolicy
 
-    return PipelineRun, start_detached
+    return PipelinePolicy
 
 
 # ---------------------------------------------------------------- sweeps
@@ -170,10 +173,10 @@ def _validate_sweep(loaded: Any, layout: Layout, compute: str | None) -> dict[st
     return {"sweep": sweep, "compute": target.name, "trial": trial_job}
 
 
-def _sweep_supervisor() -> tuple[Any, Any]:
-    from distrun.runner.sweep_run import SweepRun, start_detached
+def _sweep_policy() -> type[ParentPolicy]:
+    from distrun.runner.sweep_policy import SweepPolicy
 
-    return SweepRun, start_detached
+    return SweepPolicy
 
 
 # ---------------------------------------------------------------- the table
@@ -198,7 +201,7 @@ KINDS: dict[JobKind, KindRow] = {
             plan_text=_pipeline_plan_text,
             validate=_validate_pipeline,
             download=_download_children,
-            supervisor=_pipeline_supervisor,
+            policy=_pipeline_policy,
         ),
         KindRow(
             JobKind.SWEEP,
@@ -208,7 +211,7 @@ KINDS: dict[JobKind, KindRow] = {
             plan_text=_sweep_plan_text,
             validate=_validate_sweep,
             download=_download_children,
-            supervisor=_sweep_supervisor,
+            policy=_sweep_policy,
         ),
     )
 }
@@ -233,3 +236,19 @@ def row_of(record: JobRecord) -> KindRow:
 def row_of_document(loaded: Any) -> KindRow:
     """The row of a loaded document (`LoadedJob`, `LoadedPipeline`, `LoadedSweep`: each has its `kind`)."""
     return kind_row(loaded.kind)
+
+
+def policy_of(kind: JobKind | str) -> type[ParentPolicy]:
+    """The policy that runs a kind of parent job over the one parent-run loop."""
+    row = kind_row(JobKind(kind))
+    if row.policy is None:
+        raise DistrunError(f"{row.kind.a_noun} is not a job with children", "run it as a job")
+    return row.policy()
+
+
+def policy_for(loaded: Any) -> type[ParentPolicy]:
+    """The policy that runs what the loader made of a file (a pipeline, a sweep)."""
+    kind = getattr(loaded, "kind", None)
+    if kind is None:
+        raise DistrunError(f"{type(loaded).__name__} is not a job with children", "run it as a job")
+    return policy_of(kind)

@@ -2,6 +2,8 @@
 
     plan_job    load -> target -> backend.render(preview)           (`distrun plan`)
     submit_job  target -> preflight -> prepare_job -> render -> schedule   (`job create`, SDK)
+    start_child a parent's child (a pipeline's step, a sweep's trial): submit_job, or a parent of
+                its own (a pipeline's sweep step) recorded and supervised in the background
     run_job     target -> preflight -> prepare_job -> render -> runner.run_attached  (`distrun run`)
     get_job / list_jobs   the store's records, live engine jobs refreshed through observe
     stream_job  follow a job's per-rank logs until it ends, then its execution summary
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from distrun.backends.base import Backend, RenderedJob
     from distrun.loading.loader import LoadedJob
     from distrun.prepare.compute import ComputeTarget
+    from distrun.runner.parent_policy import DetachedParent
     from distrun.spec.models import JobSpec
     from distrun.store.index import JobRecord
     from distrun.store.layout import Layout
@@ -153,6 +156,25 @@ def submit_job(
     with interrupts_raised():
         backend, rendered = _prepared(loaded, layout, compute, name)
     return backend.schedule(rendered, layout), rendered
+
+
+def start_child(
+    child: LoadedJob | DetachedParent, layout: Layout, compute: str | None, name: str, parent: str
+) -> JobRecord:
+    """Start a parent's child as the job `name`, its record naming `parent`: the one entry every
+    child starts through (`distrun.runner.parent_run`). A job is submitted as `submit_job` submits
+    one; a child that is a parent itself (a pipeline's sweep step) is recorded and supervised in
+    the background, as `distrun run -d` starts one. Returns the child's record as started."""
+    from distrun.runner.detached_parent import start_detached
+    from distrun.runner.parent_policy import DetachedParent
+    from distrun.store.index import JobIndex
+
+    if isinstance(child, DetachedParent):
+        record = start_detached(layout, child)
+    else:
+        record, _ = submit_job(child, layout, compute, name)
+    JobIndex(layout.db_path).update(name, only_if_not_terminal=False, parent=parent)
+    return record
 
 
 def run_job(

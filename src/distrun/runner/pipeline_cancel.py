@@ -2,7 +2,7 @@
 stop it, as `job cancel` asks a local job's supervisor: SIGTERM, which the pipeline's run takes
 as Ctrl-C (it cancels every running step's job and records the pipeline Canceled).
 
-Apart from `distrun.runner.pipeline_run`, which submits jobs through `distrun.runner.jobs`:
+Apart from `distrun.runner.parent_run`, which starts jobs through `distrun.runner.jobs`:
 `jobs.cancel_job` calls this, and the two must not import each other.
 """
 

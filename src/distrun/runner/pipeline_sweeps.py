@@ -1,12 +1,14 @@
 """A pipeline's sweep step at run time: a sweep job, child of the pipeline, whose trials are its own
 children.
 
-The step's sweep is started as `distrun run -d sweep.yml` starts one (`distrun.runner.sweep_run`):
-recorded, then supervised by a background process of its own, named `<pipeline>.<step>`, its
-trials `<pipeline>.<step>.trial_<n>`. The pipeline follows its record as it follows a step's job,
-and cancels it as one (`distrun.runner.jobs.cancel_job`: its supervisor cancels its trials). What
-the supervisor loads is handed over as data (`step_request`): the step's sweep document with its
-upstream inputs bound, and its trial component. The step's outputs are the best trial's: a later
+The step's sweep is started through the entry every child starts through
+(`distrun.runner.jobs.start_child`), as `distrun run -d sweep.yml` starts one: recorded, then
+supervised by a background process of its own (`distrun.runner.detached_parent`), named
+`<pipeline>.<step>`, its trials `<pipeline>.<step>.trial_<n>`. The pipeline follows its record
+as it follows a step's job, and cancels it as one (`distrun.runner.jobs.cancel_job`: its
+supervisor cancels its trials). What the supervisor loads is handed over as data
+(`step_request`): the step's sweep document with its upstream inputs bound, and its trial
+component. The step's outputs are the best trial's: a later
 step's `azureml://jobs/<pipeline>.<step>/outputs/NAME` resolves to the best trial's output
 (`distrun.data.locations`). A sweep that completed without a best trial (no trial logged the
 primary metric) fails the step: there are no outputs to give.
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from distrun.core.job_status import JobStatus
 
 if TYPE_CHECKING:
+    from distrun.runner.parent_policy import DetachedParent
     from distrun.spec.loaded_pipeline import LoadedPipeline, PipelineStep
     from distrun.store.index import JobRecord
     from distrun.store.layout import Layout
@@ -36,22 +39,23 @@ def step_request(step: PipelineStep, document: dict[str, Any], source: str) -> d
     }
 
 
-def start_sweep_step(
+def sweep_step(
     pipeline: LoadedPipeline,
     step: PipelineStep,
     document: dict[str, Any],
     layout: Layout,
     compute: str | None,
     job: str,
-) -> JobRecord:
-    """Start the step's sweep as the job `job`, its upstream inputs bound in `document` (their
-    data exists now: checked as a sweep file's are)."""
+) -> DetachedParent:
+    """The step's sweep, to start as the job `job` in the background, its upstream inputs bound in
+    `document` (their data exists now: checked as a sweep file's are)."""
     from distrun.loading.sweep_step import load_step_sweep
-    from distrun.runner.sweep_run import SweepRun, start_detached
+    from distrun.runner.detached_parent import detached
+    from distrun.runner.sweep_policy import SweepPolicy
 
     sweep = load_step_sweep(step, document, pipeline.source)
-    run = SweepRun(sweep, layout, lambda text: None, compute, job)
-    return start_detached(run, None, [], step_request(step, document, pipeline.source))
+    policy = SweepPolicy(sweep, layout, lambda text: None, compute, job)
+    return detached(policy, None, [], compute, step=step_request(step, document, pipeline.source))
 
 
 def trial_lines(record: JobRecord, said: set[str]) -> list[str]:

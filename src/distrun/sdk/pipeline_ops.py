@@ -2,7 +2,7 @@
 
     PipelineJob._to_data()  (the pipeline YAML document)
       -> distrun.loading.pipeline_loader.load_pipeline_data  (the one validation path)
-      -> distrun.runner.pipeline_run.start_detached  (as `distrun job create --file pipeline.yml`)
+      -> distrun.runner.parent_run.start_detached  (as `distrun job create --file pipeline.yml`)
 
 so a pipeline built in Python is recorded, run, listed and followed exactly like a YAML one;
 its document is kept in its folder as `pipeline.yml`.
@@ -37,10 +37,10 @@ def checked_pipeline(job: PipelineJob) -> tuple[dict[str, Any], Any]:
 
 def submit_pipeline(job: PipelineJob, layout: Layout, compute: str | None) -> JobRecord:
     """Validate the pipeline (every step, its components and compute) and start it in the background."""
-    from distrun.runner.pipeline_run import PipelineRun, start_detached
+    from distrun.runner.parent_run import ParentRun, start_detached
 
     document, loaded = checked_pipeline(job)
-    run = PipelineRun(loaded, layout, lambda text: None, compute, job.name)
+    run = ParentRun.of(loaded, layout, lambda text: None, compute, job.name)
     return start_detached(run, None, [], document, job._base_dir)
 
 

@@ -2,7 +2,7 @@
 
     SweepJob._to_data()  (the sweep YAML document)
       -> distrun.loading.sweep_loader.load_sweep_data  (the one validation path)
-      -> distrun.runner.sweep_run.start_detached  (as `distrun run -d sweep.yml`)
+      -> distrun.runner.parent_run.start_detached  (as `distrun run -d sweep.yml`)
 
 so a sweep built in Python is recorded, run, listed and followed exactly like a YAML one; its
 document is kept in its folder as `sweep.yml`.
@@ -21,11 +21,11 @@ __all__ = ["submit_sweep", "sweep_of_record"]
 
 def submit_sweep(job: SweepJob, layout: Layout, compute: str | None) -> JobRecord:
     """Validate the sweep (its trial as a command job, its compute) and start it in the background."""
-    from distrun.runner.sweep_run import SweepRun, start_detached
+    from distrun.runner.parent_run import ParentRun, start_detached
 
     source = job._job_source()
     loaded = source.load()
-    run = SweepRun(loaded, layout, lambda text: None, compute, job.name)
+    run = ParentRun.of(loaded, layout, lambda text: None, compute, job.name)
     return start_detached(run, None, [], document=source.data, base_dir=source.base_dir)
 
 

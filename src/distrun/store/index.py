@@ -316,9 +316,9 @@ class JobIndex:
         if record.compute == "local":
             # Its watchdog may have been killed too (by a job that hunted it down): whatever
             # the job left running goes now, before anyone is told the job has ended.
-            from distrun.core.launch_sweep import sweep_launch
+            from distrun.core.launch_leftovers import stop_launch_leftovers
 
-            sweep_launch(f"{record.name}-{record.launcher_pid}")
+            stop_launch_leftovers(f"{record.name}-{record.launcher_pid}")
         return self.get(record.name)
 
 

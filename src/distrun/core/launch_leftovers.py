@@ -3,9 +3,9 @@
 Every process of a launch carries the launch marker in its environment (`DISTRUN_LAUNCH_ID`,
 which its children inherit) and, where cgroup v2 is writable, is a member of the launch's cgroup
 (`distrun.agent.cgroup` creates it, `distrun.agent.process_tree` starts the processes). The
-agent's watchdog sweeps a launch when the agent dies; the job index (`distrun.store.index`) does
-when it finds a local launcher gone, in case the watchdog was killed too. So this sits below
-both.
+agent's watchdog stops what is left of a launch when the agent dies; the job index
+(`distrun.store.index`) does when it finds a local launcher gone, in case the watchdog was
+killed too. So this sits below both.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def kill_pids(pids: Iterable[int], sig: int) -> None:
             pass
 
 
-def sweep_launch(launch_id: str) -> None:
+def stop_launch_leftovers(launch_id: str) -> None:
     """Kill every process of a launch whose agent is gone: its cgroup, then the marked ones.
 
     Also run by the first reader that finds the agent gone (`store.index`), in case the
