@@ -161,3 +161,18 @@ def test_a_value_output_one_step_writes_never_runs_in_the_next_steps_job(run_cli
     read_log = tmp_path / "home" / "jobs" / "pipe.read" / "user_logs" / "std_log_process_00.txt"
     assert _argv(read_log.read_text()) == [f"got {hostile}"]
     assert not pwned.exists()
+
+
+def test_a_literal_the_shell_would_reread_is_a_file_line_error_before_anything_is_recorded(
+    run_cli, write_job, distrun_home, tmp_path
+):
+    pwned = tmp_path / "pwned"
+    job = write_job(f"command: echo $(( ${{{{inputs.n}}}} + 1 ))\ninputs:\n  n: {json.dumps(f'a[$(touch {pwned})]')}\n")
+    result = run_cli("run", str(job))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{job}:1:1: command: the value of inputs.n" in result.stderr
+    assert "stands inside an arithmetic expression" in result.stderr and "hint: put the reference" in result.stderr
+    assert not (distrun_home / "jobs").exists() or not any((distrun_home / "jobs").iterdir())
+    assert not pwned.exists()
+    fine = run_cli("run", str(job), "--set", "inputs.n=4")
+    assert fine.returncode == 0 and "[0/0] 5" in fine.stdout, fine.stdout + fine.stderr

@@ -22,6 +22,10 @@ _OPTIONAL = re.compile(r"\$\[\[(.*?)\]\]", re.DOTALL)
 _REF = re.compile(r"^(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)$")
 
 
+class UnsafeValueError(DistrunError):
+    """A value the command puts where the shell would read it as code (see `shell_context`)."""
+
+
 @dataclass(frozen=True)
 class Reference:
     kind: str  # "inputs" | "outputs"
@@ -81,8 +85,8 @@ def render_command(command: str, inputs: Mapping[str, str], outputs: Mapping[str
         try:
             written = escape_value(value, context)
         except UnsafePlacement:
-            raise DistrunError(
-                f"command: the value of {parts.group(1)}.{parts.group(2)} ({value!r}) stands inside "
+            raise UnsafeValueError(
+                f"the value of {parts.group(1)}.{parts.group(2)} ({value!r}) stands inside "
                 f"{context.value} of the command, where the shell would read it as code",
                 hint="put the reference outside it, bare or in \"double\" or 'single' quotes, where distrun "
                 "hands the program exactly its text",
