@@ -1,6 +1,8 @@
-"""An image name never becomes an option of the engine that runs it: `environment.image`, and an
-image config.yaml names, are checked against the image reference grammar before anything starts,
-and the error names the file and line."""
+"""A value distrun hands to another program's command line never becomes one of its options:
+`environment.image`, and an image config.yaml names, are checked against the image reference
+grammar before anything starts (the error names the file and line); a data path is never handed
+to `--volume` with a ':' in it; a Slurm target's names and time are checked before they are
+written into `#SBATCH` lines."""
 
 from __future__ import annotations
 
@@ -43,3 +45,22 @@ def test_a_data_path_holding_a_colon_is_never_handed_to_volume(tmp_path):
     hostile = Bindings(inputs={}, outputs={}, input_paths={"data": "/data/x:/etc:rw"})
     with pytest.raises(DistrunError, match="cannot be mounted into a container"):
         _mounts(tmp_path, hostile)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("partition", "gpu --uid=0"),
+        ("partition", "-x"),
+        ("account", "a\n#SBATCH --uid=0"),
+        ("qos", "high;id"),
+        ("time_limit", "1:00 --uid=0"),
+    ],
+)
+def test_a_slurm_target_value_that_would_be_another_option_is_refused(key, value):
+    from distrun.backends.slurm.target import SlurmSettings
+    from distrun.core.errors import DistrunError
+
+    assert SlurmSettings.from_settings("s", {"partition": "gpu-a100", "time_limit": "1-02:00:00"}).partition
+    with pytest.raises(DistrunError, match=f"{key}: .* is not a Slurm"):
+        SlurmSettings.from_settings("s", {key: value})
