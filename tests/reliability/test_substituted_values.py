@@ -63,11 +63,18 @@ def test_any_value_reaches_the_program_as_its_text_in_every_quoting_context(valu
 
 
 @pytest.mark.parametrize(
-    "context", ["# note ${{inputs.v}}", "echo `echo ${{inputs.v}}`", "echo $(( ${{inputs.v}} + 1 ))"]
+    ("context", "hostile"),
+    [
+        ("# note ${{inputs.v}}", "x\ntouch {pwned}"),
+        ("echo `echo ${{inputs.v}}`", "$(touch {pwned})"),
+        ("echo $(( ${{inputs.v}} + 1 ))", "a[$(touch {pwned})]"),
+    ],
 )
-def test_a_value_where_the_shell_rereads_it_is_refused_unless_a_plain_word(context: str, tmp_path) -> None:
+def test_a_value_where_the_shell_rereads_it_is_refused_unless_a_plain_word(
+    context: str, hostile: str, tmp_path
+) -> None:
     with pytest.raises(DistrunError, match="where the shell would read it as code") as refused:
-        render_command(context, {"v": f"$(touch {tmp_path}/pwned)"}, {})
+        render_command(context, {"v": hostile.format(pwned=tmp_path / "pwned")}, {})
     assert "hint:" in refused.value.render()
     assert render_command(context, {"v": "12"}, {}) == context.replace("${{inputs.v}}", "12")
     assert not (tmp_path / "pwned").exists()

@@ -57,7 +57,8 @@ def test_the_characters_of_a_reference_are_never_read_as_quotes() -> None:
         (Context.HEREDOC, '$x `y` "z"', '\\$x \\`y\\` "z"'),
         (Context.QUOTED_HEREDOC, "$x `y`", "$x `y`"),
         (Context.ARITHMETIC, "42", "42"),
-        (Context.COMMENT, "a.b", "a.b"),
+        (Context.COMMENT, "a $(b) 'c", "a $(b) 'c"),
+        (Context.ARITHMETIC, "", ""),
     ],
 )
 def test_a_value_is_written_for_its_context(context: Context, value: str, written: str) -> None:
@@ -73,7 +74,7 @@ def test_a_value_is_written_for_its_context(context: Context, value: str, writte
         (Context.COMMENT, "x\nid"),
         (Context.HEREDOC, "x\nEOF\nid"),
         (Context.QUOTED_HEREDOC, "x\nEOF"),
-        (Context.COMMENT, ""),
+        (Context.ARITHMETIC, "1 + 1"),
     ],
 )
 def test_a_value_no_writing_makes_safe_is_refused(context: Context, value: str) -> None:

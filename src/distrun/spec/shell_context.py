@@ -3,9 +3,9 @@ value is written there so that bash hands the program exactly its text.
 
 Where bash reads a value decides how it must be written: bare, inside "double quotes", inside
 'single quotes', inside $'...', inside an unquoted or a quoted here-document. Other places
-(a comment, `backticks`, `${VAR...}`, `$(( arithmetic ))`) re-read or evaluate what they hold,
-so no writing makes every value safe there: only a plain word (letters, digits, `@%+=:,./-_`)
-is written there, anything else is refused.
+(`backticks`, `${VAR...}`, `$(( arithmetic ))`) re-read or evaluate what they hold, so no
+writing makes every value safe there: only a plain word (letters, digits, `@%+=:,./-_`) or
+nothing is written there, anything else is refused; a comment takes any value without a newline.
 
 Pure functions over the command text: a small scanner of bash's quoting rules, not a parser.
 """
@@ -227,8 +227,8 @@ def escape_value(value: str, context: Context) -> str:
         return value.replace("\\", "\\\\").replace("'", "\\'")
     if context == Context.HEREDOC and "\n" not in value:  # a newline could end the document
         return re.sub(r"([\\$`])", r"\\\1", value)
-    if context == Context.QUOTED_HEREDOC and "\n" not in value:
-        return value
-    if _PLAIN.fullmatch(value):
+    if context in (Context.QUOTED_HEREDOC, Context.COMMENT) and "\n" not in value:
+        return value  # read as it is, up to the end of the line
+    if not value or _PLAIN.fullmatch(value):
         return value
     raise UnsafePlacement(context)
