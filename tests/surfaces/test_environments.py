@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -379,10 +380,12 @@ def test_docker_build_context_of_pip_steps_runs_in_its_built_environment_with_it
     )
     context = job.parent / "docker-context"
     context.mkdir()
-    (context / "requirements.txt").write_text(f"--no-index\n--find-links {wheels}\n{PROBE}==1.0\n")
+    shutil.copytree(wheels, context / "wheels")  # a build sees only its context's files
+    (context / "requirements.txt").write_text(f"--no-index\n--find-links ./wheels\n{PROBE}==1.0\n")
     (context / "Dockerfile").write_text(
         f"FROM python:{sys.version_info.major}.{sys.version_info.minor}-slim\n"
         "ENV GREETING=hello PATH=/opt/venv/bin:$PATH\n"
+        "COPY wheels wheels\n"
         "COPY requirements.txt .\n"
         "RUN pip install --no-cache-dir -r requirements.txt && rm requirements.txt\n"
         'CMD ["bash"]\n'

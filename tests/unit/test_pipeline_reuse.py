@@ -305,7 +305,7 @@ def test_a_folder_digest_is_its_names_and_contents(tmp_path: Path) -> None:
     assert content_digest(tmp_path / "one" / "a.txt") != content_digest(tmp_path / "one" / "sub" / "b.txt")
 
 
-def test_a_digest_follows_no_link_and_never_blocks(tmp_path: Path) -> None:
+def test_a_digest_follows_no_link_on_the_way_and_never_blocks(tmp_path: Path) -> None:
     secret = _tree(tmp_path, {"secret.txt": "one"}) / "secret.txt"
     job = tmp_path / "job"
     out = _tree(job / "outputs" / "model", {"w.txt": "weights"})
@@ -314,8 +314,8 @@ def test_a_digest_follows_no_link_and_never_blocks(tmp_path: Path) -> None:
     os.mkfifo(out / "pipe")  # opening it would wait for a writer
     with_link = content_digest(out, root=job)
     assert with_link != before
-    secret.write_text("two")  # what a link points at is not read: only the link itself counts
-    assert content_digest(out, root=job) == with_link
+    secret.write_text("two")  # a link inside the tree counts by what it leads to: its target changed
+    assert content_digest(out, root=job) != with_link
     # Below the job folder a link on the way, or at the end, is refused.
     (job / "linked").symlink_to(out)
     with pytest.raises(UnsafeFileError):

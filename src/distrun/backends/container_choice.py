@@ -18,6 +18,7 @@ from pathlib import Path
 
 from distrun.agent.containers import ContainerRun
 from distrun.core.errors import DistrunError
+from distrun.core.image_reference import IMAGE_HINT, image_reference_problem
 from distrun.environments.container_engine import find_engine
 from distrun.environments.container_settings import SWITCH, containers_settings, switched_off
 from distrun.plan.model import Bindings
@@ -75,6 +76,9 @@ def choose_container(
     image = built["tag"] if built else job_image(spec) or curated_image(spec, config_path)
     if image is None:
         return ContainerChoice(None, None)
+    problem = image_reference_problem(image)
+    if problem:  # from config.yaml or a built tag: it reaches the engine's command line all the same
+        raise DistrunError(f"environment image: {problem}", IMAGE_HINT)
     settings = containers_settings(config_path)
     off = switched_off(config_path, settings)
     if off is not None:
@@ -115,6 +119,13 @@ def _mounts(job_dir: Path, bindings: Bindings) -> tuple[str, ...]:
     for path in [*bindings.input_paths.values(), *bindings.outputs.values(), *bindings.python_layer.values()]:
         if path.startswith("/") and not any(path == p or path.startswith(p.rstrip("/") + "/") for p in paths):
             paths.append(path)
+    for path in paths:
+        if ":" in path or "\n" in path:  # `--volume SRC:DST[:OPTIONS]` would split it into other things
+            raise DistrunError(
+                f"{path!r} cannot be mounted into a container: a ':' or a newline in a path would be read "
+                "as the mount's destination or options",
+                "rename the folder, or run without containers (`distrun run --no-container`)",
+            )
     return tuple(paths)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from distrun.core.errors import Position, Problem
 from distrun.core.safe_files import read_user_file
 from distrun.core.user_paths import expand_user
+from distrun.environments.context_paths import outside_context
 
 REQUIREMENTS_FILE_LIMIT = 1 << 20  # a pip requirements file; a named pipe or /dev/zero is refused
 
@@ -126,12 +127,14 @@ PositionOf = Callable[..., Position]
 
 
 def read_conda_data(
-    data: Any, base_dir: Path, origin: str, position: PositionOf, key: str
+    data: Any, base_dir: Path, origin: str, position: PositionOf, key: str, context: Path | None = None
 ) -> tuple[EnvRequest | None, list[Problem]]:
     """A conda file's mapping -> the request and the problems that stop it from being built.
 
     `position(*path)` gives where a key of the conda mapping was written; `key` prefixes
-    key paths in messages (`environment.conda_file` for an inline file, else "").
+    key paths in messages (`environment.conda_file` for an inline file, else ""). With a Docker
+    build `context`, a line that names a place on this machine outside it is a problem, and a
+    `-r` file outside it is never read.
     """
     problems: list[Problem] = []
 
@@ -159,7 +162,7 @@ def read_conda_data(
                 continue
             for sub, line in enumerate(lines):
                 requirements.extend(
-                    _pip_line(line, base_dir, position(*where, "pip", sub), (*where, "pip", sub), problem)
+                    _pip_line(line, base_dir, position(*where, "pip", sub), (*where, "pip", sub), problem, context)
                 )
             continue
         if not isinstance(dep, str):
@@ -186,7 +189,27 @@ def read_conda_data(
             )
             continue
         requirements.append(Requirement(PIP_NAMES.get(name, name) + _pip_version(rest), position(*where)))
+    if context is not None:
+        problems += _outside_context(requirements, base_dir, context, key)
     return EnvRequest(python, tuple(requirements), base_dir, origin), problems
+
+
+def _outside_context(requirements: list[Requirement], base_dir: Path, context: Path, key: str) -> list[Problem]:
+    """A problem for each line that names a place on this machine outside the build context."""
+    found = []
+    for requirement in requirements:
+        place = outside_context(requirement.line, base_dir, context)
+        if place is not None:
+            found.append(
+                Problem(
+                    f"{requirement.line!r} names {place}, outside the build context {context}: a Docker build "
+                    "sees only the context's files, and so does distrun's build of it",
+                    key,
+                    requirement.position,
+                    "copy what it needs into the build context (COPY it in the Dockerfile) and name it there",
+                )
+            )
+    return found
 
 
 def _python_version(rest: str) -> str | None:
@@ -227,6 +250,7 @@ def _pip_line(
     where: Position,
     path: tuple[str | int, ...],
     problem: Callable[[tuple[str | int, ...], str, str], None],
+    context: Path | None = None,
     depth: int = 0,
 ) -> list[Requirement]:
     if not isinstance(line, str) or not line.strip():
@@ -238,6 +262,14 @@ def _pip_line(
         return [Requirement(_absolute(text, base_dir), where)]
     file = expand_user(Path(match.group(1).strip()))
     file = file if file.is_absolute() else base_dir / file
+    if context is not None and not file.resolve().is_relative_to(context.resolve()):
+        problem(
+            path,
+            f"requirements file {file} is outside the build context {context}: "
+            "a Docker build sees only the context's files",
+            "copy it into the build context and name it there",
+        )
+        return []
     try:
         content = read_user_file(file, REQUIREMENTS_FILE_LIMIT).decode("utf-8")
     except (OSError, ValueError) as exc:
@@ -252,5 +284,5 @@ def _pip_line(
     for number, raw in enumerate(content.splitlines(), start=1):
         stripped = raw.split(" #", 1)[0].strip()
         if stripped and not stripped.startswith("#"):
-            out.extend(_pip_line(stripped, file.parent, Position(str(file), number), path, problem, depth + 1))
+            out.extend(_pip_line(stripped, file.parent, Position(str(file), number), path, problem, context, depth + 1))
     return out

@@ -176,7 +176,7 @@ def _from_build_context(build: Any, base_dir: Path, position: PositionOf) -> tup
     if read.problems:
         return None, read.problems
     request, problems = read_conda_data(
-        read.conda_data, context, str(read.dockerfile), read.position, "environment.build"
+        read.conda_data, context, str(read.dockerfile), read.position, "environment.build", context=context
     )
     if request is None or problems:
         return None, problems

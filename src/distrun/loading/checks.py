@@ -12,7 +12,7 @@ from pathlib import Path
 
 from distrun.core.errors import DistrunError, Position, Problem
 from distrun.spec import models
-from distrun.spec.command_template import references
+from distrun.spec.command_template import UnsafeValueError, references, render_command, render_value
 from distrun.spec.paths import local_path
 
 PositionOf = Callable[..., Position]
@@ -177,7 +177,33 @@ def _unpassable_problems(spec: models.JobSpec, position: PositionOf) -> list[Pro
 
 
 def _reference_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
-    return reference_problems(spec.command, spec.inputs, spec.outputs, position)
+    return [
+        *reference_problems(spec.command, spec.inputs, spec.outputs, position),
+        *_placement_problems(spec, position),
+    ]
+
+
+def _placement_problems(spec: models.JobSpec, position: PositionOf) -> list[Problem]:
+    """A literal value the command puts where no writing of it is safe (a comment, backticks,
+    `${...}`, arithmetic): refused at load, as rendering it would refuse it when the job starts.
+    Paths stand in as a plain word here: they are only known then."""
+    values: dict[str, str] = {}
+    for name, value in spec.inputs.items():
+        if isinstance(value, models.LiteralInput):
+            given = value.value if value.value is not None else value.default
+            if given is not None:
+                values[name] = render_value(given)
+        elif not isinstance(value, models.DataInput):
+            values[name] = render_value(value)
+        else:
+            values[name] = "path"
+    try:
+        render_command(spec.command, values, dict.fromkeys(spec.outputs, "path"))
+    except UnsafeValueError as exc:
+        return [Problem(exc.message, "command", position("command"), exc.hint)]
+    except KeyError:  # a reference to nothing: reference_problems says so
+        pass
+    return []
 
 
 def reference_problems(

@@ -195,7 +195,7 @@ class PipelinePolicy:
     def _reused(self, step: str, document: dict[str, Any]) -> bool:
         """Whether the step was reused (then it is Completed with the earlier run's outputs);
         otherwise its key is kept, to be recorded when it completed."""
-        from distrun.runner.pipeline_reuse import earlier_run, pipeline_step_key
+        from distrun.runner.pipeline_reuse import DigestLimitError, earlier_run, pipeline_step_key
         from distrun.spec.pipeline_reuse import why_not_reused
         from distrun.store.index import JobIndex
         from distrun.store.step_reuse import completed_run
@@ -203,7 +203,11 @@ class PipelinePolicy:
         pipeline_step = self.pipeline.steps[step]
         if not pipeline_step.is_deterministic:
             return False
-        key = pipeline_step_key(pipeline_step, document, self.layout.home)
+        try:
+            key = pipeline_step_key(pipeline_step, document, self.layout.home)
+        except DigestLimitError as exc:
+            self.say(f"[{step}] not reused: {exc.message}")
+            return False
         if key is None:
             return False
         self.keys[step] = key

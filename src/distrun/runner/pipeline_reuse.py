@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distrun.core.content_hash import content_digest
+from distrun.core.content_hash import DigestLimitError, content_digest
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobStatus
 from distrun.spec.pipeline_reuse import TRIAL, hashed_paths, reuse_key, sweep_key_document
@@ -26,7 +26,15 @@ from distrun.store.step_reuse import CompletedStep
 if TYPE_CHECKING:
     from distrun.spec.loaded_pipeline import PipelineStep
 
-__all__ = ["CompletedStep", "earlier_run", "output_digests", "pipeline_step_key", "remember_step", "step_key"]
+__all__ = [
+    "CompletedStep",
+    "DigestLimitError",
+    "earlier_run",
+    "output_digests",
+    "pipeline_step_key",
+    "remember_step",
+    "step_key",
+]
 
 
 def _job_root(path: Path, home: Path) -> Path | None:
@@ -71,6 +79,8 @@ def step_key(document: dict[str, Any], base_dir: Path, home: Path, trial_dir: Pa
             if where is None:
                 continue  # a URL: counted by its text
             digests[key_path] = _digest(where, home, code=key_path in (("code",), (TRIAL, "code")))
+        except DigestLimitError:
+            raise  # the caller says that the step is not reused, and why
         except (OSError, DistrunError):
             return None
     return reuse_key(document, digests)

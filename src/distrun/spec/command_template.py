@@ -1,20 +1,29 @@
 """`${{inputs.NAME}}`, `${{outputs.NAME}}` and `$[[ ... ]]` in a job's command.
 
-Substituted values are shell-quoted on purpose: a literal input such as `x; rm -rf ~` reaches
-the program as one argument and can never inject shell syntax. Shell variables the command
-itself writes (`$RANK`, `$NODE_RANK`) are left for the shell of each process to expand.
+A substituted value never becomes shell syntax and reaches the program as exactly its text,
+whatever quoting the command puts it in: bare it is one quoted word (`x; rm -rf ~` is one
+argument), inside the command's own "double" or 'single' quotes it is written for those quotes
+(`--pattern "${{inputs.p}}"` gives the program the pattern, with no quotes added), as on Azure ML.
+Shell variables the command itself writes (`$RANK`, `$NODE_RANK`) are left for the shell of
+each process to expand.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from distrun.core.errors import DistrunError
+from distrun.spec.shell_context import UnsafePlacement, contexts, escape_value
 
 _EXPR = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
 _OPTIONAL = re.compile(r"\$\[\[(.*?)\]\]", re.DOTALL)
 _REF = re.compile(r"^(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+class UnsafeValueError(DistrunError):
+    """A value the command puts where the shell would read it as code (see `shell_context`)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +59,9 @@ def render_command(command: str, inputs: Mapping[str, str], outputs: Mapping[str
     """Substitute references; drop each `$[[ ]]` block whose inputs are not all given.
 
     `inputs` and `outputs` map names to their final text (a literal rendered by
-    `render_value`, or a path); every value is shell-quoted here.
+    `render_value`, or a path); each value is written for the quoting context it stands in.
+    Raises DistrunError for a value no writing makes safe where it stands (a comment,
+    backticks, `${...}`, arithmetic) unless it is a plain word.
     """
     table = {"inputs": inputs, "outputs": outputs}
 
@@ -62,10 +73,25 @@ def render_command(command: str, inputs: Mapping[str, str], outputs: Mapping[str
                 return ""
         return body
 
-    def substitute(match: re.Match[str]) -> str:
-        parts = _REF.match(match.group(1))
-        if not parts:
-            return match.group(0)
-        return shlex.quote(table[parts.group(1)][parts.group(2)])
-
-    return _EXPR.sub(substitute, _OPTIONAL.sub(block, command))
+    text = _OPTIONAL.sub(block, command)
+    found = [(m, _REF.match(m.group(1))) for m in _EXPR.finditer(text)]
+    known = [(m, parts) for m, parts in found if parts]
+    places = contexts(text, [m.span() for m, _ in known])
+    pieces: list[str] = []
+    last = 0
+    for (match, parts), context in zip(known, places, strict=True):
+        assert parts is not None
+        value = table[parts.group(1)][parts.group(2)]
+        try:
+            written = escape_value(value, context)
+        except UnsafePlacement:
+            raise UnsafeValueError(
+                f"the value of {parts.group(1)}.{parts.group(2)} ({value!r}) stands inside "
+                f"{context.value} of the command, where the shell would read it as code",
+                hint="put the reference outside it, bare or in \"double\" or 'single' quotes, where distrun "
+                "hands the program exactly its text",
+            ) from None
+        pieces += [text[last : match.start()], written]
+        last = match.end()
+    pieces.append(text[last:])
+    return "".join(pieces)

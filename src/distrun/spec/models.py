@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, field_validator
 from pydantic_core import PydanticCustomError
 
+from distrun.core.image_reference import IMAGE_HINT, image_reference_problem
+
 # Seconds between SIGTERM and SIGKILL when the job does not set limits.grace_period.
 from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
 
@@ -28,6 +30,7 @@ CUSTOM_ERRORS = {
     "job_name": "use letters, digits, '_', '.' and '-', starting with a letter or digit, e.g. name: mnist_ddp-2",
     "io_name": "use letters, digits and '_', not starting with a digit, e.g. train_data",
     "shm_size": "write a number with an optional unit b, k, m or g, e.g. shm_size: 2g",
+    "image_reference": IMAGE_HINT,
 }
 
 # Variables that distrun computes for every process. Setting one by hand would silently
@@ -108,6 +111,15 @@ class EnvironmentSpec(StrictModel):
     description: str | None = None
     tags: dict[str, str] | None = None
     inference_config: dict[str, Any] | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        # The image reaches podman's, docker's and a pod's command line: never as an option.
+        problem = image_reference_problem(value) if value is not None else None
+        if problem:
+            raise PydanticCustomError("image_reference", "{problem}", {"problem": problem})
+        return value
 
 
 # ---------------------------------------------------------------- distribution

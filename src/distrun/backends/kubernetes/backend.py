@@ -34,6 +34,7 @@ from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import write_file
+from distrun.core.image_reference import IMAGE_HINT, image_reference_problem
 from distrun.core.job_status import JobStatus
 from distrun.core.json_encoding import compact_json
 from distrun.loading.loader import LoadedJob, local_path
@@ -81,6 +82,9 @@ def named_image(job: JobSpec, config_path: Path) -> str | None:
         return None
     found = find_named(job.environment, config_path)
     image = found.body.get("image") if found is not None else None
+    problem = image_reference_problem(str(image)) if image else None
+    if problem:  # it becomes the pods' image: refused as the job's own environment.image is
+        raise DistrunError(f"{config_path}: environments.{job.environment}.image: {problem}", IMAGE_HINT)
     return str(image) if image else None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +48,24 @@ class SlurmSettings(BaseModel):
     python: str | None = Field(None, description="Python on the nodes that has distrun (default: this one)")
     slurm_conf: str | None = Field(None, description="slurm.conf of the cluster (SLURM_CONF); default: Slurm's own")
     tracking_uri: str | None = Field(None, description="MLflow tracking URI for jobs' metrics (default: DISTRUN_HOME)")
+
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _slurm_name(cls, value: str | None) -> str | None:
+        # Written into `#SBATCH --partition=VALUE`: a space, a newline or a leading '-' would make
+        # it another option, or another line of the batch script.
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_.@+][A-Za-z0-9_.,:@+-]*", value):
+            raise ValueError(
+                f"{value!r} is not a Slurm name: use letters, digits and _ . , : @ + -, not starting with -"
+            )
+        return value
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time_limit(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[0-9][0-9:-]*|(?i:unlimited|infinite)", value):
+            raise ValueError(f"{value!r} is not a Slurm time: write MM, HH:MM:SS or D-HH:MM")
+        return value
 
     @field_validator("gpus_per_node", mode="before")
     @classmethod
