@@ -12,6 +12,7 @@ file:line:col, key path and fix; nothing runs while there is one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from distrun.core.errors import Problem, ValidationError
 from distrun.spec import models, pipeline_models
 from distrun.spec.component_reader import ComponentReader, StepComponents, load_component_data, load_component_file
+from distrun.spec.derived_names import pipeline_name_problems
 from distrun.spec.job_kind import is_pipeline_document
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent, LoadedPipeline, PipelineStep, UpstreamOutput
@@ -150,6 +152,9 @@ class _PipelineLoader:
         steps, _ = self._level(top)
         self.problems += pipeline_output_problems(steps)
         self.problems += cycle_problems(steps)
+        name = self.data.get("name")
+        if name is None or (isinstance(name, str) and re.fullmatch(models.JOB_NAME_PATTERN, name)):
+            self.problems += pipeline_name_problems(name, self.smap.find(("name",)), steps)  # else: the model said
         if self.problems:
             raise ValidationError(self._ordered(self.problems))
         return LoadedPipeline(spec, self.base_dir, self.source, self.smap, steps, setting_notes(spec))

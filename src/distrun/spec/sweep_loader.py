@@ -12,6 +12,7 @@ range. Every problem is reported in one round, in file order, with file:line:col
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
 from distrun.spec import models, sweep_models
+from distrun.spec.derived_names import sweep_name_problems, sweep_trial_count
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent
 from distrun.spec.loaded_sweep import LoadedSweep
@@ -30,6 +32,7 @@ from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import FROM_COMPONENT, copy_positions
 from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
+from distrun.spec.sweep_ranges import range_problems
 from distrun.spec.sweep_sections import SweepSections, rekeyed, rule_problems
 
 __all__ = ["load_sweep_data"]
@@ -78,6 +81,7 @@ class _SweepLoader:
         self.problems: list[Problem] = []
         self.component_source: str | None = None
         self.undefined: list[str] = []  # parameters the trial's command reads that the search space lacks
+        self.logbase: float | str | None = None  # random sampling's, which the trial is checked with
 
     def problem(self, message: str, path: KeyPath, hint: str) -> None:
         self.problems.append(Problem(message, format_key_path(path), self.smap.find(path), hint))
@@ -89,7 +93,10 @@ class _SweepLoader:
         algorithm = sections.typed("sampling_algorithm", sweep_models.ALGORITHMS, "random")
         policy = sections.typed("early_termination", sweep_models.POLICIES, None)
         self.problems += rule_problems(space, algorithm, policy, self.smap)
+        space = self._sampleable(space, algorithm)
         trial, trial_base, trial_smap = self._trial(spec, space)
+        if self.trial_component is None:  # a pipeline's sweep step: its trials' names are the pipeline's
+            self.problems += self._name_problems()
         if self.problems or spec is None:
             raise ValidationError(self._ordered())
         return LoadedSweep(
@@ -120,6 +127,29 @@ class _SweepLoader:
                 raise
             self.problems += translate(exc, self.data, self.smap, sweep_models.SweepJob)
             return None
+
+    def _name_problems(self) -> list[Problem]:
+        """The sweep's name (or one distrun generates) with its last trial's `.trial_N`."""
+        name, limits = self.data.get("name"), self.data.get("limits")
+        trials = sweep_trial_count(self.data.get("search_space"), self.data.get("sampling_algorithm", "random"), limits)
+        if name is None:
+            at = ("limits", "max_total_trials") if isinstance(limits, dict) and "max_total_trials" in limits else ()
+            return sweep_name_problems(None, self.smap.find(at), trials, format_key_path(at))
+        if isinstance(name, str) and re.fullmatch(models.JOB_NAME_PATTERN, name):
+            return sweep_name_problems(name, self.smap.find(("name",)), trials)
+        return []  # the model said what is wrong with it
+
+    def _sampleable(self, space: dict[str, Any], algorithm: Any) -> dict[str, Any]:
+        """The parameters whose every draw is a finite number; the others are said."""
+        self.logbase = getattr(algorithm, "logbase", None)
+        logbase = math.e if self.logbase == "e" else self.logbase
+        kept = {}
+        for name, expression in space.items():
+            found = range_problems(name, expression, logbase, self.smap.find)
+            self.problems += found
+            if not found:
+                kept[name] = expression
+        return kept
 
     # ------------------------------------------------------------ the trial, as a command job
 
@@ -279,7 +309,7 @@ class _SweepLoader:
         # Every parameter named (one whose expression is wrong too: that is said once, above).
         named = [*(self.data.get("search_space") or {}), *self.undefined]
         inputs.update(dict.fromkeys(named, 0))
-        inputs.update({name: example_value(expression) for name, expression in space.items()})
+        inputs.update({name: example_value(expression, self.logbase) for name, expression in space.items()})
         candidate = {**document, "inputs": inputs}
         for name in space:
             smap.set(("inputs", name), self.smap.find(("search_space", name)))
