@@ -103,6 +103,16 @@ def test_a_negative_logbase_is_refused_not_drawn_as_a_complex_number(distrun_hom
         assert_refused(done, f"{sweep}:7:", "sampling_algorithm.logbase")
 
 
+def test_a_negative_seed_is_refused_before_a_sobol_sequence_is_seeded_with_it(distrun_home, tmp_path):
+    sweep = tmp_path / "sweep.yml"
+    text = sweep_yaml("{type: uniform, min_value: 0, max_value: 1}", sampling="{type: random, seed: -1, rule: sobol}")
+    sweep.write_text(text)
+    for verb in VERBS:
+        done = run_capped(distrun_home, *verb, str(sweep), timeout=120)
+        assert_refused(done, f"{sweep}:7:", "sampling_algorithm.seed")
+    assert not (distrun_home / "jobs").exists()
+
+
 def test_parameters_at_the_edge_that_can_be_sampled_still_run(distrun_home, tmp_path):
     """The checks refuse only what cannot be drawn: the largest range a float holds runs."""
     sweep = tmp_path / "sweep.yml"

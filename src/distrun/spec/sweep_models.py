@@ -108,7 +108,7 @@ BAYESIAN_EXPRESSIONS = ("choice", "uniform", "quniform")
 
 class RandomSampling(models.StrictModel):
     type: Literal["random"] = "random"
-    seed: models.Whole | None = None
+    seed: models.Whole | None = Field(None, ge=0)  # a Sobol sequence's seed cannot be negative
     rule: Literal["random", "sobol"] = "random"
     # A power's base: positive and finite, or its draws are no real numbers (distrun.spec.sweep_ranges).
     logbase: Annotated[float, Field(gt=0, allow_inf_nan=False)] | Literal["e"] | None = None
