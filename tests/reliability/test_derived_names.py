@@ -15,8 +15,10 @@ import itertools
 
 import pytest
 
+from distrun.core.errors import ValidationError
 from distrun.prepare import submission
-from distrun.spec.derived_names import GENERATED_NAME_MAX
+from distrun.spec.derived_names import GENERATED_NAME_MAX, MAX_JOB_NAME
+from distrun.spec.pipeline_loader import load_pipeline_file
 from support.reliability import assert_refused, run_capped
 
 VERBS = (("job", "validate", "-f"), ("plan",), ("run",))
@@ -102,3 +104,22 @@ def test_generated_names_fit_the_length_the_loaders_allow_for_them():
     longest = max(len(f"{a}_{n}_") for a, n in itertools.product(submission._ADJECTIVES, submission._NOUNS))
     assert longest + 8 <= GENERATED_NAME_MAX
     assert len(submission.generate_name()) <= GENERATED_NAME_MAX
+
+
+def test_nested_steps_too_long_for_any_generated_name_are_refused_where_the_step_is(tmp_path):
+    """Without a name in the file: OUTER.INNER.STEP with the longest name distrun generates."""
+    outer, inner, step = "a" * 100, "b" * 100, "c" * (MAX_JOB_NAME - GENERATED_NAME_MAX - 203)
+    (tmp_path / "inner.yml").write_text(f"type: pipeline\njobs:\n  {step}:\n    type: command\n    command: echo hi\n")
+    (tmp_path / "outer.yml").write_text(
+        f"type: pipeline\njobs:\n  {inner}:\n    type: pipeline\n    component: ./inner.yml\n"
+    )
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text(f"type: pipeline\njobs:\n  {outer}:\n    type: pipeline\n    component: ./outer.yml\n")
+    assert list(load_pipeline_file(pipeline).steps) == [f"{outer}.{inner}.{step}"]  # 255 characters with the name
+    (tmp_path / "inner.yml").write_text(f"type: pipeline\njobs:\n  {step}x:\n    type: command\n    command: echo hi\n")
+    with pytest.raises(ValidationError) as refused:
+        load_pipeline_file(pipeline)
+    [problem] = refused.value.problems
+    assert str(problem.position) == f"{tmp_path / 'inner.yml'}:3:3"
+    assert problem.key_path == f"jobs.{step}x"
+    assert "256 characters, more than a job name's 255" in problem.message

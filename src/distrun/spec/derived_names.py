@@ -24,9 +24,9 @@ from distrun.spec.loaded_pipeline import LoadedPipeline, PipelineStep
 from distrun.spec.loaded_sweep import LoadedSweep
 
 MAX_JOB_NAME = 255  # models.JOB_NAME_PATTERN's length
-# The longest name distrun generates for a job the user names not (`adjective_noun_` and 8 hex
+# The longest name distrun generates for a job given none (`adjective_noun_` and 8 hex
 # digits: distrun.prepare.submission.generate_name; a test holds the two together).
-GENERATED_NAME_MAX = 32
+GENERATED_NAME_MAX = 22
 TRIALS_BY_DEFAULT = 1000  # SweepLimits.max_total_trials's default
 _SHORTER_STEP = "shorten the step names (and a sweep step's limits.max_total_trials)"
 
@@ -87,7 +87,7 @@ def name_problems(
             f"(up to {GENERATED_NAME_MAX} characters) that is {length} characters, more than a job name's "
             f"{MAX_JOB_NAME}"
         )
-        hint = shorter if room < 1 else f"give it a name of at most {room} characters"
+        hint = shorter if room < 1 else f"give it a `name:` of at most {room} characters, or {shorter}"
         return [Problem(message, key, where, hint)]
     shown = name if len(name) <= 40 else f"{name[:20]}...{name[-12:]}"
     message = (
