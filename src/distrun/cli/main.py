@@ -82,6 +82,12 @@ def _run(
     layout = _layout()
     loaded = _load_document(file, overrides)
     if row_of_document(loaded).has_children:  # a pipeline or a sweep
+        if name is not None:  # the names of its steps' or trials' jobs, checked before anything is recorded
+            from distrun.core.errors import ValidationError
+            from distrun.spec.derived_names import run_name_problems
+
+            if problems := run_name_problems(loaded, name):
+                raise ValidationError(problems)
         _run_parent_file(loaded, layout, name, compute, stream, file, overrides, output)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)

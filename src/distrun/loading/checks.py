@@ -292,114 +292,105 @@ def _special_kind(path: Path) -> str | None:
 
 
 def _path_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
-    problems = []
-    windows = windows_path_problem(spec.code, "code", position) if spec.code is not None else None
-    if windows is not None:
-        problems.append(windows)
-    elif spec.code is not None:
-        code = local_path(base_dir, spec.code)
-        kind = _kind_of(code) if code is not None else "remote"
-        if kind == "remote":
-            problems.append(
-                Problem(
-                    f"code {spec.code!r} is not a folder on this machine",
-                    "code",
-                    position("code"),
-                    "give a local folder (relative to the job file); download remote code first",
-                )
-            )
-        elif kind != "folder":
-            what = {"file": "is a file, not a folder", "missing": "does not exist"}.get(kind, "cannot be read")
-            problems.append(
-                Problem(
-                    f"code folder {code} {what}",
-                    "code",
-                    position("code"),
-                    "point `code` at the folder holding your scripts (relative paths start at the job file's folder)",
-                )
-            )
+    """The code folder and every data input's path, as this machine sees them."""
+    problems = _code_problems(spec, base_dir, position)
     for name, value in spec.inputs.items():
-        if not isinstance(value, models.DataInput):
-            continue
-        key = f"inputs.{name}.path"
-        where = position("inputs", name, "path")
-        try:
-            path, mirror = _data_path(value.path, base_dir)
-        except DistrunError as exc:  # an unknown asset, datastore path, job output or fsspec plugin
-            problems.append(Problem(f"input {name}: {exc.message}", key, where, exc.hint))
-            continue
-        if path == _FETCHED:
-            continue  # a URL: downloaded when the job starts
-        if path is None:
-            problems.append(
-                Problem(
-                    f"input {name}: {value.path!r} is not on this machine",
-                    key,
-                    where,
-                    "use a local path, azureml://datastores/<ds>/paths/<p>, azureml:NAME:VERSION, "
-                    "azureml://jobs/<job>/outputs/<name>, http(s):// or s3:// (see docs/environments-and-data.md)",
-                )
-            )
-            continue
-        kind = _kind_of(path)
-        special = _special_kind(path) if kind == "file" and value.mode in COPIED_MODES else None
-        absent = "does not exist" if kind == "missing" else "cannot be read"
-        if special is not None:
-            problems.append(
-                Problem(
-                    f"input {name}: {path} is {special}, not data: a download input is copied into the job",
-                    key,
-                    where,
-                    "point `path` at a file or folder of data, or read it in place with mode: ro_mount",
-                )
-            )
-        elif kind in ("missing", "unreadable") and mirror is not None:
-            problems.append(
-                Problem(
-                    f"input {name}: {path} {absent} (the local copy of {value.path} by the {mirror})",
-                    key,
-                    where,
-                    "put the copy there, or remove the entry from $DISTRUN_HOME/config.yaml to download the URL",
-                )
-            )
-        elif kind in ("missing", "unreadable") and value.path.startswith("azureml:"):
-            problems.append(
-                Problem(
-                    f"input {name}: {value.path} is {path}, which {absent}",
-                    key,
-                    where,
-                    "write the data there first (e.g. by an earlier job's output), or set the datastore's folder "
-                    "in $DISTRUN_HOME/config.yaml (datastores: {NAME: /path/to/folder})",
-                )
-            )
-        elif kind in ("missing", "unreadable"):
-            problems.append(
-                Problem(
-                    f"input {name}: {path} {'does not exist' if kind == 'missing' else 'cannot be read'}",
-                    key,
-                    where,
-                    "check the path (relative paths start at the job file's folder)",
-                )
-            )
-        elif value.type == "uri_file" and kind != "file":
-            problems.append(
-                Problem(
-                    f"input {name} is a uri_file but {path} is a folder",
-                    key,
-                    where,
-                    "use type: uri_folder for a folder, or point `path` at one file",
-                )
-            )
-        elif value.type == "uri_folder" and kind != "folder":
-            problems.append(
-                Problem(
-                    f"input {name} is a uri_folder but {path} is a file",
-                    key,
-                    where,
-                    "use type: uri_file for a single file, or point `path` at its folder",
-                )
-            )
+        if isinstance(value, models.DataInput):
+            problems += _input_path_problems(name, value, base_dir, position)
     return problems
+
+
+def _code_problems(spec: models.JobSpec, base_dir: Path, position: PositionOf) -> list[Problem]:
+    if spec.code is None:
+        return []
+    windows = windows_path_problem(spec.code, "code", position)
+    if windows is not None:
+        return [windows]
+    code = local_path(base_dir, spec.code)
+    kind = _kind_of(code) if code is not None else "remote"
+    if kind == "remote":
+        return [
+            Problem(
+                f"code {spec.code!r} is not a folder on this machine",
+                "code",
+                position("code"),
+                "give a local folder (relative to the job file); download remote code first",
+            )
+        ]
+    if kind != "folder":
+        what = {"file": "is a file, not a folder", "missing": "does not exist"}.get(kind, "cannot be read")
+        return [
+            Problem(
+                f"code folder {code} {what}",
+                "code",
+                position("code"),
+                "point `code` at the folder holding your scripts (relative paths start at the job file's folder)",
+            )
+        ]
+    return []
+
+
+def _input_path_problems(name: str, value: models.DataInput, base_dir: Path, position: PositionOf) -> list[Problem]:
+    """A data input's path: where it resolves to, and whether what is there fits its type and mode."""
+    key = f"inputs.{name}.path"
+    where = position("inputs", name, "path")
+    try:
+        path, mirror = _data_path(value.path, base_dir)
+    except DistrunError as exc:  # an unknown asset, datastore path, job output or fsspec plugin
+        return [Problem(f"input {name}: {exc.message}", key, where, exc.hint)]
+    if path == _FETCHED:
+        return []  # a URL: downloaded when the job starts
+    if path is None:
+        return [
+            Problem(
+                f"input {name}: {value.path!r} is not on this machine",
+                key,
+                where,
+                "use a local path, azureml://datastores/<ds>/paths/<p>, azureml:NAME:VERSION, "
+                "azureml://jobs/<job>/outputs/<name>, http(s):// or s3:// (see docs/environments-and-data.md)",
+            )
+        ]
+    found = _input_kind_problem(name, value, path, mirror)
+    return [] if found is None else [Problem(found[0], key, where, found[1])]
+
+
+def _input_kind_problem(name: str, value: models.DataInput, path: Path, mirror: str | None) -> tuple[str, str] | None:
+    """What is wrong with what lies at an input's local `path` (message, hint), or None."""
+    kind = _kind_of(path)
+    special = _special_kind(path) if kind == "file" and value.mode in COPIED_MODES else None
+    absent = "does not exist" if kind == "missing" else "cannot be read"
+    if special is not None:
+        return (
+            f"input {name}: {path} is {special}, not data: a download input is copied into the job",
+            "point `path` at a file or folder of data, or read it in place with mode: ro_mount",
+        )
+    if kind in ("missing", "unreadable") and mirror is not None:
+        return (
+            f"input {name}: {path} {absent} (the local copy of {value.path} by the {mirror})",
+            "put the copy there, or remove the entry from $DISTRUN_HOME/config.yaml to download the URL",
+        )
+    if kind in ("missing", "unreadable") and value.path.startswith("azureml:"):
+        return (
+            f"input {name}: {value.path} is {path}, which {absent}",
+            "write the data there first (e.g. by an earlier job's output), or set the datastore's folder "
+            "in $DISTRUN_HOME/config.yaml (datastores: {NAME: /path/to/folder})",
+        )
+    if kind in ("missing", "unreadable"):
+        return (
+            f"input {name}: {path} {absent}",
+            "check the path (relative paths start at the job file's folder)",
+        )
+    if value.type == "uri_file" and kind != "file":
+        return (
+            f"input {name} is a uri_file but {path} is a folder",
+            "use type: uri_folder for a folder, or point `path` at one file",
+        )
+    if value.type == "uri_folder" and kind != "folder":
+        return (
+            f"input {name} is a uri_folder but {path} is a file",
+            "use type: uri_file for a single file, or point `path` at its folder",
+        )
+    return None
 
 
 # `C:\Users\me\src`, `.\src`, `src\train`: a path written on Windows. On this machine the

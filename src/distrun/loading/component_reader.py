@@ -19,10 +19,12 @@ from distrun.spec import pipeline_models
 from distrun.spec.loaded_pipeline import LoadedComponent
 from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.overrides import apply_overrides
+from distrun.spec.paths import local_path
+from distrun.spec.pipeline_steps import copy_positions
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 from distrun.spec.yaml_source import read_yaml_file
 
-__all__ = ["ComponentReader", "load_component_data", "load_component_file"]
+__all__ = ["ComponentReader", "StepComponents", "load_component_data", "load_component_file"]
 
 
 class ComponentReader:
@@ -141,3 +143,72 @@ def load_component_data(data: Any, base_dir: Path, source: str) -> LoadedCompone
     if component is None:
         raise ValidationError(problems)
     return component
+
+
+class StepComponents:
+    """The component each pipeline step names (a file, a mapping, or `azureml:NAME:VERSION`),
+    each file read once however many steps name it; what is wrong goes to `reader.problems`."""
+
+    def __init__(self, reader: ComponentReader) -> None:
+        self.reader = reader
+        self.files: dict[Path, LoadedComponent | None] = {}
+
+    def problem(self, smap: SourceMap, message: str, at: KeyPath, hint: str) -> None:
+        self.reader.problems.append(Problem(message, format_key_path(at), smap.find(at), hint))
+
+    def of(
+        self, smap: SourceMap, source: str, base_dir: Path, name: str, raw: dict[str, Any], key: str = "component"
+    ) -> LoadedComponent | None:
+        """The component the step `name` (written in `source`, mapped by `smap`) names under `key`
+        (`component`; a sweep step's `trial`)."""
+        ref = raw.get(key)
+        at = ("jobs", name, key)
+        if ref is None:
+            return None
+        if isinstance(ref, dict):
+            inline = SourceMap(source)
+            copy_positions(smap, at, inline, ())
+            return self.reader.component(ref, inline, base_dir, source, at)
+        if not isinstance(ref, str) or not ref.strip():
+            self.problem(
+                smap, f"expected the path of a component file, got {ref!r}", at, "write e.g. `component: ./train.yml`"
+            )
+            return None
+        if ref.startswith("azureml:"):
+            path = self._registered(smap, ref, at)
+        else:
+            path = local_path(base_dir, ref.removeprefix("file:") if not ref.startswith("file://") else ref)
+            if path is None:
+                self.problem(
+                    smap,
+                    f"component {ref!r} is not a file on this machine",
+                    at,
+                    "name a local component file: ./train.yml",
+                )
+        if path is None:
+            return None
+        path = path.resolve()
+        if path not in self.files:
+            self.files[path] = self.reader.read_file(path, smap.find(at), at)
+        return self.files[path]
+
+    def _registered(self, smap: SourceMap, ref: str, at: KeyPath) -> Path | None:
+        """The file of a component registered with `distrun component create`."""
+        from distrun.core.errors import DistrunError
+        from distrun.store.components import get_component, parse_reference
+        from distrun.store.layout import distrun_home
+
+        parsed = parse_reference(ref)
+        if parsed is None:
+            self.problem(
+                smap,
+                f"{ref!r} is not a component distrun can find (components in Azure ML registries are not supported)",
+                at,
+                "name a component registered here, azureml:NAME:VERSION or azureml:NAME@latest, or a file",
+            )
+            return None
+        try:
+            return get_component(distrun_home(), *parsed).file
+        except DistrunError as exc:
+            self.problem(smap, exc.message, at, exc.hint)
+            return None

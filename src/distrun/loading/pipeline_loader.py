@@ -12,24 +12,29 @@ file:line:col, key path and fix; nothing runs while there is one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
-from distrun.loading.component_reader import ComponentReader, load_component_data, load_component_file
+from distrun.loading.component_reader import ComponentReader, StepComponents, load_component_data, load_component_file
 from distrun.loading.loader import load_job_data, semantic_problems
 from distrun.loading.raw_checks import in_file_order, raw_problems
 from distrun.loading.sweep_step import load_step_sweep, sweep_step
-from distrun.spec import models, pipeline_graph, pipeline_models
+from distrun.spec import models, pipeline_models
+from distrun.spec.derived_names import pipeline_name_problems
 from distrun.spec.job_kind import is_pipeline_document
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent, LoadedPipeline, PipelineStep, UpstreamOutput
 from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import overridden_mapping
-from distrun.spec.paths import local_path
-from distrun.spec.pipeline_steps import StepBuilder, copy_positions, outputs_of_step
+from distrun.spec.pipeline_graph_checks import cycle_problems, pipeline_output_problems
+from distrun.spec.pipeline_settings import pipeline_spec, setting_notes
+from distrun.spec.pipeline_step_kinds import component_fits, component_key, is_sweep_step, step_kind_ok
+from distrun.spec.pipeline_steps import StepBuilder, outputs_of_step
 from distrun.spec.source_map import SourceMap, format_key_path
 from distrun.spec.yaml_source import read_yaml_file
 
@@ -128,15 +133,14 @@ class _PipelineLoader:
         self.source = source
         self.smap = smap
         self.problems: list[Problem] = []
-        self.component_files: dict[Path, LoadedComponent | None] = {}
         self.sources: list[str] = [source]  # files in the order problems are reported
-        self.reader = ComponentReader(source, self.problems, self.sources)
+        self.components = StepComponents(ComponentReader(source, self.problems, self.sources))
 
     def problem(self, level: _Level, message: str, path: tuple[str | int, ...], hint: str) -> None:
         self.problems.append(Problem(message, format_key_path(path), level.find(path), hint))
 
     def load(self) -> LoadedPipeline:
-        spec = self._pipeline()
+        spec = pipeline_spec(self.data, self.smap, self.problems)
         top = _Level(self.data, spec, self.smap, self.base_dir, self.source, files=(self.source,))
         if self.data.get("jobs") == {}:
             self.problem(
@@ -146,43 +150,14 @@ class _PipelineLoader:
                 "add a step under `jobs:`, e.g. `train: {type: command, component: ./train.yml}`",
             )
         steps, _ = self._level(top)
-        self._pipeline_outputs(steps)
-        self._cycles(steps)
+        self.problems += pipeline_output_problems(steps)
+        self.problems += cycle_problems(steps)
+        name = self.data.get("name")
+        if name is None or (isinstance(name, str) and re.fullmatch(models.JOB_NAME_PATTERN, name)):
+            self.problems += pipeline_name_problems(name, self.smap.find(("name",)), steps)  # else: the model said
         if self.problems:
             raise ValidationError(self._ordered(self.problems))
-        return LoadedPipeline(spec, self.base_dir, self.source, self.smap, steps, self._notes(spec))
-
-    # ------------------------------------------------------------ the pipeline itself
-
-    def _pipeline(self) -> pipeline_models.PipelineJob:
-        try:
-            return pipeline_models.PipelineJob.model_validate(self.data)
-        except ModelError as exc:
-            self.problems += translate(exc, self.data, self.smap, pipeline_models.PipelineJob)
-        # Go on with what is usable, so that the steps' problems come in the same round.
-        settings = self.data.get("settings")
-        try:
-            usable = pipeline_models.PipelineSettings.model_validate(settings if isinstance(settings, dict) else {})
-        except Exception:  # reported above
-            usable = pipeline_models.PipelineSettings()
-        compute = self.data.get("compute")
-        experiment = self.data.get("experiment_name")
-        return pipeline_models.PipelineJob.model_construct(
-            jobs={},
-            settings=usable,
-            compute=compute if isinstance(compute, str) else None,
-            experiment_name=experiment if isinstance(experiment, str) else None,
-        )
-
-    def _notes(self, spec: pipeline_models.PipelineJob) -> list[str]:
-        notes = []
-        for key in spec.settings.unknown_keys:
-            import difflib
-
-            close = difflib.get_close_matches(key, pipeline_models.KNOWN_SETTINGS, n=1, cutoff=0.6)
-            mean = f" (did you mean {close[0]}?)" if close else ""
-            notes.append(f"settings.{key} is not a pipeline setting{mean}: Azure ML ignores it, and so does distrun")
-        return notes
+        return LoadedPipeline(spec, self.base_dir, self.source, self.smap, steps, setting_notes(spec))
 
     # ------------------------------------------------------------ one level's steps
 
@@ -192,10 +167,12 @@ class _PipelineLoader:
         jobs = level.data.get("jobs") if isinstance(level.data.get("jobs"), dict) else {}
         components: dict[str, LoadedComponent | None] = {}
         runnable: list[str] = []
+        problem = partial(self.problem, level)
         for name, raw in jobs.items():
-            if isinstance(raw, dict) and self._step_kind_ok(level, str(name), raw):
-                components[name] = self._component_of(level, str(name), raw, _component_key(raw))
-                if self._component_fits(level, str(name), raw, components[name]):
+            if isinstance(raw, dict) and step_kind_ok(problem, str(name), raw):
+                at = (level.smap, level.source, level.base_dir)
+                components[name] = self.components.of(*at, str(name), raw, component_key(raw))
+                if component_fits(problem, str(name), raw, components[name]):
                     runnable.append(name)
         outputs_of: dict[str, dict[str, str] | None] = {name: None for name in jobs}  # None: not known
         outputs_of.update({name: outputs_of_step(jobs[name], components.get(name)) for name in runnable})
@@ -216,11 +193,11 @@ class _PipelineLoader:
                 level.inherited,
                 level.refused,
             )
-            if _is_sweep_step(jobs[name]):
-                assert component is not None  # `_component_fits` said so
+            if is_sweep_step(jobs[name]):
+                assert component is not None  # `component_fits` said so
                 sweep = sweep_step(builder, component)
                 self.problems += builder.problems
-                self.problems += self._step_problems(sweep)
+                self.problems += step_problems(sweep, self.source)
                 steps[sweep.name] = sweep
                 continue
             if component is not None and isinstance(component.spec, pipeline_models.PipelineComponent):
@@ -229,7 +206,7 @@ class _PipelineLoader:
                 continue
             step = builder.build()
             self.problems += builder.problems
-            self.problems += self._step_problems(step)
+            self.problems += step_problems(step, self.source)
             steps[step.name] = step
         self._through_pipeline_steps(steps, writers)
         exported = {
@@ -321,212 +298,6 @@ class _PipelineLoader:
                     )
                 )
 
-    def _step_kind_ok(self, level: _Level, name: str, raw: dict[str, Any]) -> bool:
-        kind = raw.get("type", "command")
-        text = str(kind).lower()
-        if text in pipeline_models.STEP_TYPES_RUN:
-            return True
-        later = pipeline_models.STEP_TYPES_LATER.get(text)
-        if later is not None:
-            self.problem(
-                level,
-                f"step {name!r} is a {text} step: {later}",
-                ("jobs", name, "type"),
-                "distrun runs `type: command` steps (inline, or `component: ./file.yml`), "
-                "`type: pipeline` steps naming a pipeline component and `type: sweep` steps",
-            )
-        else:
-            self.problem(
-                level,
-                f"unknown step type {kind!r}",
-                ("jobs", name, "type"),
-                "use `type: command`, `type: pipeline` naming a pipeline component, or `type: sweep` "
-                "with `trial: ./train.yml`",
-            )
-        return False
-
-    def _component_fits(self, level: _Level, name: str, raw: dict[str, Any], component: LoadedComponent | None) -> bool:
-        """A step's type says what its component is: command, or pipeline (a sweep step's trial: command)."""
-        pipeline_step = str(raw.get("type", "command")).lower() == "pipeline"
-        if _is_sweep_step(raw):
-            return self._trial_fits(level, name, raw, component)
-        if "component" in raw and component is None:
-            return False  # its problem is said
-        if pipeline_step and component is None:
-            self.problem(
-                level,
-                "a pipeline step names its pipeline component",
-                ("jobs", name),
-                "add `component: ./stage.yml` (a pipelineComponent file), or make it `type: command`",
-            )
-            return False
-        if component is not None and pipeline_step != isinstance(component.spec, pipeline_models.PipelineComponent):
-            kind = "pipeline" if not pipeline_step else "command"
-            self.problem(
-                level,
-                f"the step is `type: {'pipeline' if pipeline_step else 'command'}` but its component is a "
-                f"{kind} component",
-                ("jobs", name, "type"),
-                f"write `type: {kind}`",
-            )
-            return False
-        return True
-
-    def _trial_fits(self, level: _Level, name: str, raw: dict[str, Any], component: LoadedComponent | None) -> bool:
-        """A sweep step names its trial, a command component."""
-        if "trial" in raw and component is None:
-            return False  # its problem is said
-        if component is None:
-            self.problem(
-                level,
-                "a sweep step names its trial: the command component each trial runs",
-                ("jobs", name),
-                "add `trial: ./train.yml` (a commandComponent file)",
-            )
-            return False
-        if not isinstance(component.spec, pipeline_models.CommandComponent):
-            self.problem(
-                level,
-                "a sweep step's trial is a command component, not a pipeline component",
-                ("jobs", name, "trial"),
-                "name a `type: command` component file",
-            )
-            return False
-        return True
-
-    # ------------------------------------------------------------ components
-
-    def _component_of(
-        self, level: _Level, name: str, raw: dict[str, Any], key: str = "component"
-    ) -> LoadedComponent | None:
-        """The component a step names under `key` (`component`; a sweep step's `trial`)."""
-        ref = raw.get(key)
-        at = ("jobs", name, key)
-        if ref is None:
-            return None
-        if isinstance(ref, dict):
-            smap = SourceMap(level.source)
-            copy_positions(level.smap, at, smap, ())
-            return self.reader.component(ref, smap, level.base_dir, level.source, at)
-        if not isinstance(ref, str) or not ref.strip():
-            self.problem(
-                level, f"expected the path of a component file, got {ref!r}", at, "write e.g. `component: ./train.yml`"
-            )
-            return None
-        if ref.startswith("azureml:"):
-            path = self._registered(level, ref, at)
-        else:
-            path = local_path(level.base_dir, ref.removeprefix("file:") if not ref.startswith("file://") else ref)
-            if path is None:
-                self.problem(
-                    level,
-                    f"component {ref!r} is not a file on this machine",
-                    at,
-                    "name a local component file: ./train.yml",
-                )
-        if path is None:
-            return None
-        path = path.resolve()
-        if path in self.component_files:
-            return self.component_files[path]
-        loaded = self._component_file(level, path, at)
-        self.component_files[path] = loaded
-        return loaded
-
-    def _registered(self, level: _Level, ref: str, at: tuple[str, ...]) -> Path | None:
-        """The file of a component registered with `distrun component create`."""
-        from distrun.core.errors import DistrunError
-        from distrun.store.components import get_component, parse_reference
-        from distrun.store.layout import distrun_home
-
-        parsed = parse_reference(ref)
-        if parsed is None:
-            self.problem(
-                level,
-                f"{ref!r} is not a component distrun can find (components in Azure ML registries are not supported)",
-                at,
-                "name a component registered here, azureml:NAME:VERSION or azureml:NAME@latest, or a file",
-            )
-            return None
-        try:
-            return get_component(distrun_home(), *parsed).file
-        except DistrunError as exc:
-            self.problem(level, exc.message, at, exc.hint)
-            return None
-
-    def _component_file(self, level: _Level, path: Path, at: tuple[str, ...]) -> LoadedComponent | None:
-        return self.reader.read_file(path, level.find(at), at)
-
-    # ------------------------------------------------------------ each step, as a command job
-
-    def _step_problems(self, step: PipelineStep) -> list[Problem]:
-        """The step's command job, validated and checked as a job file would be. Its inputs
-        from other steps name outputs that exist only once those steps ran: their paths are
-        not checked here (their bindings were)."""
-        document = step.bound_document(lambda up: preview_output_uri(PREVIEW_PIPELINE, up.step, up.output))
-        smap = step.source_map
-        try:
-            if step.is_sweep:  # checked as a sweep job file is, its trial as a command job
-                later_paths = _datastore_inputs(document) if step.depends_on else []
-                load_step_sweep(step, document, self.source, (*step.upstream, *later_paths))
-                return []
-            document = normalize(document, smap)
-            spec = models.JobSpec.model_validate(document)
-        except ValidationError as exc:
-            found = exc.problems
-        except ModelError as exc:
-            found = [*translate(exc, document, smap), *raw_problems(document, smap)]
-        else:
-            found = semantic_problems(LoadedJob(spec, step.base_dir, self.source, smap))
-        upstream = tuple(f"inputs.{name}.path" for name in step.upstream)
-        # A datastore path a step after others reads may be written by one of them (Microsoft's
-        # 4b: the first step's output is a datastore folder, the second reads a file in it), so
-        # that it is missing now is no problem yet: it is checked when the step starts.
-        later = tuple(f"inputs.{name}.path" for name in _datastore_inputs(document)) if step.depends_on else ()
-        prefix = step.key or f"jobs.{step.name}"
-        return [
-            p if p.position is not None and p.position.source == step.component else _rekeyed(p, prefix)
-            for p in found
-            if not p.key_path.startswith(upstream)
-            and not (p.key_path.startswith(later) and p.message.endswith("which does not exist"))
-        ]
-
-    # ------------------------------------------------------------ the graph
-
-    def _pipeline_outputs(self, steps: dict[str, PipelineStep]) -> None:
-        """Each pipeline output is written by one step."""
-        writer: dict[str, str] = {}
-        for name, step in steps.items():
-            for output, pipeline_output in step.pipeline_outputs.items():
-                if pipeline_output in writer:
-                    first = writer[pipeline_output]
-                    self.problems.append(
-                        Problem(
-                            f"pipeline output {pipeline_output!r} is already the output of step {first!r}",
-                            f"{step.key}.outputs.{output}",
-                            step.source_map.find(("outputs", output)),
-                            "bind each pipeline output to one step's output",
-                        )
-                    )
-                else:
-                    writer[pipeline_output] = name
-
-    def _cycles(self, steps: dict[str, PipelineStep]) -> None:
-        cycle = pipeline_graph.find_cycle({name: step.depends_on for name, step in steps.items()})
-        if cycle is None:
-            return
-        first, second = cycle[0], cycle[1]
-        step = steps[first]
-        reading = next(name for name, up in step.upstream.items() if up.step == second)
-        self.problems.append(
-            Problem(
-                f"the steps form a cycle: {' -> '.join(reversed(cycle))} (each reads the output of the one before)",
-                f"{step.key}.inputs.{reading}",
-                step.source_map.find(("inputs", reading)),
-                "a step can read only outputs of steps that do not read, directly or through others, from it",
-            )
-        )
-
     def _ordered(self, problems: list[Problem]) -> list[Problem]:
         """In file order: the pipeline file, then each component file as first met, then overrides."""
 
@@ -539,17 +310,41 @@ class _PipelineLoader:
         return sorted(in_file_order(problems), key=rank)
 
 
-def _is_sweep_step(raw: dict[str, Any]) -> bool:
-    return str(raw.get("type", "command")).lower() == "sweep"
-
-
-def _component_key(raw: dict[str, Any]) -> str:
-    """Where a step names its component: a sweep step's is its `trial`."""
-    return "trial" if _is_sweep_step(raw) else "component"
-
-
 def _rekeyed(problem: Problem, prefix: str) -> Problem:
     from dataclasses import replace
 
     key = f"{prefix}.{problem.key_path}" if problem.key_path else prefix
     return replace(problem, key_path=key)
+
+
+def step_problems(step: PipelineStep, source: str) -> list[Problem]:
+    """The step's command job, validated and checked as a job file would be. Its inputs
+    from other steps name outputs that exist only once those steps ran: their paths are
+    not checked here (their bindings were)."""
+    document = step.bound_document(lambda up: preview_output_uri(PREVIEW_PIPELINE, up.step, up.output))
+    smap = step.source_map
+    try:
+        if step.is_sweep:  # checked as a sweep job file is, its trial as a command job
+            later_paths = _datastore_inputs(document) if step.depends_on else []
+            load_step_sweep(step, document, source, (*step.upstream, *later_paths))
+            return []
+        document = normalize(document, smap)
+        spec = models.JobSpec.model_validate(document)
+    except ValidationError as exc:
+        found = exc.problems
+    except ModelError as exc:
+        found = [*translate(exc, document, smap), *raw_problems(document, smap)]
+    else:
+        found = semantic_problems(LoadedJob(spec, step.base_dir, source, smap))
+    upstream = tuple(f"inputs.{name}.path" for name in step.upstream)
+    # A datastore path a step after others reads may be written by one of them (Microsoft's
+    # 4b: the first step's output is a datastore folder, the second reads a file in it), so
+    # that it is missing now is no problem yet: it is checked when the step starts.
+    later = tuple(f"inputs.{name}.path" for name in _datastore_inputs(document)) if step.depends_on else ()
+    prefix = step.key or f"jobs.{step.name}"
+    return [
+        p if p.position is not None and p.position.source == step.component else _rekeyed(p, prefix)
+        for p in found
+        if not p.key_path.startswith(upstream)
+        and not (p.key_path.startswith(later) and p.message.endswith("which does not exist"))
+    ]

@@ -12,6 +12,7 @@ range. Every problem is reported in one round, in file order, with file:line:col
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from distrun.core.errors import Problem, ValidationError
 from distrun.loading.loader import semantic_problems
 from distrun.loading.raw_checks import in_file_order, raw_problems
 from distrun.spec import models, sweep_models
+from distrun.spec.derived_names import sweep_name_problems, sweep_trial_count
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent
 from distrun.spec.loaded_sweep import LoadedSweep
@@ -30,6 +32,8 @@ from distrun.spec.overrides import overridden_mapping
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import FROM_COMPONENT, copy_positions
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
+from distrun.spec.sweep_ranges import range_problems
+from distrun.spec.sweep_sections import SweepSections, rekeyed, rule_problems
 
 __all__ = ["load_sweep_data"]
 
@@ -38,13 +42,6 @@ _SEARCH_REF = re.compile(r"\$\{\{\s*search_space\.([^}\s]*)\s*\}\}")
 TRIAL_KEYS = (*FROM_COMPONENT, "type", "$schema", "description", "limits")
 SWEEP_LEVEL_KEYS = ("inputs", "outputs", "compute", "name", "display_name", "experiment_name", "tags")
 GIVEN_TO_TRIALS = ("inputs", "outputs", "compute", "experiment_name", "tags")  # each trial names itself
-
-# Hints of the models' own rules (their messages start so).
-_HINTS = {
-    "min_value": "min_value is the lower bound: swap the two",
-    "a bandit policy": "slack_factor is a ratio to the best trial (0.1: within 10%), slack_amount a distance "
-    "in the metric's units: keep one",
-}
 
 
 def load_sweep_data(
@@ -63,10 +60,6 @@ def load_sweep_data(
     smap = smap or SourceMap(source)
     data = overridden_mapping(data, smap, overrides, "a sweep job", "`type: sweep`, `trial:`")
     return _SweepLoader(data, base_dir, source, smap, trial_component, unchecked).load()
-
-
-def _rekeyed(problem: Problem, prefix: str) -> Problem:
-    return replace(problem, key_path=f"{prefix}.{problem.key_path}" if problem.key_path else prefix)
 
 
 class _SweepLoader:
@@ -88,17 +81,22 @@ class _SweepLoader:
         self.problems: list[Problem] = []
         self.component_source: str | None = None
         self.undefined: list[str] = []  # parameters the trial's command reads that the search space lacks
+        self.logbase: float | str | None = None  # random sampling's, which the trial is checked with
 
     def problem(self, message: str, path: KeyPath, hint: str) -> None:
         self.problems.append(Problem(message, format_key_path(path), self.smap.find(path), hint))
 
     def load(self) -> LoadedSweep:
         spec = self._sweep()
-        space = self._search_space()
-        algorithm = self._typed("sampling_algorithm", sweep_models.ALGORITHMS, "random")
-        policy = self._typed("early_termination", sweep_models.POLICIES, None)
-        self._rules(space, algorithm, policy)
+        sections = SweepSections(self.data, self.source, self.smap, self.problems)
+        space = sections.search_space()
+        algorithm = sections.typed("sampling_algorithm", sweep_models.ALGORITHMS, "random")
+        policy = sections.typed("early_termination", sweep_models.POLICIES, None)
+        self.problems += rule_problems(space, algorithm, policy, self.smap)
+        space = self._sampleable(space, algorithm)
         trial, trial_base, trial_smap = self._trial(spec, space)
+        if self.trial_component is None:  # a pipeline's sweep step: its trials' names are the pipeline's
+            self.problems += self._name_problems()
         if self.problems or spec is None:
             raise ValidationError(self._ordered())
         return LoadedSweep(
@@ -128,99 +126,28 @@ class _SweepLoader:
             self.problems += translate(exc, self.data, self.smap, sweep_models.SweepJob)
             return None
 
-    def _model(self, model: type[models.StrictModel], value: Any, at: KeyPath) -> Any:
-        """`value` (the mapping at `at`) validated by `model`; None, with its problems said, if wrong."""
-        try:
-            return model.model_validate(value)
-        except ModelError as exc:
-            # Positions below `at`; without one (a sweep built in Python), the nearest above it.
-            sub = SourceMap(self.source, {(): self.smap.find(at)})
-            copy_positions(self.smap, at, sub, ())
-            for found in translate(exc, value, sub, model):
-                hint = found.hint or next((h for start, h in _HINTS.items() if found.message.startswith(start)), "")
-                self.problems.append(replace(_rekeyed(found, format_key_path(at)), hint=hint))
-            return None
+    def _name_problems(self) -> list[Problem]:
+        """The sweep's name (or one distrun generates) with its last trial's `.trial_N`."""
+        name, limits = self.data.get("name"), self.data.get("limits")
+        trials = sweep_trial_count(self.data.get("search_space"), self.data.get("sampling_algorithm", "random"), limits)
+        if name is None:
+            at = ("limits", "max_total_trials") if isinstance(limits, dict) and "max_total_trials" in limits else ()
+            return sweep_name_problems(None, self.smap.find(at), trials, format_key_path(at))
+        if isinstance(name, str) and re.fullmatch(models.JOB_NAME_PATTERN, name):
+            return sweep_name_problems(name, self.smap.find(("name",)), trials)
+        return []  # the model said what is wrong with it
 
-    def _search_space(self) -> dict[str, Any]:
-        raw = self.data.get("search_space")
-        space: dict[str, Any] = {}
-        if not isinstance(raw, dict):
-            return space  # the schema said what is wrong
-        for name, expression in raw.items():
-            at: KeyPath = ("search_space", str(name))
-            if not re.fullmatch(models.NAME_PATTERN, str(name)):
-                self.problem(
-                    f"search space parameter name {name!r} is not allowed",
-                    at,
-                    "use letters, digits and '_', not starting with a digit: it is read as ${{search_space.NAME}}",
-                )
-                continue
-            if not isinstance(expression, dict):
-                continue  # the schema said it
-            model = self._model_of(expression, sweep_models.EXPRESSIONS, at, "expression")
-            if model is not None:
-                found = self._model(model, expression, at)
-                if found is not None:
-                    space[str(name)] = found
-        return space
-
-    def _model_of(self, value: dict[str, Any], table: dict[str, Any], at: KeyPath, what: str) -> Any:
-        kind = value.get("type")
-        listed = ", ".join(table)
-        if kind is None:
-            self.problem(f"the {what} has no `type`", at, f"add `type:` with one of {listed}")
-            return None
-        if str(kind) not in table:
-            import difflib
-
-            close = difflib.get_close_matches(str(kind).lower(), list(table), n=1, cutoff=0.6)
-            mean = f"did you mean {close[0]!r}? " if close else ""
-            self.problem(f"unknown {what} type {kind!r}", (*at, "type"), f"{mean}use one of {listed}")
-            return None
-        return table[str(kind)]
-
-    def _typed(self, key: str, table: dict[str, Any], default: str | None) -> Any:
-        """`sampling_algorithm` / `early_termination`: a type name (`random`) or a mapping with `type`."""
-        value = self.data.get(key, default)
-        if value is None:
-            return None
-        what = key.replace("_", " ")
-        if isinstance(value, str):
-            value = {"type": value}
-        if not isinstance(value, dict):
-            return None  # the schema said it
-        at: KeyPath = (key,)
-        model = self._model_of(value, table, at, what)
-        return None if model is None else self._model(model, value, at)
-
-    # ------------------------------------------------------------ Azure ML's rules between them
-
-    def _rules(self, space: dict[str, Any], algorithm: Any, policy: Any) -> None:
-        kind = getattr(algorithm, "type", None)
-        allowed = {"grid": sweep_models.GRID_EXPRESSIONS, "bayesian": sweep_models.BAYESIAN_EXPRESSIONS}.get(kind)
-        if allowed is not None:
-            for name, expression in space.items():
-                if expression.type not in allowed:
-                    why = "enumerates discrete values" if kind == "grid" else "models only these"
-                    self.problem(
-                        f"{kind} sampling cannot sample a {expression.type} expression: it {why} "
-                        f"({', '.join(allowed)})",
-                        ("search_space", name, "type"),
-                        "use random sampling, or write the parameter as "
-                        + ("`type: choice` with the values to try" if kind == "grid" else "one of those"),
-                    )
-        if kind == "bayesian" and policy is not None:
-            self.problem(
-                "bayesian sampling takes no early termination policy: each trial's result guides the next",
-                ("early_termination",),
-                "remove `early_termination`, or use random sampling",
-            )
-        if kind == "random" and algorithm.rule == "sobol" and algorithm.logbase is not None:
-            self.problem(
-                "logbase applies to random sampling's `random` rule, not to sobol",
-                ("sampling_algorithm", "logbase"),
-                "remove `logbase`, or drop `rule: sobol`",
-            )
+    def _sampleable(self, space: dict[str, Any], algorithm: Any) -> dict[str, Any]:
+        """The parameters whose every draw is a finite number; the others are said."""
+        self.logbase = getattr(algorithm, "logbase", None)
+        logbase = math.e if self.logbase == "e" else self.logbase
+        kept = {}
+        for name, expression in space.items():
+            found = range_problems(name, expression, logbase, self.smap.find)
+            self.problems += found
+            if not found:
+                kept[name] = expression
+        return kept
 
     # ------------------------------------------------------------ the trial, as a command job
 
@@ -380,7 +307,7 @@ class _SweepLoader:
         # Every parameter named (one whose expression is wrong too: that is said once, above).
         named = [*(self.data.get("search_space") or {}), *self.undefined]
         inputs.update(dict.fromkeys(named, 0))
-        inputs.update({name: example_value(expression) for name, expression in space.items()})
+        inputs.update({name: example_value(expression, self.logbase) for name, expression in space.items()})
         candidate = {**document, "inputs": inputs}
         for name in space:
             smap.set(("inputs", name), self.smap.find(("search_space", name)))
@@ -403,7 +330,7 @@ class _SweepLoader:
             elif key.startswith(at_sweep) or not prefix:
                 self.problems.append(problem)
             else:
-                self.problems.append(_rekeyed(problem, prefix))
+                self.problems.append(rekeyed(problem, prefix))
 
 
 def _absolute_inputs(inputs: Any, base_dir: Path) -> Any:

@@ -89,11 +89,18 @@ def value_at(expression: Expression, u: float, logbase: float | None = None) -> 
     raise TypeError(f"not a search space expression: {expression!r}")
 
 
-def example_value(expression: Expression) -> Any:
-    """A value of the expression's range, to check a trial's job with before any is drawn."""
+def example_value(expression: Expression, logbase: float | str | None = None) -> Any:
+    """A value of the expression's range, to check a trial's job with before any is drawn (with
+    random sampling's `logbase`, the base its trials' log forms are drawn with)."""
     if isinstance(expression, Choice):
         return expression.values[0]
-    return value_at(expression, 0.5)
+    return value_at(expression, 0.5, math.e if logbase == "e" else logbase)  # type: ignore[arg-type]
+
+
+def example_parameters(space: dict[str, Expression], algorithm: SamplingAlgorithm) -> Parameters:
+    """Each parameter at a value of its range, as `algorithm` draws it."""
+    logbase = getattr(algorithm, "logbase", None)
+    return {name: example_value(expression, logbase) for name, expression in space.items()}
 
 
 class GridSearch:

@@ -21,11 +21,11 @@ def process_count_of(pipeline: LoadedPipeline, step: str, count: Callable[[Any],
 
     pipeline_step = pipeline.steps[step]
     if pipeline_step.is_sweep:  # each trial's
-        from distrun.plan.sweep_search import example_value
+        from distrun.plan.sweep_search import example_parameters
         from distrun.runner.pipelines import step_sweep, unchecked_trial_job
 
         sweep = step_sweep(pipeline, pipeline_step, lambda up: "unused", step)
-        example = {key: example_value(expression) for key, expression in sweep.search_space.items()}
+        example = example_parameters(sweep.search_space, sweep.algorithm)
         return count(unchecked_trial_job(sweep, example, step).spec)
     document = normalize(pipeline_step.bound_document(lambda up: "unused"), pipeline_step.source_map)
     return count(models.JobSpec.model_validate(document))

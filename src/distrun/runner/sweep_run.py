@@ -61,9 +61,9 @@ def check_sweep(
     """The trials' compute target and backend, checked as `distrun job validate` checks a job's,
     and the first trial's job (each parameter at a value of its range), as `load` gives it (a
     pipeline's sweep step whose inputs are not written yet: unchecked)."""
-    from distrun.plan.sweep_search import example_value
+    from distrun.plan.sweep_search import example_parameters
 
-    example = {key: example_value(expression) for key, expression in sweep.search_space.items()}
+    example = example_parameters(sweep.search_space, sweep.algorithm)
     job = load(sweep, example, trial_job_name(name, trial_key(0)))
     target, backend = jobs.check_target(job, layout, compute)
     return target, backend, job

@@ -99,95 +99,37 @@ def _compute(data: dict[str, Any], smap: SourceMap) -> None:
     data["compute"] = compute.get("target")
 
 
+# The draft's sections and the keys each takes.
+_DRAFT_KEYS = {
+    "mpi": {"worker", "launcher"},
+    "pytorch": {"worker", "resource_limits"},
+    "tensorflow": {"worker", "parameter_server", "chief"},
+}
+
+
+def _one_problem(message: str, key: str, where: Any, hint: str) -> ValidationError:
+    return ValidationError([Problem(message, key, where, hint)])
+
+
 def _distributed(data: dict[str, Any], smap: SourceMap) -> None:
+    """The seed draft's `distributed: {KIND: ...}` -> `distribution`, `resources` and `properties`."""
     section = data.get("distributed")
     if section is None:
         return
-    where = smap.find(("distributed",))
-    if not isinstance(section, dict) or len(section) != 1:
-        raise ValidationError(
-            [
-                Problem(
-                    "`distributed` must hold exactly one of mpi, pytorch, tensorflow",
-                    "distributed",
-                    where,
-                    "write e.g. distributed: {mpi: {worker: {count: 2}}}",
-                )
-            ]
-        )
-    if "distribution" in data:
-        raise ValidationError(
-            [
-                Problem(
-                    "both `distribution` and the draft `distributed` section are given",
-                    "distributed",
-                    where,
-                    "keep one of them",
-                )
-            ]
-        )
-    kind, body = next(iter(section.items()))
-    body = {} if body is None else body
+    kind, body = _draft_section(data, section, smap)
     base = ("distributed", kind)
-    if kind not in ("mpi", "pytorch", "tensorflow"):
-        raise ValidationError(
-            [
-                Problem(
-                    f"unknown distributed type {kind!r}",
-                    f"distributed.{kind}",
-                    smap.find(base),
-                    "use mpi, pytorch or tensorflow" + LAUNCHER_NOTE.get(str(kind).lower(), ""),
-                )
-            ]
-        )
-    allowed = {
-        "mpi": {"worker", "launcher"},
-        "pytorch": {"worker", "resource_limits"},
-        "tensorflow": {"worker", "parameter_server", "chief"},
-    }[kind]
-    _reject_unknown(body, allowed, base, smap)
+    _reject_unknown(body, _DRAFT_KEYS[kind], base, smap)
     worker = body.get("worker")
     worker = {} if worker is None else worker
     _reject_unknown(worker, {"count", "slots_per", "resources", "resource_limits"}, base + ("worker",), smap)
-    dist: dict[str, Any] = {"type": kind}
     res = _resources(data)
     if not isinstance(res, dict):
         res = {}  # a wrong `resources` is reported by validation; nothing to merge into it
     props = data.setdefault("properties", {})
     if kind in ("mpi", "pytorch"):
-        if "count" in worker and "instance_count" not in res:
-            smap.move(base + ("worker", "count"), ("resources", "instance_count"))
-            res["instance_count"] = worker["count"]
-        if "slots_per" in worker:
-            smap.move(base + ("worker", "slots_per"), ("distribution", "process_count_per_instance"))
-            dist["process_count_per_instance"] = worker["slots_per"]
-        launcher = body.get("launcher")
-        if kind == "mpi" and launcher is not None:
-            _reject_unknown(launcher, {"resources"}, base + ("launcher",), smap)
-            dist["launcher_resources"] = launcher.get("resources")
+        dist = _draft_mpi_or_pytorch(kind, body, worker, res, smap)
     else:
-        if "count" in worker:
-            smap.move(base + ("worker", "count"), ("distribution", "worker_count"))
-            dist["worker_count"] = worker["count"]
-        ps = body.get("parameter_server")
-        if ps is not None:
-            _reject_unknown(
-                ps,
-                {"count", "environment", "environment_variables", "resource_limits"},
-                base + ("parameter_server",),
-                smap,
-            )
-            if "count" in ps:
-                smap.move(base + ("parameter_server", "count"), ("distribution", "parameter_server_count"))
-                dist["parameter_server_count"] = ps["count"]
-            settings = {k: ps[k] for k in ("environment", "environment_variables", "resource_limits") if k in ps}
-            if settings:
-                smap.move(base + ("parameter_server",), ("distribution", "parameter_server"))
-                dist["parameter_server"] = settings
-        chief = body.get("chief")
-        if chief is not None:
-            _reject_unknown(chief, {"count"}, base + ("chief",), smap)
-            dist["chief_count"] = chief.get("count", 1)
+        dist = _draft_tensorflow(body, worker, smap)
     for key in ("resources", "resource_limits"):
         if key in worker and isinstance(props, dict):
             props.setdefault("worker_" + key, worker[key])
@@ -196,6 +138,79 @@ def _distributed(data: dict[str, Any], smap: SourceMap) -> None:
     smap.move(("distributed",), ("distribution",))
     data["distribution"] = dist
     del data["distributed"]
+
+
+def _draft_section(data: dict[str, Any], section: Any, smap: SourceMap) -> tuple[str, dict[str, Any]]:
+    """The draft section's one kind and its body, or the error that it is not one."""
+    where = smap.find(("distributed",))
+    if not isinstance(section, dict) or len(section) != 1:
+        raise _one_problem(
+            "`distributed` must hold exactly one of mpi, pytorch, tensorflow",
+            "distributed",
+            where,
+            "write e.g. distributed: {mpi: {worker: {count: 2}}}",
+        )
+    if "distribution" in data:
+        raise _one_problem(
+            "both `distribution` and the draft `distributed` section are given",
+            "distributed",
+            where,
+            "keep one of them",
+        )
+    kind, body = next(iter(section.items()))
+    if kind not in _DRAFT_KEYS:
+        raise _one_problem(
+            f"unknown distributed type {kind!r}",
+            f"distributed.{kind}",
+            smap.find(("distributed", kind)),
+            "use mpi, pytorch or tensorflow" + LAUNCHER_NOTE.get(str(kind).lower(), ""),
+        )
+    return kind, {} if body is None else body
+
+
+def _draft_mpi_or_pytorch(
+    kind: str, body: dict[str, Any], worker: dict[str, Any], res: dict[str, Any], smap: SourceMap
+) -> dict[str, Any]:
+    """`worker.count` is the node count, `worker.slots_per` the processes per node."""
+    base = ("distributed", kind)
+    dist: dict[str, Any] = {"type": kind}
+    if "count" in worker and "instance_count" not in res:
+        smap.move(base + ("worker", "count"), ("resources", "instance_count"))
+        res["instance_count"] = worker["count"]
+    if "slots_per" in worker:
+        smap.move(base + ("worker", "slots_per"), ("distribution", "process_count_per_instance"))
+        dist["process_count_per_instance"] = worker["slots_per"]
+    launcher = body.get("launcher")
+    if kind == "mpi" and launcher is not None:
+        _reject_unknown(launcher, {"resources"}, base + ("launcher",), smap)
+        dist["launcher_resources"] = launcher.get("resources")
+    return dist
+
+
+def _draft_tensorflow(body: dict[str, Any], worker: dict[str, Any], smap: SourceMap) -> dict[str, Any]:
+    """Worker, parameter server and chief counts, and the parameter servers' own settings."""
+    base = ("distributed", "tensorflow")
+    dist: dict[str, Any] = {"type": "tensorflow"}
+    if "count" in worker:
+        smap.move(base + ("worker", "count"), ("distribution", "worker_count"))
+        dist["worker_count"] = worker["count"]
+    ps = body.get("parameter_server")
+    if ps is not None:
+        _reject_unknown(
+            ps, {"count", "environment", "environment_variables", "resource_limits"}, base + ("parameter_server",), smap
+        )
+        if "count" in ps:
+            smap.move(base + ("parameter_server", "count"), ("distribution", "parameter_server_count"))
+            dist["parameter_server_count"] = ps["count"]
+        settings = {k: ps[k] for k in ("environment", "environment_variables", "resource_limits") if k in ps}
+        if settings:
+            smap.move(base + ("parameter_server",), ("distribution", "parameter_server"))
+            dist["parameter_server"] = settings
+    chief = body.get("chief")
+    if chief is not None:
+        _reject_unknown(chief, {"count"}, base + ("chief",), smap)
+        dist["chief_count"] = chief.get("count", 1)
+    return dist
 
 
 def _reject_unknown(body: Any, allowed: set[str], path: tuple[str, ...], smap: SourceMap) -> None:

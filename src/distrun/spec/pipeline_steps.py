@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem
-from distrun.spec import paths
-from distrun.spec.loaded_pipeline import VALUE_STAND_INS, LoadedComponent, PipelineStep, UpstreamOutput
-from distrun.spec.pipeline_bindings import BINDING_FORMS, Binding, NotABinding, binding_of
-from distrun.spec.pipeline_models import DATA_TYPES, LITERAL_TYPES, InputDeclaration, PipelineJob, job_output_type
+from distrun.spec.loaded_pipeline import LoadedComponent, PipelineStep, UpstreamOutput
+from distrun.spec.pipeline_bindings import NotABinding, binding_of
+from distrun.spec.pipeline_inputs import InputBinder, close_match, mapping
+from distrun.spec.pipeline_models import DATA_TYPES, InputDeclaration, PipelineJob, job_output_type
+from distrun.spec.pipeline_paths import absolute, absolute_environment
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
+
+__all__ = ["FROM_COMPONENT", "StepBuilder", "copy_positions", "outputs_of_step"]
 
 # What a command step takes from its component; the step's own keys come over these.
 FROM_COMPONENT = ("command", "code", "environment", "environment_variables", "resources", "distribution")
@@ -36,51 +39,6 @@ def copy_positions(smap: SourceMap, prefix: KeyPath, into: SourceMap, at: KeyPat
     for path, where in smap.positions.items():
         if path[:n] == prefix:
             into.set(at + path[n:], where)
-
-
-def _close(word: str, choices: list[str]) -> str | None:
-    import difflib  # error paths only
-
-    found = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
-def _absolute(text: Any, base_dir: Path) -> Any:
-    """A local relative path made absolute against `base_dir` (the file that wrote it), so that a
-    step's paths from two files (pipeline and component) resolve as each file meant."""
-    if not isinstance(text, str) or not text or binding_of_or_none(text) is not None:
-        return text
-    local = paths.local_path(base_dir, text)
-    return str(local) if local is not None else text
-
-
-def binding_of_or_none(value: object) -> Binding | None:
-    try:
-        return binding_of(value)
-    except NotABinding:
-        return None
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    """A mapping of the raw document, or {} where it is something else (its model says what)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _absolute_environment(env: Any, base_dir: Path) -> Any:
-    if not isinstance(env, dict):
-        return env
-    env = dict(env)
-    if isinstance(env.get("conda_file"), str):
-        env["conda_file"] = _absolute(env["conda_file"], base_dir)
-    if isinstance(env.get("build"), dict) and isinstance(env["build"].get("path"), str):
-        env["build"] = {**env["build"], "path": _absolute(env["build"]["path"], base_dir)}
-    return env
-
-
-def _absolute_input(value: Any, base_dir: Path) -> Any:
-    if isinstance(value, dict) and isinstance(value.get("path"), str):
-        return {**value, "path": _absolute(value["path"], base_dir)}
-    return value
 
 
 class StepBuilder:
@@ -146,9 +104,9 @@ class StepBuilder:
                 continue
             value = copy.deepcopy(value)
             if key == "environment":
-                value = _absolute_environment(value, self.base_dir)
+                value = absolute_environment(value, self.base_dir)
             elif key == "code" and isinstance(value, str):
-                value = _absolute(value, self.base_dir)
+                value = absolute(value, self.base_dir)
             ours = self.document.get(key)
             if key in MERGED and isinstance(ours, dict) and isinstance(value, dict):
                 value = {**ours, **value}
@@ -208,15 +166,15 @@ class StepBuilder:
                 continue
             value = copy.deepcopy(component.data[key])
             if key == "code":
-                value = _absolute(value, component.base_dir)
+                value = absolute(value, component.base_dir)
             elif key == "environment":
-                value = _absolute_environment(value, component.base_dir)
+                value = absolute_environment(value, component.base_dir)
             self.document[key] = value
             copy_positions(component.source_map, (key,), self.positions, (key,))
 
     def _undeclared(self, kind: str, name: str, declared: list[str]) -> None:
         """A step's input or output its component does not declare."""
-        close = _close(name, declared)
+        close = close_match(name, declared)
         listed = ", ".join(declared) or "none"
         self.problem(
             f"the component has no {kind} {name!r}",
@@ -254,11 +212,22 @@ class StepBuilder:
         if given is None:
             return
         declared = self.component.spec.inputs if self.component else None
+        binder = InputBinder(
+            self.problem,
+            self.pipeline_data,
+            self.outputs_of,
+            self.base_dir,
+            self.prefix,
+            self.inherited,
+            self.refused_above,
+            self.upstream,
+            self.values,
+        )
         inputs: dict[str, Any] = {}
         for name, value, _ in self._entries("inputs", given, declared):
             if value is None:
                 continue  # given as nothing: the component's default, if any
-            bound = self._input_value(name, value, declared.get(name) if declared else None)
+            bound = binder.value(name, value, declared.get(name) if declared else None)
             # A refused value (its problem is said) still names the input, so that the command's
             # `${{inputs.NAME}}` is not reported as undefined as well.
             inputs[name] = bound if bound is not None else ""
@@ -282,125 +251,8 @@ class StepBuilder:
     def _default(self, decl: InputDeclaration) -> Any:
         if decl.is_data:
             assert self.component is not None
-            return {"type": decl.type, "path": _absolute(str(decl.default), self.component.base_dir)}
+            return {"type": decl.type, "path": absolute(str(decl.default), self.component.base_dir)}
         return decl.default
-
-    def _input_value(self, name: str, value: Any, decl: InputDeclaration | None) -> Any:
-        at = ("inputs", name)
-        try:
-            binding = binding_of(value)
-            if binding is None and isinstance(value, dict):
-                binding = binding_of(value.get("path"))
-                if binding is not None:
-                    at = at + ("path",)
-        except NotABinding as exc:
-            self.problem(str(exc), at, f"write the whole value as {BINDING_FORMS}")
-            return None
-        if binding is not None:
-            return self._bound_input(name, value, binding, decl, at)
-        if decl is None:
-            return _absolute_input(value, self.base_dir)
-        if decl.is_data:
-            data = {"path": value} if isinstance(value, str) else value
-            if isinstance(data, dict):
-                return _absolute_input({"type": decl.type, **data}, self.base_dir)
-            self.problem(
-                f"input {name!r} is a {decl.type} input of the component, not a value ({value!r})",
-                at,
-                f"give its data as `{name}: {{type: {decl.type}, path: ./data}}` or a binding",
-            )
-            return None
-        wrong = literal_problem(decl, value)
-        if wrong:
-            self.problem(f"input {name!r}: {wrong}", at, _literal_hint(decl))
-            return None
-        return value
-
-    def _bound_input(self, name: str, value: Any, binding: Binding, decl: InputDeclaration | None, at: KeyPath) -> Any:
-        if binding.kind == "output":
-            self.problem(
-                f"{binding.text()} is an output of the pipeline: a step cannot read it",
-                at,
-                "read what a step wrote with ${{parent.jobs.STEP.outputs.NAME}}",
-            )
-            return None
-        if binding.kind == "input" and binding.name in self.refused_above:
-            return ""  # its value was refused where it was given
-        if binding.kind == "input" and binding.name in self.inherited:
-            upstream = self.inherited[binding.name]
-            if decl is not None and not decl.is_data:
-                self.problem(
-                    f"input {name!r} is a {decl.type} input of the component, but {binding.text()} is data",
-                    at,
-                    "bind a data input (uri_folder, uri_file, ...) to a step's output",
-                )
-                return None
-            self.upstream[name] = upstream
-            given = _mapping(_mapping(self.pipeline_data.get("inputs")).get(binding.name))
-            return {"type": decl.type if decl is not None else given.get("type", "uri_folder"), "path": binding.text()}
-        if binding.kind == "input":
-            inputs = _mapping(self.pipeline_data.get("inputs"))
-            if binding.name not in inputs:
-                close = _close(binding.name, list(inputs))
-                add = f"add `{binding.name}` under the pipeline's `inputs:`"
-                self.problem(
-                    f"{binding.text()} refers to an undefined pipeline input {binding.name!r}",
-                    at,
-                    f"did you mean parent.inputs.{close}? Otherwise {add}" if close else add,
-                )
-                return None
-            given = copy.deepcopy(inputs[binding.name])
-            if isinstance(given, dict) and "path" not in given and ("value" in given or "default" in given):
-                given = given.get("value", given.get("default"))  # `{type: integer, default: 3}`
-            if decl is not None and not decl.is_data and not isinstance(given, dict):
-                wrong = literal_problem(decl, given)
-                if wrong:
-                    self.problem(f"input {name!r} (from {binding.text()}): {wrong}", at, _literal_hint(decl))
-                    return None
-            if decl is not None and decl.is_data and isinstance(given, str):
-                given = {"type": decl.type, "path": given}
-            return _absolute_input(given, self.base_dir)
-        step, output = binding.step or "", binding.name
-        if step not in self.outputs_of:
-            close = _close(step, list(self.outputs_of))
-            self.problem(
-                f"{binding.text()} refers to an undefined step {step!r}",
-                at,
-                f"did you mean parent.jobs.{close}?"
-                if close
-                else f"the pipeline's steps: {', '.join(self.outputs_of)}",
-            )
-            return None
-        outputs = self.outputs_of[step]
-        if outputs is not None and output not in outputs:
-            known = list(outputs)
-            close = _close(output, known)
-            self.problem(
-                f"{binding.text()} refers to an undefined output {output!r} of step {step!r}",
-                at,
-                f"did you mean parent.jobs.{step}.outputs.{close}?"
-                if close
-                else f"step {step}'s outputs: {', '.join(known) or 'none'}",
-            )
-            return None
-        written = (outputs or {}).get(output)
-        if decl is not None and not decl.is_data:
-            if written is not None and written not in LITERAL_TYPES:
-                self.problem(
-                    f"input {name!r} is a {decl.type} input of the component, but {binding.text()} is data",
-                    at,
-                    "bind a data input (uri_folder, uri_file, ...) to a step's output, or a value input "
-                    "to a value output (type: string, integer, number or boolean)",
-                )
-                return None
-            # A value output (a function's return value): the step gets its text once it was written.
-            self.upstream[name] = UpstreamOutput(self.prefix + step, output)
-            self.values[name] = decl.type
-            return VALUE_STAND_INS[decl.type]
-        self.upstream[name] = UpstreamOutput(self.prefix + step, output)
-        kind = decl.type if decl is not None else (outputs or {}).get(output, "uri_folder")
-        extra = {k: v for k, v in value.items() if k != "path"} if isinstance(value, dict) else {}
-        return {"type": kind, **extra, "path": binding.text()}
 
     # ------------------------------------------------------------ outputs
 
@@ -428,9 +280,9 @@ class StepBuilder:
                     "write `${{parent.outputs.NAME}}` with NAME under the pipeline's `outputs:`",
                 )
                 continue
-            declared_outputs = _mapping(self.pipeline_data.get("outputs"))
+            declared_outputs = mapping(self.pipeline_data.get("outputs"))
             if binding.name not in declared_outputs:
-                close = _close(binding.name, list(declared_outputs))
+                close = close_match(binding.name, list(declared_outputs))
                 add = f"add `{binding.name}:` under the pipeline's `outputs:`"
                 self.problem(
                     f"{binding.text()} refers to an undefined pipeline output {binding.name!r}",
@@ -439,7 +291,7 @@ class StepBuilder:
                 )
                 continue
             self.pipeline_outputs[name] = binding.name
-            pipeline_output = _mapping(declared_outputs[binding.name])
+            pipeline_output = mapping(declared_outputs[binding.name])
             outputs[name] = {**kind, **copy.deepcopy(pipeline_output)} or None
             copy_positions(self.smap, ("outputs", binding.name), self.positions, at)
         for name, decl in (declared or {}).items():
@@ -447,35 +299,6 @@ class StepBuilder:
                 outputs[name] = {"type": job_output_type(decl.type), **({"mode": decl.mode} if decl.mode else {})}
         if outputs or "outputs" in self.raw:
             self.document["outputs"] = outputs
-
-
-def literal_problem(decl: InputDeclaration, value: Any) -> str | None:
-    """What is wrong with a value for a literal input of type `decl.type`, or None."""
-    if isinstance(value, dict):
-        if "value" not in value and "default" not in value:
-            return f"expected a {decl.type} value, got a mapping"
-        value = value.get("value", value.get("default"))
-    if isinstance(value, list):
-        return f"expected a {decl.type} value, got a list"
-    if decl.type == "integer" and (isinstance(value, bool) or not isinstance(value, int)):
-        return f"expected a whole number, got {value!r}"
-    if decl.type == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        return f"expected a number, got {value!r}"
-    if decl.type == "boolean" and not isinstance(value, bool):
-        return f"expected true or false, got {value!r}"
-    if decl.enum is not None and value not in decl.enum:
-        return f"{value!r} is not one of {', '.join(map(repr, decl.enum))}"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if decl.min is not None and value < decl.min:
-            return f"{value!r} is below the input's min {decl.min:g}"
-        if decl.max is not None and value > decl.max:
-            return f"{value!r} is above the input's max {decl.max:g}"
-    return None
-
-
-def _literal_hint(decl: InputDeclaration) -> str:
-    example = {"integer": "3", "number": "0.01", "boolean": "true", "string": "some text"}[decl.type]
-    return f"the component declares it `type: {decl.type}`: give e.g. {example}"
 
 
 def outputs_of_step(raw: Any, component: LoadedComponent | None) -> dict[str, str]:

@@ -9,7 +9,7 @@ that key, so that an unknown `type` is said as such, with the types there are.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -108,9 +108,10 @@ BAYESIAN_EXPRESSIONS = ("choice", "uniform", "quniform")
 
 class RandomSampling(models.StrictModel):
     type: Literal["random"] = "random"
-    seed: models.Whole | None = None
+    seed: models.Whole | None = Field(None, ge=0)  # a Sobol sequence's seed cannot be negative
     rule: Literal["random", "sobol"] = "random"
-    logbase: float | Literal["e"] | None = None
+    # A power's base: positive and finite, or its draws are no real numbers (distrun.spec.sweep_ranges).
+    logbase: Annotated[float, Field(gt=0, allow_inf_nan=False)] | Literal["e"] | None = None
 
 
 class GridSampling(models.StrictModel):
