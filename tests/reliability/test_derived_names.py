@@ -14,9 +14,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from distrun.spec.pipeline_loader import load_pipeline_file
 
 from distrun.core.errors import ValidationError
+from distrun.loading.pipeline_loader import load_pipeline_file
 from distrun.prepare import submission
 from distrun.spec.derived_names import GENERATED_NAME_MAX, MAX_JOB_NAME
 from support.reliability import assert_refused, run_capped

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from distrun.spec.sweep_loader import load_sweep_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distrun.core.errors import ValidationError
+from distrun.loading.sweep_loader import load_sweep_data
 from distrun.plan.sweep_search import RandomSearch, example_value, value_at
 from support.reliability import assert_refused, run_capped
 
