@@ -3,7 +3,8 @@
 The nodes' per-rank log bytes are appended to `user_logs/` (and their agents' own output to
 `system_logs/`); the files the nodes exchange through the job folder (stack requests and
 answers, progress: `agent.folder_mirror`) are kept per node, and a node's `hang/` files (every
-node's stacks, read by the node that saw the job hang) land in the job folder here.
+node's stacks, read by the node that saw the job hang) land in the job folder here. Every file
+is made and opened without following a link below the job folder (`core.safe_files`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class DriverFiles:
     def append(self, relative: str, data: bytes) -> None:
         fd = self.log_fds.get(relative)
         if fd is None:
-            fd = self.log_fds[relative] = open_append(self.folder.root / relative)
+            fd = self.log_fds[relative] = open_append(self.folder.root / relative, root=self.folder.root)
         write_all(fd, data)
 
     def mirror(self, node_rank: int) -> MirrorSide:
@@ -66,7 +67,8 @@ class DriverFiles:
         """plan.json, and where Ray placed each node (system_logs/ray_placement.json)."""
         write_file(self.folder.plan_json, compact_json(plan.to_dict()))
         placed = {"placement_group": request.to_dict(), "nodes": wheres}
-        write_file(self.folder.system_logs / PLACEMENT_FILE, json.dumps(placed, indent=2).encode("utf-8"))
+        logs = self.folder.system_logs.name
+        write_beneath(self.folder.root, logs, PLACEMENT_FILE, json.dumps(placed, indent=2).encode("utf-8"))
 
     def close(self) -> None:
         for fd in self.log_fds.values():
