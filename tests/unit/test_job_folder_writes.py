@@ -13,11 +13,13 @@ import pytest
 
 from distrun.agent.folder_writes import listed_beneath, write_beneath
 from distrun.agent.node_files import write_node_files
+from distrun.agent.outcome_channel import MAIN_WORK_DONE, FolderOutcomeChannel
 from distrun.agent.stack_requests import answer_body
 from distrun.agent.stacks import Frame, ProcessStacks, ThreadStack
 from distrun.core.file_modes import make_dirs_beneath
 from distrun.core.safe_files import UnsafeFileError, open_folder_beneath
 from distrun.plan.model import NodePlan
+from distrun.store.layout import NodeChannelPaths
 
 
 @pytest.fixture
@@ -60,6 +62,20 @@ def test_node_files_below_a_planted_link_are_refused(planted) -> None:
     with pytest.raises(OSError):
         write_node_files(node, root)
     assert list(outside.iterdir()) == []
+
+
+def test_an_outcome_channel_below_a_planted_link_writes_nothing_through_it(tmp_path: Path) -> None:
+    root, outside = tmp_path / "job", tmp_path / "outside"
+    outside.mkdir()
+    root.mkdir()
+    (root / "slurm").symlink_to(outside)  # the folder of a Slurm job's node outcomes
+    channel = FolderOutcomeChannel(NodeChannelPaths(root / "slurm"), 1)
+    with pytest.raises(UnsafeFileError):
+        channel.set_marker(MAIN_WORK_DONE, 0)
+    assert list(outside.iterdir()) == []
+    (root / "slurm").unlink()
+    channel.set_marker(MAIN_WORK_DONE, 0)
+    assert channel.marked(MAIN_WORK_DONE) == {0}
 
 
 def test_a_listing_stops_at_its_limit(tmp_path: Path) -> None:
