@@ -14,7 +14,7 @@ import resource
 import selectors
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import BinaryIO
@@ -29,7 +29,7 @@ from distrun.agent.gang_signals import StopSignalInbox, stop_for_signal
 from distrun.agent.gang_start import CannotStart, prepare_start
 from distrun.agent.gang_state import GangOptions, GangStop, RunningProcess, why
 from distrun.agent.line_stream import LineStream
-from distrun.agent.outcome import FAILED, GangResult, ProcessOutcome, planned_outcome, signal_name
+from distrun.agent.outcome import FAILED, GangResult, ProcessOutcome, planned_outcome
 from distrun.agent.peers import POLL_SECONDS, MainWorkPeers
 from distrun.plan.model import LaunchPlan, ProcessSpec
 from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
@@ -216,20 +216,9 @@ class Gang:
         deadline = self.started + self.options.timeout if self.options.timeout else None
         while self.live:
             now = time.monotonic()
-            wait = None
             peers_check = now + POLL_SECONDS if self.waiting_for_peers and self.stop is None else None
-            for moment in (
-                deadline if self.stop is None else None,
-                self.kill_at,
-                peers_check,
-                *self.hangs.moments(now, self.stop is not None),
-            ):
-                if moment is not None:
-                    wait = max(0.0, moment - now) if wait is None else min(wait, max(0.0, moment - now))
-            if wait is None or wait > MAX_WAIT:
-                wait = MAX_WAIT  # a timeout of weeks (or 1e300 s) is waited for in steps
-            if self.stream.backlog:
-                wait = min(wait, BACKLOG_POLL)  # a slow reader may have made room
+            moments = (deadline if self.stop is None else None, self.kill_at, peers_check)
+            wait = _wait(now, (*moments, *self.hangs.moments(now, self.stop is not None)), bool(self.stream.backlog))
             events = self.selector.select(wait)
             # A stop signal that came with these events decides first: a preemption signals the
             # ranks too, and a rank that exits on it (a checkpoint handler's 143) is not a failure.
@@ -290,15 +279,8 @@ class Gang:
         self.live -= 1
         if code == 0 and not item.spec.auxiliary:
             self.main_pending -= 1
-        outcome = item.outcome
-        outcome.after_ms = round((time.monotonic() - self.started) * 1000, 1)
-        if code < 0:
-            outcome.signal = signal_name(-code)
-        else:
-            outcome.exit_code = code
-        if item.signalled_at is not None and item.signalled_alive:
-            outcome.stopped_by_distrun = True
-        if outcome.failed and self.stop is None:
+        item.record_exit(code, round((time.monotonic() - self.started) * 1000, 1))
+        if item.outcome.failed and self.stop is None:
             self._begin_stop(GangStop(FAILED, "", item))
         elif self.stop is None and not item.spec.auxiliary and self._main_work_done():
             self._main_work_finished()
@@ -406,6 +388,15 @@ def _room_for_descriptors(processes: int) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
         except (ValueError, OSError):
             pass  # a process that cannot start says why ("Too many open files")
+
+
+def _wait(now: float, moments: Iterable[float | None], backlog: bool) -> float:
+    """How long the loop may wait for events: until the nearest of `moments`, in steps of at most
+    MAX_WAIT (a timeout of weeks, or 1e300 s), and BACKLOG_POLL while the live stream holds a
+    backlog (a slow reader may have made room)."""
+    wait = min((max(0.0, moment - now) for moment in moments if moment is not None), default=MAX_WAIT)
+    wait = min(wait, MAX_WAIT)
+    return min(wait, BACKLOG_POLL) if backlog else wait
 
 
 def _stop_group(item: RunningProcess, now: float) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from distrun.agent.containers import ContainerRun
-from distrun.agent.outcome import ProcessOutcome
+from distrun.agent.outcome import ProcessOutcome, signal_name
 from distrun.agent.peers import MainWorkPeers
 from distrun.plan.model import ProcessSpec
 from distrun.spec.defaults import DEFAULT_GRACE_PERIOD
@@ -35,6 +35,16 @@ class RunningProcess:
     # exit not yet read, e.g. two ranks failing in the same instant) was not stopped by distrun.
     signalled_alive: bool = False
     demux: MpiOutput | None = None  # splits an MPI launcher's output into per-rank logs
+
+    def record_exit(self, code: int, after_ms: float) -> None:
+        """Its exit (`code` as Popen gives it: negative for a signal), `after_ms` after the gang started."""
+        self.outcome.after_ms = after_ms
+        if code < 0:
+            self.outcome.signal = signal_name(-code)
+        else:
+            self.outcome.exit_code = code
+        if self.signalled_at is not None and self.signalled_alive:
+            self.outcome.stopped_by_distrun = True
 
     def close_log(self) -> None:
         if self.log_fd >= 0:
