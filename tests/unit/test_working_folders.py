@@ -37,3 +37,22 @@ def test_links_and_files_a_job_left_there_are_neither_followed_nor_replaced(tmp_
 def test_a_missing_working_folder_is_left_to_the_process_start_to_report(tmp_path: Path) -> None:
     make_artifact_dirs([str(tmp_path / "gone")])
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_working_folder_the_job_swapped_for_a_link_gets_nothing_made_through_it(tmp_path: Path) -> None:
+    job_root = tmp_path / "job"
+    outside = tmp_path / "outside"
+    job_root.mkdir()
+    outside.mkdir()
+    (job_root / "code").symlink_to(outside)  # an earlier attempt's rank replaced code/
+    make_artifact_dirs([str(job_root / "code")], job_root)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_working_folder_outside_the_job_folder_is_opened_as_named(tmp_path: Path) -> None:
+    job_root = tmp_path / "job"
+    elsewhere = tmp_path / "elsewhere"
+    job_root.mkdir()
+    elsewhere.mkdir()
+    make_artifact_dirs([str(elsewhere)], job_root)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["logs", "outputs"]

@@ -1,9 +1,11 @@
 """Writing distrun's own files into a job folder that the job's processes can change.
 
 A rank can replace any folder of its job folder with a link at any moment. Here the folder is
-opened one component at a time without following a link (`safe_files.open_beneath`), and the
-file is written relative to that open folder (a temporary file created O_EXCL|O_NOFOLLOW, then
-renamed over the name): whatever the job planted, nothing is written outside the job folder.
+made and opened one component at a time without following a link
+(`safe_files.open_folder_beneath`), and the file is written relative to that open folder (a
+temporary file created O_EXCL|O_NOFOLLOW, then renamed over the name): whatever the job
+planted, nothing is created or written outside the job folder. A listing stops at a stated
+number of names: a folder the job filled with millions of files costs a bounded read.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from distrun.core.file_modes import FILE_MODE, make_dirs, write_all
-from distrun.core.safe_files import open_beneath
+from distrun.core.file_modes import DIR_MODE, FILE_MODE, make_dirs, write_all
+from distrun.core.safe_files import open_beneath, open_folder_beneath
+
+# The most names a listing of a job-writable folder returns (stack requests, progress files).
+LIST_LIMIT = 4096
 
 
 def write_beneath(root: Path, folder: str, name: str, data: bytes) -> None:
     """`root/folder/name` holding `data`, whole or not at all; OSError (UnsafeFileError for a link) otherwise."""
-    make_dirs(root / folder)
-    dir_fd = open_beneath(root, folder, directory=True)
+    make_dirs(root)  # the job folder itself (distrun's, above anything the job can replace)
+    dir_fd = open_folder_beneath(root, folder, DIR_MODE)
     tmp = f".{name}.{os.urandom(4).hex()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
@@ -37,16 +42,25 @@ def write_beneath(root: Path, folder: str, name: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def listed_beneath(root: Path, folder: str) -> list[str]:
-    """The names in `root/folder` (reached without a link); [] when it is missing or not a plain folder."""
+def listed_beneath(root: Path, folder: str, limit: int = LIST_LIMIT) -> list[str]:
+    """The names in `root/folder` (reached without a link), at most `limit` of them in the
+    folder's own order; [] when it is missing or not a plain folder."""
     try:
         dir_fd = open_beneath(root, folder, directory=True)
     except OSError:
         return []
+    names: list[str] = []
     try:
-        return os.listdir(dir_fd)
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                if len(names) >= limit:
+                    break
+                names.append(entry.name)
+    except OSError:
+        pass  # what was read so far
     finally:
         os.close(dir_fd)
+    return names
 
 
 def remove_beneath(root: Path, folder: str, names: list[str]) -> None:

@@ -174,7 +174,8 @@ class MpiOutput:
         fd = self._rank_fds.get(rank)
         if fd is None:
             try:
-                fd = open_append(self.rank_log(rank))
+                # Opened while the ranks run: no folder of the job folder is followed if a link.
+                fd = open_append(self.rank_log(rank), root=self.log_dir.parent)
             except OSError as exc:
                 self.write_error = self.write_error or exc
                 fd = -1

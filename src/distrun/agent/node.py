@@ -324,7 +324,11 @@ def run_node(
             peers_share_job_folder=peers_share_job_folder,
         )
         outcome = node_outcome(result, facts, started_at, time.time())
-    channel.publish(outcome)
+    try:
+        channel.publish(outcome)
+    except OSError as exc:  # e.g. the channel's folder in the job folder replaced with a link by a rank
+        said = exc.strerror or str(exc)
+        _say(stream, f"distrun node agent: node {facts.node_rank}: could not publish its outcome: {said}")
     _say(stream, f"distrun node agent: node {facts.node_rank}: {outcome.status} {outcome.reason}".rstrip())
     return outcome
 

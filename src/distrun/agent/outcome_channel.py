@@ -7,8 +7,9 @@ parameter servers on every node stop only once every node's training is done.
 
 `FolderOutcomeChannel` is the implementation for engines whose nodes share the job folder (local,
 Slurm): one JSON file per node and one empty file per marker, written whole (rename), so a reader
-on another host never sees half a file. A backend whose nodes share no filesystem supplies its own
-(an actor's return value, a pod's termination message, a key-value store).
+on another host never sees half a file, and made in the channel's folder opened without following
+a link (the job's processes can write it: `agent.folder_writes`). A backend whose nodes share no
+filesystem supplies its own (an actor's return value, a pod's termination message, a key-value store).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import contextlib
 import json
 import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Protocol
 
+from distrun.agent.folder_writes import write_beneath
 from distrun.agent.node_facts import NodeOutcome
-from distrun.core.file_modes import FILE_MODE, make_dirs
 from distrun.core.safe_files import read_text
 from distrun.store.layout import NodeChannelPaths
 
@@ -64,8 +66,7 @@ class FolderOutcomeChannel:
         self.node_count = node_count
 
     def publish(self, outcome: NodeOutcome) -> None:
-        make_dirs(self.paths.folder)
-        _write_whole(self.paths.outcome(outcome.node_rank), json.dumps(outcome.to_dict(), indent=2, default=str))
+        self._write_whole(self.paths.outcome(outcome.node_rank), json.dumps(outcome.to_dict(), indent=2, default=str))
 
     def outcomes(self, node_ranks: Iterable[int] | None = None) -> dict[int, NodeOutcome]:
         self._revalidate()
@@ -73,13 +74,12 @@ class FolderOutcomeChannel:
         for node_rank in range(self.node_count) if node_ranks is None else node_ranks:
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
                 # In the job folder, which the ranks can write: never through a link or a pipe.
-                data = json.loads(read_text(self.paths.outcome(node_rank)))
+                data = json.loads(read_text(self.paths.outcome(node_rank), root=self.paths.folder.parent))
                 found[node_rank] = NodeOutcome.from_dict(data)
         return found
 
     def set_marker(self, marker: str, node_rank: int) -> None:
-        make_dirs(self.paths.folder)
-        _write_whole(self.paths.marker(marker, node_rank), "done")
+        self._write_whole(self.paths.marker(marker, node_rank), "done")
 
     def marked(self, marker: str) -> set[int]:
         self._revalidate()
@@ -89,15 +89,10 @@ class FolderOutcomeChannel:
         with contextlib.suppress(OSError):
             os.listdir(self.paths.folder)  # revalidates NFS's cached view of the folder
 
-
-def _write_whole(path: os.PathLike[str], text: str) -> None:
-    """Whole or not at all: readers on other hosts never see half a file."""
-    target = os.fspath(path)
-    directory, name = os.path.split(target)
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE), "w") as handle:
-        handle.write(text + "\n")
-    os.replace(tmp, target)
+    def _write_whole(self, path: Path, text: str) -> None:
+        """Whole or not at all: readers on other hosts never see half a file."""
+        folder = self.paths.folder
+        write_beneath(folder.parent, folder.name, path.name, (text + "\n").encode())
 
 
 class ChannelPeers:
@@ -109,7 +104,10 @@ class ChannelPeers:
         self.node_count = node_count
 
     def mark_done(self) -> None:
-        self.channel.set_marker(MAIN_WORK_DONE, self.node_rank)
+        # A channel folder the job's processes replaced with a link refuses the marker: the
+        # other nodes then see this node's work as not done, and the job's limits apply.
+        with contextlib.suppress(OSError):
+            self.channel.set_marker(MAIN_WORK_DONE, self.node_rank)
 
     def all_done(self) -> bool:
         return len(self.channel.marked(MAIN_WORK_DONE)) >= self.node_count

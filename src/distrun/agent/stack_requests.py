@@ -12,6 +12,10 @@ agents see the same folder (local compute; Slurm on a shared filesystem), and ne
 
 A job's processes can write these folders too: a request they plant costs the job a stack read
 (one at a time), and an answer they forge is read through the safe read path like any job file.
+What an agent writes on such requests' behalf is bounded: it leaves at most
+MAX_UNCOLLECTED_ANSWERS answers of its own in `stacks/answers/` that no asker has taken away
+(further requests wait until askers remove theirs), each of at most ANSWER_LIMIT bytes (a larger
+one says so instead of carrying the stacks), and it lists at most LIST_LIMIT names of a folder.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distrun.agent.folder_writes import listed_beneath, remove_beneath, write_beneath
+from distrun.agent.folder_writes import LIST_LIMIT, listed_beneath, remove_beneath, write_beneath
 from distrun.core.safe_files import MAX_METADATA_BYTES, read_beneath
 
 if TYPE_CHECKING:
@@ -38,6 +42,11 @@ REQUEST_LIMIT = 4096
 # Beyond the agents' own time (a poll, then py-spy's timeout for each batch of processes).
 WAIT_MARGIN = 5.0
 _WAIT_STEP = 0.1
+# An agent's answers that no asker removed yet (an asker removes its own once every node
+# answered): a real asker is a user's `job stacks`, the web UI or another node's hang verdict.
+MAX_UNCOLLECTED_ANSWERS = 64
+# One answer's bytes; the askers read answers up to this size.
+ANSWER_LIMIT = MAX_METADATA_BYTES
 _REQUEST_ID = re.compile(r"[0-9a-f]{16}")
 
 
@@ -64,7 +73,7 @@ class StackRequestWatch:
         names = [n for n in listed_beneath(self.job_root, REQUESTS) if _REQUEST_ID.fullmatch(n) and n not in self.own]
         self.answered &= set(names)  # a request the asker removed is forgotten
         found = []
-        for name in sorted(set(names) - self.answered):
+        for name in sorted(set(names) - self.answered)[: self._room()]:
             try:
                 data = json.loads(read_beneath(self.job_root, f"{REQUESTS}/{name}", REQUEST_LIMIT))
             except (OSError, ValueError):
@@ -72,18 +81,35 @@ class StackRequestWatch:
             found.append((name, bool(data.get("native")) if isinstance(data, dict) else False))
         return found
 
+    def _room(self) -> int:
+        """How many more answers this agent may leave in the job folder now."""
+        suffix = answer_name("", self.node_ranks[0])
+        # Only this agent's own names count: answers forged under other nodes' names take none of its room.
+        mine = sum(1 for n in listed_beneath(self.job_root, ANSWERS, LIST_LIMIT) if n.endswith(suffix))
+        return max(0, MAX_UNCOLLECTED_ANSWERS - mine)
+
     def taken(self, request_id: str) -> None:
         self.answered.add(request_id)
 
     def answer(self, request_id: str, processes: list[ProcessStacks]) -> None:
         """Write this agent's answer; a job folder that refuses it leaves the asker to say a node did not answer."""
-        data = {"node_ranks": self.node_ranks, "processes": [p.to_dict() for p in processes]}
+        body = answer_body(self.node_ranks, processes)
         try:
-            write_beneath(
-                self.job_root, ANSWERS, answer_name(request_id, self.node_ranks[0]), json.dumps(data).encode()
-            )
+            write_beneath(self.job_root, ANSWERS, answer_name(request_id, self.node_ranks[0]), body)
         except OSError:
             pass
+
+
+def answer_body(node_ranks: list[int], processes: list[ProcessStacks], limit: int = ANSWER_LIMIT) -> bytes:
+    """An answer's JSON, at most `limit` bytes: stacks that would not fit are left out (each process says so)."""
+    body = json.dumps({"node_ranks": node_ranks, "processes": [p.to_dict() for p in processes]}).encode()
+    if len(body) <= limit:
+        return body
+    from distrun.agent.stacks import ProcessStacks
+
+    said = f"its stacks were left out: this node's answer came to {len(body)} bytes, more than {limit}"
+    short = [ProcessStacks(p.name, p.who, p.node_rank, p.pid, error=said) for p in processes]
+    return json.dumps({"node_ranks": node_ranks, "processes": [p.to_dict() for p in short]}).encode()
 
 
 def read_answer(job_root: Path, name: str, limit: int) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from distrun.core.safe_files import open_regular
+from distrun.core.safe_files import open_folder_beneath, open_regular
 
 DIR_MODE = 0o775
 FILE_MODE = 0o664
@@ -104,10 +104,19 @@ def write_file(path: Path, data: bytes) -> None:
         raise
 
 
-def open_append(path: Path) -> int:
+def make_dirs_beneath(root: Path, relative: str) -> None:
+    """`mkdir -p root/relative` where the job's processes can write: no component below `root`
+    followed if it is a link (`safe_files.open_folder_beneath`); `root` itself is made with
+    `make_dirs` where missing. UnsafeFileError for a planted link or file on the way."""
+    make_dirs(root)
+    os.close(open_folder_beneath(root, relative, DIR_MODE))
+
+
+def open_append(path: Path, root: Path | None = None) -> int:
     """A log file, created FILE_MODE, for appending (and reading back through the same descriptor).
 
     Never through a link, never a named pipe or device: the job's processes can write the
-    folder and may have planted one under the name (`safe_files`).
+    folder and may have planted one under the name (`safe_files`). With `root` (the job folder
+    `path` lies in), no folder between them is followed if it is a link either.
     """
-    return open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    return open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE, root=root)

@@ -179,9 +179,7 @@ def open_beneath(root: Path | str, relative: str, directory: bool = False) -> in
     a regular file (or, with `directory`, a folder). Missing: FileNotFoundError; anything
     else on the way that is not what it should be: UnsafeFileError.
     """
-    parts = [part for part in str(relative).split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise UnsafeFileError(f"{relative}: '..' is not allowed in a path inside {root}")
+    parts = _relative_parts(root, relative)
     if not parts and not directory:
         raise UnsafeFileError(f"{root}: a folder, not a regular file")
     top = _open_step(str(root), _FOLDER_FLAGS, None, str(root))
@@ -194,11 +192,57 @@ def open_beneath(root: Path | str, relative: str, directory: bool = False) -> in
         os.close(dir_fd)
 
 
-def _descend(dir_fd: int, parts: list[str] | tuple[str, ...], root: str) -> int:
+def open_folder_beneath(
+    root: Path | str, relative: str, create_mode: int | None = None, *, replace_planted: bool = False
+) -> int:
+    """A descriptor of the folder `relative` inside `root`, with no link followed on any component.
+
+    With `create_mode`, each folder missing on the way is made (`mode` less the umask) by mkdir
+    relative to the open folder above it, then opened without following a link: mkdir never
+    follows a link at its name, so a folder name the job swapped for a link (to anywhere, a
+    host folder a container's rank cannot reach included) is refused, not created through.
+    This is the one way distrun makes a folder in a job folder. Errors as `open_beneath`.
+
+    With `replace_planted` too, a link or file at a folder's name is removed (never what a link
+    points to) and the folder made in its place: for folders distrun owns outright, such as
+    the place an attempt's logs are kept.
+    """
+    parts = _relative_parts(root, relative)
+    top = _open_step(str(root), _FOLDER_FLAGS, None, str(root))
+    return _descend(top, parts, str(root), create_mode, replace_planted)
+
+
+def _relative_parts(root: Path | str, relative: str) -> list[str]:
+    parts = [part for part in str(relative).split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise UnsafeFileError(f"{relative}: '..' is not allowed in a path inside {root}")
+    return parts
+
+
+def _make_folder(dir_fd: int, name: str, mode: int, replace_planted: bool) -> None:
+    try:
+        os.mkdir(name, mode, dir_fd=dir_fd)
+    except FileExistsError:
+        # A folder already, or something else: removed with `replace_planted`, else the open says what.
+        if replace_planted and not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            os.unlink(name, dir_fd=dir_fd)
+            os.mkdir(name, mode, dir_fd=dir_fd)
+
+
+def _descend(
+    dir_fd: int,
+    parts: list[str] | tuple[str, ...],
+    root: str,
+    create_mode: int | None = None,
+    replace_planted: bool = False,
+) -> int:
     """The folder `parts` below the open folder `dir_fd` (which it takes over), opened one
-    component at a time without following a link: a folder swapped for a link leads nowhere."""
+    component at a time without following a link: a folder swapped for a link leads nowhere.
+    With `create_mode`, each is made first where missing (`open_folder_beneath`)."""
     try:
         for index, part in enumerate(parts):
+            if create_mode is not None:
+                _make_folder(dir_fd, part, create_mode, replace_planted)
             below = _open_step(part, _FOLDER_FLAGS, dir_fd, f"{root}/{'/'.join(parts[: index + 1])}")
             os.close(dir_fd)
             dir_fd = below

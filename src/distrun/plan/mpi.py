@@ -150,19 +150,7 @@ def plan_mpi(job: PlanJob, placement: Placement, bindings: Bindings) -> LaunchPl
             "AZUREML_MPI_HOSTFILE": hostfile,
         }
     )
-    defaults = {"OMP_NUM_THREADS": "1"} if per_node > 1 else {}
-    if placement.simulated or all(host.startswith("127.") for host in placement.hosts):
-        # Simulated nodes share this machine's cores, so ranks often outnumber them; a rank
-        # waiting in a collective then gives its core away instead of spinning on it.
-        defaults["OMPI_MCA_mpi_yield_when_idle"] = "1"
-        # Every rank is on this machine: keep Open MPI's TCP traffic (ranks, mpirun) on loopback
-        # (which Open MPI leaves out by default) instead of whatever other interface it has.
-        defaults["OMPI_MCA_btl_tcp_if_include"] = "lo"
-        defaults["OMPI_MCA_oob_tcp_if_include"] = "lo"
-        if not placement.simulated and len(set(placement.hosts)) > 1:
-            # Nodes at different loopback addresses are one machine (a test cluster): its ranks
-            # under different mpirun daemons would take each other for shared-memory peers.
-            defaults["OMPI_MCA_btl"] = "self,tcp"
+    defaults = _mpi_defaults(placement, per_node)
     # Open MPI passes its own OMPI_* variables on by itself.
     exported = [name for name in dict.fromkeys(["PATH", *env, *defaults]) if not name.startswith("OMPI_")]
 
@@ -173,14 +161,7 @@ def plan_mpi(job: PlanJob, placement: Placement, bindings: Bindings) -> LaunchPl
         argv = shell_argv(command)
         label = own_launcher
         launcher_env = {**env, **_RUN_AS_ROOT_ENV, **_TAG_OUTPUT_ENV}
-        notes.append(
-            f"the command starts {own_launcher} itself: distrun runs it once on node 0 with "
-            f"AZUREML_MPI_HOSTFILE ({world} slots) and does not wrap it"
-        )
-        if job.mpirun_args:
-            notes.append("distribution.mpirun_args is ignored: the command runs its own launcher")
-        if deepspeed.is_launcher(own_launcher):
-            notes += deepspeed.launcher_notes(command, placement.simulated, len(placement.hosts), per_node)
+        notes += _own_launcher_notes(job, placement, command, own_launcher, world)
         if gpus.per_node:
             # One launcher for every rank: the ranks index the GPUs by their local rank on this host.
             devices = launcher_devices(gpus, per_node)
@@ -225,6 +206,39 @@ def plan_mpi(job: PlanJob, placement: Placement, bindings: Bindings) -> LaunchPl
         nodes=tuple(nodes),
         notes=tuple(notes),
     )
+
+
+def _mpi_defaults(placement: Placement, per_node: int) -> dict[str, str]:
+    """The environment defaults of every rank (a job's own value wins): threads, and Open MPI on one machine."""
+    defaults = {"OMP_NUM_THREADS": "1"} if per_node > 1 else {}
+    if placement.simulated or all(host.startswith("127.") for host in placement.hosts):
+        # Simulated nodes share this machine's cores, so ranks often outnumber them; a rank
+        # waiting in a collective then gives its core away instead of spinning on it.
+        defaults["OMPI_MCA_mpi_yield_when_idle"] = "1"
+        # Every rank is on this machine: keep Open MPI's TCP traffic (ranks, mpirun) on loopback
+        # (which Open MPI leaves out by default) instead of whatever other interface it has.
+        defaults["OMPI_MCA_btl_tcp_if_include"] = "lo"
+        defaults["OMPI_MCA_oob_tcp_if_include"] = "lo"
+        if not placement.simulated and len(set(placement.hosts)) > 1:
+            # Nodes at different loopback addresses are one machine (a test cluster): its ranks
+            # under different mpirun daemons would take each other for shared-memory peers.
+            defaults["OMPI_MCA_btl"] = "self,tcp"
+    return defaults
+
+
+def _own_launcher_notes(job: PlanJob, placement: Placement, command: str, program: str, world: int) -> list[str]:
+    """What `distrun plan` says of a command that starts its own launcher (mpirun, deepspeed, horovodrun)."""
+    notes = [
+        f"the command starts {program} itself: distrun runs it once on node 0 with "
+        f"AZUREML_MPI_HOSTFILE ({world} slots) and does not wrap it"
+    ]
+    if job.mpirun_args:
+        notes.append("distribution.mpirun_args is ignored: the command runs its own launcher")
+    if deepspeed.is_launcher(program):
+        notes += deepspeed.launcher_notes(
+            command, placement.simulated, len(placement.hosts), job.process_count_per_instance
+        )
+    return notes
 
 
 def _own_launcher_gpu_note(program: str, devices: tuple[str, ...]) -> str:

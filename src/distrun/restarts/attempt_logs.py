@@ -4,6 +4,10 @@ logs of earlier ones sit beside them in `user_logs/attempt_<k>/`.
 Only the last KEPT_ATTEMPTS attempts keep their logs: a job with unlimited preemptions, or a
 high max_restarts, would otherwise fill the disk one attempt folder at a time. The record keeps
 every attempt's outcome and root cause (its traceback included) whatever happens to its logs.
+
+The attempt's processes could write user_logs/: a link they left at `user_logs` or at an
+attempt folder's name is removed (never what it points to) and a real folder made in its place,
+each relative to the open folder above it, so nothing is made or moved outside the job folder.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from distrun.core.file_modes import make_dirs
+from distrun.core.file_modes import DIR_MODE
+from distrun.core.safe_files import open_folder_beneath
 
 ATTEMPT_PREFIX = "attempt_"
 KEPT_ATTEMPTS = 20  # attempt folders kept in user_logs/; older ones are removed
@@ -30,10 +35,20 @@ def keep_attempt_logs(user_logs: Path, attempt: int) -> Path:
     attempts stay where they are. Called once every process of the attempt has ended.
     """
     target = attempt_folder(user_logs, attempt)
-    make_dirs(target)
-    for entry in sorted(user_logs.iterdir()):
-        if entry.is_symlink() or not entry.is_dir():
-            os.replace(entry, target / entry.name)
+    root = user_logs.parent  # the job folder
+    logs_fd = open_folder_beneath(root, user_logs.name, DIR_MODE, replace_planted=True)
+    try:
+        target_fd = open_folder_beneath(root, f"{user_logs.name}/{target.name}", DIR_MODE, replace_planted=True)
+        try:
+            with os.scandir(logs_fd) as listed:
+                entries = sorted(listed, key=lambda entry: entry.name)
+            for entry in entries:
+                if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
+                    os.replace(entry.name, entry.name, src_dir_fd=logs_fd, dst_dir_fd=target_fd)
+        finally:
+            os.close(target_fd)
+    finally:
+        os.close(logs_fd)
     _drop_old_attempts(user_logs, attempt - KEPT_ATTEMPTS)
     return target
 

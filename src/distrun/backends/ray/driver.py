@@ -28,11 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from distrun.agent.folder_mirror import SHARED, Changes, MirrorSide
-from distrun.agent.folder_writes import write_beneath
-from distrun.agent.hang_report import HANG_FOLDER
 from distrun.agent.output_archive import unpack_outputs
 from distrun.backends.ray.actor import RayNodeAgent, pack_folders
+from distrun.backends.ray.driver_files import DRIVER_LOG, DriverFiles
 from distrun.backends.ray.placement import (
     PlacementRequest,
     RayNodeFree,
@@ -42,9 +40,7 @@ from distrun.backends.ray.placement import (
 )
 from distrun.backends.ray.target import RaySettings
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import open_append, write_file
 from distrun.core.job_status import JobState
-from distrun.core.json_encoding import compact_json
 from distrun.core.safe_files import read_text
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
@@ -214,10 +210,9 @@ class RayRun:
         self.group: Any = None
         self.nodes: list[NodeHandle] = []
         self.request: PlacementRequest = placement_request(prepared.spec, target, prepared.name)
-        self.log_fds: dict[str, int] = {}
+        self.files = DriverFiles(prepared.folder)
         self.canceled_by: int | None = None
         self.first_failure: int | None = None
-        self.mirrors: dict[int, MirrorSide] = {}
 
     # ------------------------------------------------------------ the whole run
 
@@ -335,13 +330,7 @@ class RayRun:
             run_id=self.prepared.name,
         )
         plan = build_plan(spec, placement, self.prepared.bindings)
-        write_file(folder.plan_json, compact_json(plan.to_dict()))
-        write_file(
-            folder.system_logs / "ray_placement.json",
-            json.dumps(
-                {"placement_group": self.request.to_dict(), "nodes": [n.where for n in self.nodes]}, indent=2
-            ).encode("utf-8"),
-        )
+        self.files.write_plan(plan, self.request, [n.where for n in self.nodes])
         if self.on_plan is not None:
             self.on_plan(plan)
         base = {
@@ -398,7 +387,7 @@ class RayRun:
                 self._stop_all(second=True)  # a second interrupt: no grace period
             live = [n for n in self.nodes if n.outcome is None]
             ended = {n.rank: n.outcome for n in self.nodes if n.outcome and not n.outcome.get("agent_lost")}
-            refs = {n.actor.poll.remote(sorted(done), ended, self._mirror(n).changes().to_dict()): n for n in live}
+            refs = {n.actor.poll.remote(sorted(done), ended, self.files.changes_for(n.rank)): n for n in live}
             ready, pending = self.ray.wait(list(refs), num_returns=len(refs), timeout=POLL_TIMEOUT_S)
             for ref in pending:
                 self._lost(refs[ref], f"did not answer for {POLL_TIMEOUT_S:g} s")
@@ -414,30 +403,12 @@ class RayRun:
             if not news:
                 time.sleep(POLL_S)
 
-    def _mirror(self, node: NodeHandle) -> MirrorSide:
-        """The job folder's exchanged files as node `node` was last told them (`agent.folder_mirror`)."""
-        side = self.mirrors.get(node.rank)
-        if side is None:
-            side = self.mirrors[node.rank] = MirrorSide(self.prepared.folder.root, SHARED)
-        return side
-
-    def _take_mirrored(self, node: NodeHandle, data: object) -> None:
-        """A node's new stack requests and answers and progress, for `job stacks` and the other
-        nodes; its hang/ (every node's stacks, read by the node that saw the job hang)."""
-        changes = Changes.from_dict(data)
-        self._mirror(node).apply(changes)
-        for relative, content in changes.written.items():
-            folder, _, name = relative.rpartition("/")
-            if folder == HANG_FOLDER and name and not name.startswith("."):
-                with contextlib.suppress(OSError):
-                    write_beneath(self.prepared.folder.root, HANG_FOLDER, name, content)
-
     def _take(self, node: NodeHandle, reply: dict[str, Any], done: set[int]) -> bool:
-        self._take_mirrored(node, reply.get("mirrored"))
+        self.files.take_mirrored(node.rank, reply.get("mirrored"))
         for name, data in reply["logs"].items():
-            self._append(f"user_logs/{name}", data)
+            self.files.append(f"user_logs/{name}", data)
         if reply["system"]:
-            self._append(f"system_logs/ray_node_{node.rank:02d}.txt", reply["system"])
+            self.files.append(f"system_logs/ray_node_{node.rank:02d}.txt", reply["system"])
         if reply["stream"] and self.stream is not None:
             self.stream.write(reply["stream"])
             self.stream.flush()
@@ -471,14 +442,6 @@ class RayRun:
                 node.stopped = True
                 node.actor.stop.remote()
 
-    def _append(self, relative: str, data: bytes) -> None:
-        fd = self.log_fds.get(relative)
-        if fd is None:
-            fd = self.log_fds[relative] = open_append(self.prepared.folder.root / relative)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-
     # ------------------------------------------------------------ the end
 
     def _collect_outputs(self) -> None:
@@ -491,15 +454,13 @@ class RayRun:
             try:
                 left_out = unpack_outputs(self.ray.get(ref), self.prepared.folder.root)
             except Exception as exc:
-                self._append("system_logs/ray_driver.txt", f"could not fetch outputs: {first_line(exc)}\n".encode())
+                self.files.append(DRIVER_LOG, f"could not fetch outputs: {first_line(exc)}\n".encode())
                 continue
             for what in left_out:
-                self._append("system_logs/ray_driver.txt", f"output not brought back: {what}\n".encode())
+                self.files.append(DRIVER_LOG, f"output not brought back: {what}\n".encode())
 
     def _release(self) -> None:
-        for fd in self.log_fds.values():
-            os.close(fd)
-        self.log_fds.clear()
+        self.files.close()
         if self.ray is None:
             return
         try:
