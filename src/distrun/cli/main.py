@@ -80,7 +80,7 @@ def _run(
     from distrun.spec.loaded import LoadedJob
 
     layout = _layout()
-    loaded = _load_document(file, overrides)
+    loaded = _load_document(file, overrides, compute)
     if not isinstance(loaded, LoadedJob):  # a pipeline or a sweep
         _run_parent_file(loaded, layout, name, compute, stream, file, overrides, output)
     if not stream:
@@ -220,7 +220,7 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     from distrun.spec.loaded import LoadedJob
     from distrun.spec.loaded_sweep import LoadedSweep
 
-    loaded = _load_document(file, overrides)
+    loaded = _load_document(file, overrides, compute)
     if isinstance(loaded, LoadedSweep):
         _plan_sweep(loaded, compute, output)
         return
@@ -239,11 +239,12 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     echo(plan_as_text(rendered))
 
 
-def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    """A command job, a pipeline job or a sweep job, as the file says."""
-    from distrun.spec.documents import load_document_file
+def _load_document(file: str, overrides: tuple[str, ...], compute: str | None):  # type: ignore[no-untyped-def]
+    """A command job, a pipeline job or a sweep job, as the file says; an unknown compute target
+    is reported with the file's other problems."""
+    from distrun.runner.checked_documents import load_checked_document
 
-    return load_document_file(file, overrides)
+    return load_checked_document(file, overrides, _layout(), compute)
 
 
 def _plan_pipeline(pipeline: Any, compute: str | None, output: str) -> None:
@@ -312,7 +313,7 @@ def job_validate(file: str, overrides: tuple[str, ...], compute: str | None) -> 
     from distrun.spec.loaded import LoadedJob
     from distrun.spec.loaded_sweep import LoadedSweep
 
-    loaded = _load_document(file, overrides)
+    loaded = _load_document(file, overrides, compute)
     if isinstance(loaded, LoadedJob):
         check_target(loaded, _layout(), compute)
         _echo_json(loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True))

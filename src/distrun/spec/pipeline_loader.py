@@ -28,6 +28,7 @@ from distrun.spec.normalize import normalize
 from distrun.spec.overrides import overridden_mapping
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import StepBuilder, copy_positions, outputs_of_step
+from distrun.spec.port_overrides import refusing_unknown_ports
 from distrun.spec.raw_checks import in_file_order, raw_problems
 from distrun.spec.source_map import SourceMap, format_key_path
 from distrun.spec.sweep_step import load_step_sweep, sweep_step
@@ -89,8 +90,9 @@ def load_pipeline_data(
     smap: SourceMap | None = None,
 ) -> LoadedPipeline:
     smap = smap or SourceMap(source)
+    written = data
     data = overridden_mapping(data, smap, overrides, "a pipeline job", "`type: pipeline`, `jobs:`")
-    return _PipelineLoader(data, base_dir, source, smap).load()
+    return refusing_unknown_ports(written, data, overrides, _PipelineLoader(data, base_dir, source, smap).load)
 
 
 def _datastore_inputs(document: dict[str, Any]) -> list[str]:
