@@ -145,3 +145,24 @@ def test_kubernetes_runs_a_curated_name_in_its_image_when_nothing_names_another(
     assert job_image(job, KubernetesSettings()) == "mcr.microsoft.com/azureml/curated/sklearn-1.5:latest"
     assert job_image(job, KubernetesSettings(image="mine:1")) == "mine:1"
     assert job_image(job, KubernetesSettings(), named_image="mapped:2") == "mapped:2"
+
+
+def test_packages_that_only_talk_to_the_azure_ml_service_are_left_out_each_said() -> None:
+    sklearn = find_curated("azureml:AzureML-sklearn-1.5@latest")
+    assert sklearn is not None
+    for cuda in (True, False):
+        data, changes = cpu_conda_file(sklearn.conda_file, cuda)
+        request, _ = read_conda_data(data, Path.cwd(), "x", lambda *p: Position("x"), "environment")
+        assert request is not None
+        names = {line.split("~")[0].split("=")[0] for line in request.lines()}
+        assert not names & {"azureml-core", "azureml-defaults", "azureml-mlflow", "azureml-telemetry"}, names
+        assert {"scikit-learn", "pandas", "azureml-inference-server-http"} <= names
+        assert "left out azureml-core (it only talks to the Azure ML service)" in changes
+        assert "left out azureml-mlflow (it only talks to the Azure ML service)" in changes
+    spec = {"dependencies": ["python=3.10", {"pip": ["azureml_core==1.60.0", "azure-ai-ml[designer]>=1.2", "numpy"]}]}
+    data, changes = cpu_conda_file(spec, cuda=True)
+    assert data["dependencies"][-1] == {"pip": ["numpy"]}
+    assert changes == [
+        "left out azureml_core==1.60.0 (it only talks to the Azure ML service)",
+        "left out azure-ai-ml[designer]>=1.2 (it only talks to the Azure ML service)",
+    ]
