@@ -166,3 +166,20 @@ def test_packages_that_only_talk_to_the_azure_ml_service_are_left_out_each_said(
         "left out azureml_core==1.60.0 (it only talks to the Azure ML service)",
         "left out azure-ai-ml[designer]>=1.2 (it only talks to the Azure ML service)",
     ]
+
+
+def test_a_later_install_step_of_the_same_package_replaces_the_earlier_one() -> None:
+    spec = {
+        "dependencies": [
+            "python=3.10",
+            {"pip": ["distributed~=2021.10.0", "--extra-index-url https://x", "numpy", "Distributed>=2026.1.0"]},
+        ]
+    }
+    data, changes = cpu_conda_file(spec, cuda=True)
+    assert data["dependencies"][-1] == {"pip": ["--extra-index-url https://x", "numpy", "Distributed>=2026.1.0"]}
+    assert changes == ["distributed~=2021.10.0 -> Distributed>=2026.1.0 (a later install step of the image)"]
+    lightgbm = find_curated("azureml:AzureML-lightgbm-3.3@latest")
+    assert lightgbm is not None
+    data, _ = cpu_conda_file(lightgbm.conda_file, cuda=False)
+    [pip] = [dep["pip"] for dep in data["dependencies"] if isinstance(dep, dict)]
+    assert [line for line in pip if line.startswith("distributed")] == ["distributed>=2026.1.0"]

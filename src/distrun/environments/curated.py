@@ -140,7 +140,7 @@ def cpu_conda_file(conda_file: dict[str, Any], cuda: bool) -> tuple[dict[str, An
     for dep in conda_file.get("dependencies") or []:
         if isinstance(dep, dict):
             kept = [str(line) for line in dep.get("pip") or [] if not _service_only(str(line), changes)]
-            lines = [_cpu_pip_line(line, changes) if not cuda else line for line in kept]
+            lines = [_cpu_pip_line(line, changes) if not cuda else line for line in _later_steps_win(kept, changes)]
             dependencies.append({"pip": [line for line in lines if line]})
             continue
         name = re.split(r"[=<>!~ ]", str(dep).split("::")[-1], maxsplit=1)[0].lower()
@@ -151,8 +151,30 @@ def cpu_conda_file(conda_file: dict[str, Any], cuda: bool) -> tuple[dict[str, An
     return {**conda_file, "dependencies": dependencies}, changes
 
 
+def _distribution(line: str) -> str:
+    """`Azure_ML-x[extra]>=1` -> `azure-ml-x`; an option line (`--index-url ...`) -> ""."""
+    if line.strip().startswith("-"):
+        return ""
+    return re.split(r"[=<>!~;\[ @]", line.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _later_steps_win(lines: list[str], changes: list[str]) -> list[str]:
+    """One line per distribution, the last one's: the image's later `pip install` steps upgrade
+    what earlier ones installed (security fixes: `distributed~=2021.10.0`, then
+    `distributed>=2026.1.0`), where one request holding both cannot be satisfied."""
+    last = {_distribution(line): index for index, line in enumerate(lines) if _distribution(line)}
+    kept = []
+    for index, line in enumerate(lines):
+        name = _distribution(line)
+        if name and last[name] != index:
+            changes.append(f"{line} -> {lines[last[name]]} (a later install step of the image)")
+            continue
+        kept.append(line)
+    return kept
+
+
 def _service_only(line: str, changes: list[str]) -> bool:
-    name = re.split(r"[=<>!~;\[ ]", line.strip(), maxsplit=1)[0].lower().replace("_", "-")
+    name = _distribution(line)
     if name in AZURE_SERVICE_ONLY:
         changes.append(f"left out {line} (it only talks to the Azure ML service)")
         return True
