@@ -48,6 +48,7 @@ def build_lines(name: str) -> tuple[str, list[str]]:
 RESOLVED = [
     "acft-hf-nlp-data-import",
     "acpt-pytorch-1.13-cuda11.7",
+    "foundation-model-inference",
     "lightgbm-3.3",
     "mlflow-model-inference",
     "sklearn-1.0",

@@ -4,6 +4,7 @@ translated for a machine without CUDA, the image Kubernetes runs, and config.yam
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -183,3 +184,11 @@ def test_a_later_install_step_of_the_same_package_replaces_the_earlier_one() -> 
     data, _ = cpu_conda_file(lightgbm.conda_file, cuda=False)
     [pip] = [dep["pip"] for dep in data["dependencies"] if isinstance(dep, dict)]
     assert [line for line in pip if line.startswith("distributed")] == ["distributed>=2026.1.0"]
+
+
+def test_every_pip_line_of_the_table_is_a_requirement_or_an_option() -> None:
+    # A shell redirection (`pip install ... 2> /dev/null`) once came through as the packages `2` and `>`.
+    for name, entry in table()["environments"].items():
+        for dep in entry["conda_file"]["dependencies"]:
+            for line in dep.get("pip", []) if isinstance(dep, dict) else []:
+                assert line.startswith("-") or re.match(r"^[A-Za-z0-9._-]*[A-Za-z][A-Za-z0-9._-]*", line), (name, line)
