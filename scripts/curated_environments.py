@@ -142,14 +142,23 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
 
 
 def commands(arguments: str) -> list[list[str]]:
-    """A shell RUN's commands, split at `&&` and `;` (what does not split cleanly is skipped)."""
+    """A shell RUN's commands, split at `&&` and `;` (what does not split cleanly is skipped);
+    a redirection (`2> /dev/null`, `>> log`) is no argument: it, its file descriptor and its
+    target are left out."""
     lexer = shlex.shlex(arguments, posix=True, punctuation_chars="&;|<>()")
     lexer.whitespace_split = True
     out: list[list[str]] = [[]]
+    target = False
     try:
         for token in lexer:
             if token in ("&&", ";", "||", "|"):
                 out.append([])
+            elif re.fullmatch(r"&?[<>]+&?", token):
+                if out[-1] and out[-1][-1].isdigit():
+                    out[-1].pop()  # the `2` of `2>`
+                target = True
+            elif target:
+                target = False
             else:
                 out[-1].append(token)
     except ValueError:

@@ -4,6 +4,7 @@ translated for a machine without CUDA, the image Kubernetes runs, and config.yam
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -145,3 +146,49 @@ def test_kubernetes_runs_a_curated_name_in_its_image_when_nothing_names_another(
     assert job_image(job, KubernetesSettings()) == "mcr.microsoft.com/azureml/curated/sklearn-1.5:latest"
     assert job_image(job, KubernetesSettings(image="mine:1")) == "mine:1"
     assert job_image(job, KubernetesSettings(), named_image="mapped:2") == "mapped:2"
+
+
+def test_packages_that_only_talk_to_the_azure_ml_service_are_left_out_each_said() -> None:
+    sklearn = find_curated("azureml:AzureML-sklearn-1.5@latest")
+    assert sklearn is not None
+    for cuda in (True, False):
+        data, changes = cpu_conda_file(sklearn.conda_file, cuda)
+        request, _ = read_conda_data(data, Path.cwd(), "x", lambda *p: Position("x"), "environment")
+        assert request is not None
+        names = {line.split("~")[0].split("=")[0] for line in request.lines()}
+        assert not names & {"azureml-core", "azureml-defaults", "azureml-mlflow", "azureml-telemetry"}, names
+        assert {"scikit-learn", "pandas", "azureml-inference-server-http"} <= names
+        assert "left out azureml-core (it only talks to the Azure ML service)" in changes
+        assert "left out azureml-mlflow (it only talks to the Azure ML service)" in changes
+    spec = {"dependencies": ["python=3.10", {"pip": ["azureml_core==1.60.0", "azure-ai-ml[designer]>=1.2", "numpy"]}]}
+    data, changes = cpu_conda_file(spec, cuda=True)
+    assert data["dependencies"][-1] == {"pip": ["numpy"]}
+    assert changes == [
+        "left out azureml_core==1.60.0 (it only talks to the Azure ML service)",
+        "left out azure-ai-ml[designer]>=1.2 (it only talks to the Azure ML service)",
+    ]
+
+
+def test_a_later_install_step_of_the_same_package_replaces_the_earlier_one() -> None:
+    spec = {
+        "dependencies": [
+            "python=3.10",
+            {"pip": ["distributed~=2021.10.0", "--extra-index-url https://x", "numpy", "Distributed>=2026.1.0"]},
+        ]
+    }
+    data, changes = cpu_conda_file(spec, cuda=True)
+    assert data["dependencies"][-1] == {"pip": ["--extra-index-url https://x", "numpy", "Distributed>=2026.1.0"]}
+    assert changes == ["distributed~=2021.10.0 -> Distributed>=2026.1.0 (a later install step of the image)"]
+    lightgbm = find_curated("azureml:AzureML-lightgbm-3.3@latest")
+    assert lightgbm is not None
+    data, _ = cpu_conda_file(lightgbm.conda_file, cuda=False)
+    [pip] = [dep["pip"] for dep in data["dependencies"] if isinstance(dep, dict)]
+    assert [line for line in pip if line.startswith("distributed")] == ["distributed>=2026.1.0"]
+
+
+def test_every_pip_line_of_the_table_is_a_requirement_or_an_option() -> None:
+    # A shell redirection (`pip install ... 2> /dev/null`) once came through as the packages `2` and `>`.
+    for name, entry in table()["environments"].items():
+        for dep in entry["conda_file"]["dependencies"]:
+            for line in dep.get("pip", []) if isinstance(dep, dict) else []:
+                assert line.startswith("-") or re.match(r"^[A-Za-z0-9._-]*[A-Za-z][A-Za-z0-9._-]*", line), (name, line)

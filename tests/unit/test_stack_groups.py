@@ -20,6 +20,7 @@ def frame(function: str, file: str, line: int) -> Frame:
 
 IN_ALL_REDUCE = (frame("all_reduce", C10D, 2501), frame("main", TRAIN, 41), frame("<module>", TRAIN, 50))
 SLEEPING = (frame("stall", TRAIN, 22), frame("main", TRAIN, 38), frame("<module>", TRAIN, 50))
+IN_TRAIN_STEP = (frame("step", TRAIN, 30), frame("main", TRAIN, 39), frame("<module>", TRAIN, 50))
 
 
 def rank(number: int, frames: tuple[Frame, ...], *, node: int = 0, extra_thread: bool = False) -> ProcessStacks:
@@ -83,7 +84,37 @@ def test_a_rank_that_exited_while_the_others_wait_is_the_odd_one_out():
 
 
 def test_tied_groups_have_no_majority():
-    odd = odd_one_out(group_stacks([rank(0, IN_ALL_REDUCE), rank(1, SLEEPING)]))
+    odd = odd_one_out(group_stacks([rank(0, SLEEPING), rank(1, IN_TRAIN_STEP)]))
+    assert odd is not None and odd.process is not None and odd.process.who == "rank 0"
+    assert odd.reason.endswith("; no majority: 1 other process stands elsewhere")
+
+
+def test_of_two_ranks_the_one_outside_the_collective_is_named():
+    for order in ([rank(0, IN_ALL_REDUCE), rank(1, SLEEPING)], [rank(1, SLEEPING), rank(0, IN_ALL_REDUCE)]):
+        odd = odd_one_out(group_stacks(order))
+        assert odd is not None and odd.process is not None and odd.process.who == "rank 1"
+        assert odd.reason == (
+            "rank 1 on node 0 is at stall at train.py:22 <- main at train.py:38 <- <module> at train.py:50; "
+            "1 process (rank 0) waits inside a collective at all_reduce at torch/distributed/distributed_c10d.py:2501"
+        )
+
+
+def test_two_waiting_against_two_apart_and_an_exited_rank_against_a_waiting_one():
+    ranks = [rank(0, IN_ALL_REDUCE), rank(1, SLEEPING), rank(2, IN_ALL_REDUCE, node=1), rank(3, SLEEPING, node=1)]
+    odd = odd_one_out(group_stacks(ranks))
+    assert odd is not None and odd.process is ranks[1]
+    assert odd.reason.endswith(
+        "; 2 processes (rank 0, 2) wait inside a collective at all_reduce at torch/distributed/distributed_c10d.py:2501"
+    )
+    exited = ProcessStacks("rank_1", "rank 1", 0, 78, error="has exited with code 0")
+    odd = odd_one_out(group_stacks([rank(0, IN_ALL_REDUCE), exited]))
+    assert odd is not None and odd.process is exited
+    assert odd.reason.startswith("rank 1 on node 0 has exited with code 0; 1 process (rank 0) waits inside")
+
+
+def test_ranks_each_in_a_different_collective_have_no_majority():
+    in_broadcast = (frame("broadcast", C10D, 2600), frame("main", TRAIN, 45), frame("<module>", TRAIN, 50))
+    odd = odd_one_out(group_stacks([rank(0, IN_ALL_REDUCE), rank(1, in_broadcast)]))
     assert odd is not None and odd.process is not None and odd.process.who == "rank 0"
     assert odd.reason.endswith("; no majority: 1 other process stands elsewhere")
 

@@ -14,6 +14,9 @@ from distrun.agent.stacks import Frame, ProcessStacks, ThreadStack
 
 # Frames in a one-line summary: enough to show the call into the collective and the user's line.
 SUMMARY_FRAMES = 4
+# Where a process waits for its peers: the communication code of the frameworks distrun runs
+# (py-spy's short file names). A rank standing in one of these waits for a rank that is not.
+COLLECTIVE_FILES = ("torch/distributed/", "horovod/", "deepspeed/comm/", "mpi4py/", "tensorflow/python/distribute/")
 
 
 @dataclass(frozen=True)
@@ -85,10 +88,11 @@ def odd_one_out(groups: list[StackGroup]) -> OddOneOut | None:
     """The process to blame for a hang; None when there is no process at all.
 
     With one group, every process stands at the same frame: that frame is the answer. Otherwise
-    the majority is the one largest group (none when the largest are tied), and the odd one out
-    is the smallest other group (ties: one with stacks before one without, then the first
-    found): its first process is named, with its stack (or its reason: `has exited with code
-    0`) as the traceback.
+    the majority is the one largest group, and the odd one out is the smallest other group
+    (ties: one with stacks before one without, then the first found): its first process is
+    named, with its stack (or its reason: `has exited with code 0`) as the traceback. When the
+    largest groups are tied (two ranks, each apart), who waits inside a collective decides:
+    the groups that do are the waiting side, and the odd one out is among the rest.
     """
     if not groups:
         return None
@@ -98,10 +102,17 @@ def odd_one_out(groups: list[StackGroup]) -> OddOneOut | None:
         return OddOneOut(None, f"every process ({only.names}) is at {where}", traceback_text(only.members[0]))
     largest = len(groups[0].members)
     majority = groups[0] if len(groups[1].members) < largest else None
-    candidates = [g for g in groups if g is not majority]
+    waiting = [g for g in groups if in_collective(g)] if majority is None else []
+    candidates = [g for g in groups if g is not majority and g not in waiting] or groups
     odd = min(candidates, key=lambda g: (len(g.members), g.error is not None, groups.index(g)))
     process = odd.members[0]
-    if majority is None:
+    if candidates is not groups and waiting:
+        count = sum(len(g.members) for g in waiting)
+        names = names_of([p for g in waiting for p in g.members])
+        verb = "waits" if count == 1 else "wait"
+        where = summary(waiting[0].frames[:1])
+        apart = f"{count} process{'es' if count != 1 else ''} ({names}) {verb} inside a collective at {where}"
+    elif majority is None:
         others = sum(len(g.members) for g in groups) - 1
         apart = f"no majority: {others} other process{'es stand' if others != 1 else ' stands'} elsewhere"
     else:
@@ -110,6 +121,19 @@ def odd_one_out(groups: list[StackGroup]) -> OddOneOut | None:
         apart = f"{count} process{'es' if count != 1 else ''} ({majority.names}) {state}"
     at = f"is at {summary(odd.frames)}" if odd.error is None else odd.error
     return OddOneOut(process, f"{process.who} on node {process.node_rank} {at}; {apart}", traceback_text(process))
+
+
+def in_collective(group: StackGroup) -> bool:
+    """Whether the group's processes wait in a framework's communication code (a collective, a
+    point-to-point receive, the rendezvous of init_process_group)."""
+    return any(f.line > 0 and _framework_file(f) for f in group.frames)
+
+
+def _framework_file(frame: Frame) -> bool:
+    # py-spy names a package's file from its import root; without that name, its installed path tells.
+    if frame.short_file.startswith(COLLECTIVE_FILES):
+        return True
+    return any(f"/site-packages/{folder}" in frame.file for folder in COLLECTIVE_FILES)
 
 
 def summary(frames: tuple[Frame, ...]) -> str:

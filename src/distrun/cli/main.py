@@ -80,7 +80,7 @@ def _run(
     from distrun.runner.job_kinds import row_of_document
 
     layout = _layout()
-    loaded = _load_document(file, overrides)
+    loaded = _load_document(file, overrides, compute)
     if row_of_document(loaded).has_children:  # a pipeline or a sweep
         if name is not None:  # the names of its steps' or trials' jobs, checked before anything is recorded
             from distrun.core.errors import ValidationError
@@ -215,16 +215,17 @@ def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str
     graph of steps, and each step's processes."""
     from distrun.runner.job_kinds import row_of_document
 
-    loaded = _load_document(file, overrides)
+    loaded = _load_document(file, overrides, compute)
     row = row_of_document(loaded)
     _echo_planned(row.plan(loaded, _layout(), compute), output, row.plan_text)
 
 
-def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    """A command job, a pipeline job or a sweep job, as the file says."""
-    from distrun.loading.documents import load_document_file
+def _load_document(file: str, overrides: tuple[str, ...], compute: str | None):  # type: ignore[no-untyped-def]
+    """A command job, a pipeline job or a sweep job, as the file says; an unknown compute target
+    is reported with the file's other problems."""
+    from distrun.runner.checked_documents import load_checked_document
 
-    return load_document_file(file, overrides)
+    return load_checked_document(file, overrides, _layout(), compute)
 
 
 def _echo_planned(planned: dict[str, Any], output: str, as_text: Any) -> None:
@@ -278,7 +279,7 @@ def job_validate(file: str, overrides: tuple[str, ...], compute: str | None) -> 
     (a pipeline: each step's job), or every problem."""
     from distrun.runner.job_kinds import row_of_document
 
-    loaded = _load_document(file, overrides)
+    loaded = _load_document(file, overrides, compute)
     _echo_json(row_of_document(loaded).validate(loaded, _layout(), compute))
 
 

@@ -33,6 +33,26 @@ _CUDA_LOCAL = re.compile(r"\+(cu\d+|rocm[\d.]+)$")
 # the framework needs none).
 _CPU_NAMES = {"onnxruntime-gpu": "onnxruntime", "tensorflow[and-cuda]": "tensorflow", "faiss-gpu": "faiss-cpu"}
 _CUDA_ONLY_PREFIXES = ("nvidia-", "cupy-cuda", "triton", "flash-attn", "flash_attn", "apex", "bitsandbytes")
+# Packages whose only use is talking to the Azure ML service (its workspace, run history, data
+# store, model registry), left out of every build: distrun is the service here (its own MLflow
+# tracking server, data and outputs). Unpinned, they also make the resolver backtrack:
+# `azureml-core` to 1.0.45, whose ruamel-yaml 0.15.89 does not compile on a current Python.
+AZURE_SERVICE_ONLY = frozenset(
+    {
+        "azureml-core",
+        "azureml-defaults",
+        "azureml-mlflow",
+        "azureml-telemetry",
+        "azureml-dataset-runtime",
+        "azureml-dataprep",
+        "azureml-pipeline-core",
+        "azureml-contrib-services",
+        "azureml-model-management-sdk",
+        "azure-ml-component",
+        "azure-ai-ml",
+        "azure-ml",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -112,13 +132,15 @@ def cpu_conda_file(conda_file: dict[str, Any], cuda: bool) -> tuple[dict[str, An
     """The specification to build on this machine, and each change made to it, in words.
 
     Conda packages the image provides as system software are always left out (a virtual
-    environment cannot hold them); without CUDA (`cuda` False), CUDA wheels and index URLs
+    environment cannot hold them), and so are pip packages that only talk to the Azure ML
+    service (`AZURE_SERVICE_ONLY`); without CUDA (`cuda` False), CUDA wheels and index URLs
     become their CPU builds, and CUDA-only distributions are left out."""
     changes: list[str] = []
     dependencies: list[Any] = []
     for dep in conda_file.get("dependencies") or []:
         if isinstance(dep, dict):
-            lines = [_cpu_pip_line(str(line), changes) if not cuda else str(line) for line in dep.get("pip") or []]
+            kept = [str(line) for line in dep.get("pip") or [] if not _service_only(str(line), changes)]
+            lines = [_cpu_pip_line(line, changes) if not cuda else line for line in _later_steps_win(kept, changes)]
             dependencies.append({"pip": [line for line in lines if line]})
             continue
         name = re.split(r"[=<>!~ ]", str(dep).split("::")[-1], maxsplit=1)[0].lower()
@@ -127,6 +149,36 @@ def cpu_conda_file(conda_file: dict[str, Any], cuda: bool) -> tuple[dict[str, An
             continue
         dependencies.append(dep)
     return {**conda_file, "dependencies": dependencies}, changes
+
+
+def _distribution(line: str) -> str:
+    """`Azure_ML-x[extra]>=1` -> `azure-ml-x`; an option line (`--index-url ...`) -> ""."""
+    if line.strip().startswith("-"):
+        return ""
+    return re.split(r"[=<>!~;\[ @]", line.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _later_steps_win(lines: list[str], changes: list[str]) -> list[str]:
+    """One line per distribution, the last one's: the image's later `pip install` steps upgrade
+    what earlier ones installed (security fixes: `distributed~=2021.10.0`, then
+    `distributed>=2026.1.0`), where one request holding both cannot be satisfied."""
+    last = {_distribution(line): index for index, line in enumerate(lines) if _distribution(line)}
+    kept = []
+    for index, line in enumerate(lines):
+        name = _distribution(line)
+        if name and last[name] != index:
+            changes.append(f"{line} -> {lines[last[name]]} (a later install step of the image)")
+            continue
+        kept.append(line)
+    return kept
+
+
+def _service_only(line: str, changes: list[str]) -> bool:
+    name = _distribution(line)
+    if name in AZURE_SERVICE_ONLY:
+        changes.append(f"left out {line} (it only talks to the Azure ML service)")
+        return True
+    return False
 
 
 def _cpu_pip_line(line: str, changes: list[str]) -> str:

@@ -22,6 +22,7 @@ from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import apply_overrides
 from distrun.spec.paths import REMOTE_SCHEMES
+from distrun.spec.port_overrides import refusing_unknown_ports
 from distrun.spec.source_map import SourceMap
 from distrun.spec.yaml_source import read_yaml_file
 
@@ -42,7 +43,12 @@ def load_job_data(
     smap: SourceMap | None = None,
 ) -> LoadedJob:
     smap = smap or SourceMap(source)
+    written = data
     data = apply_overrides(data, smap, list(overrides))
+    return refusing_unknown_ports(written, data, overrides, lambda: _validated(data, base_dir, source, smap))
+
+
+def _validated(data: Any, base_dir: Path, source: str, smap: SourceMap) -> LoadedJob:
     if data is None:
         raise ValidationError(
             [

@@ -35,6 +35,7 @@ from distrun.spec.pipeline_graph_checks import cycle_problems, pipeline_output_p
 from distrun.spec.pipeline_settings import pipeline_spec, setting_notes
 from distrun.spec.pipeline_step_kinds import component_fits, component_key, is_sweep_step, step_kind_ok
 from distrun.spec.pipeline_steps import StepBuilder, outputs_of_step
+from distrun.spec.port_overrides import refusing_unknown_ports
 from distrun.spec.source_map import SourceMap, format_key_path
 from distrun.spec.yaml_source import read_yaml_file
 
@@ -94,8 +95,9 @@ def load_pipeline_data(
     smap: SourceMap | None = None,
 ) -> LoadedPipeline:
     smap = smap or SourceMap(source)
+    written = data
     data = overridden_mapping(data, smap, overrides, "a pipeline job", "`type: pipeline`, `jobs:`")
-    return _PipelineLoader(data, base_dir, source, smap).load()
+    return refusing_unknown_ports(written, data, overrides, _PipelineLoader(data, base_dir, source, smap).load)
 
 
 def _datastore_inputs(document: dict[str, Any]) -> list[str]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.hang_jobs import STALL_LINE, check_ended_hung, stalled_at, stalling_job
-from support.jobs import record, wait_for
+from support.hang_jobs import STALL_LINE, STALLING, check_ended_hung, stalled_at, stalling_job
+from support.jobs import four_rank_job, record, wait_for
 from support.ui_server import running_ui
 
 HANG_TIMEOUT = 4
@@ -20,6 +20,20 @@ def test_a_rank_that_never_reaches_the_collective_is_named_with_its_stack(run_cl
     assert done.returncode == 1, done.stdout + done.stderr
     check_ended_hung(distrun_home, "hung", HANG_TIMEOUT, stalled_at(distrun_home / "jobs" / "hung" / "user_logs"))
     assert "hung: no progress" in done.stdout and f"line {STALL_LINE}, in stall" in done.stdout
+
+
+def test_of_two_ranks_the_one_outside_the_collective_is_named(run_cli, write_job, distrun_home):
+    # Two ranks on one node: rank 1 stalls, rank 0 waits in all_reduce. Two groups of one: no
+    # majority, and the rank inside the collective is the one waiting.
+    text = four_rank_job("python train.py", grace=1).replace("instance_count: 2", "instance_count: 1")
+    job = write_job(text, {"train.py": STALLING.replace("dist.get_rank() == 3", "dist.get_rank() == 1")})
+    done = run_cli("run", str(job), "--name", "hung-two", "--hang-timeout", str(HANG_TIMEOUT))
+    assert done.returncode == 1, done.stdout + done.stderr
+    rec = record(distrun_home, "hung-two")
+    said = f"hung: no progress for {HANG_TIMEOUT:g} s: rank 1 on node 0 is at stall at train.py:{STALL_LINE}"
+    assert rec["reason"].startswith(said), rec["reason"]
+    assert "; 1 process (rank 0) waits inside a collective at all_reduce at torch/distributed/" in rec["reason"]
+    assert (rec["root_cause"]["rank"], rec["root_cause"]["node_rank"]) == (1, 0), rec["root_cause"]
 
 
 WAITING = """
