@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from distrun.core.safe_files import open_regular, sqlite_reader_uri, unreadable_because
 from distrun.metrics.sqlite_store import sqlite_file
 from distrun.metrics.tracking import TrackedRun, mlflow_available, read_tracked_run
+from distrun.metrics.tracking_server import waited_on_at
 from distrun.store.layout import JobFolder
 
 _STORED_INFINITY = 1.7976931348623157e308  # how MLflow's SQL store writes +inf (and -inf as its negative)
@@ -160,8 +161,20 @@ def last_logged_at(run: TrackedRun) -> float | None:
 
 
 def metric_clock(folder: JobFolder) -> Callable[[], float | None] | None:
-    """`last_logged_at` of the job's run, for the hang watchdog; None when the job has no run."""
+    """`last_logged_at` of the job's run, for the hang watchdog; None when the job has no run.
+
+    For ranks that log through distrun's server, also the last moment a client of that server
+    waited for its answer: a rank waiting on distrun's own server (starting, or slow on a loaded
+    machine) is not hung."""
     run = read_tracked_run(folder)
     if run is None:
         return None
-    return lambda: last_logged_at(run)
+    if run.server_pid is None:
+        return lambda: last_logged_at(run)
+    home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>
+
+    def clock() -> float | None:
+        found = [t for t in (last_logged_at(run), waited_on_at(home)) if t is not None]
+        return max(found, default=None)
+
+    return clock

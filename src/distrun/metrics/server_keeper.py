@@ -19,6 +19,9 @@ session of its own, it:
 - when the server cannot start or ends, answers every request with an MLflow error that says why
   (HTTP 400, which MLflow's clients do not retry: the rank's call fails at once) and writes the
   reason into its state file, where the job's supervisor reads it;
+- while any admitted request waits for its answer (the server starting, or answering slowly on
+  a loaded machine), touches `waiting` every POLL: the hang watchdog counts a rank waiting on
+  distrun's own server as progress, never as a hang (`tracking_server.waited_on_at`);
 - ends (and its server with it) once no job holds a use of it (a shared lock on `users`, which
   the kernel drops when the job's distrun process ends, SIGKILL included) and no lease of a
   submitted job runs (`tracking_server.leave_lease`) for IDLE_SECONDS.
@@ -36,12 +39,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from distrun.core import procfs
 from distrun.core.file_modes import write_file
 from distrun.core.helper_processes import start_helper
-from distrun.metrics.tracking_server import SERVER_SOCKET, leased, read_token
+from distrun.metrics.tracking_server import SERVER_SOCKET, WAITING_FILE, leased, read_token
 
 IDLE_SECONDS = 20.0  # no user for this long: the server ends (back-to-back jobs reuse it)
 IDLE_VARIABLE = "DISTRUN_MLFLOW_SERVER_IDLE"  # seconds, for a shorter or longer grace
@@ -74,6 +78,7 @@ class Keeper:
         self.log_fd = log_fd  # server.log, opened when the keeper starts (a log that cannot be is said at once)
         self.token = token
         self.socket_path = Path(SERVER_SOCKET)  # in the keeper's working folder, `folder`
+        self.waiting: set[int] = set()  # admitted connections whose request has no answer yet
         self.server_pid = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.watcher: asyncio.Future[None] | None = None
@@ -200,9 +205,10 @@ async def watch_server(keeper: Keeper, process: subprocess.Popen[bytes], log: Pa
         await asyncio.sleep(_POLL)
 
 
-async def relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter, moved: Callable[[], None]) -> None:
     try:
         while data := await source.read(65536):
+            moved()
             sink.write(data)
             await sink.drain()
     except (ConnectionError, OSError):
@@ -285,6 +291,17 @@ async def serve_client(keeper: Keeper, reader: asyncio.StreamReader, writer: asy
     if head is None or refused is not None:
         await say_and_close(writer, refused or b"")
         return
+    key = id(writer)
+    keeper.waiting.add(key)  # its first request, from now until the server's first byte back
+    try:
+        await serve_admitted(keeper, head, reader, writer, key)
+    finally:
+        keeper.waiting.discard(key)
+
+
+async def serve_admitted(
+    keeper: Keeper, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: int
+) -> None:
     keeper.start_server()
     # Held until the server serves or has failed (bounded by READY_SECONDS): a rank's first call
     # waits for the server instead of being refused while it starts.
@@ -297,9 +314,27 @@ async def serve_client(keeper: Keeper, reader: asyncio.StreamReader, writer: asy
             keeper.failure = keeper.failure or f"the server refused a connection: {exc}"
         else:
             up_writer.write(head)
-            await asyncio.gather(relay(reader, up_writer), relay(up_reader, writer))
+            # A request going up waits until answer bytes come down (HTTP/1.1: one at a time).
+            await asyncio.gather(
+                relay(reader, up_writer, lambda: keeper.waiting.add(key)),
+                relay(up_reader, writer, lambda: keeper.waiting.discard(key)),
+            )
             return
     await say_and_close(writer, error_response(keeper.failure or "unknown"))
+
+
+def mark_waiting(path: Path) -> None:
+    """Touch `path`: a client of this server waits for an answer now."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    except OSError:
+        return
+    try:
+        os.utime(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def has_users(users_fd: int) -> bool:
@@ -341,6 +376,8 @@ async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
     idle_since: float | None = None
     while True:
         await asyncio.sleep(_POLL)
+        if keeper.waiting:
+            mark_waiting(folder / WAITING_FILE)
         if keeper.state(port, host, advertise) != said:  # started, serving or failed: the supervisors read it
             said = keeper.state(port, host, advertise)
             write_file(state_path, json.dumps(said).encode())

@@ -48,6 +48,7 @@ LEASE_SECONDS = 600.0  # how long a submitted job may wait in its engine's queue
 TOKEN_FILE = "token"
 TOKEN_LIMIT = 256
 SERVER_SOCKET = "server.sock"  # the `mlflow server`'s Unix socket, in the server's folder
+WAITING_FILE = "waiting"  # touched by the keeper while a client waits for the server's answer
 
 _held: dict[Path, int] = {}  # home -> the open `users` file whose shared lock this process holds
 
@@ -175,6 +176,17 @@ def leased(folder: Path, now: float) -> bool:
         if stat.S_ISREG(info.st_mode) and info.st_mtime + LEASE_SECONDS > now:
             return True
     return False
+
+
+def waited_on_at(home: Path) -> float | None:
+    """The last moment a client of DISTRUN_HOME's server was waiting for its answer (seconds since
+    the epoch; about now while one waits), or None. A rank waiting there is waiting on distrun,
+    not hung: the hang watchdog takes this as progress."""
+    try:
+        info = os.lstat(home / "mlflow-server" / WAITING_FILE)
+    except OSError:
+        return None
+    return info.st_mtime if stat.S_ISREG(info.st_mode) else None
 
 
 def held_uses() -> tuple[int, ...]:
