@@ -36,6 +36,7 @@ CASES = {
     "B10": "benchmarks.cases.pipelines",
     "B11": "benchmarks.cases.sweeps",
     "B12": "benchmarks.cases.hangs",
+    "B13": "benchmarks.cases.first_metric",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

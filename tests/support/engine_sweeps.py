@@ -27,7 +27,8 @@ TRIAL = """
         points = [{"key": "score", "value": value, "step": s, "timestamp": now} for s in steps]
         body = json.dumps({"run_id": os.environ["MLFLOW_RUN_ID"], "metrics": points}).encode()
         request = urllib.request.Request(os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow/runs/log-batch",
-                                         data=body, headers={"Content-Type": "application/json"})
+                                         data=body, headers={"Content-Type": "application/json",
+                                         "Authorization": "Bearer " + os.environ["MLFLOW_TRACKING_TOKEN"]})
         for attempt in range(60):  # distrun's MLflow server may still be starting (minutes on a loaded machine)
             try:
                 print("logged", len(points), urllib.request.urlopen(request, timeout=30).status, flush=True)

@@ -64,7 +64,8 @@ METRICS_ONLY = """
         point = {"run_id": os.environ["MLFLOW_RUN_ID"], "key": "loss", "value": 1.0 / (step + 1), "step": step,
                  "timestamp": int(time.time() * 1000)}
         request = urllib.request.Request(os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow/runs/log-metric",
-                                         data=json.dumps(point).encode(), headers={"Content-Type": "application/json"})
+                                         data=json.dumps(point).encode(), headers={"Content-Type": "application/json",
+                                         "Authorization": "Bearer " + os.environ["MLFLOW_TRACKING_TOKEN"]})
         urllib.request.urlopen(request, timeout=300).read()
 
     def wait_for(name):

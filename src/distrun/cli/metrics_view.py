@@ -34,13 +34,13 @@ def print_metrics(layout: Layout, name: str, follow: bool) -> None:
     print(
         neutral_text(f"# MLflow run {run.run_id} (experiment {run.experiment_name}) at {run.tracking_uri}"), flush=True
     )
-    seen: set[tuple[str, int, float, float]] = set()
+    seen: set[tuple[str, int, float, str]] = set()
     while True:
         ended = get_job(layout, record.name).terminal  # read first: points logged before the end are printed
         fresh = []
         for metric, points in metric_history(run).items():
             for point in points:
-                key = (metric, point.step, point.timestamp, point.value)
+                key = (metric, point.step, point.timestamp, repr(point.value))  # NaN equals no NaN: its text does
                 if key not in seen:
                     seen.add(key)
                     fresh.append((point.timestamp, metric, point))

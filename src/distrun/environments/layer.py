@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from distrun.core.file_modes import DIR_MODE, create_file
@@ -41,8 +42,9 @@ def layer_variables(built: Path, layer: Path) -> dict[str, str]:
     return {"PATH": os.pathsep.join((str(layer / "bin"), str(built / "bin"), path)), "VIRTUAL_ENV": str(layer)}
 
 
-def make_layer(built: Path, layer: Path) -> None:
-    """Create `layer` (which must not exist) over the finished environment `built`."""
+def make_layer(built: Path, layer: Path, scripts: Collection[str] | None = None) -> None:
+    """Create `layer` (which must not exist) over the finished environment `built`; `scripts`:
+    the only console scripts to run by the layer's python (None: every one)."""
     built_site = _site_packages(built)
     site_name = built_site.parent.name  # python3.11, python3.13t, pypy3.10
     layer.mkdir(mode=DIR_MODE)  # never an existing folder, nor through a link
@@ -58,7 +60,7 @@ def make_layer(built: Path, layer: Path) -> None:
     os.symlink(interpreter, layer / "bin" / "python")
     for name in _interpreter_names(built, site_name):
         os.symlink("python", layer / "bin" / name)
-    _copy_scripts(built, layer)
+    _copy_scripts(built, layer, scripts)
 
 
 def _site_packages(built: Path) -> Path:
@@ -78,13 +80,15 @@ def _is_interpreter_name(name: str) -> bool:
     return re.fullmatch(r"python[0-9.]*t?", name) is not None
 
 
-def _copy_scripts(built: Path, layer: Path) -> None:
+def _copy_scripts(built: Path, layer: Path, only: Collection[str] | None = None) -> None:
     """Each console script the built environment's python runs, run by the layer's instead: it
     then sees what the job installed, and `pip` installs into the layer. Other programs in the
     built bin/ stay there (second on PATH)."""
     launcher = _launcher(layer / "bin" / "python")
     for entry in os.scandir(built / "bin"):
         if _is_interpreter_name(entry.name) or not entry.is_file(follow_symlinks=False):
+            continue
+        if only is not None and entry.name not in only:
             continue
         with open(entry.path, "rb") as handle:
             head = handle.read(_HEAD)

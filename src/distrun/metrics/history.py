@@ -2,12 +2,17 @@
 
 distrun's own store is SQLite, read here directly (read-only, one query) so that `job show`,
 `distrun metrics` and the web UI do not import mlflow (about a second) to read a few rows;
-the `metrics` table (key, value, timestamp, step, run_uuid) has kept its shape across MLflow
-releases. Any other tracking URI (an MLflow server) is read through mlflow's client.
+the `metrics` table (key, value, timestamp, step, run_uuid, is_nan) has kept its shape across
+MLflow releases. Any other tracking URI (an MLflow server) is read through mlflow's client.
+
+MLflow's SQL store keeps a NaN as 0 with `is_nan` set, and an infinity as the largest float of
+its sign: both are read back as what the rank logged (nan, inf, -inf), never as a number that
+could rank a sweep's trial or drive its policy.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 from collections.abc import Callable
@@ -16,7 +21,10 @@ from dataclasses import dataclass
 from distrun.core.safe_files import open_regular, sqlite_reader_uri, unreadable_because
 from distrun.metrics.sqlite_store import sqlite_file
 from distrun.metrics.tracking import TrackedRun, mlflow_available, read_tracked_run
+from distrun.metrics.tracking_server import waited_on_at
 from distrun.store.layout import JobFolder
+
+_STORED_INFINITY = 1.7976931348623157e308  # how MLflow's SQL store writes +inf (and -inf as its negative)
 
 
 @dataclass(frozen=True)
@@ -70,17 +78,30 @@ def _from_sqlite(fd: int, run_id: str, only: str | None = None) -> History:
     # Through the descriptor checked above: the job may swap the path at any moment.
     conn = sqlite3.connect(sqlite_reader_uri(fd), uri=True, timeout=10)
     keyed = "" if only is None else " AND key = ?"
+    arguments = (run_id,) if only is None else (run_id, only)
+    order = f" FROM metrics WHERE run_uuid = ?{keyed} ORDER BY key, step, timestamp"
     try:
-        rows = conn.execute(
-            f"SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = ?{keyed} ORDER BY key, step, timestamp",
-            (run_id,) if only is None else (run_id, only),
-        ).fetchall()
+        try:
+            rows = conn.execute("SELECT key, step, timestamp, value, is_nan" + order, arguments).fetchall()
+        except sqlite3.OperationalError:  # a store without the NaN flag (none of MLflow's own)
+            rows = [(*row, 0) for row in conn.execute("SELECT key, step, timestamp, value" + order, arguments)]
     finally:
         conn.close()
     history: History = {}
-    for key, step, timestamp, value in rows:
-        history.setdefault(key, []).append(MetricPoint(int(step or 0), float(timestamp) / 1000, float(value)))
+    for key, step, timestamp, value, is_nan in rows:
+        point = MetricPoint(int(step or 0), float(timestamp) / 1000, stored_value(value, is_nan))
+        history.setdefault(key, []).append(point)
     return history
+
+
+def stored_value(value: object, is_nan: object) -> float:
+    """The value a rank logged, from MLflow's SQL row: its NaN flag and its stand-ins for infinity."""
+    if is_nan:
+        return math.nan
+    number = float(value)  # type: ignore[arg-type]
+    if abs(number) == _STORED_INFINITY:
+        return math.copysign(math.inf, number)
+    return number
 
 
 def _from_client(run: TrackedRun, only: str | None = None) -> History:
@@ -91,7 +112,7 @@ def _from_client(run: TrackedRun, only: str | None = None) -> History:
     keys = [only] if only is not None else sorted(client.get_run(run.run_id).data.metrics)
     for key in keys:
         points = [
-            MetricPoint(int(m.step), m.timestamp / 1000, float(m.value))
+            MetricPoint(int(m.step), m.timestamp / 1000, stored_value(m.value, False))
             for m in client.get_metric_history(run.run_id, key)
         ]
         history[key] = sorted(points, key=lambda p: (p.step, p.timestamp))
@@ -140,8 +161,20 @@ def last_logged_at(run: TrackedRun) -> float | None:
 
 
 def metric_clock(folder: JobFolder) -> Callable[[], float | None] | None:
-    """`last_logged_at` of the job's run, for the hang watchdog; None when the job has no run."""
+    """`last_logged_at` of the job's run, for the hang watchdog; None when the job has no run.
+
+    For ranks that log through distrun's server, also the last moment a client of that server
+    waited for its answer: a rank waiting on distrun's own server (starting, or slow on a loaded
+    machine) is not hung."""
     run = read_tracked_run(folder)
     if run is None:
         return None
-    return lambda: last_logged_at(run)
+    if run.server_pid is None:
+        return lambda: last_logged_at(run)
+    home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>
+
+    def clock() -> float | None:
+        found = [t for t in (last_logged_at(run), waited_on_at(home)) if t is not None]
+        return max(found, default=None)
+
+    return clock

@@ -6,15 +6,22 @@ session of its own, it:
 - binds the address the ranks are given (HOST, port chosen by the kernel) at once, and says the
   port on stdout: the job's ranks start while the server is still importing mlflow (seconds), and
   a connection made before the server is up waits for it instead of being refused;
+- admits a connection only when its first request carries the server's token
+  (`Authorization: Bearer TOKEN`, which every MLflow client sends from MLFLOW_TRACKING_TOKEN: the
+  job's ranks get it, and the token file is the owner's alone); any other local user reaching
+  the port gets 401 (403 for a wrong token) and the server is never started for it;
 - starts `mlflow server` on distrun's store (DISTRUN_HOME/mlflow.db, artifacts in
-  DISTRUN_HOME/mlartifacts) on another port of 127.0.0.1 when the first connection comes (a job
-  whose ranks never call MLflow costs no server: its start is two imports of mlflow, seconds of
-  CPU), as a helper process (it dies with the keeper, however the keeper ends), and relays each
-  connection to it only once the socket listening there is the server's own (another program
-  that took that port first is never talked to);
+  DISTRUN_HOME/mlartifacts) on a Unix socket in DISTRUN_HOME/mlflow-server (a folder only its
+  owner can enter: no other user reaches the server past the keeper) when the first admitted
+  connection comes (a job whose ranks never call MLflow costs no server: its start is two
+  imports of mlflow, seconds of CPU), as a helper process (it dies with the keeper, however the
+  keeper ends), and relays each admitted connection to it;
 - when the server cannot start or ends, answers every request with an MLflow error that says why
   (HTTP 400, which MLflow's clients do not retry: the rank's call fails at once) and writes the
   reason into its state file, where the job's supervisor reads it;
+- while any admitted request waits for its answer (the server starting, or answering slowly on
+  a loaded machine), touches `waiting` every POLL: the hang watchdog counts a rank waiting on
+  distrun's own server as progress, never as a hang (`tracking_server.waited_on_at`);
 - ends (and its server with it) once no job holds a use of it (a shared lock on `users`, which
   the kernel drops when the job's distrun process ends, SIGKILL included) and no lease of a
   submitted job runs (`tracking_server.leave_lease`) for IDLE_SECONDS.
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hmac
 import json
 import os
 import signal
@@ -31,18 +39,21 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from distrun.core import procfs
 from distrun.core.file_modes import write_file
 from distrun.core.helper_processes import start_helper
-from distrun.metrics.tracking_server import leased
+from distrun.metrics.tracking_server import SERVER_SOCKET, WAITING_FILE, leased, read_token
 
 IDLE_SECONDS = 20.0  # no user for this long: the server ends (back-to-back jobs reuse it)
 IDLE_VARIABLE = "DISTRUN_MLFLOW_SERVER_IDLE"  # seconds, for a shorter or longer grace
 READY_SECONDS = 180.0  # the server must listen within this, else it counts as failed
 READY_VARIABLE = "DISTRUN_MLFLOW_SERVER_READY"  # seconds, for a slower machine (or a test's failure)
 _POLL = 0.2
+HEAD_LIMIT = 64 << 10  # a request's line and headers; MLflow's clients send well under 2 KiB
+HEAD_SECONDS = 10.0  # a connection that sends no request head within this is closed
 # Public settings of `mlflow server` (releases that do not know them ignore them): no job-runner
 # processes (each imports mlflow again, beside the server's own start) and no usage reports.
 SERVER_SETTINGS = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
@@ -60,12 +71,14 @@ def allowed_hosts(advertise: str) -> str:
 
 
 class Keeper:
-    def __init__(self, folder: Path, home: Path, advertise: str, log_fd: int) -> None:
+    def __init__(self, folder: Path, home: Path, advertise: str, log_fd: int, token: str) -> None:
         self.folder = folder
         self.home = home
         self.advertise = advertise
         self.log_fd = log_fd  # server.log, opened when the keeper starts (a log that cannot be is said at once)
-        self.inner_port = 0
+        self.token = token
+        self.socket_path = Path(SERVER_SOCKET)  # in the keeper's working folder, `folder`
+        self.waiting: set[int] = set()  # admitted connections whose request has no answer yet
         self.server_pid = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.watcher: asyncio.Future[None] | None = None
@@ -82,10 +95,12 @@ class Keeper:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
         env.update(SERVER_SETTINGS, MLFLOW_SERVER_ALLOWED_HOSTS=allowed_hosts(self.advertise))
         try:
-            self.inner_port = free_local_port()
-            argv = server_argv(self.home, self.inner_port)
+            self.socket_path.unlink(missing_ok=True)  # a previous server's, which would refuse the bind
+            argv = server_argv(self.home, free_local_port())
+            # Started in its folder: the socket's path is given relative to it, as a Unix socket's
+            # path is short (108 bytes) and DISTRUN_HOME's may be long.
             self.process = start_helper(
-                argv, env, stdin=subprocess.DEVNULL, stdout=self.log_fd, stderr=self.log_fd, cwd=self.home
+                argv, env, stdin=subprocess.DEVNULL, stdout=self.log_fd, stderr=self.log_fd, cwd=self.folder
             )
         except OSError as exc:
             self.failure = f"`mlflow server` could not be started: {exc}"
@@ -117,7 +132,9 @@ def free_local_port() -> int:
 
 
 def server_argv(home: Path, port: int) -> list[str]:
-    """`mlflow server` on distrun's store, one worker (the lightest serving this mlflow offers)."""
+    """`mlflow server` on distrun's store, one worker (the lightest serving this mlflow offers),
+    listening on SERVER_SOCKET in its working folder (uvicorn serves a Unix socket in place of
+    the host and port, which `mlflow server` still asks for)."""
     artifacts = home / "mlartifacts"
     return [
         sys.executable,
@@ -134,13 +151,20 @@ def server_argv(home: Path, port: int) -> list[str]:
         str(port),
         "--workers",
         "1",
+        "--uvicorn-opts",
+        f"--uds {SERVER_SOCKET}",
     ]
 
 
-def owns_listener(root_pid: int, port: int) -> bool:
-    """Whether the socket listening on `port` belongs to `root_pid` or a process it started."""
-    listening = procfs.listening_sockets(port)
-    return bool(listening) and any(listening & procfs.socket_inodes(pid) for pid in procfs.descendants(root_pid))
+def listens(path: Path) -> bool:
+    """Whether a server listens on the Unix socket at `path` (bound is not enough: a connection is
+    refused until it listens). Only this user can make a socket in the server's folder."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 def log_tail(path: Path, size: int = 2000) -> str:
@@ -168,7 +192,7 @@ async def watch_server(keeper: Keeper, process: subprocess.Popen[bytes], log: Pa
             keeper.changed.set()
             return
         if not keeper.ready:
-            if owns_listener(keeper.server_pid, keeper.inner_port):
+            if listens(keeper.socket_path):
                 keeper.ready = True
                 keeper.ready_after = round(time.monotonic() - began, 1)
                 print(f"mlflow server serving after {keeper.ready_after} s", file=sys.stderr, flush=True)
@@ -181,9 +205,10 @@ async def watch_server(keeper: Keeper, process: subprocess.Popen[bytes], log: Pa
         await asyncio.sleep(_POLL)
 
 
-async def relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter, moved: Callable[[], None]) -> None:
     try:
         while data := await source.read(65536):
+            moved()
             sink.write(data)
             await sink.drain()
     except (ConnectionError, OSError):
@@ -196,20 +221,87 @@ async def relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
 
 
 def error_response(reason: str) -> bytes:
-    body = json.dumps(
-        {
-            "error_code": "TEMPORARILY_UNAVAILABLE",
-            "message": f"distrun: this job's metrics are not recorded: the MLflow server could not start: {reason}",
-        }
-    ).encode()
+    message = f"distrun: this job's metrics are not recorded: the MLflow server could not start: {reason}"
+    return answer(400, "Bad Request", "TEMPORARILY_UNAVAILABLE", message)
+
+
+def answer(code: int, phrase: str, error_code: str, message: str) -> bytes:
+    """An MLflow error answer, the connection closed after it."""
+    body = json.dumps({"error_code": error_code, "message": message}).encode()
     head = (
-        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+        f"HTTP/1.1 {code} {phrase}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body
 
 
+def bearer_token(head: bytes) -> str | None:
+    """The token of a request head's `Authorization: Bearer TOKEN` header, if it has one."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            if scheme.lower() == b"bearer":
+                return token.strip().decode("latin-1")
+    return None
+
+
+def refusal(head: bytes, token: str) -> bytes | None:
+    """The answer to a first request that does not carry the server's token; None when it does."""
+    given = bearer_token(head)
+    if given is None:
+        return answer(
+            401,
+            "Unauthorized",
+            "UNAUTHENTICATED",
+            "distrun: this MLflow server serves only the ranks of its DISTRUN_HOME's jobs, which get "
+            "MLFLOW_TRACKING_TOKEN; this request carries no token",
+        )
+    if not hmac.compare_digest(given.encode("utf-8", "replace"), token.encode()):
+        return answer(
+            403,
+            "Forbidden",
+            "PERMISSION_DENIED",
+            "distrun: this MLflow server serves only the ranks of its DISTRUN_HOME's jobs: this token is not its own",
+        )
+    return None
+
+
+async def read_head(reader: asyncio.StreamReader) -> bytes | None:
+    """A request's line and headers (up to the blank line), or None when none came in time."""
+    try:
+        return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=HEAD_SECONDS)
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, OSError):
+        return None
+
+
+async def say_and_close(writer: asyncio.StreamWriter, data: bytes) -> None:
+    try:
+        writer.write(data)
+        await writer.drain()
+        writer.close()
+    except (ConnectionError, OSError):
+        pass
+
+
 async def serve_client(keeper: Keeper, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # Admitted by its first request: the rest of the connection is the same client's.
+    head = await read_head(reader)
+    refused = b"" if head is None else refusal(head, keeper.token)
+    if head is None or refused is not None:
+        await say_and_close(writer, refused or b"")
+        return
+    key = id(writer)
+    keeper.waiting.add(key)  # its first request, from now until the server's first byte back
+    try:
+        await serve_admitted(keeper, head, reader, writer, key)
+    finally:
+        keeper.waiting.discard(key)
+
+
+async def serve_admitted(
+    keeper: Keeper, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: int
+) -> None:
     keeper.start_server()
     # Held until the server serves or has failed (bounded by READY_SECONDS): a rank's first call
     # waits for the server instead of being refused while it starts.
@@ -217,22 +309,32 @@ async def serve_client(keeper: Keeper, reader: asyncio.StreamReader, writer: asy
         await keeper.changed.wait()
     if keeper.ready and keeper.failure is None:
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", keeper.inner_port)
+            up_reader, up_writer = await asyncio.open_unix_connection(str(keeper.socket_path))
         except OSError as exc:
             keeper.failure = keeper.failure or f"the server refused a connection: {exc}"
         else:
-            await asyncio.gather(relay(reader, up_writer), relay(up_reader, writer))
+            up_writer.write(head)
+            # A request going up waits until answer bytes come down (HTTP/1.1: one at a time).
+            await asyncio.gather(
+                relay(reader, up_writer, lambda: keeper.waiting.add(key)),
+                relay(up_reader, writer, lambda: keeper.waiting.discard(key)),
+            )
             return
+    await say_and_close(writer, error_response(keeper.failure or "unknown"))
+
+
+def mark_waiting(path: Path) -> None:
+    """Touch `path`: a client of this server waits for an answer now."""
     try:
-        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, OSError):
-        pass
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    except OSError:
+        return
     try:
-        writer.write(error_response(keeper.failure or "unknown"))
-        await writer.drain()
-        writer.close()
-    except (ConnectionError, OSError):
+        os.utime(fd)
+    except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
 def has_users(users_fd: int) -> bool:
@@ -253,13 +355,14 @@ def seconds_from(variable: str, default: float) -> float:
 
 async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
     try:
+        token = read_token(folder)
         listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
         log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     except OSError as exc:  # the starting job reads this line as the reason
         print(f"error: {exc}", flush=True)
         return
     port = int(listener.getsockname()[1])
-    keeper = Keeper(folder, home, advertise, log_fd)
+    keeper = Keeper(folder, home, advertise, log_fd, token)
     state_path = folder / "state.json"
     write_file(state_path, json.dumps(keeper.state(port, host, advertise)).encode())
     print(port, flush=True)  # the starting job reads this line: the ranks may start
@@ -273,6 +376,8 @@ async def keep(folder: Path, home: Path, host: str, advertise: str) -> None:
     idle_since: float | None = None
     while True:
         await asyncio.sleep(_POLL)
+        if keeper.waiting:
+            mark_waiting(folder / WAITING_FILE)
         if keeper.state(port, host, advertise) != said:  # started, serving or failed: the supervisors read it
             said = keeper.state(port, host, advertise)
             write_file(state_path, json.dumps(said).encode())
@@ -308,6 +413,7 @@ def main(home: str, host: str, advertise: str) -> None:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)  # meant for the job that started it, not for a shared server
     folder = Path(home) / "mlflow-server"
+    os.chdir(folder)  # the server's socket is named relative to it (a Unix socket's path is short)
     # Held for life: proof that the keeper named in state.json is alive (a lock, not a pid check).
     alive_fd = os.open(folder / "alive", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:

@@ -20,7 +20,7 @@ import os
 import shutil
 import sqlite3
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from distrun.core.file_modes import copied_mode, make_dirs, open_append, write_file
@@ -46,6 +46,9 @@ class TrackedRun:
     rank_tracking_uri: str | None = None  # what the ranks log to (distrun's server), if not the store
     server_pid: int | None = None  # the server's keeper, to ask it whether the server failed
     server_started: int | None = None
+    # What the ranks send distrun's server (MLFLOW_TRACKING_TOKEN). Never written to the job's
+    # folder (TRACKING_FILE): whoever can read that is not thereby let in.
+    rank_token: str | None = field(default=None, repr=False)
 
     def environment(self) -> dict[str, str]:
         """What every process of the job gets, as on Azure ML."""
@@ -55,6 +58,8 @@ class TrackedRun:
             "MLFLOW_EXPERIMENT_ID": self.experiment_id,
             "MLFLOW_EXPERIMENT_NAME": self.experiment_name,
         }
+        if self.rank_token:
+            found["MLFLOW_TRACKING_TOKEN"] = self.rank_token
         if self.rank_tracking_uri == UNREACHABLE_URI:
             found["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"  # fail at once, not after minutes of retries
         return found
@@ -93,7 +98,8 @@ def start_run(
         return None
     if uri == default_tracking_uri(home):
         run = _served(run, folder, home, job_name)
-    write_file(folder.root / TRACKING_FILE, json.dumps(asdict(run), indent=2).encode("utf-8"))
+    recorded = {key: value for key, value in asdict(run).items() if key != "rank_token"}
+    write_file(folder.root / TRACKING_FILE, json.dumps(recorded, indent=2).encode("utf-8"))
     return run
 
 
@@ -106,7 +112,13 @@ def _served(run: TrackedRun, folder: JobFolder, home: Path, job_name: str) -> Tr
         return replace(run, rank_tracking_uri=UNREACHABLE_URI)
     if use.note:
         note_metrics(folder, f"distrun: MLflow: {use.note}")
-    return replace(run, rank_tracking_uri=use.uri, server_pid=use.keeper_pid, server_started=use.keeper_started)
+    return replace(
+        run,
+        rank_tracking_uri=use.uri,
+        server_pid=use.keeper_pid,
+        server_started=use.keeper_started,
+        rank_token=use.token or None,
+    )
 
 
 def note_untracked(folder: JobFolder, job_name: str, reason: str) -> None:

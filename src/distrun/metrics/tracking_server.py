@@ -8,7 +8,8 @@ serves distrun's own store, so the web UI and `distrun metrics` keep reading it 
 One server per DISTRUN_HOME, shared by the jobs running at the same time. Its files are in
 DISTRUN_HOME/mlflow-server/: `lock` (taken to find, start or stop it), `users` (a shared lock
 held by each process using it), `alive` (held by the keeper for its life), `state.json`
-(its pid, port and whether the server failed) and `leases/JOB` (a job that no distrun process
+(its pid, port and whether the server failed), `token` (what a client must send: a new one for
+each keeper), `server.sock` (the server's own socket, behind the keeper) and `leases/JOB` (a job that no distrun process
 here follows, a detached Slurm job, keeps the server for LEASE_SECONDS after its submission,
 until its node agent holds a use or its run is closed). A state file is believed only when its keeper
 is alive (the `alive` lock is held, the pid has the recorded start time, its command is the
@@ -26,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import select
 import stat
 import subprocess
@@ -36,12 +38,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distrun.core import procfs
+from distrun.core.file_modes import create_file
 from distrun.core.safe_files import read_regular
 from distrun.metrics.rank_route import ADVERTISE_VARIABLE, HOST_VARIABLE, url_host, wanted_address
 
 START_SECONDS = 30.0  # the keeper says its port within this (it imports no mlflow)
 LEASES = "leases"
 LEASE_SECONDS = 600.0  # how long a submitted job may wait in its engine's queue and still find the server
+TOKEN_FILE = "token"
+TOKEN_LIMIT = 256
+SERVER_SOCKET = "server.sock"  # the `mlflow server`'s Unix socket, in the server's folder
+WAITING_FILE = "waiting"  # touched by the keeper while a client waits for the server's answer
 
 _held: dict[Path, int] = {}  # home -> the open `users` file whose shared lock this process holds
 
@@ -54,6 +61,7 @@ class ServerUse:
     keeper_pid: int
     keeper_started: int
     note: str | None = None  # why the ranks get another address than this process asked for
+    token: str = ""  # what the ranks send (MLFLOW_TRACKING_TOKEN): the keeper admits no other client
 
 
 class ServerUnavailable(Exception):
@@ -98,7 +106,10 @@ def use_server(home: Path) -> ServerUse:
             int(state["pid"]),
             int(state["started"]),
             note,
+            read_token(folder),
         )
+    except OSError as exc:
+        raise ServerUnavailable(f"its token cannot be read: {exc}") from None
     finally:
         os.close(lock_fd)  # releases `lock`
 
@@ -165,6 +176,17 @@ def leased(folder: Path, now: float) -> bool:
         if stat.S_ISREG(info.st_mode) and info.st_mtime + LEASE_SECONDS > now:
             return True
     return False
+
+
+def waited_on_at(home: Path) -> float | None:
+    """The last moment a client of DISTRUN_HOME's server was waiting for its answer (seconds since
+    the epoch; about now while one waits), or None. A rank waiting there is waiting on distrun,
+    not hung: the hang watchdog takes this as progress."""
+    try:
+        info = os.lstat(home / "mlflow-server" / WAITING_FILE)
+    except OSError:
+        return None
+    return info.st_mtime if stat.S_ISREG(info.st_mode) else None
 
 
 def held_uses() -> tuple[int, ...]:
@@ -240,8 +262,27 @@ def other_address(state: Mapping[str, object], environ: Mapping[str, str]) -> st
     )
 
 
+def read_token(folder: Path) -> str:
+    """The running keeper's token (raises OSError when there is none)."""
+    token = read_regular(folder / TOKEN_FILE, TOKEN_LIMIT).decode("ascii", "replace").strip()
+    if not token:
+        raise OSError(f"{folder / TOKEN_FILE} is empty")
+    return token
+
+
+def _new_token(folder: Path) -> None:
+    """A new token for the keeper about to start, readable by this user alone (the folder is too)."""
+    path = folder / TOKEN_FILE
+    path.unlink(missing_ok=True)
+    create_file(path, secrets.token_urlsafe(32).encode("ascii"), 0o600)
+
+
 def _start_keeper(home: Path, folder: Path) -> dict[str, object]:
     (folder / "state.json").unlink(missing_ok=True)
+    try:
+        _new_token(folder)
+    except OSError as exc:
+        raise ServerUnavailable(f"its token cannot be written: {exc}") from None
     host, advertise = wanted_address(os.environ)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     try:

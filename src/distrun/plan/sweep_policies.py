@@ -14,14 +14,25 @@ delay 5 applies it at every interval from the 5th). At interval n:
 - **truncation_selection**: the trials that reached interval n, ranked by their n-th value; the
   lowest `truncation_percentage` percent of them (rounded down) are stopped when this trial is
   one of them. `exclude_finished_jobs` leaves ended trials out of the ranking.
+
+A value that is no number (NaN, an infinity: a trial that diverged) never ranks and never
+decides: it is left out of every best, median and ranking, and a trial whose own value at the
+interval is one is not judged there (a diverged minimize trial would otherwise be the best, or
+stop every other).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Collection, Mapping, Sequence
 
 from distrun.spec.sweep_models import BanditPolicy, MedianStoppingPolicy, Policy, TruncationSelectionPolicy
+
+
+def rankable(value: object) -> bool:
+    """Whether a metric value can rank a trial or drive a policy: a finite number."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _n(value: float) -> str:
@@ -46,7 +57,13 @@ def stop_reason(
     `values`: each trial's primary metric values, in the order logged. `ended`: trials that ended."""
     if not applies_at(policy, interval):
         return None
-    at_n = {name: list(history)[interval - 1] for name, history in values.items() if len(history) >= interval}
+    at_n = {
+        name: list(history)[interval - 1]
+        for name, history in values.items()
+        if len(history) >= interval and rankable(list(history)[interval - 1])
+    }
+    if trial not in at_n:
+        return None  # its own value there is no number: nothing to judge it by
     mine = at_n[trial]
     head = f"stopped early by {policy.type.replace('_', ' ')} policy at interval {interval}"
     maximize = goal == "maximize"
@@ -66,11 +83,15 @@ def stop_reason(
             return f"{head}: {_n(mine)} > best {_n(best)} + {_n(amount)}"
         return None
     if isinstance(policy, MedianStoppingPolicy):
-        reached = [list(history)[:interval] for history in values.values() if len(history) >= interval]
-        if len(reached) < 2:
+        reached = [
+            list(history)[:interval]
+            for history in values.values()
+            if len(history) >= interval and all(rankable(value) for value in list(history)[:interval])
+        ]
+        own = list(values[trial])[:interval]
+        if len(reached) < 2 or not all(rankable(value) for value in own):
             return None
         median = statistics.median(sum(history) / interval for history in reached)
-        own = list(values[trial])[:interval]
         best = max(own) if maximize else min(own)
         if (best < median) if maximize else (best > median):
             return f"{head}: best {_n(best)} {'<' if maximize else '>'} median of running averages {_n(median)}"

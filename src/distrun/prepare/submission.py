@@ -278,8 +278,13 @@ def _rank_python(
 ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """The ranks' variables for the job's environment, its layer (`Bindings.python_layer`), and an
     image built from its build context where the job's compute runs containers (`image_builds`)."""
-    if spec.environment is None:  # distrun's own Python: no environment machinery to import
-        return {}, {}, {}
+    if spec.environment is None:  # distrun's own Python, under a layer of the job's own (its pip installs there)
+        if not image_builds:  # nodes that do not see this machine's files (Ray, Kubernetes) run their own Python
+            return {}, {}, {}
+        from distrun.environments.own_layer import own_layer
+
+        variables, layer = own_layer(folder.python_layer, materialize)
+        return variables, layer, {}
     from distrun.environments.resolve import job_python
 
     home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>

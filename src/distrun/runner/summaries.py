@@ -68,11 +68,15 @@ def parameters_text(parameters: dict[str, Any]) -> str:
 
 
 def ranked_trials(trials: dict[str, dict[str, Any]], goal: str) -> list[tuple[str, dict[str, Any]]]:
-    """Trials by their last primary metric value, best first (by the goal); those without one last."""
-    with_metric = [(k, s) for k, s in trials.items() if s.get("metric") is not None]
+    """Trials by their last primary metric value, best first (by the goal); then those whose value
+    is no number (NaN, an infinity: never ranked), then those without one."""
+    from distrun.plan.sweep_policies import rankable
+
+    with_metric = [(k, s) for k, s in trials.items() if rankable(s.get("metric"))]
+    unranked = [(k, s) for k, s in trials.items() if s.get("metric") is not None and not rankable(s.get("metric"))]
     without = [(k, s) for k, s in trials.items() if s.get("metric") is None]
     with_metric.sort(key=lambda item: float(item[1]["metric"]), reverse=goal == "maximize")
-    return with_metric + without
+    return with_metric + unranked + without
 
 
 def trials_table(record: JobRecord) -> list[str]:

@@ -277,8 +277,10 @@ class SweepPolicy:
         return not self.running() and not self._may_start()
 
     def _best(self) -> dict[str, Any] | None:
+        from distrun.plan.sweep_policies import rankable
+
         for key, state in ranked_trials(self.trials, self.objective.goal):
-            if state["status"] == JobStatus.COMPLETED.value and state["metric"] is not None:
+            if state["status"] == JobStatus.COMPLETED.value and rankable(state["metric"]):
                 outputs = self.layout.job(state["job"]).named_outputs
                 names = sorted((self.sweep.spec.outputs or {}).keys())
                 return {

@@ -44,7 +44,8 @@ if os.environ["RANK"] == "0":
     point = {{"run_id": os.environ["MLFLOW_RUN_ID"], "key": "loss", "value": 0.5, "step": 0,
               "timestamp": int(time.time() * 1000)}}
     request = urllib.request.Request(os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow/runs/log-metric",
-                                     data=json.dumps(point).encode(), headers={{"Content-Type": "application/json"}})
+                                     data=json.dumps(point).encode(), headers={{"Content-Type": "application/json",
+                                     "Authorization": "Bearer " + os.environ["MLFLOW_TRACKING_TOKEN"]}})
     print("logged", urllib.request.urlopen(request, timeout=120).status, flush=True)
 """
 

@@ -1,0 +1,101 @@
+"""A job's `pip install` never changes distrun's own Python, nor what a later job gets.
+
+A job with no environment runs in the Python that runs distrun. Three steps of a sweep pipeline
+that ran `pip install 'mlflow<2.19'` there downgraded distrun's own mlflow, and its tracking server
+died on the next import. Here a job installs two packages (made here as wheels, no index), one
+with `pip` from PATH and one with `python -m pip`, and uses them; distrun's Python and the next
+job must not see them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from support.cli import distrun_cli
+from support.reliability import job_file
+
+
+def wheel(folder: Path, name: str, version: str) -> Path:
+    """A pure-Python wheel of package `name` whose module says its version."""
+    dist = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": f"VERSION = {version!r}\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: distrun-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+        f"{len(text.encode())}"
+        for path, text in files.items()
+    ]
+    files[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return path
+
+
+INSTALLS = """
+    command: >-
+      pip install --no-index --no-deps --disable-pip-version-check -q {first} &&
+      python -m pip install --no-index --no-deps --disable-pip-version-check -q {second} &&
+      python -c "import distrun_probe_one as one, distrun_probe_two as two, sys;
+      print('job sees', one.VERSION, two.VERSION, one.__file__, two.__file__, sys.prefix)"
+"""
+LOOKS = """
+    command: >-
+      python -c "import importlib.util as u;
+      print('next job sees', u.find_spec('distrun_probe_one'), u.find_spec('distrun_probe_two'))"
+"""
+
+
+def test_a_jobs_pip_install_lands_in_its_own_layer_only(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = wheel(tmp_path, "distrun_probe_one", "1.0")
+    second = wheel(tmp_path, "distrun_probe_two", "2.0")
+    job = job_file(tmp_path / "installs", INSTALLS.format(first=first, second=second))
+    done = distrun_cli(home, "run", str(job), "--name", "installs", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = next(line for line in done.stdout.splitlines() if "job sees" in line).split("job sees ")[1].split()
+    layer = home / "jobs" / "installs"
+    assert said[:2] == ["1.0", "2.0"], said
+    # Installed in the job's own folder, by both `pip` and `python -m pip`.
+    assert all(Path(path).is_relative_to(layer) for path in said[2:]), said
+
+    # distrun's own Python does not have them...
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util as u; print(u.find_spec('distrun_probe_one'), u.find_spec('distrun_probe_two'))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert found.stdout.strip() == "None None", found.stdout + found.stderr
+    # ...nor does the next job.
+    looks = job_file(tmp_path / "looks", LOOKS)
+    after = distrun_cli(home, "run", str(looks), "--name", "looks", timeout=300)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "next job sees None None" in after.stdout
+
+
+def test_the_wheels_here_install_as_pip_expects(tmp_path: Path) -> None:
+    """The test's own wheels are real wheels: pip installs one into a target folder of its own."""
+    target = tmp_path / "target"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check", "-q"]
+        + ["--target", str(target), str(wheel(tmp_path, "distrun_probe_one", "1.0"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (target / "distrun_probe_one" / "__init__.py").read_text() == "VERSION = '1.0'\n"

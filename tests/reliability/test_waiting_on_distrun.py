@@ -1,0 +1,56 @@
+"""Waiting on distrun's own tracking server is never a hang.
+
+A rank's first `mlflow.log_metric` of a DISTRUN_HOME's first job waits while `mlflow server`
+starts (seconds of CPU; more than ten on a loaded machine). Under a hang timeout shorter than
+that wait, the job used to end as hung with its stack in distrun's server call. Here the rank
+says nothing while it waits, so nothing but the wait on distrun's server can keep it alive.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support.cli import distrun_cli
+from support.jobs import record
+from support.reliability import job_file
+
+pytestmark = pytest.mark.slow  # the first job of a DISTRUN_HOME makes its MLflow store with mlflow
+
+HANG_TIMEOUT = 3
+# Importing mlflow takes seconds of silence too: a thread speaks until it is done, so the only
+# silence the watchdog sees is the wait for the server.
+RANK = """
+    import threading, time
+    imported = threading.Event()
+    def speak():
+        while not imported.wait(0.3):
+            print("importing mlflow", flush=True)
+    threading.Thread(target=speak, daemon=True).start()
+    import mlflow
+    imported.set()
+    print("calling mlflow", flush=True)
+    began = time.monotonic()
+    mlflow.log_metric("loss", 0.5)
+    print(f"logged after {time.monotonic() - began:.1f} s", flush=True)
+"""
+JOB = f"""
+    command: python rank.py
+    code: src
+    limits:
+      hang_timeout: {HANG_TIMEOUT}
+"""
+
+
+def test_a_rank_waiting_for_distruns_server_to_start_is_not_hung(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    job = job_file(tmp_path / "job", JOB, {"rank.py": RANK})
+    env = {"DISTRUN_MLFLOW": "1", "DISTRUN_MLFLOW_SERVER_IDLE": "1"}
+    done = distrun_cli(home, "run", str(job), "--name", "first_metric", env=env, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    waited = float(done.stdout.split("logged after ")[1].split()[0])
+    assert waited > HANG_TIMEOUT, f"the server started within {waited} s: this run proves nothing"
+    assert record(home, "first_metric")["status"] == "Completed"
+    shown = distrun_cli(home, "metrics", "first_metric")
+    assert "loss  step 0  0.5" in shown.stdout, shown.stdout + shown.stderr
