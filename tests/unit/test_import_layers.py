@@ -52,6 +52,7 @@ LAYERS = {
     "distrun.core": 0,
     "distrun.constants": 0,
     "distrun.identity": 0,
+    "distrun._version": 0,
     # 1 spec: what a job says (models, YAML with positions, older forms, overrides) and config.yaml's sections.
     "distrun.spec": 1,
     # 2 plan: pure planning, and the restart policy the plans and backends share (with its attempts' logs).
