@@ -128,6 +128,7 @@ class _PipelineLoader:
         self.source = source
         self.smap = smap
         self.problems: list[Problem] = []
+        self.step_notes: list[str] = []  # what the steps said without refusing (StepBuilder.notes)
         self.component_files: dict[Path, LoadedComponent | None] = {}
         self.sources: list[str] = [source]  # files in the order problems are reported
         self.reader = ComponentReader(source, self.problems, self.sources)
@@ -150,7 +151,7 @@ class _PipelineLoader:
         self._cycles(steps)
         if self.problems:
             raise ValidationError(self._ordered(self.problems))
-        return LoadedPipeline(spec, self.base_dir, self.source, self.smap, steps, self._notes(spec))
+        return LoadedPipeline(spec, self.base_dir, self.source, self.smap, steps, self._notes(spec) + self.step_notes)
 
     # ------------------------------------------------------------ the pipeline itself
 
@@ -220,6 +221,7 @@ class _PipelineLoader:
                 assert component is not None  # `_component_fits` said so
                 sweep = sweep_step(builder, component)
                 self.problems += builder.problems
+                self.step_notes += builder.notes
                 self.problems += self._step_problems(sweep)
                 steps[sweep.name] = sweep
                 continue
@@ -229,6 +231,7 @@ class _PipelineLoader:
                 continue
             step = builder.build()
             self.problems += builder.problems
+            self.step_notes += builder.notes
             self.problems += self._step_problems(step)
             steps[step.name] = step
         self._through_pipeline_steps(steps, writers)
@@ -267,6 +270,7 @@ class _PipelineLoader:
         builder._inputs()
         builder._outputs()
         self.problems += builder.problems
+        self.step_notes += builder.notes
         settings = level.spec.settings.model_copy(
             update={"default_compute": raw.get("compute") or level.spec.settings.default_compute or level.spec.compute}
         )

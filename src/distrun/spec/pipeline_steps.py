@@ -118,6 +118,7 @@ class StepBuilder:
         self.refused: set[str] = set()
         self.path: KeyPath = ("jobs", name)
         self.problems: list[Problem] = []
+        self.notes: list[str] = []  # what is said but not refused (an undeclared input, dropped)
         self.document: dict[str, Any] = {}
         self.positions = SourceMap(smap.source)
         self.positions.set((), smap.find(self.path))
@@ -217,6 +218,16 @@ class StepBuilder:
     def _undeclared(self, kind: str, name: str, declared: list[str]) -> None:
         """A step's input or output its component does not declare."""
         close = _close(name, declared)
+        if kind == "input" and close is None:
+            # Azure ML builds a step's inputs from its component's declarations: one it does not
+            # declare is dropped, and the pipeline runs (published pipelines pass such inputs).
+            # Dropped here too, and said; a name close to a declared one is a misspelling, refused.
+            where = self.smap.find(self.path + ("inputs", name))
+            self.notes.append(
+                f"{where}: {format_key_path(self.path + ('inputs', name))}: the component declares no input "
+                f"{name!r} (its inputs: {', '.join(declared) or 'none'}): Azure ML drops it, and so does distrun"
+            )
+            return
         listed = ", ".join(declared) or "none"
         self.problem(
             f"the component has no {kind} {name!r}",
@@ -461,7 +472,7 @@ def literal_problem(decl: InputDeclaration, value: Any) -> str | None:
         return f"expected a whole number, got {value!r}"
     if decl.type == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
         return f"expected a number, got {value!r}"
-    if decl.type == "boolean" and not isinstance(value, bool):
+    if decl.type == "boolean" and not isinstance(value, bool) and not _boolean_text(value):
         return f"expected true or false, got {value!r}"
     if decl.enum is not None and value not in decl.enum:
         return f"{value!r} is not one of {', '.join(map(repr, decl.enum))}"
@@ -471,6 +482,12 @@ def literal_problem(decl: InputDeclaration, value: Any) -> str | None:
         if decl.max is not None and value > decl.max:
             return f"{value!r} is above the input's max {decl.max:g}"
     return None
+
+
+def _boolean_text(value: Any) -> bool:
+    """ "True" or "False" (any case): Azure ML passes a step's value to its command as text, so a
+    boolean input given one runs as given; it reaches the command as exactly that text."""
+    return isinstance(value, str) and value.strip().lower() in ("true", "false")
 
 
 def _literal_hint(decl: InputDeclaration) -> str:
