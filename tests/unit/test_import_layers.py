@@ -85,6 +85,8 @@ LAYERS = {
     "distrun.entities": 10,
     "distrun.dsl": 10,
     "distrun.sweep": 10,
+    "distrun.parallel": 10,
+    "distrun.automl": 10,
     "distrun.ui": 10,
 }
 
