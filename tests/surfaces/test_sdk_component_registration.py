@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from distrun import Input, MLClient, Output
 from distrun.dsl import pipeline
@@ -14,6 +15,14 @@ from distrun.entities import CommandComponent
 from support.sdk import sdk_env, write
 
 __all__ = ["sdk_env"]  # the fixture, imported for pytest
+
+
+def completed(client: MLClient, job: Any, capsys: Any) -> str:
+    """Submit the pipeline, stream it to its end; its name, once it completed."""
+    submitted = client.jobs.create_or_update(job)
+    client.jobs.stream(submitted.name)
+    assert "Status: Completed" in capsys.readouterr().out
+    return str(submitted.name)
 
 
 def test_a_function_component_and_a_python_made_component_register_and_run_as_steps(sdk_env: Path, capsys) -> None:
@@ -65,8 +74,43 @@ def test_a_function_component_and_a_python_made_component_register_and_run_as_st
         naming = client.components.get("label")(counted=counting.outputs.counted)
         return {"label": naming.outputs.labelled}
 
-    submitted = client.jobs.create_or_update(words(text=Input(type="uri_folder", path="./data")))
-    client.jobs.stream(submitted.name)
-    assert "Status: Completed" in capsys.readouterr().out
-    label_file = client.layout.job(f"{submitted.name}.naming").named_output("labelled") / "label.txt"
+    name = completed(client, words(text=Input(type="uri_folder", path="./data")), capsys)
+    label_file = client.layout.job(f"{name}.naming").named_output("labelled") / "label.txt"
     assert label_file.read_text() == "n=30"
+
+
+def test_a_pipeline_function_registers_and_runs_as_a_step_of_another_pipeline(sdk_env: Path, capsys) -> None:
+    double_py = write(
+        sdk_env / "src" / "double.py",
+        """
+        import pathlib, sys
+        numbers = (pathlib.Path(sys.argv[1]) / "sample.txt").read_text().split()
+        (pathlib.Path(sys.argv[2]) / "doubled.txt").write_text(" ".join(str(2 * int(n)) for n in numbers))
+        """,
+    )
+    double = CommandComponent(
+        name="double",
+        inputs={"numbers": Input(type="uri_folder")},
+        outputs={"doubled": Output(type="uri_folder")},
+        code="./src",
+        command="python double.py ${{inputs.numbers}} ${{outputs.doubled}}",
+    )
+
+    @pipeline()
+    def doubling(numbers):
+        twice = double(numbers=numbers)
+        return {"result": twice.outputs.doubled}
+
+    client = MLClient()
+    assert client.components.create_or_update(doubling).id == "azureml:doubling:1"
+    double_py.write_text("raise SystemExit('the edited file ran')\n")  # the version keeps its own copy
+    stage = client.components.get("doubling")
+
+    @pipeline(default_compute="local")
+    def outer(numbers):
+        inner = stage(numbers=numbers)
+        return {"out": inner.outputs.result}
+
+    name = completed(client, outer(numbers=Input(type="uri_folder", path="./data")), capsys)
+    doubled = client.layout.job(f"{name}.inner.twice").named_output("doubled") / "doubled.txt"
+    assert doubled.read_text() == "2 4 6"

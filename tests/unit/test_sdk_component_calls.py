@@ -1,5 +1,5 @@
 """The component calls of azure-ai-ml's notebooks that build nothing to run: CommandComponent's
-own arguments, a misspelled step output, a pipeline function given to components.create_or_update."""
+own arguments, a misspelled step output, a pipeline function registered as a pipeline component."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import warnings
 from pathlib import Path
 
 import pytest
+import yaml
 
-from distrun import Input, MLClient, NotSupportedYetError, Output, ValidationError
+from distrun import Input, MLClient, Output, ValidationError
 from distrun.dsl import pipeline
 from distrun.entities import CommandComponent
 from distrun.sdk.notices import IgnoredArgumentWarning
@@ -57,15 +58,33 @@ def test_a_misspelled_step_output_names_the_output_it_means(sdk_env: Path) -> No
     assert "clear" not in str(raised.value)  # not a dict's method, as Python itself would suggest
 
 
-def test_registering_a_pipeline_function_says_what_to_do(sdk_env: Path) -> None:
+def test_a_pipeline_function_registers_as_a_pipeline_component_that_keeps_its_files(sdk_env: Path) -> None:
+    (sdk_env / "src" / "clean.py").write_text("print('cleaned')\n")
+
     @pipeline()
-    def prep(raw):
-        return {"data": clean()(raw=raw).outputs.cleaned}
+    def prep(raw, ratio: float = 0.3):
+        step = clean(code="./src")(raw=raw, ratio=ratio)
+        return {"data": step.outputs.cleaned}
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IgnoredArgumentWarning)
         client = MLClient()
-    with pytest.raises(NotSupportedYetError, match="registering the pipeline component prep is not supported yet"):
-        client.components.create_or_update(prep)
+    registered = client.components.create_or_update(prep)
+    assert (registered.id, registered.type) == ("azureml:prep:1", "pipeline")
+    # Its inputs have the types its steps read them as, a default kept; its outputs are what it returns.
+    assert {name: i._to_data() for name, i in registered.inputs.items()} == {
+        "raw": {"type": "uri_folder"},
+        "ratio": {"type": "number", "default": 0.3},
+    }
+    assert list(registered.outputs) == ["data"]
+    # Its step's component is kept in the version, code folder included: a later edit changes nothing.
+    document = yaml.safe_load(registered._file.read_text())
+    step = document["jobs"]["step"]
+    assert step["component"]["code"] == "./jobs/step/code"
+    assert step["inputs"] == {"raw": "${{parent.inputs.raw}}", "ratio": "${{parent.inputs.ratio}}"}
+    assert (registered._file.parent / "jobs" / "step" / "code" / "clean.py").read_text() == "print('cleaned')\n"
+    # A step of another pipeline names it, as a pipeline component.
+    outer_step = client.components.get("prep")(raw=Input(type="uri_folder", path="./data"))
+    assert outer_step._step_keys()["type"] == "pipeline" and outer_step._step_keys()["component"] == "azureml:prep:1"
     with pytest.raises(TypeError, match=r"an @command_component function\), not int"):
         client.components.create_or_update(3)

@@ -284,7 +284,7 @@ class ComponentOperations:
         from distrun.store.components import get_component
 
         registered = get_component(self._home, name, None if version is None else str(version), label)
-        component = load_component(registered.file)
+        component = _registered_pipeline(registered.file) or load_component(registered.file)
         component._reference = f"azureml:{registered.name}:{registered.version}"
         return component
 
@@ -300,17 +300,59 @@ def _registrable(component: Any) -> Component:
     if isinstance(component, Component):
         return component
     if callable(component) and hasattr(component, "_pipeline_function"):
-        from distrun.core.errors import NotSupportedYetError
-
-        raise NotSupportedYetError(
-            f"registering the pipeline component {getattr(component, '__name__', component)} is not supported yet",
-            "register its steps' components, and call the @pipeline function inside another pipeline "
-            "(it becomes that pipeline's step)",
-        )
+        return _pipeline_component(component)
     raise TypeError(
         "components.create_or_update takes a component (load_component(...), CommandComponent(...) "
         f"or an @command_component function), not {type(component).__name__}"
     )
+
+
+def _registered_pipeline(file: Path) -> Component | None:
+    """A registered pipeline component (a step naming it is checked where its pipeline is); None
+    for a command component, which load_component checks."""
+    from distrun.core.safe_files import read_text
+    from distrun.spec.yaml_source import parse_yaml_text
+
+    document, _ = parse_yaml_text(read_text(file, 1 << 20), str(file))
+    if not isinstance(document, dict) or document.get("type") != "pipeline":
+        return None
+    return Component(document, file)
+
+
+def _pipeline_component(pipeline_function: Any) -> Component:
+    """An `@pipeline` function as a pipeline component, as azure-ai-ml registers one: its
+    parameters are its inputs (each of the type the steps read it as; a default kept), its
+    returned outputs its outputs, its steps inline. It is built with a stand-in for each input."""
+    from distrun.sdk.pipeline_nodes import PipelineInput
+    from distrun.spec.loaded_pipeline import VALUE_STAND_INS
+
+    function = pipeline_function._pipeline_function
+    parameters = inspect.signature(function).parameters
+    # First built with no values, to learn each input's type from the steps that read it...
+    probe = pipeline_function(**{name: None for name in parameters})
+    kinds: dict[str, str] = {}
+    for node in probe.jobs.values():
+        declared = getattr(getattr(node, "component", None), "inputs", {})
+        for key, value in node.inputs.items():
+            if isinstance(value, PipelineInput) and key in declared:
+                kinds.setdefault(value._name, str(declared[key].type))
+    # ...then with a stand-in of that type for each input, so that every step reads its inputs.
+    stand_ins = {}
+    for name in parameters:
+        kind = kinds.get(name, "string")
+        stand_ins[name] = VALUE_STAND_INS[kind] if kind in VALUE_STAND_INS else Input(type=kind)
+    data = pipeline_function(**stand_ins)._component_data()
+    for name, parameter in parameters.items():
+        declaration: dict[str, Any] = {"type": kinds.get(name, data["inputs"][name]["type"])}
+        if parameter.default is not inspect.Parameter.empty:
+            if parameter.default is None:
+                declaration["optional"] = True
+            elif isinstance(parameter.default, (str, int, float, bool)):
+                declaration["default"] = parameter.default
+        data["inputs"][name] = declaration
+    component = Component(data, Path(inspect.getsourcefile(function) or "<python>"))
+    component._inline = True
+    return component
 
 
 __all__ = ["CommandComponent", "Component", "ComponentNode", "ComponentOperations", "load_component"]
