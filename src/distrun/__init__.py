@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-# Nothing is imported here at run time: every `python -m distrun.<module>` imports this package
-# first, a cluster node's ports step included (distrun.backends.ports), and pays for what it holds.
+from distrun._version import __version__
+
+# Nothing but the version (above) is imported here at run time: every `python -m distrun.<module>`
+# imports this package first, a cluster node's ports step included (distrun.backends.ports), and
+# pays for what it holds.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -14,7 +17,6 @@ if TYPE_CHECKING:
     from distrun.core.errors import ResourceNotFoundError as ResourceNotFoundError
     from distrun.core.errors import ValidationError as ValidationError
 
-__version__ = "0.1.0"
 
 _ERRORS = ("DistrunError", "JobFailedError", "ValidationError", "ResourceNotFoundError", "NotSupportedYetError")
 
@@ -41,35 +43,7 @@ _SDK_EXPORTS = {
 # dsl`, `from azure.ai.ml.sweep import Choice` -> `from distrun.sweep import Choice`).
 _SUBMODULES = ("dsl", "sweep")
 
-# Root names of `azure.ai.ml` for what distrun does not run: Spark, and the workspace's other
-# assets. Importing one says so, rather than "cannot import name".
-_NOT_RUN_HERE = {
-    "spark": "Spark jobs",
-    "load_batch_deployment": "batch deployments",
-    "load_batch_endpoint": "batch endpoints",
-    "load_online_deployment": "online deployments",
-    "load_online_endpoint": "online endpoints",
-    "load_compute": "Azure ML compute definitions",
-    "load_data": "data assets",
-    "load_datastore": "datastores",
-    "load_environment": "environment assets",
-    "load_model": "model assets",
-    "load_model_package": "model packages",
-    "load_registry": "registries",
-    "load_workspace": "workspaces",
-    "load_workspace_connection": "workspace connections",
-}
-
 __all__ = [*_ERRORS, "__version__", *_SDK_EXPORTS]
-
-
-def not_run_here(name: str) -> ImportError:
-    what = _NOT_RUN_HERE[name]
-    return ImportError(
-        f"distrun does not provide {name}: it runs command and pipeline jobs (command(...), load_job, "
-        f"load_component, @dsl.pipeline, MLClient.jobs), not {what}",
-        name=name,
-    )
 
 
 def __getattr__(name: str) -> Any:
@@ -79,8 +53,10 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"distrun.{name}")
     module_name = "distrun.core.errors" if name in _ERRORS else _SDK_EXPORTS.get(name)
     if module_name is None:
-        if name in _NOT_RUN_HERE:
-            raise not_run_here(name)
+        from distrun.sdk import not_provided  # azure.ai.ml's root names distrun lacks say what to do
+
+        if name in not_provided.ROOT:
+            raise not_provided.import_error(not_provided.ROOT, name)
         raise AttributeError(f"module 'distrun' has no attribute {name!r}")
     value = getattr(importlib.import_module(module_name), name)
     globals()[name] = value  # later lookups skip this function

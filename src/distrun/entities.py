@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from distrun.sdk import not_provided
 from distrun.sdk.assets import Data
 from distrun.sdk.command_job import Command, CommandJob, CreationContext
 from distrun.sdk.components import CommandComponent, Component
@@ -53,3 +54,6 @@ __all__ = [
     "UserIdentityConfiguration",
     "Workspace",
 ]
+
+# Classes of `azure.ai.ml.entities` distrun does not provide (yet) say what to do instead.
+__getattr__ = not_provided.module_getattr(__name__, not_provided.ENTITIES, "azure.ai.ml.entities")

@@ -5,6 +5,7 @@ from distrun.v1 import ScriptRunConfig, PyTorchConfiguration, Experiment, Worksp
 
 from __future__ import annotations
 
+from distrun.sdk import not_provided
 from distrun.sdk.v1 import (
     CondaDependencies,
     Environment,
@@ -32,3 +33,6 @@ __all__ = [
     "TensorflowConfiguration",
     "Workspace",
 ]
+
+# azureml.core's names distrun does not provide (yet) say what to do instead.
+__getattr__ = not_provided.module_getattr(__name__, not_provided.V1, "azureml.core")

@@ -52,6 +52,7 @@ LAYERS = {
     "distrun.core": 0,
     "distrun.constants": 0,
     "distrun.identity": 0,
+    "distrun._version": 0,
     # 1 spec: what a job says (models, YAML with positions, older forms, overrides) and config.yaml's sections.
     "distrun.spec": 1,
     # 2 plan: pure planning, and the restart policy the plans and backends share (with its attempts' logs).
@@ -84,6 +85,8 @@ LAYERS = {
     "distrun.entities": 10,
     "distrun.dsl": 10,
     "distrun.sweep": 10,
+    "distrun.parallel": 10,
+    "distrun.automl": 10,
     "distrun.ui": 10,
 }
 

@@ -54,3 +54,13 @@ def test_invalid_job_is_refused_with_a_useful_error(case: Path) -> None:
             assert problem.position.column is not None and problem.position.column >= 1, problem
         if not problem.message.startswith(WHOLE_DOCUMENT):
             assert problem.key_path, f"problem without a key path: {problem}"
+
+
+def test_a_job_type_distrun_does_not_run_is_one_problem_naming_the_types_it_runs() -> None:
+    # A fine-tuning job's keys (model, task, training_data, ...) are its type's: one line says the
+    # type is not run here, instead of a problem for each key.
+    with pytest.raises(ValidationError) as caught:
+        load_job_file(CORPUS / "96-unknown-job-type.yml", [])
+    (problem,) = caught.value.problems
+    assert problem.key_path == "type" and "finetuning" in problem.message
+    assert all(f"`type: {kind}`" in problem.hint for kind in ("command", "pipeline", "sweep"))

@@ -76,3 +76,41 @@ def test_the_metrics_and_v1_environment_calls_the_docs_describe_are_there() -> N
         assert callable(getattr(Environment, name)), name
     assert "`Run.get_context().log(name, value)`" in described and "`log_list`" in described
     assert callable(Run.get_context) and callable(Run.log) and callable(Run.log_list)
+
+
+def failure_of(name: str, client: MLClient) -> BaseException:
+    """What using `name` (MLClient.attr, or module.attr imported) raises."""
+    if name.startswith("MLClient."):
+        with pytest.raises(AttributeError) as raised:
+            getattr(client, name.split(".", 1)[1])
+        return raised.value
+    module_name, _, attr = name.rpartition(".")
+    with pytest.raises(ImportError) as raised:
+        exec(f"from {module_name} import {attr}", {})
+    return raised.value
+
+
+def test_each_name_not_there_says_what_it_is_and_what_to_do_instead(tmp_path: Path) -> None:
+    client = MLClient(home=tmp_path)
+    names = [name for name in missing_names() if not name.endswith("Error")]
+    assert {"distrun.parallel", "distrun.automl", "distrun.entities.JobService", "distrun.entities.Model"} <= set(names)
+    for name in names:
+        message = str(failure_of(name, client))
+        module, _, short = name.rpartition(".")
+        # "distrun does not provide NAME[ (azure's name)]: it runs ..., not WHAT; WHAT TO DO", NAME
+        # the name, or the module of it that distrun does not provide (distrun.parallel.X: parallel)
+        said = rf"(MLClient\.)?({short}|{module.rpartition('.')[2]})"
+        assert re.match(rf"distrun does not provide {said}\b.*: it runs .*, not .+; \w+", message), (
+            name,
+            message,
+        )
+
+
+def test_distrun_has_its_version_where_azure_ai_ml_keeps_its_own() -> None:
+    import distrun
+    from distrun._version import VERSION
+
+    assert re.fullmatch(r"\d+\.\d+\.\d+", VERSION)
+    assert distrun.__version__ == VERSION
+    pyproject = (SDK_DOC.parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'\nversion = "{VERSION}"\n' in pyproject

@@ -135,6 +135,7 @@ class _PipelineLoader:
         self.source = source
         self.smap = smap
         self.problems: list[Problem] = []
+        self.step_notes: list[str] = []  # what the steps said without refusing (StepBuilder.notes)
         self.sources: list[str] = [source]  # files in the order problems are reported
         self.components = StepComponents(ComponentReader(source, self.problems, self.sources))
 
@@ -159,7 +160,7 @@ class _PipelineLoader:
             self.problems += pipeline_name_problems(name, self.smap.find(("name",)), steps)  # else: the model said
         if self.problems:
             raise ValidationError(self._ordered(self.problems))
-        return LoadedPipeline(spec, self.base_dir, self.source, self.smap, steps, setting_notes(spec))
+        return LoadedPipeline(spec, self.base_dir, self.source, self.smap, steps, setting_notes(spec) + self.step_notes)
 
     # ------------------------------------------------------------ one level's steps
 
@@ -200,6 +201,7 @@ class _PipelineLoader:
                 sweep = sweep_step(builder, component)
                 self.problems += builder.problems
                 self.problems += step_problems(sweep, self.source)
+                self.step_notes += builder.notes
                 steps[sweep.name] = sweep
                 continue
             if component is not None and isinstance(component.spec, pipeline_models.PipelineComponent):
@@ -209,6 +211,7 @@ class _PipelineLoader:
             step = builder.build()
             self.problems += builder.problems
             self.problems += step_problems(step, self.source)
+            self.step_notes += builder.notes
             steps[step.name] = step
         self._through_pipeline_steps(steps, writers)
         exported = {
@@ -246,6 +249,7 @@ class _PipelineLoader:
         builder._inputs()
         builder._outputs()
         self.problems += builder.problems
+        self.step_notes += builder.notes
         settings = level.spec.settings.model_copy(
             update={"default_compute": raw.get("compute") or level.spec.settings.default_compute or level.spec.compute}
         )

@@ -116,6 +116,15 @@ class MLClient:
     def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Poller:
         return Poller.finished(self.create_or_update(entity, **kwargs))
 
+    def __getattr__(self, name: str) -> Any:
+        """Azure ML's operations for resources other than jobs say what to do instead."""
+        from distrun.sdk import not_provided
+
+        if name in not_provided.CLIENT:
+            what, todo = not_provided.CLIENT[name]
+            raise AttributeError(not_provided.message(f"MLClient.{name}", what, todo), name=name, obj=self)
+        raise AttributeError(f"'MLClient' object has no attribute {name!r}", name=name, obj=self)
+
     def __repr__(self) -> str:
         return f"MLClient(compute={self.default_compute!r}, home={str(self.layout.home)!r})"
 

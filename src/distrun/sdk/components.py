@@ -44,7 +44,16 @@ def _default(declaration: dict[str, Any]) -> Any:
 class Component:
     """A command component (`azure.ai.ml.entities.CommandComponent`), loaded from YAML or registered."""
 
-    def __init__(self, data: dict[str, Any], file: Path, reference: str | None = None) -> None:
+    def __init__(
+        self, data: dict[str, Any] | None = None, file: Path | None = None, reference: str | None = None, **fields: Any
+    ) -> None:
+        self._inline = data is None  # made in Python, as azure-ai-ml's CommandComponent(name=..., command=...)
+        if data is None:
+            data = _component_document(fields)
+            file = Path(caller_position().source)  # where it was made: what its messages name
+        elif fields:
+            raise TypeError(f"Component() takes its fields or a loaded document, not both: {', '.join(fields)}")
+        assert file is not None
         self._data = data
         self._file = file  # the component's YAML (a registered one: its recorded copy)
         self._reference = reference  # azureml:NAME:VERSION once registered
@@ -80,9 +89,19 @@ class Component:
         """azure-ai-ml's component function (`help(component._func)`): the call, with its inputs."""
         return self.__call__
 
-    def _step_component(self) -> str:
-        """What a step's `component:` names: the registered component, else its file."""
+    def _step_component(self) -> Any:
+        """What a step's `component:` names: the registered component, else its file (its
+        document, when it was made in Python)."""
+        if self._reference is None and self._inline:
+            return dict(self._data)
         return self._reference or str(self._file)
+
+    def _yaml_text(self) -> str:
+        """The component as the YAML `components.create_or_update` records: its file's text (its
+        comments kept), or its document when it was made in Python or from a function."""
+        if self._inline:
+            return yaml_text(self._data)
+        return self._file.read_text(encoding="utf-8")
 
     def __call__(self, *args: Any, **inputs: Any) -> ComponentNode:
         """A step running this component with these inputs (inside an `@pipeline` function)."""
@@ -106,6 +125,55 @@ class Component:
 
 
 CommandComponent = Component
+
+# azure-ai-ml's CommandComponent(...) arguments distrun keeps in the component's document.
+_FIELDS = (
+    "name",
+    "version",
+    "display_name",
+    "description",
+    "tags",
+    "is_deterministic",
+    "inputs",
+    "outputs",
+    "command",
+    "code",
+    "environment",
+    "environment_variables",
+    "distribution",
+    "resources",
+)
+
+
+def _component_document(fields: dict[str, Any]) -> dict[str, Any]:
+    """A command component's document from azure-ai-ml's CommandComponent(...) arguments, checked
+    as a component file is (its code folder made absolute against the current folder)."""
+    from distrun.core.errors import ValidationError
+    from distrun.loading.checks import reference_problems
+    from distrun.loading.component_reader import load_component_data
+    from distrun.sdk.notices import note_ignored
+    from distrun.sdk.pipeline_nodes import absolute
+    from distrun.sdk.plain import to_data
+
+    kind = fields.pop("type", "command")
+    note_ignored("CommandComponent", {k: v for k, v in fields.items() if k not in _FIELDS and v is not None})
+    data: dict[str, Any] = {"type": kind}
+    for key in _FIELDS:
+        value = fields.get(key)
+        if value is None:
+            continue
+        if key in ("inputs", "outputs"):
+            value = {name: to_data(port) for name, port in value.items()}
+        elif key == "code":
+            value = absolute(value, current_folder())
+        data[key] = to_data(value)
+    # Its problems are said now, as load_component says a file's: the document's, then its command's.
+    where = caller_position()
+    spec = load_component_data(data, current_folder(), str(where)).spec
+    problems = reference_problems(spec.command, spec.inputs, spec.outputs, lambda *key: where)
+    if problems:
+        raise ValidationError(problems)
+    return data
 
 
 class ComponentNode:
@@ -199,19 +267,16 @@ class ComponentOperations:
         with a snapshot of its code folder, as `distrun component create` does."""
         from distrun.store.components import register_component
 
-        if not isinstance(component, Component):
-            raise TypeError(
-                "components.create_or_update takes a component from load_component(...), "
-                f"not {type(component).__name__}"
-            )
+        component = _registrable(component)
         if not component.name:
             raise DistrunError(
                 f"component {component._file} has no name", "add `name:` to its file, or set component.name"
             )
         source = component._file
-        text = source.read_text(encoding="utf-8")
         version = version or component.version
-        registered = register_component(self._home, component._data, text, source.parent, component.name, version)
+        data = {**component._data, "name": component.name}
+        text = component._yaml_text()
+        registered = register_component(self._home, data, text, source.parent, component.name, version)
         return self.get(registered.name, registered.version)
 
     def get(self, name: str, version: str | None = None, label: str | None = None) -> Component:
@@ -219,7 +284,7 @@ class ComponentOperations:
         from distrun.store.components import get_component
 
         registered = get_component(self._home, name, None if version is None else str(version), label)
-        component = load_component(registered.file)
+        component = _registered_pipeline(registered.file) or load_component(registered.file)
         component._reference = f"azureml:{registered.name}:{registered.version}"
         return component
 
@@ -227,6 +292,67 @@ class ComponentOperations:
         from distrun.store.components import list_components
 
         return [self.get(c.name, c.version) for c in list_components(self._home, name)]
+
+
+def _registrable(component: Any) -> Component:
+    """What `components.create_or_update` takes: a component (loaded, made in Python, or a
+    function's from `@command_component`); anything else is said plainly."""
+    if isinstance(component, Component):
+        return component
+    if callable(component) and hasattr(component, "_pipeline_function"):
+        return _pipeline_component(component)
+    raise TypeError(
+        "components.create_or_update takes a component (load_component(...), CommandComponent(...) "
+        f"or an @command_component function), not {type(component).__name__}"
+    )
+
+
+def _registered_pipeline(file: Path) -> Component | None:
+    """A registered pipeline component (a step naming it is checked where its pipeline is); None
+    for a command component, which load_component checks."""
+    from distrun.core.safe_files import read_text
+    from distrun.spec.yaml_source import parse_yaml_text
+
+    document, _ = parse_yaml_text(read_text(file, 1 << 20), str(file))
+    if not isinstance(document, dict) or document.get("type") != "pipeline":
+        return None
+    return Component(document, file)
+
+
+def _pipeline_component(pipeline_function: Any) -> Component:
+    """An `@pipeline` function as a pipeline component, as azure-ai-ml registers one: its
+    parameters are its inputs (each of the type the steps read it as; a default kept), its
+    returned outputs its outputs, its steps inline. It is built with a stand-in for each input."""
+    from distrun.sdk.pipeline_nodes import PipelineInput
+    from distrun.spec.loaded_pipeline import VALUE_STAND_INS
+
+    function = pipeline_function._pipeline_function
+    parameters = inspect.signature(function).parameters
+    # First built with no values, to learn each input's type from the steps that read it...
+    probe = pipeline_function(**{name: None for name in parameters})
+    kinds: dict[str, str] = {}
+    for node in probe.jobs.values():
+        declared = getattr(getattr(node, "component", None), "inputs", {})
+        for key, value in node.inputs.items():
+            if isinstance(value, PipelineInput) and key in declared:
+                kinds.setdefault(value._name, str(declared[key].type))
+    # ...then with a stand-in of that type for each input, so that every step reads its inputs.
+    stand_ins = {}
+    for name in parameters:
+        kind = kinds.get(name, "string")
+        stand_ins[name] = VALUE_STAND_INS[kind] if kind in VALUE_STAND_INS else Input(type=kind)
+    data = pipeline_function(**stand_ins)._component_data()
+    for name, parameter in parameters.items():
+        declaration: dict[str, Any] = {"type": kinds.get(name, data["inputs"][name]["type"])}
+        if parameter.default is not inspect.Parameter.empty:
+            if parameter.default is None:
+                declaration["optional"] = True
+            elif isinstance(parameter.default, (str, int, float, bool)):
+                declaration["default"] = parameter.default
+        data["inputs"][name] = declaration
+    component = Component(data, Path(inspect.getsourcefile(function) or "<python>"))
+    component._inline = True
+    return component
 
 
 __all__ = ["CommandComponent", "Component", "ComponentNode", "ComponentOperations", "load_component"]

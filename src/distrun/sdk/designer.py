@@ -50,12 +50,10 @@ class FunctionComponent(Component):
 
     def __init__(self, data: dict[str, Any], file: Path, function: Callable[..., Any]) -> None:
         super().__init__(data, file)
+        self._inline = True  # its file is Python: a step names its document, registering records it
         self._function = function
         self.__doc__ = function.__doc__
         self.__wrapped__ = function
-
-    def _step_component(self) -> Any:
-        return dict(self._data)
 
     def __repr__(self) -> str:
         return (

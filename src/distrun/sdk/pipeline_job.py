@@ -328,6 +328,7 @@ def pipeline(
             bound.apply_defaults()
             return _build(function, dict(bound.arguments), options, settings, extra)
 
+        build._pipeline_function = function  # type: ignore[attr-defined]  # a pipeline component's, told apart
         return build
 
     return decorate(func) if callable(func) else decorate

@@ -116,6 +116,31 @@ class NodeOutputs(AttrDict):
     def __setattr__(self, name: str, value: Any) -> None:
         self[name] = value
 
+    def __getattr__(self, name: str) -> Any:
+        if name in self:
+            return self[name]
+        raise NoSuchOutput(self.__dict__["_node"], name, list(self))
+
+    def __dir__(self) -> list[str]:
+        return list(self)  # what a misspelled output is compared with: the step's outputs
+
+
+class NoSuchOutput(AttributeError):
+    """`step.outputs.NAME` for an output the step's component does not declare: said as the YAML
+    loader says `${{parent.jobs.STEP.outputs.NAME}}` (with the output it means), not as a dict's
+    attribute (Python would offer the dict's methods: `cleand`, did you mean `clear`?)."""
+
+    def __init__(self, node: Any, name: str, known: list[str]) -> None:
+        import difflib
+
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        step = (node.name or node._name_hint()) if hasattr(node, "_name_hint") else type(node).__name__
+        hint = f"did you mean outputs.{close[0]}?" if close else f"its outputs: {', '.join(known) or 'none'}"
+        super().__init__(f"step {step} has no output {name!r}: {hint}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
 
 def absolute(path: Any, base_dir: Path) -> Any:
     """A local relative path made absolute against `base_dir` (where the user's code ran), as the

@@ -32,7 +32,11 @@ _HINTS = {
     "sweep": "`distrun run FILE` runs a sweep, `distrun plan FILE` and `distrun job validate -f FILE` "
     "check one; here a command job is expected",
 }
-_OTHER_HINT = "distrun runs command jobs (`type: command`, or no `type`)"
+# The job types distrun runs, as a job of another type is told (one line, not a problem per key).
+RUN_TYPES_HINT = (
+    "distrun runs command jobs (`type: command`, or no `type`), pipeline jobs (`type: pipeline`) "
+    "and sweep jobs (`type: sweep`)"
+)
 
 
 def not_a_command_job(data: dict[str, Any], smap: SourceMap) -> Problem | None:
@@ -42,6 +46,12 @@ def not_a_command_job(data: dict[str, Any], smap: SourceMap) -> Problem | None:
     key = "$schema"
     if kind is None and isinstance(data.get("type"), str) and data["type"].lower() in _TYPES:
         kind, key = _TYPES[data["type"].lower()], "type"
+    if kind is None and isinstance(data.get("type"), str) and data["type"].lower() != "command":
+        # A job type distrun does not know (`finetuning`, `automl`, a typo): its other keys are that
+        # type's, so reporting each as unknown would say nothing useful.
+        return Problem(
+            f"`type: {data['type']}` is not a job type distrun runs", "type", smap.find(("type",)), RUN_TYPES_HINT
+        )
     if kind is None and isinstance(data.get("jobs"), dict):
         kind, key = "a pipeline job", "jobs"
     if kind is None and "version" in data and "command" in data:
@@ -49,7 +59,7 @@ def not_a_command_job(data: dict[str, Any], smap: SourceMap) -> Problem | None:
         kind, key = "a command component", "version"
     if kind is None:
         return None
-    hint = next((text for word, text in _HINTS.items() if word in kind), _OTHER_HINT)
+    hint = next((text for word, text in _HINTS.items() if word in kind), RUN_TYPES_HINT)
     return Problem(f"this file is {kind}, not a command job", key, smap.find((key,)), hint)
 
 

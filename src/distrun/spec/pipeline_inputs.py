@@ -202,7 +202,7 @@ def literal_problem(decl: InputDeclaration, value: Any) -> str | None:
         return f"expected a whole number, got {value!r}"
     if decl.type == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
         return f"expected a number, got {value!r}"
-    if decl.type == "boolean" and not isinstance(value, bool):
+    if decl.type == "boolean" and not isinstance(value, bool) and not _boolean_text(value):
         return f"expected true or false, got {value!r}"
     if decl.enum is not None and value not in decl.enum:
         return f"{value!r} is not one of {', '.join(map(repr, decl.enum))}"
@@ -212,6 +212,12 @@ def literal_problem(decl: InputDeclaration, value: Any) -> str | None:
         if decl.max is not None and value > decl.max:
             return f"{value!r} is above the input's max {decl.max:g}"
     return None
+
+
+def _boolean_text(value: Any) -> bool:
+    """ "True" or "False" (any case): Azure ML passes a step's value to its command as text, so a
+    boolean input given one runs as given; it reaches the command as exactly that text."""
+    return isinstance(value, str) and value.strip().lower() in ("true", "false")
 
 
 def literal_hint(decl: InputDeclaration) -> str:

@@ -76,6 +76,7 @@ class StepBuilder:
         self.refused: set[str] = set()
         self.path: KeyPath = ("jobs", name)
         self.problems: list[Problem] = []
+        self.notes: list[str] = []  # what is said but not refused (an undeclared input, dropped)
         self.document: dict[str, Any] = {}
         self.positions = SourceMap(smap.source)
         self.positions.set((), smap.find(self.path))
@@ -175,6 +176,16 @@ class StepBuilder:
     def _undeclared(self, kind: str, name: str, declared: list[str]) -> None:
         """A step's input or output its component does not declare."""
         close = close_match(name, declared)
+        if kind == "input" and close is None:
+            # Azure ML builds a step's inputs from its component's declarations: one it does not
+            # declare is dropped, and the pipeline runs (published pipelines pass such inputs).
+            # Dropped here too, and said; a name close to a declared one is a misspelling, refused.
+            where = self.smap.find(self.path + ("inputs", name))
+            self.notes.append(
+                f"{where}: {format_key_path(self.path + ('inputs', name))}: the component declares no input "
+                f"{name!r} (its inputs: {', '.join(declared) or 'none'}): Azure ML drops it, and so does distrun"
+            )
+            return
         listed = ", ".join(declared) or "none"
         self.problem(
             f"the component has no {kind} {name!r}",

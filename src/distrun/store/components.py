@@ -14,6 +14,7 @@ the component's file or code folder changes nothing a pipeline runs. A version w
 
 from __future__ import annotations
 
+import copy
 import io
 import re
 import shutil
@@ -90,6 +91,14 @@ def register_component(
             "versions never change: give a new --version (or none for the next number)",
         ) from None
     try:
+        if data.get("type") == "pipeline":
+            # A pipeline component (registered from Python): its steps' components are kept inline,
+            # each with its code folder and conda file copied in, so the version never changes.
+            document = _with_files_kept(copy.deepcopy(data), base_dir, folder, Path(), home)
+            document.update(name=name, version=version)  # no overrides: `component create` takes command components
+            (folder / COMPONENT_FILE).write_text(_yaml_text(document), encoding="utf-8")
+            (folder / CREATED).write_text(str(time.time()), encoding="utf-8")
+            return get_component(home, name, version)
         changes: dict[str, Any] = {**(overrides or {}), "name": name, "version": version}
         code = data.get("code")
         if isinstance(code, str) and _is_local(code):
@@ -148,6 +157,49 @@ def _with_changes(text: str, changes: dict[str, Any]) -> str:
             node = node.setdefault(parent, {})
         node[last] = value
     out = io.StringIO()
+    yaml.dump(document, out)
+    return out.getvalue()
+
+
+def _with_files_kept(component: dict[str, Any], base_dir: Path, root: Path, at: Path, home: Path) -> dict[str, Any]:
+    """A component document (inline) with its local files copied under `root / at` and named
+    relative to `root` (where the recorded component.yml is): a command component's code folder
+    and conda file; a pipeline component's steps' components, each inline under `jobs/STEP/`
+    (a step naming a component file holds that file's document)."""
+    from distrun.spec.yaml_source import parse_yaml_text
+    from distrun.store.snapshot import snapshot_code
+
+    code = component.get("code")
+    if isinstance(code, str) and _is_local(code):
+        snapshot_code(_local(base_dir, code), root / at / "code", skip=(home,))
+        component["code"] = f"./{(at / 'code').as_posix()}"
+    environment = component.get("environment")
+    conda = environment.get("conda_file") if isinstance(environment, dict) else None
+    if isinstance(conda, str) and _is_local(conda):
+        source = _local(base_dir, conda)
+        make_dirs(root / at)
+        shutil.copyfile(source, root / at / source.name)
+        environment["conda_file"] = f"./{(at / source.name).as_posix()}"
+    jobs = component.get("jobs") if component.get("type") == "pipeline" else None
+    for step, raw in (jobs or {}).items():
+        inner = raw.get("component") if isinstance(raw, dict) else None
+        inner_base = base_dir
+        if isinstance(inner, str) and _is_local(inner):
+            path = _local(base_dir, inner.removeprefix("file:"))
+            inner, _ = parse_yaml_text(read_text(path, 1 << 20), str(path))
+            inner_base = path.parent
+        if isinstance(inner, dict):
+            raw["component"] = _with_files_kept(inner, inner_base, root, at / "jobs" / str(step), home)
+    return component
+
+
+def _yaml_text(document: dict[str, Any]) -> str:
+    from ruamel.yaml import YAML
+
+    out = io.StringIO()
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[attr-defined]
     yaml.dump(document, out)
     return out.getvalue()
 
