@@ -379,3 +379,24 @@ def test_run_shows_each_steps_output_live_beside_its_lines_and_events_only_keeps
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     assert "[slow] started as job quiet.slow" in quiet.stdout and "[slow] Completed" in quiet.stdout
     assert "epoch" not in quiet.stdout
+
+
+def test_a_step_that_failed_without_a_traceback_shows_the_last_lines_of_its_log(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    # argparse refuses the arguments: usage and error on stderr, exit 2, no traceback.
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--epochs', type=int)\nparser.parse_args()\n"
+    )
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text("type: pipeline\njobs:\n  train:\n    command: python train.py --lr 3\n    code: src\n")
+    result = run_cli("run", str(pipeline), "--name", "usage")
+    assert result.returncode == 1, result.stdout + result.stderr
+    cause = _records(distrun_home)["usage"]["root_cause"]
+    assert cause["step"] == "train" and "unrecognized arguments: --lr 3" in cause["log_tail"]
+    summary = result.stdout[result.stdout.index("Execution Summary") :]
+    assert "Failed first: step train (job usage.train)" in summary
+    tail = summary[summary.index("  Last lines of its log:") :]
+    assert "    train.py: error: unrecognized arguments: --lr 3" in tail.splitlines()[1:4]
