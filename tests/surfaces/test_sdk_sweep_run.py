@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from distrun import Input, MLClient, command
+from distrun.core.errors import JobFailedError
 from distrun.store.layout import Layout
 from distrun.sweep import Choice, GridSamplingAlgorithm, SweepJob
 from support.sdk import sdk_env, write
@@ -42,7 +43,9 @@ def test_an_sdk_sweep_runs_each_trial_streams_and_reads_back(
     returned = client.jobs.create_or_update(sweep, experiment_name="tune")
     assert isinstance(returned, SweepJob) and returned.status in ("Queued", "Running")
     name = returned.name
-    client.jobs.stream(name)
+    # No trial could be ranked (tracking off): the sweep failed, and stream raises, saying why.
+    with pytest.raises(JobFailedError, match="no trial could be ranked: tracking is off"):
+        client.jobs.stream(name)
     out = capsys.readouterr().out
     assert f"[trial_0] Completed (job {name}.trial_0)\n" in out
     # A trial that failed says why, as `distrun run sweep.yml` does.
@@ -50,7 +53,7 @@ def test_an_sdk_sweep_runs_each_trial_streams_and_reads_back(
     assert "Trials: 2" in out and "Best trial: none (no completed trial logged loss)" in out
 
     got = client.jobs.get(name)
-    assert isinstance(got, SweepJob) and (got.status, got.experiment_name) == ("Completed", "tune")
+    assert isinstance(got, SweepJob) and (got.status, got.experiment_name) == ("Failed", "tune")
     assert [(s["parameters"], s["status"]) for s in got.steps.values()] == [
         ({"x": 1}, "Completed"),
         ({"x": 2}, "Failed"),

@@ -4,6 +4,7 @@ going, early termination stopping a trial with its reason, trial_timeout and can
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from distrun.store.index import JobIndex
-from support.cli import distrun_cli
+from support.cli import distrun_cli, with_src_first
 from support.jobs import processes_of_job, wait_for
 
 # Logs `score` = x * step for steps 0..2, or fails (x = -1) before importing mlflow.
@@ -179,13 +180,17 @@ def test_trial_timeout_ends_a_trial_and_the_sweep_goes_on(run_cli, distrun_home:
         "import sys, time\ntime.sleep(float(sys.argv[1]))\n",
     )
     result = run_cli("run", str(sweep), "--name", "timed")
-    assert result.returncode == 0, result.stdout + result.stderr  # one trial completed
+    # One trial completed, but tracking is off here (DISTRUN_MLFLOW=0): none could be ranked.
+    assert result.returncode == 1, result.stdout + result.stderr
     records = _records(distrun_home)
     assert records["timed.trial_0"]["status"] == "Failed"
     assert "timeout" in records["timed.trial_0"]["reason"]
     assert records["timed.trial_1"]["status"] == "Completed"
-    assert "[trial_1] logged no loss: it cannot be ranked" in result.stdout
+    assert "[trial_1] logged no loss: it cannot be ranked (its metrics were not tracked)" in result.stdout
     assert "Best trial: none (no completed trial logged loss)" in result.stdout
+    why = "no trial could be ranked: tracking is off (DISTRUN_MLFLOW=0), so no trial's loss was read"
+    assert (records["timed"]["status"], records["timed"]["reason"]) == ("Failed", why)
+    assert f"Reason: {why}" in result.stdout
     assert processes_of_job("timed.trial_0") == []
 
 
@@ -245,3 +250,100 @@ def test_a_detached_sweep_ends_at_its_timeout_canceling_the_running_trial(
     streamed = run_cli("stream", "capped")
     assert streamed.returncode != 0 and "Streaming the logs of its trials' jobs" in streamed.stdout
     assert "Trials: 1" in streamed.stdout and "Best trial: none (no completed trial logged loss)" in streamed.stdout
+
+
+@pytest.mark.slow
+def test_a_metric_never_logged_fails_the_sweep_naming_what_the_trials_logged(
+    run_tracked: Callable[..., Any], tracked_home: Path, tmp_path: Path
+) -> None:
+    run_cli, distrun_home = run_tracked, tracked_home
+    sweep = _sweep(
+        tmp_path,
+        "x",
+        "{type: choice, values: [1, 2]}",
+        "sampling_algorithm: grid\nobjective: {goal: maximize, primary_metric: acurracy}\n"
+        "limits: {max_concurrent_trials: 1}\n",
+        """
+        import sys
+        import mlflow
+        print("training with x =", sys.argv[1], flush=True)
+        mlflow.log_metric("accuracy", float(sys.argv[1]), step=0)
+        mlflow.log_metric("loss", 1.0, step=0)
+        """,
+    )
+    result = run_cli("run", str(sweep), "--name", "typo")
+    out = result.stdout
+    assert result.returncode == 1, out + result.stderr
+    # Each trial's own output, live, prefixed by its trial and [node/rank], beside the sweep's lines.
+    assert out.index("[trial_0] started") < out.index("[trial_0] [0/0] training with x = 1") < out.index("Trials: 2")
+    assert "[trial_1] [0/0] training with x = 2" in out
+    # Every trial that cannot be ranked says so, with what it logged.
+    logged = "(it logged: accuracy, loss; did you mean 'accuracy'?)"
+    for key in ("trial_0", "trial_1"):
+        assert f"[{key}] logged no acurracy: it cannot be ranked {logged}" in out
+    why = f"no trial could be ranked: no completed trial logged acurracy {logged}"
+    record = _records(distrun_home)["typo"]
+    assert (record["status"], record["reason"]) == ("Failed", why)
+    assert "Status: Failed" in out and f"Reason: {why}" in out
+    quiet = run_cli("run", str(sweep), "--name", "typo_quiet", "--events-only")
+    assert quiet.returncode == 1 and "training with" not in quiet.stdout, quiet.stdout
+
+
+# Hides mlflow from the Python it is imported in (sitecustomize): as if it were not installed.
+NO_MLFLOW = """
+import sys
+from importlib.machinery import PathFinder
+
+
+class _NoMlflow(PathFinder):
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name == "mlflow" or name.startswith("mlflow."):
+            return None
+        return PathFinder.find_spec(name, path, target)
+
+
+sys.meta_path = [_NoMlflow if finder is PathFinder else finder for finder in sys.meta_path]
+"""
+
+
+def test_a_sweep_without_mlflow_is_refused_before_any_trial_starts(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    hider = tmp_path / "no_mlflow"
+    hider.mkdir()
+    (hider / "sitecustomize.py").write_text(NO_MLFLOW)
+    sweep = _sweep(
+        tmp_path,
+        "x",
+        "{type: choice, values: [1, 2]}",
+        "sampling_algorithm: grid\nobjective: {goal: maximize, primary_metric: accuracy}\n",
+        "import mlflow\n",
+    )
+    python_path = with_src_first(os.pathsep.join([str(hider), os.environ.get("PYTHONPATH", "")]))
+    result = run_cli("run", str(sweep), "--name", "blind", env={"DISTRUN_MLFLOW": "1", "PYTHONPATH": python_path})
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "MLflow is not installed in the Python distrun runs in" in result.stderr
+    assert "pip install 'distrun[mlflow]'" in result.stderr
+    assert "blind.trial_0" not in _records(distrun_home)  # no trial started
+
+
+def test_a_sweep_whose_every_trial_failed_shows_the_first_ones_traceback(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    sweep = _sweep(
+        tmp_path,
+        "x",
+        "{type: choice, values: [1, 2]}",
+        "sampling_algorithm: grid\nobjective: {goal: maximize, primary_metric: accuracy}\n"
+        "limits: {max_concurrent_trials: 1}\n",
+        "import sys\nraise ValueError(f'no data for x={sys.argv[1]}')\n",
+    )
+    result = run_cli("run", str(sweep), "--name", "broken")
+    assert result.returncode == 1, result.stdout + result.stderr
+    record = _records(distrun_home)["broken"]
+    assert record["status"] == "Failed" and record["reason"].startswith("no trial completed; trial_0: ")
+    cause = record["root_cause"]
+    assert (cause["trial"], cause["job"]) == ("trial_0", "broken.trial_0")
+    assert "ValueError: no data for x=1" in cause["traceback"]
+    summary = result.stdout[result.stdout.index("Execution Summary") :]
+    assert "Failed first: trial_0 (job broken.trial_0)" in summary
+    assert "    ValueError: no data for x=1" in summary.splitlines()

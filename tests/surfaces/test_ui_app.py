@@ -39,7 +39,8 @@ FAILING = "r = int(os.environ['RANK']); print('line one', r, flush=True); print(
 
 
 # Two no-op trials (about a second, untracked): one Completed with a hostile choice value, one
-# Failed. Their metrics come in test_a_running_sweeps_page_follows_its_trials.
+# Failed; untracked, no trial is ranked, so the sweep is Failed. Their metrics come in
+# test_a_running_sweeps_page_follows_its_trials.
 HOSTILE = "<img src=x onerror=alert(1)>"
 SWEEP = f"""\
 type: sweep
@@ -84,7 +85,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert index.get("good_job").status == "Completed"
     assert index.get("bad_job").status == "Failed"
     assert index.get("flow").status == "Completed"
-    assert index.get("tune").status == "Completed"
+    assert index.get("tune").status == "Failed"  # no trial could be ranked
     return home
 
 
@@ -201,9 +202,7 @@ def test_sweep_page_lists_its_trials_links_them_and_escapes_their_parameters(cli
     assert "Best trial: none (no completed trial logged loss)" in page and "No trial has logged loss yet" in page
     assert "every 2s" not in page and "Cancel sweep" not in page  # it ended
     listed = client.get("/fragments/jobs").text
-    assert re.search(
-        r'data-name="tune" data-status="Completed">.*?sweep, 2 trials: 1 Completed, 1 Failed', listed, re.S
-    )
+    assert re.search(r'data-name="tune" data-status="Failed">.*?sweep, 2 trials: 1 Completed, 1 Failed', listed, re.S)
     assert 'trial of <a href="/jobs/tune">tune</a>' in listed
     trial = client.get("/jobs/tune.trial_0").text
     assert 'Trial <b>trial_0</b> of sweep <a href="/jobs/tune">tune</a>' in trial

@@ -74,7 +74,13 @@ def cli() -> None:
 
 
 def _run(
-    file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool, output: str = "text"
+    file: str,
+    overrides: tuple[str, ...],
+    name: str | None,
+    compute: str | None,
+    stream: bool,
+    output: str = "text",
+    events_only: bool = False,
 ) -> NoReturn:
     from distrun.runner import jobs
     from distrun.runner.job_kinds import row_of_document
@@ -88,7 +94,7 @@ def _run(
 
             if problems := run_name_problems(loaded, name):
                 raise ValidationError(problems)
-        _run_parent_file(loaded, layout, name, compute, stream, file, overrides, output)
+        _run_parent_file(loaded, layout, name, compute, stream, file, overrides, output, events_only)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)
         if output == "json":
@@ -109,13 +115,26 @@ def _run_parent_file(
     file: str,
     overrides: tuple[str, ...],
     output: str,
+    events_only: bool = False,
 ) -> NoReturn:
     """A pipeline's or sweep's supervisor submits each step's or trial's job and follows them: this
-    process (attached), or one started in the background (`-d`, `job create` without --stream)."""
+    process (attached, each child's output shown live beside its lines unless `events_only`), or
+    one started in the background (`-d`, `job create` without --stream)."""
+    from distrun.cli.children_output import ChildrenOutput
     from distrun.runner.parent_run import ParentRun, start_detached
 
-    run = ParentRun.of(loaded, layout, _say_on_stdout, compute, name)
-    _run_parent(run, lambda: start_detached(run, file, list(overrides)), run.policy.summary, stream, output)
+    if not stream or events_only:
+        run = ParentRun.of(loaded, layout, _say_on_stdout, compute, name)
+        _run_parent(run, lambda: start_detached(run, file, list(overrides)), run.policy.summary, stream, output)
+    shown = ChildrenOutput(layout, sys.stdout.buffer, _color(sys.stdout))
+    run = ParentRun.of(loaded, layout, shown.say, compute, name)
+    record = run.run(on_recorded=lambda: shown.start(run.name))
+    try:
+        shown.wait()
+    except KeyboardInterrupt:
+        pass  # the parent has ended: a Ctrl-C now stops only the showing of its children's last lines
+    echo(run.policy.summary(record))
+    sys.exit(_exit_code(record.status))
 
 
 def _say_on_stdout(text: str) -> None:
@@ -183,6 +202,11 @@ _output_option = click.option(
     is_flag=True,
     help="On local compute, run in this Python even when environment.image is set and a container engine is here.",
 )
+@click.option(
+    "--events-only",
+    is_flag=True,
+    help="A pipeline or sweep: only its own lines (steps or trials started, metrics, ended), not their output.",
+)
 def run(
     file: str,
     overrides: tuple[str, ...],
@@ -193,8 +217,10 @@ def run(
     max_restarts: int | None,
     hang_timeout: float | None,
     no_container: bool,
+    events_only: bool,
 ) -> None:
-    """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
+    """Run a job and stream its logs until it ends (Ctrl-C cancels it); a pipeline's or sweep's:
+    every step's or trial's, prefixed by it, beside its own lines."""
     if no_container:
         # Read where local compute decides (also in a launcher started for --detach, which inherits it).
         os.environ["DISTRUN_CONTAINERS"] = "off"
@@ -202,7 +228,7 @@ def run(
         overrides = (*overrides, f"limits.max_restarts={max_restarts}")
     if hang_timeout is not None:
         overrides = (*overrides, f"limits.hang_timeout={hang_timeout:g}")
-    _run(file, overrides, name, compute, stream=not detach, output=output)
+    _run(file, overrides, name, compute, stream=not detach, output=output, events_only=events_only)
 
 
 @cli.command()

@@ -69,11 +69,19 @@ class StepPrefixed:
 
 
 def show_pipeline_logs(
-    layout: Layout, record: JobRecord, out: BinaryIO, *, follow: bool, tail: int | None, color: bool
+    layout: Layout,
+    record: JobRecord,
+    out: BinaryIO,
+    *,
+    follow: bool,
+    tail: int | None,
+    color: bool,
+    lock: threading.Lock | None = None,
 ) -> JobRecord:
     """Every step's logs, prefixed by step; following, until the pipeline and its steps ended.
-    Returns the pipeline's last record."""
-    lock = threading.Lock()
+    `lock`: held for each whole line written to `out`, by whoever else writes lines to it too
+    (`distrun run`'s event lines). Returns the pipeline's last record."""
+    lock = lock or threading.Lock()
     shown: set[str] = set()
     threads: list[threading.Thread] = []
     failures: list[str] = []

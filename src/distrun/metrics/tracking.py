@@ -67,9 +67,14 @@ class TrackedRun:
 
 def mlflow_available() -> bool:
     """Whether mlflow can be imported, found without importing it (that costs seconds)."""
-    if os.environ.get(DISABLE_VARIABLE, "").lower() in ("0", "false", "no", "off"):
+    if tracking_turned_off():
         return False
     return importlib.util.find_spec("mlflow") is not None
+
+
+def tracking_turned_off() -> bool:
+    """Whether the user turned tracking off (DISTRUN_MLFLOW=0), whether or not mlflow is installed."""
+    return os.environ.get(DISABLE_VARIABLE, "").lower() in ("0", "false", "no", "off")
 
 
 def default_tracking_uri(home: Path) -> str:

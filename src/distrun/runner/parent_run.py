@@ -101,14 +101,17 @@ class ParentRun:
 
     # ------------------------------------------------------------ running
 
-    def run(self, recorded: bool = False) -> JobRecord:
+    def run(self, recorded: bool = False, on_recorded: Callable[[], None] | None = None) -> JobRecord:
         """Run the children until the parent ends; its final record. `recorded`: `record` was
-        called (by `distrun run -d`, which started this process)."""
+        called (by `distrun run -d`, which started this process). `on_recorded`: called once the
+        parent's record is this run's (`distrun run` then follows the children's output)."""
         from distrun.prepare.submission import interrupts_raised
         from distrun.runner.parent_record import taken_over
 
         if not taken_over(self.index, self.name, recorded, self.record):
             return self.index.get(self.name)  # canceled before it started
+        if on_recorded is not None:
+            on_recorded()
         self.say(f"RunId: {self.name}")
         self.say(self.policy.begin())
         try:

@@ -46,14 +46,25 @@ def pipeline_summary(record: JobRecord) -> str:
     cause = record.root_cause or {}
     if cause.get("step"):
         lines.append(f"Failed first: step {cause['step']} (job {cause['job']})")
-        if cause.get("name"):
-            lines.append(f"  first failing process: {cause.get('name')} on node {cause.get('node_rank')}")
-        if cause.get("traceback"):
-            lines.append("  Traceback:")
-            lines.extend("    " + line for line in str(cause["traceback"]).splitlines())
-        if cause.get("log"):
-            lines.append(f"  Log: {cause['log']}")
+        lines.extend(child_cause_lines(cause))
     return neutral_text("\n".join(lines))
+
+
+def child_cause_lines(cause: dict[str, Any]) -> list[str]:
+    """A failed child's cause in its parent's summary, as a command job's summary shows its own:
+    its first failing process, then its traceback, else the last lines of its log, and the log."""
+    lines = []
+    if cause.get("name"):
+        lines.append(f"  first failing process: {cause.get('name')} on node {cause.get('node_rank')}")
+    if cause.get("traceback"):
+        lines.append("  Traceback:")
+        lines.extend("    " + line for line in str(cause["traceback"]).splitlines())
+    elif cause.get("log_tail"):
+        lines.append("  Last lines of its log:")
+        lines.extend("    " + line for line in str(cause["log_tail"]).splitlines())
+    if cause.get("log"):
+        lines.append(f"  Log: {cause['log']}")
+    return lines
 
 
 # ---------------------------------------------------------------- sweeps
@@ -131,6 +142,10 @@ def sweep_summary(record: JobRecord) -> str:
     lines.append(f"Trials: {count}")
     lines.extend("  " + line for line in trials_table(record))
     lines.extend(best_lines(record))
+    cause = record.root_cause or {}
+    if cause.get("trial"):
+        lines.append(f"Failed first: {cause['trial']} (job {cause['job']})")
+        lines.extend(child_cause_lines(cause))
     return neutral_text("\n".join(lines))
 
 

@@ -35,6 +35,7 @@ from distrun.runner.sweep_run import (
     trial_job_name,
     trial_key,
 )
+from distrun.runner.sweep_unranked import logged_text, refuse_untracked, unranked_why
 
 if TYPE_CHECKING:
     from distrun.runner.parent_policy import Say
@@ -93,7 +94,8 @@ class SweepPolicy:
         self.exhausted = False
         self.stopping: str | None = None  # why no other trial starts (the sweep's timeout)
         self.began = time.monotonic()
-        self.untracked_said = False
+        self.first_failure: str | None = None  # the first trial that failed (its cause is the sweep's)
+        refuse_untracked(self.name, self.objective.primary_metric)
 
     # ------------------------------------------------------------ the record
 
@@ -117,7 +119,26 @@ class SweepPolicy:
         return {"sweep": self.sweep_field()}
 
     def final_fields(self) -> dict[str, Any]:
-        return {"sweep": self.sweep_field(self._best())}
+        """The best trial; when there is none, the first failed trial's root cause (its first
+        failing rank, traceback or last lines of its log), named."""
+        from distrun.core.errors import DistrunError
+        from distrun.runner import jobs
+
+        best = self._best()
+        cause = None
+        if best is None and self.first_failure is not None:
+            job = self.trials[self.first_failure]["job"]
+            try:
+                cause = jobs.get_job(self.layout, job).root_cause
+            except DistrunError:
+                cause = None  # not started: its reason is the whole cause
+            # Its own reason is its step's; the sweep's reason is why the sweep failed.
+            cause = {
+                **{k: v for k, v in (cause or {}).items() if k != "reason"},
+                "trial": self.first_failure,
+                "job": job,
+            }
+        return {"sweep": self.sweep_field(best), "root_cause": cause}
 
     # ------------------------------------------------------------ the trials
 
@@ -236,12 +257,17 @@ class SweepPolicy:
         final = f": {self.objective.primary_metric} {shown_value(metric)}" if metric is not None else ""
         if status == JobStatus.COMPLETED:
             self.say(f"[{key}] Completed{took}{final}")
-            if metric is None and not self.untracked_said:
-                self.untracked_said = True
-                self.say(f"[{key}] logged no {self.objective.primary_metric}: it cannot be ranked")
+            if metric is None:
+                state["logged"] = self._logged(key)
+                self.say(
+                    f"[{key}] logged no {self.objective.primary_metric}: it cannot be ranked"
+                    + logged_text(self.objective.primary_metric, state["logged"])
+                )
         else:
             state["reason"] = reason or str(status)
             self.say(f"[{key}] {state['status']}{took}: {state['reason']}")
+            if status == JobStatus.FAILED and self.first_failure is None:
+                self.first_failure = key
         # The search learns the trial's final value (a trial without one, or not completed, as failed).
         self.search.tell(state["number"], metric if status == JobStatus.COMPLETED else None)
         return None  # a failed trial does not stop the sweep
@@ -292,14 +318,28 @@ class SweepPolicy:
                 }
         return None
 
+    def _logged(self, key: str) -> list[str] | None:
+        """The names of the metrics the trial logged; None when it was not tracked."""
+        from distrun.metrics.history import metric_history
+        from distrun.metrics.tracking import read_tracked_run
+
+        run = read_tracked_run(self.layout.job(self.trials[key]["job"]))
+        if run is None:
+            return None
+        return sorted(metric_history(run))  # {} when its store cannot be read
+
     def outcome(self) -> tuple[str, str | None]:
-        completed = [k for k, s in self.trials.items() if s["status"] == JobStatus.COMPLETED.value]
-        if completed:
+        """Completed when a trial can be ranked (it completed and logged the primary metric);
+        otherwise Failed, saying why no trial could be."""
+        if self._best() is not None:
             return JobStatus.COMPLETED, self.stopping
         if not self.trials:
             return JobStatus.FAILED, "no trial started"
-        first = next(iter(self.trials.values()))
-        return JobStatus.FAILED, f"no trial completed; {next(iter(self.trials))}: {first['reason']}"
+        completed = [s for s in self.trials.values() if s["status"] == JobStatus.COMPLETED.value]
+        if completed:
+            return JobStatus.FAILED, unranked_why(self.objective.primary_metric, [s.get("logged") for s in completed])
+        first = self.first_failure or next(iter(self.trials))
+        return JobStatus.FAILED, f"no trial completed; {first}: {self.trials[first]['reason']}"
 
     # ------------------------------------------------------------ the faces
 

@@ -338,3 +338,65 @@ def test_local_steps_asking_for_gpus_are_given_gpus_no_running_step_holds(
     assert {"[g1] [0/0] g1 sees 0", "[g2] [0/0] g2 sees 1", "[g3] [0/0] g3 sees 0,1"} <= set(logs.splitlines())
     state = _records(distrun_home)["gpus"]["steps"]
     assert state["g3"]["started_at"] >= max(state["g1"]["ended_at"], state["g2"]["ended_at"])
+
+
+EPOCHS = """\
+import os, sys, time
+print("epoch 0", flush=True)
+for _ in range(1200):  # until the test has seen epoch 0 (at most 2 minutes)
+    if os.path.exists(sys.argv[1]):
+        break
+    time.sleep(0.1)
+print("epoch 1 \\x1b[2Jcleared", flush=True)
+"""
+
+
+def test_run_shows_each_steps_output_live_beside_its_lines_and_events_only_keeps_the_lines(
+    start_cli, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "epochs.py").write_text(EPOCHS)
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text(f"type: pipeline\njobs:\n  slow:\n    command: python epochs.py {go}\n    code: src\n")
+    proc = start_cli("run", str(pipeline), "--name", "live")
+    assert proc.stdout is not None
+    seen: list[str] = []
+    while not seen or (seen[-1] and "epoch 0" not in seen[-1]):
+        seen.append(proc.stdout.readline())
+    # Shown while the step still runs: it waits for this test to have seen it.
+    assert seen[-1] == "[slow] [0/0] epoch 0\n", seen
+    assert _records(distrun_home)["live.slow"]["status"] == "Running"
+    go.touch()
+    rest, _ = proc.communicate(timeout=120)
+    out = "".join(seen) + rest
+    assert proc.returncode == 0, out
+    assert out.index("[slow] started as job live.slow") < out.index("[slow] [0/0] epoch 0")
+    assert out.index("[slow] [0/0] epoch 1") < out.index("Execution Summary")
+    assert "\x1b" not in out and "cleared" in out  # the step's terminal escapes are not the terminal's
+    # --events-only: the pipeline's own lines, none of its steps' output.
+    quiet = run_cli("run", str(pipeline), "--name", "quiet", "--events-only", "--set", "settings.force_rerun=true")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert "[slow] started as job quiet.slow" in quiet.stdout and "[slow] Completed" in quiet.stdout
+    assert "epoch" not in quiet.stdout
+
+
+def test_a_step_that_failed_without_a_traceback_shows_the_last_lines_of_its_log(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    # argparse refuses the arguments: usage and error on stderr, exit 2, no traceback.
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--epochs', type=int)\nparser.parse_args()\n"
+    )
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text("type: pipeline\njobs:\n  train:\n    command: python train.py --lr 3\n    code: src\n")
+    result = run_cli("run", str(pipeline), "--name", "usage")
+    assert result.returncode == 1, result.stdout + result.stderr
+    cause = _records(distrun_home)["usage"]["root_cause"]
+    assert cause["step"] == "train" and "unrecognized arguments: --lr 3" in cause["log_tail"]
+    summary = result.stdout[result.stdout.index("Execution Summary") :]
+    assert "Failed first: step train (job usage.train)" in summary
+    tail = summary[summary.index("  Last lines of its log:") :]
+    assert "    train.py: error: unrecognized arguments: --lr 3" in tail.splitlines()[1:4]
