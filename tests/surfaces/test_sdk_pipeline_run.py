@@ -155,3 +155,19 @@ def test_a_pipeline_loaded_from_yaml_runs_with_the_inputs_a_notebook_set(sdk_env
     assert done.jobs.scale.experiment_name == "loaded" and done.jobs.scale.status == "Completed"
     scaled = client.layout.job(f"{submitted.name}.scale").named_output("scaled") / "scaled.txt"
     assert scaled.read_text() == "5 10 15"  # the factor set in Python, the data found from the file's folder
+
+
+def test_a_pipelines_outputs_are_its_own_in_the_sdk(sdk_env: Path, capsys) -> None:
+    from distrun import load_job
+    from support.cli import REPO
+
+    pipeline_job = load_job(REPO / "tests" / "data" / "pipelines" / "outputs" / "pipeline.yml")
+    client = MLClient()
+    submitted = client.jobs.create_or_update(pipeline_job)
+    client.jobs.stream(submitted.name)
+    assert "Status: Completed" in capsys.readouterr().out
+    done = client.jobs.get(submitted.name)
+    assert list(done.outputs) == ["summary"]
+    assert done.outputs["summary"].path == f"azureml://jobs/{submitted.name}/outputs/summary"
+    client.jobs.download(submitted.name, download_path=sdk_env / "got", output_name="summary")
+    assert (sdk_env / "got" / "named-outputs" / "summary" / "report.txt").read_text() == "written\n"

@@ -313,3 +313,24 @@ def test_a_value_input_reads_a_value_output_of_the_step_before(tmp_path: Path, d
     assert use.bound_document(str, lambda up, kind: f"{up.step}.{up.output} as {kind}")["inputs"]["times"] == (
         "count.n as integer"
     )
+
+
+def test_a_pipelines_outputs_are_read_back_from_its_recorded_steps() -> None:
+    from distrun.store.pipeline_outputs import pipeline_outputs
+
+    steps = {
+        "prepare": {"job": "p.prepare", "status": "Completed", "pipeline_outputs": {}},
+        "train": {"job": "old.train", "status": "Completed", "pipeline_outputs": {"model": "final_model"}},
+        "score": {"job": "p.score", "status": "NotStarted"},  # a record from before: no outputs kept
+    }
+    found = pipeline_outputs(steps)
+    assert list(found) == ["final_model"]
+    assert found["final_model"].to_dict("p") == {
+        "step": "train",
+        "output": "model",
+        "job": "old.train",  # a reused step's outputs are the earlier job's
+        "status": "Completed",
+        "path": "azureml://jobs/p/outputs/final_model",
+    }
+    assert pipeline_outputs(None) == {}
+

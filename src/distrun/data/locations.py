@@ -115,13 +115,25 @@ def _asset_location(match: re.Match[str], home: Path, depth: int) -> Location:
 
 def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -> Path:
     """Where a completed job wrote its named output `output`. A sweep's outputs are its best
-    trial's (a pipeline's sweep step is read so)."""
+    trial's (a pipeline's sweep step is read so); a pipeline's, the step's that writes each."""
     import json
 
     from distrun.core.safe_files import read_text
     from distrun.store.layout import Layout
 
     record = _job_must_be_completed(home, job, f"job {job}'s output {output}")
+    if record.kind is JobKind.PIPELINE:  # its outputs are its steps': the pipeline's names for them
+        from distrun.store.pipeline_outputs import pipeline_outputs
+
+        outputs_of = pipeline_outputs(record.steps)
+        if output not in outputs_of:
+            known = ", ".join(outputs_of) or "none"
+            raise DistrunError(
+                f"pipeline {job} has no output {output!r} (its outputs: {known})",
+                f"a step's own output is azureml://jobs/{job}.STEP/outputs/NAME",
+            )
+        writer = outputs_of[output]
+        return job_output_path(home, writer.job, writer.output, sub)
     if record.kind is JobKind.SWEEP:
         best = (record.sweep or {}).get("best") or {}
         if not best.get("job"):

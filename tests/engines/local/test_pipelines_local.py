@@ -338,3 +338,45 @@ def test_local_steps_asking_for_gpus_are_given_gpus_no_running_step_holds(
     assert {"[g1] [0/0] g1 sees 0", "[g2] [0/0] g2 sees 1", "[g3] [0/0] g3 sees 0,1"} <= set(logs.splitlines())
     state = _records(distrun_home)["gpus"]["steps"]
     assert state["g3"]["started_at"] >= max(state["g1"]["ended_at"], state["g2"]["ended_at"])
+
+
+OUTPUTS = REPO / "tests" / "data" / "pipelines" / "outputs" / "pipeline.yml"
+
+
+def test_a_pipelines_own_outputs_are_found_by_their_names(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    import json
+
+    result = run_cli("run", str(OUTPUTS), "--name", "pipe1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # `summary` is the output `report` of step write: show names it, by the pipeline's name.
+    shown = run_cli("job", "show", "pipe1").stdout
+    assert "summary: output report of step write (job pipe1.write), azureml://jobs/pipe1/outputs/summary" in shown
+    outputs = json.loads(run_cli("job", "show", "pipe1", "-o", "json").stdout)["outputs"]
+    assert outputs == {
+        "summary": {
+            "step": "write",
+            "output": "report",
+            "job": "pipe1.write",
+            "status": "Completed",
+            "path": "azureml://jobs/pipe1/outputs/summary",
+        }
+    }
+    # Downloaded by its name, where Azure ML puts a named output.
+    fetched = run_cli("job", "download", "pipe1", "--output-name", "summary", "-p", str(tmp_path / "got"))
+    assert fetched.returncode == 0, fetched.stderr
+    assert (tmp_path / "got" / "named-outputs" / "summary" / "report.txt").read_text() == "written\n"
+    missing = run_cli("job", "download", "pipe1", "--output-name", "sumary", "-p", str(tmp_path / "none"))
+    assert missing.returncode == 2 and "the pipeline's outputs: summary" in missing.stderr
+    # A later job reads it as azureml://jobs/PIPELINE/outputs/NAME.
+    reader = tmp_path / "read.yml"
+    reader.write_text(
+        "command: cat ${{inputs.summary}}/report.txt\n"
+        "inputs:\n  summary: {type: uri_folder, path: azureml://jobs/pipe1/outputs/summary}\n"
+    )
+    read = run_cli("run", str(reader), "--name", "reader")
+    assert read.returncode == 0, read.stdout + read.stderr
+    assert "written" in run_cli("logs", "reader").stdout
+    wrong = reader.read_text().replace("outputs/summary", "outputs/report")
+    reader.write_text(wrong)
+    refused = run_cli("run", str(reader), "--name", "reader2")
+    assert refused.returncode != 0 and "pipeline pipe1 has no output 'report' (its outputs: summary)" in refused.stderr
