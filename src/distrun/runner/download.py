@@ -22,6 +22,7 @@ from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, FILE_MODE, copied_mode
 from distrun.core.safe_files import kind_of, open_regular
 from distrun.runner.jobs import get_job
+from distrun.spec.pipeline_models import RESERVED_OUTPUTS
 from distrun.store.layout import ARTIFACT_DIRS, Layout
 from distrun.store.pipeline_outputs import PipelineOutput, pipeline_outputs
 
@@ -34,6 +35,8 @@ def download_job(layout: Layout, name: str, dest: Path, output_name: str | None,
         )
     folder = layout.job(name)
     pairs: list[tuple[Path, Path]] = []
+    if output_name in RESERVED_OUTPUTS:  # the job's artifact root: its artifacts, as Azure ML downloads it
+        output_name, everything = None, False
     if output_name is None or everything:
         for sub in ARTIFACT_DIRS:
             pairs.append((folder.code / sub, dest / "artifacts" / sub))
@@ -180,7 +183,8 @@ def download_pipeline(layout: Layout, name: str, dest: Path, output_name: str | 
             print(f"distrun: step {step} did not run: nothing to download", file=sys.stderr)
             continue
         job = str(state.get("job"))
-        if output_name is not None and not layout.job(job).named_output(output_name).exists():
+        reserved = output_name in RESERVED_OUTPUTS  # every job has its artifact root
+        if output_name is not None and not reserved and not layout.job(job).named_output(output_name).exists():
             continue
         having.append(step)
         written.extend(download_job(layout, job, dest / step, output_name, everything))

@@ -19,7 +19,15 @@ from distrun.core.errors import Problem
 from distrun.spec import paths
 from distrun.spec.loaded_pipeline import VALUE_STAND_INS, LoadedComponent, PipelineStep, UpstreamOutput
 from distrun.spec.pipeline_bindings import BINDING_FORMS, Binding, NotABinding, binding_of
-from distrun.spec.pipeline_models import DATA_TYPES, LITERAL_TYPES, InputDeclaration, PipelineJob, job_output_type
+from distrun.spec.pipeline_models import (
+    DATA_TYPES,
+    LITERAL_TYPES,
+    RESERVED_OUTPUTS,
+    InputDeclaration,
+    PipelineJob,
+    job_output_type,
+)
+from distrun.spec.pipeline_settings import bound_settings
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 
 # What a command step takes from its component; the step's own keys come over these.
@@ -124,6 +132,10 @@ class StepBuilder:
         self.upstream: dict[str, UpstreamOutput] = {}
         self.values: dict[str, str] = {}  # inputs reading an upstream output's value: name -> type
         self.pipeline_outputs: dict[str, str] = {}
+        # Settings written as ${{parent.inputs.X}} (`compute`, say) are that input's value from here on.
+        self.raw, found = bound_settings(raw, pipeline_data.get("inputs"), refused_above, self.inherited)
+        for message, at, hint in found:
+            self.problem(message, at, hint)
 
     def problem(self, message: str, at: KeyPath, hint: str) -> None:
         path = self.path + at
@@ -372,7 +384,7 @@ class StepBuilder:
             )
             return None
         outputs = self.outputs_of[step]
-        if outputs is not None and output not in outputs:
+        if outputs is not None and output not in outputs and output not in RESERVED_OUTPUTS:
             known = list(outputs)
             close = _close(output, known)
             self.problem(
