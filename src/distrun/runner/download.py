@@ -20,6 +20,7 @@ from pathlib import Path
 
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, FILE_MODE, copied_mode
+from distrun.core.job_kind import JobKind
 from distrun.core.safe_files import kind_of, open_regular
 from distrun.runner.jobs import get_job
 from distrun.spec.pipeline_models import RESERVED_OUTPUTS
@@ -201,5 +202,15 @@ def _pipeline_output(layout: Layout, pipeline: str, out: PipelineOutput, dest: P
     """The pipeline output `out` into `<dest>/named-outputs/<name>/`: the output of the step's job."""
     if out.status != "Completed":
         print(f"distrun: output {out.name} of pipeline {pipeline}: step {out.step} is {out.status}", file=sys.stderr)
-    source = layout.job(out.job).named_output(out.output)
-    return _copy_pairs(layout, out.job, [(source, dest / "named-outputs" / out.name)], dest)
+    job = out.job
+    record = get_job(layout, job)
+    if record.kind is JobKind.SWEEP:  # a sweep step's outputs are its best trial's
+        job = str(((record.sweep or {}).get("best") or {}).get("job") or "")
+        if not job:
+            raise DistrunError(
+                f"output {out.name} of pipeline {pipeline} is the best trial's of sweep step {out.step}, "
+                "and that sweep has no best trial",
+                f"see its trials with `distrun job show {record.name}`",
+            )
+    source = layout.job(job).named_output(out.output)
+    return _copy_pairs(layout, job, [(source, dest / "named-outputs" / out.name)], dest)
