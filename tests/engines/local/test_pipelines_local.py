@@ -365,6 +365,10 @@ def test_a_pipelines_own_outputs_are_found_by_their_names(run_cli, distrun_home:
     fetched = run_cli("job", "download", "pipe1", "--output-name", "summary", "-p", str(tmp_path / "got"))
     assert fetched.returncode == 0, fetched.stderr
     assert (tmp_path / "got" / "named-outputs" / "summary" / "report.txt").read_text() == "written\n"
+    everything = run_cli("job", "download", "pipe1", "--all", "-p", str(tmp_path / "all"))
+    assert everything.returncode == 0, everything.stderr
+    assert (tmp_path / "all" / "named-outputs" / "summary" / "report.txt").read_text() == "written\n"
+    assert (tmp_path / "all" / "write" / "named-outputs" / "report" / "report.txt").is_file()  # and each step's
     missing = run_cli("job", "download", "pipe1", "--output-name", "sumary", "-p", str(tmp_path / "none"))
     assert missing.returncode == 2 and "the pipeline's outputs: summary" in missing.stderr
     # A later job reads it as azureml://jobs/PIPELINE/outputs/NAME.
