@@ -67,3 +67,17 @@ def test_component_create_list_show_and_a_step_naming_it(run_cli, distrun_home, 
     plan = run_cli("plan", str(pipeline))
     assert plan.returncode == 0, plan.stderr
     assert f"=== step train: job pipeline.train, component {shown['path']}, 4 processes" in plan.stdout
+
+
+BOUND = REPO / "tests" / "data" / "pipelines" / "bound_settings" / "pipeline.yml"
+
+
+def test_a_steps_compute_bound_to_a_pipeline_input_is_that_inputs_value(run_cli) -> None:
+    plan = run_cli("plan", str(BOUND))
+    assert plan.returncode == 0, plan.stderr
+    assert "=== step stage.write: job pipeline.stage.write, inline command, 2 processes" in plan.stdout
+    assert "compute: local (local)" in plan.stdout
+    # The input set at the command line is the compute the step is checked against.
+    other = run_cli("plan", str(BOUND), "--set", "inputs.compare_compute=azureml:gpu-cluster")
+    assert other.returncode == 2
+    assert "jobs.compare.compute: step compare: unknown compute target 'gpu-cluster'" in other.stderr

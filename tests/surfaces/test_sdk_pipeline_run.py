@@ -155,3 +155,48 @@ def test_a_pipeline_loaded_from_yaml_runs_with_the_inputs_a_notebook_set(sdk_env
     assert done.jobs.scale.experiment_name == "loaded" and done.jobs.scale.status == "Completed"
     scaled = client.layout.job(f"{submitted.name}.scale").named_output("scaled") / "scaled.txt"
     assert scaled.read_text() == "5 10 15"  # the factor set in Python, the data found from the file's folder
+
+
+def test_a_pipelines_outputs_are_its_own_in_the_sdk(sdk_env: Path, capsys) -> None:
+    from distrun import load_job
+    from support.cli import REPO
+
+    pipeline_job = load_job(REPO / "tests" / "data" / "pipelines" / "outputs" / "pipeline.yml")
+    client = MLClient()
+    submitted = client.jobs.create_or_update(pipeline_job)
+    client.jobs.stream(submitted.name)
+    assert "Status: Completed" in capsys.readouterr().out
+    done = client.jobs.get(submitted.name)
+    assert list(done.outputs) == ["summary"]
+    assert done.outputs["summary"].path == f"azureml://jobs/{submitted.name}/outputs/summary"
+    client.jobs.download(submitted.name, download_path=sdk_env / "got", output_name="summary")
+    assert (sdk_env / "got" / "named-outputs" / "summary" / "report.txt").read_text() == "written\n"
+
+
+def test_a_steps_compute_and_resources_from_the_pipelines_parameters(sdk_env: Path, capsys) -> None:
+    # As Microsoft's train/eval pipeline component does: the compute is a parameter of the pipeline.
+    write_note = command(
+        command="echo written > ${{outputs.note}}/note.txt",
+        outputs={"note": Output(type="uri_folder")},
+    )
+
+    @pipeline(default_compute="cluster-that-does-not-exist")
+    def noted(target, nodes):
+        step = write_note()
+        step.compute = target
+        step.resources = {"instance_count": nodes}
+        return {"note": step.outputs.note}
+
+    job = noted(target="local", nodes=2)
+    shown = str(job)  # the pipeline's YAML, each setting its binding
+    assert "compute: ${{parent.inputs.target}}" in shown and "instance_count: ${{parent.inputs.nodes}}" in shown
+    client = MLClient()
+    submitted = client.jobs.create_or_update(job)
+    client.jobs.stream(submitted.name)
+    assert "Status: Completed" in capsys.readouterr().out
+    done = client.jobs.get(submitted.name)
+    assert done.jobs.step.compute == "local"
+    from distrun.runner.jobs import get_job
+
+    assert len(get_job(client.layout, f"{submitted.name}.step").processes or []) == 2  # 2 nodes
+    assert client.layout.job(f"{submitted.name}.step").named_output("note").joinpath("note.txt").is_file()

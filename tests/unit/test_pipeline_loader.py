@@ -313,3 +313,75 @@ def test_a_value_input_reads_a_value_output_of_the_step_before(tmp_path: Path, d
     assert use.bound_document(str, lambda up, kind: f"{up.step}.{up.output} as {kind}")["inputs"]["times"] == (
         "count.n as integer"
     )
+
+
+def test_a_pipelines_outputs_are_read_back_from_its_recorded_steps() -> None:
+    from distrun.store.pipeline_outputs import pipeline_outputs
+
+    steps = {
+        "prepare": {"job": "p.prepare", "status": "Completed", "pipeline_outputs": {}},
+        "train": {"job": "old.train", "status": "Completed", "pipeline_outputs": {"model": "final_model"}},
+        "score": {"job": "p.score", "status": "NotStarted"},  # a record from before: no outputs kept
+    }
+    found = pipeline_outputs(steps)
+    assert list(found) == ["final_model"]
+    assert found["final_model"].to_dict("p") == {
+        "step": "train",
+        "output": "model",
+        "job": "old.train",  # a reused step's outputs are the earlier job's
+        "status": "Completed",
+        "path": "azureml://jobs/p/outputs/final_model",
+    }
+    assert pipeline_outputs(None) == {}
+
+
+def test_settings_bound_to_the_pipelines_inputs_take_their_values() -> None:
+    pipeline = load_pipeline_file(DATA / "pipelines" / "bound_settings" / "pipeline.yml")
+    steps = pipeline.steps
+    # A command step's compute, a step inside a pipeline component (from the input its naming step
+    # gave), the component's other step (the compute the naming step was given) and a node count.
+    assert steps["compare"].document["compute"] == "local"
+    assert steps["stage.write"].document["compute"] == "local"
+    assert steps["stage.after"].document["compute"] == "local"
+    assert steps["stage.write"].document["resources"]["instance_count"] == 2
+    changed = load_pipeline_file(
+        DATA / "pipelines" / "bound_settings" / "pipeline.yml",
+        ["inputs.compare_compute=cpu", "inputs.stage_compute=gpu", "inputs.nodes=3"],
+    )
+    assert [changed.steps[s].document["compute"] for s in ("compare", "stage.write", "stage.after")] == [
+        "cpu",
+        "gpu",
+        "gpu",
+    ]
+    assert changed.steps["stage.write"].document["resources"]["instance_count"] == 3
+
+
+def test_a_setting_bound_to_what_is_not_a_pipeline_input_is_refused(tmp_path: Path) -> None:
+    data = {
+        "type": "pipeline",
+        "inputs": {"target": "local"},
+        "jobs": {
+            "first": {"command": "echo", "outputs": {"out": {}}, "compute": "${{parent.inputs.taget}}"},
+            "second": {"command": "echo", "compute": "${{parent.jobs.first.outputs.out}}"},
+        },
+    }
+    with pytest.raises(ValidationError) as caught:
+        load_pipeline_data(data, tmp_path)
+    said = {p.key_path: p.message + " | " + p.hint for p in caught.value.problems}
+    assert said["jobs.first.compute"] == (
+        "${{parent.inputs.taget}}: 'taget' is not an input of the pipeline | "
+        "bind the setting to one of the pipeline's value inputs: target"
+    )
+    assert said["jobs.second.compute"].startswith(
+        "${{parent.jobs.first.outputs.out}} cannot be a setting: a step's settings are known before any step runs"
+    )
+
+
+def test_a_steps_reserved_outputs_are_known_declared_or_not(tmp_path: Path) -> None:
+    pipeline = load_pipeline_file(DATA / "pipelines" / "reserved" / "pipeline.yml")
+    assert pipeline.steps["read_artifacts"].upstream == {"greeted": UpstreamOutput("greet", "artifacts")}
+    assert pipeline.steps["read_default"].upstream == {"greeted": UpstreamOutput("greet", "default")}
+    data = {"type": "pipeline", "jobs": {"a": {"command": "echo"}, "b": {"command": "echo ${{inputs.x}}"}}}
+    data["jobs"]["b"]["inputs"] = {"x": "${{parent.jobs.a.outputs.artifact}}"}  # not a reserved name
+    with pytest.raises(ValidationError, match="refers to an undefined output 'artifact' of step 'a'"):
+        load_pipeline_data(data, tmp_path)

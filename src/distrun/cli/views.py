@@ -246,8 +246,20 @@ def _sweep_details(record: JobRecord) -> list[str]:
 
 def _pipeline_details(record: JobRecord) -> list[str]:
     """A pipeline's show: its steps, and its sweep steps' best trials."""
-    lines = ["", steps_table(record), *sweep_step_lines(record)]
+    lines = ["", steps_table(record), *sweep_step_lines(record), *_pipeline_output_lines(record)]
     return [*lines, "", "Each step is a job: `distrun job show JOB`, `distrun logs JOB`."]
+
+
+def _pipeline_output_lines(record: JobRecord) -> list[str]:
+    """A pipeline's own outputs: each is an output of one of its steps' jobs."""
+    from distrun.store.pipeline_outputs import pipeline_outputs
+
+    outputs = pipeline_outputs(record.steps)
+    lines = [
+        f"  {name}: output {out.output} of step {out.step} (job {out.job}), azureml://jobs/{record.name}/outputs/{name}"
+        for name, out in outputs.items()
+    ]
+    return ["", "Outputs:", *lines] if lines else []
 
 
 def _command_details(record: JobRecord) -> list[str]:

@@ -27,6 +27,7 @@ from distrun.data.datastores import DATASTORE_URI as _DATASTORE
 from distrun.data.mirrors import MIRRORED_SCHEMES, Mirror, mirrored
 from distrun.data.remote_fs import FSSPEC_PLUGINS, fetch_remote, remote_fs_problem
 from distrun.spec.paths import local_path
+from distrun.spec.pipeline_models import RESERVED_OUTPUTS
 
 if TYPE_CHECKING:
     from distrun.store.index import JobRecord
@@ -115,13 +116,25 @@ def _asset_location(match: re.Match[str], home: Path, depth: int) -> Location:
 
 def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -> Path:
     """Where a completed job wrote its named output `output`. A sweep's outputs are its best
-    trial's (a pipeline's sweep step is read so)."""
+    trial's (a pipeline's sweep step is read so); a pipeline's, the step's that writes each."""
     import json
 
     from distrun.core.safe_files import read_text
     from distrun.store.layout import Layout
 
     record = _job_must_be_completed(home, job, f"job {job}'s output {output}")
+    if record.kind is JobKind.PIPELINE:  # its outputs are its steps': the pipeline's names for them
+        from distrun.store.pipeline_outputs import pipeline_outputs
+
+        outputs_of = pipeline_outputs(record.steps)
+        if output not in outputs_of:
+            known = ", ".join(outputs_of) or "none"
+            raise DistrunError(
+                f"pipeline {job} has no output {output!r} (its outputs: {known})",
+                f"a step's own output is azureml://jobs/{job}.STEP/outputs/NAME",
+            )
+        writer = outputs_of[output]
+        return job_output_path(home, writer.job, writer.output, sub)
     if record.kind is JobKind.SWEEP:
         best = (record.sweep or {}).get("best") or {}
         if not best.get("job"):
@@ -132,6 +145,8 @@ def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -
         job = str(best["job"])
         _job_must_be_completed(home, job, f"the best trial of sweep {record.name}: job {job}'s output {output}")
     folder = Layout(home).job(job)
+    if output in RESERVED_OUTPUTS:  # the job's artifact root: its ./outputs and ./logs, as Azure ML's
+        return _inside_output(folder.code, job, sub)
     try:
         outputs = json.loads(read_text(folder.bindings_json, root=folder.root))["outputs"]
     except (OSError, ValueError, KeyError):
@@ -139,7 +154,11 @@ def job_output_path(home: Path, job: str, output: str, sub: str | None = None) -
     if output not in outputs:
         known = ", ".join(sorted(outputs)) or "none"
         raise DistrunError(f"job {job} has no output {output!r} (its outputs: {known})", "check the output's name")
-    path = Path(outputs[output])
+    return _inside_output(Path(outputs[output]), job, sub)
+
+
+def _inside_output(path: Path, job: str, sub: str | None) -> Path:
+    """`sub` (the `paths/...` of a job output's URI) inside the output at `path`."""
     parts = [p for p in (sub or "").split("/") if p not in ("", ".")]
     if ".." in parts:
         raise DistrunError(f"{sub!r} leaves job {job}'s output with '..'", "write a path inside the output")

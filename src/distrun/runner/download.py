@@ -20,9 +20,12 @@ from pathlib import Path
 
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, FILE_MODE, copied_mode
+from distrun.core.job_kind import JobKind
 from distrun.core.safe_files import kind_of, open_regular
 from distrun.runner.jobs import get_job
+from distrun.spec.pipeline_models import RESERVED_OUTPUTS
 from distrun.store.layout import ARTIFACT_DIRS, Layout
+from distrun.store.pipeline_outputs import PipelineOutput, pipeline_outputs
 
 
 def download_job(layout: Layout, name: str, dest: Path, output_name: str | None, everything: bool) -> list[Path]:
@@ -33,6 +36,8 @@ def download_job(layout: Layout, name: str, dest: Path, output_name: str | None,
         )
     folder = layout.job(name)
     pairs: list[tuple[Path, Path]] = []
+    if output_name in RESERVED_OUTPUTS:  # the job's artifact root: its artifacts, as Azure ML downloads it
+        output_name, everything = None, False
     if output_name is None or everything:
         for sub in ARTIFACT_DIRS:
             pairs.append((folder.code / sub, dest / "artifacts" / sub))
@@ -49,6 +54,12 @@ def download_job(layout: Layout, name: str, dest: Path, output_name: str | None,
         names = []
     for out in names:
         pairs.append((folder.named_output(out), dest / "named-outputs" / out))
+    return _copy_pairs(layout, name, pairs, dest)
+
+
+def _copy_pairs(layout: Layout, name: str, pairs: list[tuple[Path, Path]], dest: Path) -> list[Path]:
+    """Each (folder of job `name`, place under `dest`) copied; a source that does not exist is left out."""
+    folder = layout.job(name)
     written = []
     for source, target in pairs:
         if not source.exists():
@@ -161,18 +172,45 @@ def download_pipeline(layout: Layout, name: str, dest: Path, output_name: str | 
             f"wait with `distrun job stream {name}`, or download an ended step: distrun job download {name}/STEP",
         )
     written: list[Path] = []
+    own = pipeline_outputs(record.steps)
+    if output_name in own or everything:  # the pipeline's own outputs, by its names, as Azure ML has them
+        for out in [output_name] if output_name in own else list(own):
+            written.extend(_pipeline_output(layout, name, own[str(out)], dest))
+        if output_name in own:
+            return written
     having = []
     for step, state in (record.steps or {}).items():
         if never_ran(state):
             print(f"distrun: step {step} did not run: nothing to download", file=sys.stderr)
             continue
         job = str(state.get("job"))
-        if output_name is not None and not layout.job(job).named_output(output_name).exists():
+        reserved = output_name in RESERVED_OUTPUTS  # every job has its artifact root
+        if output_name is not None and not reserved and not layout.job(job).named_output(output_name).exists():
             continue
         having.append(step)
         written.extend(download_job(layout, job, dest / step, output_name, everything))
     if output_name is not None and not having:
+        known = ", ".join(own) or "none"
         raise DistrunError(
-            f"no step of pipeline {name} has a named output {output_name!r}", f"see `distrun job show {name}`"
+            f"pipeline {name} has no output {output_name!r}, and none of its steps has one so named",
+            f"the pipeline's outputs: {known}; see `distrun job show {name}`",
         )
     return written
+
+
+def _pipeline_output(layout: Layout, pipeline: str, out: PipelineOutput, dest: Path) -> list[Path]:
+    """The pipeline output `out` into `<dest>/named-outputs/<name>/`: the output of the step's job."""
+    if out.status != "Completed":
+        print(f"distrun: output {out.name} of pipeline {pipeline}: step {out.step} is {out.status}", file=sys.stderr)
+    job = out.job
+    record = get_job(layout, job)
+    if record.kind is JobKind.SWEEP:  # a sweep step's outputs are its best trial's
+        job = str(((record.sweep or {}).get("best") or {}).get("job") or "")
+        if not job:
+            raise DistrunError(
+                f"output {out.name} of pipeline {pipeline} is the best trial's of sweep step {out.step}, "
+                "and that sweep has no best trial",
+                f"see its trials with `distrun job show {record.name}`",
+            )
+    source = layout.job(job).named_output(out.output)
+    return _copy_pairs(layout, job, [(source, dest / "named-outputs" / out.name)], dest)

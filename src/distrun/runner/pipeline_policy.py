@@ -112,6 +112,8 @@ class PipelinePolicy:
                 "reason": self.reasons.get(step),
                 "started_at": self.times[step][0],
                 "ended_at": self.times[step][1],
+                # Which of the step's outputs are the pipeline's (distrun.store.pipeline_outputs).
+                "pipeline_outputs": dict(self.pipeline.steps[step].pipeline_outputs),
             }
             for step in self.pipeline.steps
         }

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from distrun.spec.pipeline_models import RESERVED_OUTPUTS
+
 if TYPE_CHECKING:
     from distrun.backends.base import Backend
     from distrun.prepare.compute import ComputeTarget
@@ -37,6 +39,8 @@ def upstream_path(layout: Layout, pipeline: LoadedPipeline, name: str, upstream:
     from distrun.store.layout import distrun_home
 
     job = step_job_name(name, upstream.step)
+    if upstream.output in RESERVED_OUTPUTS:  # the job's artifact root (distrun.spec.pipeline_models)
+        return str(layout.job(job).code)
     declared = (pipeline.steps[upstream.step].document.get("outputs") or {}).get(upstream.output) or {}
     elsewhere = output_location(declared.get("path"), upstream.output, job, distrun_home())
     if elsewhere is not None:

@@ -244,10 +244,13 @@ class JobOperations:
     def download(
         self, name: str, *, download_path: Any = ".", output_name: str | None = None, all: bool = False
     ) -> list[Path]:
-        """Artifacts to `<download_path>/artifacts/`, named outputs to `<download_path>/named-outputs/<name>/`."""
+        """Artifacts to `<download_path>/artifacts/`, named outputs to `<download_path>/named-outputs/<name>/`
+        (a pipeline's own outputs by its names; its steps' each in a folder per step, as `job download`)."""
         from distrun.runner.download import download_job
 
-        return download_job(self._layout, name, Path(download_path), output_name, all)
+        row = row_of(get_job(self._layout, name))
+        download = row.download if row.has_children else download_job
+        return download(self._layout, name, Path(download_path), output_name, all)
 
     def _job_of(self, record: JobRecord) -> Any:
         """The job object of a record: a `Command`, a `PipelineJob` or a `SweepJob`, as its kind's view is."""

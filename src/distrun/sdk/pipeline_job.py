@@ -181,7 +181,7 @@ class PipelineJob(JobHeader):
     def _step_data(self, step: str, node: Any, names: StepNames) -> dict[str, Any]:
         bound = self._bound_outputs()
         base_dir = getattr(node, "_base_dir", self._base_dir)
-        data = dict(node._step_keys())
+        data = settings_data(node._step_keys())
         given = node._step_inputs() if hasattr(node, "_step_inputs") else node.inputs
         inputs = {
             key: input_value(value, names, base_dir, f"{step}.inputs.{key}")
@@ -256,6 +256,19 @@ class PipelineComponentNode:
             "component": self.job._component_data(),
             **present(compute=self.compute, display_name=self.display_name),
         }
+
+
+def settings_data(value: Any) -> Any:
+    """A step's settings as the document holds them: a pipeline function's parameter given to one
+    (`node.compute = target`, `resources={"instance_count": nodes}`) is its binding,
+    `${{parent.inputs.NAME}}`, which the loader replaces with the pipeline input's value."""
+    if isinstance(value, PipelineInput):
+        return value.binding
+    if isinstance(value, dict):
+        return {key: settings_data(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [settings_data(item) for item in value]
+    return value
 
 
 def command_step_keys(job: Any) -> dict[str, Any]:

@@ -61,6 +61,7 @@ def pipeline_of_record(
             continue  # not started (yet): its state is in `pipeline_job.steps`
     job = PipelineJob(
         jobs=steps,
+        outputs=_recorded_outputs(record),
         name=record.name,
         display_name=record.display_name,
         experiment_name=record.experiment_name,
@@ -69,6 +70,15 @@ def pipeline_of_record(
     submitted_state(job, record, folder)
     job.steps = dict(record.steps or {})  # distrun: each step's state, job, compute and times
     return job
+
+
+def _recorded_outputs(record: JobRecord) -> dict[str, Any]:
+    """The pipeline's own outputs, each an `Output` whose path a later job takes as an input
+    (`azureml://jobs/PIPELINE/outputs/NAME`, the output of the step that writes it)."""
+    from distrun.sdk.inputs_outputs import Output
+    from distrun.store.pipeline_outputs import pipeline_outputs
+
+    return {name: Output(path=out.to_dict(record.name)["path"]) for name, out in pipeline_outputs(record.steps).items()}
 
 
 def stream_pipeline(layout: Layout, name: str, out: TextIO) -> JobRecord:

@@ -15,7 +15,7 @@ from typing import Any
 
 from distrun.spec.loaded_pipeline import VALUE_STAND_INS, UpstreamOutput
 from distrun.spec.pipeline_bindings import BINDING_FORMS, Binding, NotABinding, binding_of
-from distrun.spec.pipeline_models import LITERAL_TYPES, InputDeclaration
+from distrun.spec.pipeline_models import LITERAL_TYPES, RESERVED_OUTPUTS, InputDeclaration
 from distrun.spec.pipeline_paths import absolute_input
 from distrun.spec.source_map import KeyPath
 
@@ -159,7 +159,7 @@ class InputBinder:
             )
             return None
         outputs = self.outputs_of[step]
-        if outputs is not None and output not in outputs:
+        if outputs is not None and output not in outputs and output not in RESERVED_OUTPUTS:
             known = list(outputs)
             close = close_match(output, known)
             self.problem(

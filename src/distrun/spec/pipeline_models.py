@@ -23,6 +23,13 @@ LITERAL_TYPES = ("string", "integer", "number", "boolean")
 IO_TYPES = (*DATA_TYPES, *LITERAL_TYPES)
 
 
+# Output names Azure ML reserves: every job has them, declared or not. Each is the job's artifact
+# root, the folder holding what its processes wrote to ./outputs and ./logs (Azure ML's
+# `azureml://datastores/workspaceartifactstore/paths/ExperimentRun/dcid.JOB/`), so that a step
+# reading `${{parent.jobs.hello.outputs.artifacts}}` finds `outputs/world.txt` in it.
+RESERVED_OUTPUTS = ("artifacts", "default")
+
+
 def job_output_type(declared: str) -> str:
     """The type a step's job writes an output as: a value output is the file holding its text."""
     return "uri_file" if declared in LITERAL_TYPES else declared

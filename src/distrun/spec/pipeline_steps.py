@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem
+from distrun.spec.bound_settings import bound_settings
 from distrun.spec.loaded_pipeline import LoadedComponent, PipelineStep, UpstreamOutput
 from distrun.spec.pipeline_bindings import NotABinding, binding_of
 from distrun.spec.pipeline_inputs import InputBinder, close_match, mapping
@@ -83,6 +84,10 @@ class StepBuilder:
         self.upstream: dict[str, UpstreamOutput] = {}
         self.values: dict[str, str] = {}  # inputs reading an upstream output's value: name -> type
         self.pipeline_outputs: dict[str, str] = {}
+        # Settings written as ${{parent.inputs.X}} (`compute`, say) are that input's value from here on.
+        self.raw, found = bound_settings(raw, pipeline_data.get("inputs"), refused_above, self.inherited)
+        for message, at, hint in found:
+            self.problem(message, at, hint)
 
     def problem(self, message: str, at: KeyPath, hint: str) -> None:
         path = self.path + at

@@ -139,6 +139,10 @@ class JobRecord:
             if data[key] is not None:
                 data[key] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(data[key]))
         data.pop("launcher_started")
+        if self.kind is JobKind.PIPELINE:  # its own outputs, each a step's (by the pipeline's names)
+            from distrun.store.pipeline_outputs import pipeline_outputs
+
+            data["outputs"] = {name: out.to_dict(self.name) for name, out in pipeline_outputs(self.steps).items()}
         return data
 
 

@@ -96,3 +96,30 @@ def test_a_later_step_reads_the_best_trial_of_a_sweep_step(run_cli, distrun_home
     shown = run_cli("job", "show", "p2").stdout
     assert ["tune", "Reused", "p.tune"] in [line.split()[:3] for line in shown.splitlines()]
     assert "Sweep step tune: best trial_1 (job p.tune.trial_1), loss 0, of 2 trials" in shown
+
+
+def test_a_pipeline_output_of_a_sweep_step_is_its_best_trials(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    for where, text in {"src/train.py": TRAIN, "data/base.txt": "iris\n", "train.yml": COMPONENT}.items():
+        (tmp_path / where).parent.mkdir(exist_ok=True)
+        (tmp_path / where).write_text(textwrap.dedent(text), encoding="utf-8")
+    bound = textwrap.dedent(PIPELINE).replace(
+        "    outputs:\n      model:\n", "    outputs:\n      model: ${{parent.outputs.best}}\n"
+    )
+    assert "${{parent.outputs.best}}" in bound
+    pipeline = tmp_path / "pipeline.yml"
+    pipeline.write_text("outputs: {best: {type: uri_folder}}\n" + bound, encoding="utf-8")
+    tracked = {"DISTRUN_MLFLOW": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    result = run_cli("run", str(pipeline), "--name", "p", env=tracked, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    fetched = run_cli("job", "download", "p", "--output-name", "best", "-p", str(tmp_path / "got"))
+    assert fetched.returncode == 0, fetched.stderr
+    assert (tmp_path / "got" / "named-outputs" / "best" / "model.txt").read_text() == "x=2 base=iris"
+    # A later job reads it by the pipeline's name for it: the best trial's output.
+    reader = tmp_path / "read.yml"
+    reader.write_text(
+        "command: cat ${{inputs.best}}/model.txt\n"
+        "inputs:\n  best: {type: uri_folder, path: azureml://jobs/p/outputs/best}\n",
+        encoding="utf-8",
+    )
+    assert run_cli("run", str(reader), "--name", "reader").returncode == 0
+    assert run_cli("logs", "reader").stdout.endswith("x=2 base=iris\n")

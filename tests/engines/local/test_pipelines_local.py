@@ -400,3 +400,88 @@ def test_a_step_that_failed_without_a_traceback_shows_the_last_lines_of_its_log(
     assert "Failed first: step train (job usage.train)" in summary
     tail = summary[summary.index("  Last lines of its log:") :]
     assert "    train.py: error: unrecognized arguments: --lr 3" in tail.splitlines()[1:4]
+
+
+OUTPUTS = REPO / "tests" / "data" / "pipelines" / "outputs" / "pipeline.yml"
+
+
+def test_a_pipelines_own_outputs_are_found_by_their_names(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    import json
+
+    result = run_cli("run", str(OUTPUTS), "--name", "pipe1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # `summary` is the output `report` of step write: show names it, by the pipeline's name.
+    shown = run_cli("job", "show", "pipe1").stdout
+    assert "summary: output report of step write (job pipe1.write), azureml://jobs/pipe1/outputs/summary" in shown
+    outputs = json.loads(run_cli("job", "show", "pipe1", "-o", "json").stdout)["outputs"]
+    assert outputs == {
+        "summary": {
+            "step": "write",
+            "output": "report",
+            "job": "pipe1.write",
+            "status": "Completed",
+            "path": "azureml://jobs/pipe1/outputs/summary",
+        }
+    }
+    # Downloaded by its name, where Azure ML puts a named output.
+    fetched = run_cli("job", "download", "pipe1", "--output-name", "summary", "-p", str(tmp_path / "got"))
+    assert fetched.returncode == 0, fetched.stderr
+    assert (tmp_path / "got" / "named-outputs" / "summary" / "report.txt").read_text() == "written\n"
+    everything = run_cli("job", "download", "pipe1", "--all", "-p", str(tmp_path / "all"))
+    assert everything.returncode == 0, everything.stderr
+    assert (tmp_path / "all" / "named-outputs" / "summary" / "report.txt").read_text() == "written\n"
+    assert (tmp_path / "all" / "write" / "named-outputs" / "report" / "report.txt").is_file()  # and each step's
+    missing = run_cli("job", "download", "pipe1", "--output-name", "sumary", "-p", str(tmp_path / "none"))
+    assert missing.returncode == 2 and "the pipeline's outputs: summary" in missing.stderr
+    # A later job reads it as azureml://jobs/PIPELINE/outputs/NAME.
+    reader = tmp_path / "read.yml"
+    reader.write_text(
+        "command: cat ${{inputs.summary}}/report.txt\n"
+        "inputs:\n  summary: {type: uri_folder, path: azureml://jobs/pipe1/outputs/summary}\n"
+    )
+    read = run_cli("run", str(reader), "--name", "reader")
+    assert read.returncode == 0, read.stdout + read.stderr
+    assert "written" in run_cli("logs", "reader").stdout
+    wrong = reader.read_text().replace("outputs/summary", "outputs/report")
+    reader.write_text(wrong)
+    refused = run_cli("run", str(reader), "--name", "reader2")
+    assert refused.returncode != 0 and "pipeline pipe1 has no output 'report' (its outputs: summary)" in refused.stderr
+
+
+BOUND = REPO / "tests" / "data" / "pipelines" / "bound_settings" / "pipeline.yml"
+
+
+def test_steps_run_on_the_compute_their_pipelines_inputs_name(run_cli, distrun_home: Path) -> None:
+    # The pipeline's default compute does not exist: each step runs where its bound input says.
+    result = run_cli("run", str(BOUND), "--name", "bound")
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = _records(distrun_home)
+    assert {records[f"bound.{s}"]["compute"] for s in ("stage.write", "stage.after", "compare")} == {"local"}
+    assert len(records["bound.stage.write"]["processes"]) == 2  # resources.instance_count: ${{parent.inputs.nodes}}
+    assert "written" in run_cli("logs", "bound/compare").stdout
+
+
+RESERVED = REPO / "tests" / "data" / "pipelines" / "reserved" / "pipeline.yml"
+
+
+def test_a_steps_artifacts_and_default_outputs_are_its_artifact_root(run_cli, distrun_home: Path) -> None:
+    # Azure ML's reserved outputs: what the step wrote to ./outputs and ./logs, declared or not.
+    result = run_cli("run", str(RESERVED), "--name", "res")
+    assert result.returncode == 0, result.stdout + result.stderr
+    logs = run_cli("logs", "res").stdout
+    assert "[read_artifacts] [0/0] hello there" in logs and "[read_artifacts] [0/0] noted" in logs
+    assert "[read_default] [0/0] hello there" in logs
+    # A later job reads it by URI too, as a file inside it.
+    reader = distrun_home.parent / "read.yml"
+    reader.write_text(
+        "command: cat ${{inputs.greeting}}\n"
+        "inputs:\n  greeting:\n    type: uri_file\n"
+        "    path: azureml://jobs/res.greet/outputs/default/paths/outputs/greeting.txt\n"
+    )
+    assert run_cli("run", str(reader), "--name", "reader").returncode == 0
+    assert run_cli("logs", "reader").stdout.endswith("hello there\n")
+    # `job download --output-name default` is the job's artifacts, as Azure ML downloads it.
+    got = distrun_home.parent / "got"
+    assert run_cli("job", "download", "res.greet", "--output-name", "default", "-p", str(got)).returncode == 0
+    assert (got / "artifacts" / "outputs" / "greeting.txt").read_text() == "hello there\n"
+    assert not (got / "named-outputs").exists()
