@@ -20,11 +20,16 @@ from distrun.backends.kubernetes.output_records import OUTPUTS_MARK, receive
 from distrun.backends.slurm.attempts import _write_attempts, set_aside_outcomes
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.supervised import start_detached
+from distrun.core.errors import DistrunError
 from distrun.core.file_modes import open_append_beneath, write_file_beneath
+from distrun.core.job_kind import JobKind
+from distrun.core.job_status import JobStatus
 from distrun.core.safe_files import UnsafeFileError
 from distrun.metrics.tracking import note_metrics
 from distrun.restarts.policy import keep_logs
 from distrun.runner.detached_parent import start_supervisor
+from distrun.runner.parent_record import record_parent
+from distrun.store.index import JobIndex
 from distrun.store.layout import JobFolder, Layout
 
 
@@ -162,3 +167,15 @@ def test_a_parents_request_and_log_are_not_made_through_a_linked_system_logs(hom
     with pytest.raises(UnsafeFileError, match="system_logs is a symbolic link"):
         start_supervisor(layout, "job", {"kind": "pipeline"})
     assert list(outside.iterdir()) == []
+
+
+def test_a_parents_folder_is_not_made_where_a_link_to_nowhere_lies(tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "home")
+    layout.jobs_dir.mkdir(parents=True)
+    (layout.jobs_dir / "pipe").symlink_to(tmp_path / "nowhere")
+    index = JobIndex(layout.db_path)
+    header = SimpleNamespace(display_name=None, experiment_name="e", tags={})
+    with pytest.raises(DistrunError, match="already exists"):
+        record_parent(index, layout, "pipe", JobStatus.QUEUED, header, kind=JobKind.PIPELINE, compute="local", steps={})
+    assert "pipe" not in index.names()
+    assert not (tmp_path / "nowhere").exists()
