@@ -13,33 +13,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from distrun.core.file_modes import DIR_MODE, FILE_MODE, make_dirs, write_all
-from distrun.core.safe_files import open_beneath, open_folder_beneath
+from distrun.core.file_modes import write_beneath as write_beneath  # the one writer, in core for every layer
+from distrun.core.safe_files import open_beneath
 
 # The most names a listing of a job-writable folder returns (stack requests, progress files).
 LIST_LIMIT = 4096
-
-
-def write_beneath(root: Path, folder: str, name: str, data: bytes) -> None:
-    """`root/folder/name` holding `data`, whole or not at all; OSError (UnsafeFileError for a link) otherwise."""
-    make_dirs(root)  # the job folder itself (distrun's, above anything the job can replace)
-    dir_fd = open_folder_beneath(root, folder, DIR_MODE)
-    tmp = f".{name}.{os.urandom(4).hex()}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
-        try:
-            write_all(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except OSError:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
-        raise
-    finally:
-        os.close(dir_fd)
 
 
 def listed_beneath(root: Path, folder: str, limit: int = LIST_LIMIT) -> list[str]:

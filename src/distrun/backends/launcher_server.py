@@ -174,7 +174,7 @@ def _in_middle(name: str, log: str, replies: IO[bytes]) -> tuple[str, str] | Non
 def _detach(log: str) -> None:
     """The supervisor's standard streams as a new interpreter's would be; the server's pipes closed."""
     null = os.open(os.devnull, os.O_RDONLY)
-    out = open_append(Path(log))
+    out = open_append(Path(log), root=Path(log).parents[1])  # the job folder (system_logs/launcher.txt)
     os.dup2(null, 0)
     os.dup2(out, 1)
     os.dup2(out, 2)

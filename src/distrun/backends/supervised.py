@@ -25,7 +25,7 @@ from distrun.agent.stop_signals import stop_signals_blocked
 from distrun.backends.base import Backend
 from distrun.backends.launcher_server import launch_served
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import open_append, write_file
+from distrun.core.file_modes import open_append, write_file_beneath
 from distrun.core.job_status import JobStatus
 from distrun.metrics.tracking_server import held_uses
 from distrun.store.index import JobIndex, JobRecord, process_start_time
@@ -48,7 +48,7 @@ def cancel_marker(folder: JobFolder) -> Path:
 
 def mark_cancel(folder: JobFolder) -> None:
     try:
-        write_file(cancel_marker(folder), b"")
+        write_file_beneath(folder.root, cancel_marker(folder), b"")
     except OSError:
         pass  # the SIGTERM that follows still stops the job (as a preemption, if it has restarts)
 
@@ -63,7 +63,7 @@ def start_detached(prepared: PreparedJob, layout: Layout, argv: list[str], modul
     if pid is not None:
         JobIndex(layout.db_path).set_launcher(prepared.name, pid)
         return pid
-    log = os.fdopen(open_append(prepared.folder.launcher_log), "ab")
+    log = os.fdopen(open_append(prepared.folder.launcher_log, root=prepared.folder.root), "ab")
     env = dict(os.environ, DISTRUN_HOME=str(layout.home))
     # A SIGTERM right after `job create` reaches the launcher while Python starts: held until
     # it can act on it, instead of killing it before it records anything.

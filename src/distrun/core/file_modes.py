@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from distrun.core.safe_files import open_folder_beneath, open_regular
+from distrun.core.safe_files import UnsafeFileError, open_folder_beneath, open_regular
 
 DIR_MODE = 0o775
 FILE_MODE = 0o664
@@ -104,6 +104,49 @@ def write_file(path: Path, data: bytes) -> None:
         raise
 
 
+def write_beneath(root: Path, folder: str, name: str, data: bytes) -> None:
+    """`root/folder/name` holding `data`, whole or not at all, where the job's processes can write.
+
+    `folder` is made and opened one component at a time without following a link
+    (`safe_files.open_folder_beneath`), and the file is written relative to that open folder (a
+    temporary file created O_EXCL|O_NOFOLLOW, then renamed over the name): whatever the job
+    planted, nothing is created or written outside `root`. OSError (UnsafeFileError for a link)
+    otherwise.
+    """
+    make_dirs(root)  # the job folder itself (distrun's, above anything the job can replace)
+    dir_fd = open_folder_beneath(root, folder, DIR_MODE)
+    tmp = f".{name}.{os.urandom(4).hex()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(dir_fd)
+
+
+def write_file_beneath(root: Path, path: Path, data: bytes) -> None:
+    """`write_file` for a file `path` inside the job folder `root` (`write_beneath`): no folder
+    between them is followed if it is a link, and each missing one is made."""
+    relative = _inside(root, path)
+    write_beneath(root, relative.parent.as_posix(), relative.name, data)
+
+
+def _inside(root: Path, path: Path) -> Path:
+    try:
+        return path.relative_to(root)
+    except ValueError:
+        raise UnsafeFileError(f"{path} is not inside {root}") from None
+
+
 def make_dirs_beneath(root: Path, relative: str) -> None:
     """`mkdir -p root/relative` where the job's processes can write: no component below `root`
     followed if it is a link (`safe_files.open_folder_beneath`); `root` itself is made with
@@ -120,3 +163,10 @@ def open_append(path: Path, root: Path | None = None) -> int:
     `path` lies in), no folder between them is followed if it is a link either.
     """
     return open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE, root=root)
+
+
+def open_append_beneath(root: Path, path: Path) -> int:
+    """`open_append` of `path` inside the job folder `root`, its folder made first where missing,
+    with no folder between them followed if it is a link (`make_dirs_beneath`)."""
+    make_dirs_beneath(root, _inside(root, path).parent.as_posix())
+    return open_append(path, root=root)

@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from distrun.core.file_modes import copied_mode, make_dirs, open_append, write_file
+from distrun.core.file_modes import copied_mode, make_dirs, open_append, write_file_beneath
 from distrun.core.safe_files import read_text, unreadable_because
 from distrun.metrics import sqlite_store, tracking_server
 from distrun.metrics.rank_route import UNREACHABLE_URI
@@ -104,7 +104,7 @@ def start_run(
     if uri == default_tracking_uri(home):
         run = _served(run, folder, home, job_name)
     recorded = {key: value for key, value in asdict(run).items() if key != "rank_token"}
-    write_file(folder.root / TRACKING_FILE, json.dumps(recorded, indent=2).encode("utf-8"))
+    write_file_beneath(folder.root, folder.root / TRACKING_FILE, json.dumps(recorded, indent=2).encode("utf-8"))
     return run
 
 
@@ -138,7 +138,7 @@ def note_metrics(folder: JobFolder, line: str) -> None:
     """Say `line` on stderr and in the job's system_logs/metrics.txt."""
     print(line, file=sys.stderr)
     try:
-        fd = open_append(folder.system_logs / METRICS_LOG)  # never through a link the job planted
+        fd = open_append(folder.system_logs / METRICS_LOG, root=folder.root)  # never through a link the job planted
     except OSError:
         return
     try:

@@ -109,8 +109,10 @@ def kept_logs(attempt: int) -> str:
 
 def keep_logs(user_logs: Path, attempt: int) -> Path | None:
     """Attempt `attempt`'s logs out of the job folder's user_logs/ into `kept_logs(attempt)`, which
-    is returned: the next attempt starts with an empty user_logs/. None without a user_logs/."""
-    if not user_logs.is_dir():
+    is returned: the next attempt starts with an empty user_logs/. None when nothing is there:
+    a link or a file the attempt's ranks left at its name is not followed but replaced
+    (`keep_attempt_logs`), so the next attempt's logs are made in the job folder."""
+    if not os.path.lexists(user_logs):
         return None
     return keep_attempt_logs(user_logs, attempt)
 

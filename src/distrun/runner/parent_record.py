@@ -39,7 +39,7 @@ def record_parent(
     from distrun.store.index import JobRecord, process_start_time
 
     folder = layout.job(name)
-    if folder.root.exists():
+    if os.path.lexists(folder.root):  # a link there too, even one to nowhere: never made through
         raise DistrunError(f"a job folder for {name!r} already exists at {folder.root}", "choose another name")
     make_dirs(folder.root.parent)
     pid = os.getpid()

@@ -33,7 +33,7 @@ from distrun.backends.kubernetes.render import KubernetesRequest, render_request
 from distrun.backends.kubernetes.target import KubernetesSettings
 from distrun.backends.submission_failure import recorded_as_not_submitted
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import write_file
+from distrun.core.file_modes import write_file_beneath
 from distrun.core.image_reference import IMAGE_HINT, image_reference_problem
 from distrun.core.job_status import JobStatus
 from distrun.core.json_encoding import compact_json
@@ -200,9 +200,9 @@ class KubernetesBackend(EngineBackend):
         with recorded_as_not_submitted(index, job.name, "the job's files"):
             cluster = KubernetesCluster(self.target_settings(job.target))
             request = _for_cluster(rendered, request, cluster, layout)
-            write_file(job.folder.plan_json, compact_json(request.plan.to_dict()))
+            write_file_beneath(job.folder.root, job.folder.plan_json, compact_json(request.plan.to_dict()))
             save_layout(paths, request.layout)
-            write_json(paths.objects, request.objects)
+            write_json(paths, paths.objects, request.objects)
             cluster.submit(request)
         unreached = pod_tracking(job.bindings.environment)
         if not unreached.reached and unreached.note:

@@ -19,11 +19,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from distrun.backends.kubernetes.job_files import K8sPaths
+from distrun.backends.kubernetes.job_files import K8sPaths, write_small
 from distrun.backends.kubernetes.output_records import is_output_record, receive
 from distrun.backends.kubernetes.pod_contract import OUTCOME_MARK
 from distrun.backends.kubernetes.state import ATTEMPT_KEY, PodOutcome
-from distrun.core.file_modes import FILE_MODE, make_dirs, write_file
+from distrun.core.file_modes import open_append_beneath
 from distrun.core.safe_files import read_text
 from distrun.store.layout import JobFolder
 from distrun.store.log_labels import log_labels
@@ -31,10 +31,7 @@ from distrun.store.log_labels import log_labels
 
 @contextlib.contextmanager
 def collecting(paths: K8sPaths) -> Iterator[None]:
-    make_dirs(paths.folder)
-    with os.fdopen(
-        os.open(paths.lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE), "a"
-    ) as handle:
+    with os.fdopen(open_append_beneath(paths.job_dir, paths.lock), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -69,8 +66,10 @@ def split_log(new: bytes, labels: Mapping[str, str]) -> tuple[dict[str, bytes], 
     return {name: b"".join(parts) for name, parts in files.items()}, outcomes, archive
 
 
-def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
+def _append(root: Path, path: Path, data: bytes) -> None:
+    """`data` appended to `path` of the job folder `root`, its folder made where missing; no link
+    planted on the way (at `user_logs/` say) is followed."""
+    fd = open_append_beneath(root, path)
     with os.fdopen(fd, "ab") as handle:
         handle.write(data)
 
@@ -107,15 +106,14 @@ def collect_pod_log(
         said = receive(record, pod, paths.outputs, folder.root)
         if said:
             kept += said.encode() + b"\n"
-    _append(folder.system_logs / f"pod_{pod}.txt", kept)
+    _append(folder.root, folder.system_logs / f"pod_{pod}.txt", kept)
     for name, data in per_file.items():
         if "/" not in name and name.endswith(".txt"):
-            make_dirs(user_logs)
-            _append(user_logs / name, data)
+            _append(folder.root, user_logs / name, data)
     for outcome in outcomes:
         keep_outcome(paths, pod, outcome, attempt)
     offsets[pod] = end
-    write_file(paths.offsets, json.dumps(offsets).encode("utf-8"))
+    write_small(paths, paths.offsets, json.dumps(offsets).encode("utf-8"))
 
 
 def keep_outcome(paths: K8sPaths, pod: str, outcome: dict[str, Any], attempt: int = 0) -> None:
@@ -124,8 +122,7 @@ def keep_outcome(paths: K8sPaths, pod: str, outcome: dict[str, Any], attempt: in
     if "/" in pod or pod.startswith("."):
         return
     outcome = {**outcome, ATTEMPT_KEY: attempt}
-    make_dirs(paths.outcomes)
-    write_file(paths.outcomes / f"{pod}.json", json.dumps(outcome).encode("utf-8"))
+    write_small(paths, paths.outcomes / f"{pod}.json", json.dumps(outcome).encode("utf-8"))
 
 
 def read_outcomes(paths: K8sPaths) -> dict[str, PodOutcome]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.backends.kubernetes.pods import PodLayout, PodRole
-from distrun.core.file_modes import make_dirs, write_file
+from distrun.core.file_modes import write_file_beneath
 from distrun.core.safe_files import SMALL_FILE_LIMIT, read_text
 from distrun.spec.models import JobLimits, JobSpec
 from distrun.store.layout import JobFolder
@@ -34,6 +34,7 @@ from distrun.store.layout import JobFolder
 
 class K8sPaths:
     def __init__(self, job_dir: Path) -> None:
+        self.job_dir = job_dir  # everything below is written without following a link (`write_file_beneath`)
         self.folder = job_dir / "k8s"
         self.objects = self.folder / "objects.json"
         self.layout = self.folder / "layout.json"
@@ -47,14 +48,18 @@ class K8sPaths:
         self.preemptions = self.folder / "preemptions"
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(paths: K8sPaths, path: Path, data: Any) -> None:
     """`data` as indented JSON, replacing the file at once (a reader never sees half of it)."""
-    make_dirs(path.parent)
-    write_file(path, json.dumps(data, indent=2).encode("utf-8"))
+    write_small(paths, path, json.dumps(data, indent=2).encode("utf-8"))
+
+
+def write_small(paths: K8sPaths, path: Path, data: bytes) -> None:
+    """`data` into `path` of the job folder, whole, never through a link planted on the way."""
+    write_file_beneath(paths.job_dir, path, data)
 
 
 def save_layout(paths: K8sPaths, layout: PodLayout) -> None:
-    write_json(paths.layout, dataclasses.asdict(layout))
+    write_json(paths, paths.layout, dataclasses.asdict(layout))
 
 
 def load_layout(folder: JobFolder) -> PodLayout:
@@ -69,9 +74,8 @@ def _layout_from(data: Mapping[str, Any]) -> PodLayout:
 
 def note_cancel(paths: K8sPaths) -> None:
     """The time of the first cancel request: a failure before it still wins."""
-    make_dirs(paths.folder)
     if not paths.cancel.exists():
-        write_file(paths.cancel, f"{time.time()}\n".encode())
+        write_small(paths, paths.cancel, f"{time.time()}\n".encode())
 
 
 def stopping_for(paths: K8sPaths) -> float:
@@ -80,8 +84,7 @@ def stopping_for(paths: K8sPaths) -> float:
         since = float(read_text(paths.stopping, SMALL_FILE_LIMIT))
     except (OSError, ValueError):
         since = time.time()
-        make_dirs(paths.folder)
-        write_file(paths.stopping, f"{since}\n".encode())
+        write_small(paths, paths.stopping, f"{since}\n".encode())
     return time.time() - since
 
 
@@ -94,7 +97,7 @@ def shown_attempt(paths: K8sPaths) -> int:
 
 
 def show_attempt(paths: K8sPaths, attempt: int) -> None:
-    write_file(paths.attempt, f"{attempt}\n".encode())
+    write_small(paths, paths.attempt, f"{attempt}\n".encode())
 
 
 def kept_preemptions(paths: K8sPaths, seen: int | None) -> int:
@@ -105,7 +108,7 @@ def kept_preemptions(paths: K8sPaths, seen: int | None) -> int:
         except (OSError, ValueError):
             return 0
     with contextlib.suppress(OSError):
-        write_file(paths.preemptions, f"{seen}\n".encode())
+        write_small(paths, paths.preemptions, f"{seen}\n".encode())
     return seen
 
 

@@ -62,7 +62,7 @@ def receive(line: bytes, pod: str, folder: Path, job_dir: Path) -> str | None:
     Returns a line for the pod's log in `system_logs/` when something is to be said: the
     archive unpacked (and what it held that was left out), damaged, or not sent.
     """
-    from distrun.core.file_modes import make_dirs, open_append, write_file
+    from distrun.core.file_modes import open_append, write_file_beneath
     from distrun.core.safe_files import read_regular, read_text
 
     header_path, part = folder / f"{pod}.json", folder / f"{pod}.part"
@@ -75,16 +75,15 @@ def receive(line: bytes, pod: str, folder: Path, job_dir: Path) -> str | None:
             expected = {"bytes": int(header["bytes"]), "sha256": str(header["sha256"])}
         except (ValueError, KeyError, TypeError):
             return f"distrun: the outputs of pod {pod} were not brought back: their header is damaged"
-        make_dirs(folder)
-        write_file(header_path, json.dumps(expected).encode("utf-8"))
-        write_file(part, b"")  # a pod of the same name (a JobSet restart) starts its own archive
+        write_file_beneath(job_dir, header_path, json.dumps(expected).encode("utf-8"))  # never through a link
+        write_file_beneath(job_dir, part, b"")  # a pod of the same name (a JobSet restart) starts its own archive
         return None
     try:
-        expected = json.loads(read_text(header_path))
+        expected = json.loads(read_text(header_path, root=job_dir))
         data = base64.b64decode(text[len(CHUNK_MARK) :], validate=True)
     except (OSError, ValueError, binascii.Error):
         return f"distrun: a piece of the outputs of pod {pod} was left out: no header before it, or damaged"
-    fd = open_append(part)
+    fd = open_append(part, root=job_dir)
     try:
         os.write(fd, data)
         size = os.fstat(fd).st_size
@@ -92,7 +91,7 @@ def receive(line: bytes, pod: str, folder: Path, job_dir: Path) -> str | None:
         os.close(fd)
     if size < expected["bytes"]:
         return None
-    archive = read_regular(part, limit=OUTPUTS_LIMIT + CHUNK)
+    archive = read_regular(part, limit=OUTPUTS_LIMIT + CHUNK, root=job_dir)
     part.unlink()
     header_path.unlink()
     if len(archive) != expected["bytes"] or hashlib.sha256(archive).hexdigest() != expected["sha256"]:

@@ -31,7 +31,7 @@ from distrun.backends.local.attempts import LocalAttempts
 from distrun.backends.ports import free_ports
 from distrun.backends.supervised import SupervisedBackend, mark_cancel
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import write_file
+from distrun.core.file_modes import write_file_beneath
 from distrun.core.job_status import JobStatus
 from distrun.core.json_encoding import compact_json
 from distrun.metrics.tracking import finish_run
@@ -144,7 +144,7 @@ def _run_attempts(
 def _write_plan(prepared: PreparedJob, index: JobIndex, leases: PortLeases, restart_count: int = 0) -> LaunchPlan:
     try:
         plan = plan_local(prepared, leases, restart_count)
-        write_file(prepared.folder.plan_json, compact_json(plan.to_dict()))
+        write_file_beneath(prepared.folder.root, prepared.folder.plan_json, compact_json(plan.to_dict()))
     except (DistrunError, OSError) as exc:
         reason = exc.message if isinstance(exc, DistrunError) else f"could not write the job's plan: {exc}"
         index.update(prepared.name, status=JobStatus.FAILED, reason=reason, ended_at=time.time())

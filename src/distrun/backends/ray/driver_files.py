@@ -18,7 +18,7 @@ from distrun.agent.folder_mirror import SHARED, Changes, MirrorSide
 from distrun.agent.folder_writes import write_beneath
 from distrun.agent.hang_report import HANG_FOLDER
 from distrun.backends.ray.placement import PlacementRequest
-from distrun.core.file_modes import open_append, write_all, write_file
+from distrun.core.file_modes import open_append, write_all, write_file_beneath
 from distrun.core.json_encoding import compact_json
 from distrun.plan.model import LaunchPlan
 from distrun.store.layout import JobFolder
@@ -65,7 +65,7 @@ class DriverFiles:
 
     def write_plan(self, plan: LaunchPlan, request: PlacementRequest, wheres: list[dict[str, Any]]) -> None:
         """plan.json, and where Ray placed each node (system_logs/ray_placement.json)."""
-        write_file(self.folder.plan_json, compact_json(plan.to_dict()))
+        write_file_beneath(self.folder.root, self.folder.plan_json, compact_json(plan.to_dict()))
         placed = {"placement_group": request.to_dict(), "nodes": wheres}
         logs = self.folder.system_logs.name
         write_beneath(self.folder.root, logs, PLACEMENT_FILE, json.dumps(placed, indent=2).encode("utf-8"))

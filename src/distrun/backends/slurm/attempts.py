@@ -35,9 +35,9 @@ from distrun.backends.cluster import first_failure
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.state import read_canceled_at
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import make_dirs, write_file
+from distrun.core.file_modes import DIR_MODE, write_file_beneath
 from distrun.core.job_status import TERMINAL_STATUSES, JobStatus
-from distrun.core.safe_files import SMALL_FILE_LIMIT, read_text
+from distrun.core.safe_files import SMALL_FILE_LIMIT, open_folder_beneath, read_text
 from distrun.restarts.loop import end_attempt
 from distrun.restarts.policy import Attempt, Decision, keep_attempt
 
@@ -55,7 +55,39 @@ def read_attempts(paths: SlurmPaths) -> list[dict[str, Any]]:
 
 
 def _write_attempts(paths: SlurmPaths, attempts: Sequence[dict[str, Any]]) -> None:
-    write_file(paths.attempts, json.dumps(list(attempts), indent=2).encode("utf-8"))  # whole, FILE_MODE
+    data = json.dumps(list(attempts), indent=2).encode("utf-8")
+    write_file_beneath(paths.job_dir, paths.attempts, data)  # whole, FILE_MODE, never through a planted link
+
+
+def set_aside_outcomes(paths: SlurmPaths, attempt: int) -> None:
+    """The node outcomes of `attempt` (regular files of slurm/ named as the channel names them)
+    moved into slurm/attempt_<k>/, and the preemption marker removed.
+
+    The attempt's ranks could write the job folder: slurm/ and the attempt folder are made and
+    opened without following a link (a link at the attempt folder's name is replaced, never
+    followed), and every move and removal is relative to those open folders, so nothing outside
+    the job folder is made, moved or removed.
+    """
+    root = paths.job_dir
+    engine = paths.folder.name
+    folder_fd = open_folder_beneath(root, engine, DIR_MODE)
+    try:
+        kept_fd = open_folder_beneath(
+            root, f"{engine}/{paths.attempt_folder(attempt).name}", DIR_MODE, replace_planted=True
+        )
+        try:
+            with os.scandir(folder_fd) as listed:
+                names = [e.name for e in listed if CHANNEL_FILE.match(e.name) and e.is_file(follow_symlinks=False)]
+            for name in names:
+                os.replace(name, name, src_dir_fd=folder_fd, dst_dir_fd=kept_fd)
+        finally:
+            os.close(kept_fd)
+        try:
+            os.unlink(paths.preempted.name, dir_fd=folder_fd)
+        except FileNotFoundError:
+            pass
+    finally:
+        os.close(folder_fd)
 
 
 def attempt_state(
@@ -186,12 +218,7 @@ class AttemptBook:
     def set_aside(self, attempt: Attempt) -> None:
         """The ended attempt's logs and node outcomes move aside; the next one starts clean."""
         keep_attempt(attempt, self.job.folder.user_logs)
-        kept = self.paths.attempt_folder(attempt.attempt)
-        make_dirs(kept)
-        for entry in self.paths.folder.iterdir():
-            if entry.is_file() and CHANNEL_FILE.match(entry.name):
-                os.replace(entry, kept / entry.name)
-        self.paths.preempted.unlink(missing_ok=True)
+        set_aside_outcomes(self.paths, attempt.attempt)
 
     def note(self, attempts: Sequence[Attempt]) -> None:
         _write_attempts(self.paths, [a.to_dict() for a in attempts])

@@ -33,7 +33,7 @@ from distrun.backends.slurm.script import render_batch_script
 from distrun.backends.slurm.state import distrun_status, job_state, read_canceled_at
 from distrun.backends.slurm.target import SlurmSettings, pinned_master_port, slurm_time_limit
 from distrun.backends.submission_failure import recorded_as_not_submitted
-from distrun.core.file_modes import make_dirs, write_file
+from distrun.core.file_modes import write_file_beneath
 from distrun.core.job_status import JobState, JobStatus
 from distrun.core.json_encoding import compact_json
 from distrun.core.safe_files import read_text
@@ -94,10 +94,9 @@ class SlurmCluster:
     def submit(self, script: str, job_dir: Path) -> str:
         """Write `script` as slurm/batch.sh into the job folder and submit it; returns Slurm's job id."""
         paths = SlurmPaths(job_dir)
-        make_dirs(paths.folder)
-        write_file(paths.script, script.encode("utf-8"))
+        write_file_beneath(job_dir, paths.script, script.encode("utf-8"))  # never through a planted link
         job_id = self.client.submit(paths.script)
-        write_file(paths.job_id, f"{job_id}\n".encode())
+        write_file_beneath(job_dir, paths.job_id, f"{job_id}\n".encode())
         return job_id
 
     def observe(self, job_dir: Path, job_id: str, node_count: int, now: float) -> SlurmView:
@@ -111,7 +110,7 @@ class SlurmCluster:
     def cancel(self, job_dir: Path, job_id: str, now: float) -> None:
         paths = SlurmPaths(job_dir)
         if not paths.cancel.exists():
-            write_file(paths.cancel, f"{now}\n".encode())
+            write_file_beneath(job_dir, paths.cancel, f"{now}\n".encode())
         self.client.cancel(job_id)
 
 
@@ -269,10 +268,10 @@ class SlurmBackend(EngineBackend):
         with recorded_as_not_submitted(index, job.name, "the job's Slurm files"):
             cluster = self.cluster(job.target)
             # The plan as far as it is known here; node 0 replaces it with the real hosts and ports.
-            write_file(job.folder.plan_json, compact_json(rendered.plan.to_dict()))
+            root = job.folder.root
+            write_file_beneath(root, job.folder.plan_json, compact_json(rendered.plan.to_dict()))
             if request.container is not None:
-                make_dirs(SlurmPaths(job.folder.root).folder)
-                write_file(SlurmPaths(job.folder.root).container, compact_json(request.container.to_dict()))
+                write_file_beneath(root, SlurmPaths(root).container, compact_json(request.container.to_dict()))
             # No second preflight: the orchestrator ran it just before the record was made, and a
             # controller gone since then fails sbatch, which this guard records the same way.
             job_id = cluster.submit(request.script, job.folder.root)
