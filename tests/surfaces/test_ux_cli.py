@@ -238,3 +238,28 @@ def test_keys_without_meaning_here_are_noted_once(run_cli, write_job):
     out = run_cli("run", str(job)).stdout
     assert out.count(note) == 1 and f"distrun: {note}\n" in out
     assert run_cli("plan", str(job)).stdout.count(note) == 1
+
+
+def test_every_showing_verb_speaks_table_json_and_yaml(run_cli, write_job, tmp_path):
+    job = write_job("command: echo hi\nname: one_job\n")
+    assert run_cli("run", str(job)).returncode == 0
+    assert run_cli("data", "create", "--name", "ds", "--path", str(tmp_path)).returncode == 0
+    for verb in (["job", "list"], ["job", "show", "one_job"], ["compute", "list"], ["data", "list"]):
+        as_yaml = run_cli(*verb, "-o", "yaml")
+        assert as_yaml.returncode == 0, as_yaml.stderr
+        assert as_yaml.stdout == views_yaml(json.loads(run_cli(*verb, "-o", "json").stdout)) + "\n", verb
+    # `text`, which `job show` and `run -d` once took, is still read as the table.
+    assert run_cli("job", "show", "one_job", "-o", "text").stdout == run_cli("job", "show", "one_job").stdout
+    listed = run_cli("data", "list", "-o", "table").stdout.splitlines()
+    assert listed[0].split()[:5] == ["NAME", "VERSION", "TYPE", "PATH", "CREATED"] and listed[2].split()[:2] == [
+        "ds",
+        "1",
+    ]
+    wrong = run_cli("job", "list", "-o", "xml")
+    assert wrong.returncode == 2 and "'table', 'json', 'yaml'" in wrong.stderr
+
+
+def views_yaml(data):
+    from distrun.cli.output import as_yaml
+
+    return as_yaml(data)

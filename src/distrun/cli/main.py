@@ -19,10 +19,10 @@ from typing import Any, NoReturn
 import click
 
 from distrun.cli.envdata import resource_file_option
+from distrun.cli.output import echo_json, emit, output_option
 from distrun.cli.shown import echo
-from distrun.cli.stdout_reader import QuietWhenUnread, let_go_of_stdout
+from distrun.cli.stdout_reader import QuietWhenUnread
 from distrun.core.errors import DistrunError, JobAlreadyEndedError
-from distrun.core.json_encoding import shown_json
 from distrun.core.safe_files import UnsafeFileError
 from distrun.prepare.compute import USER_KINDS
 
@@ -49,21 +49,6 @@ def _layout():  # type: ignore[no-untyped-def]
     return Layout()
 
 
-def _echo_json(data: Any) -> None:
-    # Indented for a user when small, compact when large (`shown_json`): a 1024 x 8 plan
-    # indented took over 1 s in Python's pure-Python encoder, compact about 0.15 s in its C one.
-    # Written in 1 MB pieces, so that a reader that goes away (`| head`) stops it early.
-    text = shown_json(data)
-    try:
-        for start in range(0, len(text), 1 << 20):
-            echo(text[start : start + (1 << 20)], nl=False)
-        echo("")
-    except BrokenPipeError:
-        # The reader went away (`| head`): that is no error (distrun.cli.stdout_reader).
-        let_go_of_stdout()
-        sys.exit(0)
-
-
 @click.group(cls=QuietWhenUnread, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="distrun")
 def cli() -> None:
@@ -74,7 +59,7 @@ def cli() -> None:
 
 
 def _run(
-    file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool, output: str = "text"
+    file: str, overrides: tuple[str, ...], name: str | None, compute: str | None, stream: bool, output: str = "table"
 ) -> NoReturn:
     from distrun.runner import jobs
     from distrun.runner.job_kinds import row_of_document
@@ -85,10 +70,7 @@ def _run(
         _run_parent_file(loaded, layout, name, compute, stream, file, overrides, output)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)
-        if output == "json":
-            _echo_json(record.to_dict())
-        else:
-            echo(views().created_text(record))
+        emit(record.to_dict(), output, lambda: views().created_text(record))
         sys.exit(0)
     record = jobs.run_job(loaded, layout, sys.stdout.buffer, _color(sys.stdout), compute, name)
     sys.exit(_exit_code(record.status))
@@ -125,10 +107,7 @@ def _run_parent(run: Any, detach: Any, summary: Any, stream: bool, output: str) 
     """Run a pipeline or sweep here (attached), or `detach()` it to a background supervisor."""
     if not stream:
         record = detach()
-        if output == "json":
-            _echo_json(record.to_dict())
-        else:
-            echo(views().created_text(record))
+        emit(record.to_dict(), output, lambda: views().created_text(record))
         sys.exit(0)
     record = run.run()
     echo(summary(record))
@@ -147,9 +126,7 @@ def views():  # type: ignore[no-untyped-def]
     return views
 
 
-_output_option = click.option(
-    "--output", "-o", type=click.Choice(["text", "json"]), default="text", help="json: the job record, for scripts."
-)
+_output_option = output_option(what="the job record (with -d)")
 
 
 @cli.command()
@@ -203,7 +180,7 @@ def run(
 @click.argument("file", type=click.Path(dir_okay=False))
 @_set_option
 @_compute_option
-@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
+@output_option(what="the whole dry run (yaml: a cluster's objects as it submits them)")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Dry run: every process, its command and its environment; nothing starts. A pipeline: its
     graph of steps, and each step's processes."""
@@ -224,7 +201,7 @@ def _load_document(file: str, overrides: tuple[str, ...]):  # type: ignore[no-un
 def _echo_planned(planned: dict[str, Any], output: str, as_text: Any) -> None:
     """A plan as JSON, YAML, or `as_text(planned)`."""
     if output == "json":
-        _echo_json(planned)
+        echo_json(planned)
     elif output == "yaml":
         _echo_yaml(planned)
     else:
@@ -250,8 +227,8 @@ def job() -> None:
 
 
 @job.command("create")
-@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False))
-@click.option("--name", "-n", default=None)
+@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False), help="The job YAML.")
+@click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated).")
 @_set_option
 @_compute_option
 @click.option("--stream", "-s", is_flag=True, help="Stream the logs until the job ends (like `distrun run`).")
@@ -264,16 +241,19 @@ def job_create(
 
 
 @job.command("validate")
-@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False))
+@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False), help="The job YAML.")
 @_set_option
 @_compute_option
-def job_validate(file: str, overrides: tuple[str, ...], compute: str | None) -> None:
+@output_option(default="json", what="the resolved job")
+def job_validate(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Check a job or pipeline file and its compute targets as `run` would; prints the resolved job
     (a pipeline: each step's job), or every problem."""
+    from distrun.cli.tables import fields_table
     from distrun.runner.job_kinds import row_of_document
 
     loaded = _load_document(file, overrides)
-    _echo_json(row_of_document(loaded).validate(loaded, _layout(), compute))
+    checked = row_of_document(loaded).validate(loaded, _layout(), compute)
+    emit(checked, output, lambda: fields_table(checked))
 
 
 def _name_arg(func: Any) -> Any:
@@ -299,7 +279,7 @@ def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> s
 
 @job.command("show")
 @_name_arg
-@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
+@output_option(what="the job record and its last metric values")
 def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     """Show a job (the newest without a name): status, root cause, every process, outputs."""
     from distrun.runner.jobs import get_job
@@ -309,26 +289,18 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     from distrun.metrics.printing import last_metric_values
 
     data.update(last_metric_values(_layout().job(record.name)))
-    if output == "json":
-        _echo_json(data)
-    elif output == "yaml":
-        echo(views().as_yaml(json.loads(json.dumps(data, default=str))))
-    else:
-        echo(views().job_show_text(record))
+    emit(data, output, lambda: views().job_show_text(record))
 
 
 @job.command("list")
-@click.option("--max-results", "-r", default=50, show_default=True)
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+@click.option("--max-results", "-r", default=50, show_default=True, help="Show at most this many jobs.")
+@output_option(what="the job records")
 def job_list(max_results: int, output: str) -> None:
     """List jobs, newest first."""
     from distrun.runner.jobs import list_jobs
 
     records = list_jobs(_layout(), max_results)
-    if output == "json":
-        _echo_json([r.to_dict() for r in records])
-    else:
-        echo(views().job_list_text(records))
+    emit([r.to_dict() for r in records], output, lambda: views().job_list_text(records))
 
 
 @job.command("stream")
@@ -400,9 +372,7 @@ def job_cancel(name: str | None, name_opt: str | None) -> None:
 @job.command("stacks")
 @_name_arg
 @click.option("--native", is_flag=True, help="Native (C/C++) frames too, where py-spy can unwind them.")
-@click.option(
-    "--output", "-o", type=click.Choice(["text", "json"]), default="text", help="json: every thread of every process."
-)
+@output_option(what="every thread of every process")
 def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str) -> None:
     """Every process's current Python stack (py-spy), alike ones folded so the odd one out stands out."""
     from distrun.agent.stack_groups import group_stacks, grouped_text
@@ -410,10 +380,13 @@ def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str
 
     chosen = _job_name(name, name_opt)
     answer = read_job_stacks(_layout(), chosen, native=native)
-    if output == "json":
-        _echo_json(
-            {"job": chosen, "processes": [p.to_dict() for p in answer.processes], "missing_nodes": answer.missing_nodes}
-        )
+    if output != "table":
+        shown = {
+            "job": chosen,
+            "processes": [p.to_dict() for p in answer.processes],
+            "missing_nodes": answer.missing_nodes,
+        }
+        emit(shown, output, str)
     else:
         echo(grouped_text(group_stacks(answer.processes)).rstrip("\n"))
         for node in answer.missing_nodes:
@@ -424,7 +397,9 @@ def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str
 
 @job.command("download")
 @_name_arg
-@click.option("--download-path", "-p", default=".", type=click.Path(file_okay=False))
+@click.option(
+    "--download-path", "-p", default=".", type=click.Path(file_okay=False), help="The folder to download into."
+)
 @click.option("--output-name", default=None, help="Download only this named output.")
 @click.option("--all", "all_", is_flag=True, help="Artifacts and every named output.")
 def job_download(
@@ -481,11 +456,12 @@ job.add_command(logs, "logs")  # `distrun job logs NAME`, as `distrun job stream
 @cli.command()
 @click.argument("name")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new points until the job ends.")
-def metrics(name: str, follow: bool) -> None:
+@output_option(what="every point: metric, step, timestamp, value")
+def metrics(name: str, follow: bool, output: str) -> None:
     """Print a job's metrics (logged with mlflow.log_metric or Run.log), one point a line."""
     from distrun.cli.metrics_view import print_metrics
 
-    print_metrics(_layout(), name, follow=follow)
+    print_metrics(_layout(), name, follow=follow, output=output)
 
 
 @cli.command()
@@ -510,10 +486,10 @@ def compute() -> None:
 
 @compute.command("create")
 @resource_file_option("A compute YAML: name, type and the target's settings (--set changes its keys).")
-@click.option("--name", "-n", default=None)
-@click.option("--type", "kind", default=None, type=click.Choice(USER_KINDS))
+@click.option("--name", "-n", default=None, help="The target's name, which jobs give as `compute:`.")
+@click.option("--type", "kind", default=None, type=click.Choice(USER_KINDS), help="The engine that runs its jobs.")
 @_set_option
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+@output_option(what="the target")
 def compute_create(
     file: str | None, name: str | None, kind: str | None, overrides: tuple[str, ...], output: str
 ) -> None:
@@ -552,10 +528,7 @@ def compute_create(
     backend_for(kind).validate_settings(name, settings)
     target = add_target(_layout().config_path, name, kind, settings)
     shown = {"name": target.name, "type": target.type, **target.settings}
-    if output == "json":
-        _echo_json(shown)
-    else:
-        echo(views().compute_table([shown]))
+    emit(shown, output, lambda: views().compute_table([shown]))
 
 
 def _name_local_cluster(name: str, output: str) -> None:
@@ -573,14 +546,11 @@ def _name_local_cluster(name: str, output: str) -> None:
     else:
         echo(f"distrun: compute {name} is already the {target.type} target in {config}; used as it is", err=True)
     shown = {"name": target.name, "type": target.type, **target.settings}
-    if output == "json":
-        _echo_json(shown)
-    else:
-        echo(views().compute_table([shown]))
+    emit(shown, output, lambda: views().compute_table([shown]))
 
 
 @compute.command("list")
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+@output_option(what="the targets")
 def compute_list(output: str) -> None:
     """List compute targets."""
     from distrun.prepare.compute import read_targets
@@ -589,10 +559,7 @@ def compute_list(output: str) -> None:
     shown = [{"name": "local", "type": "local"}] + [
         {"name": t.name, "type": t.type, **t.settings} for t in targets.values()
     ]
-    if output == "json":
-        _echo_json(shown)
-    else:
-        echo(views().compute_table(shown))
+    emit(shown, output, lambda: views().compute_table(shown))
 
 
 # ---------------------------------------------------------------- entry point

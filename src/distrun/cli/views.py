@@ -7,72 +7,22 @@ paste into `show`, `logs` and `cancel`.
 
 from __future__ import annotations
 
-import io
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distrun.cli.tables import format_seconds
+from distrun.cli.tables import table as _table
+from distrun.cli.tables import when as _when
 from distrun.core.job_status import JobStatus
 from distrun.runner.job_kinds import row_of
 from distrun.runner.report import job_duration
 from distrun.runner.summaries import best_lines, best_text, trials_table
 from distrun.runner.sweep_run import is_trial_name
 from distrun.store.index import JobRecord
-
-WIDTH = 80  # what the tables fit in when the terminal's width is not known
-
-
-def _console(out: io.StringIO, fit: bool) -> Any:
-    from rich.console import Console
-
-    width = os.environ.get("COLUMNS")
-    fit_width = int(width) if width and width.isdigit() else WIDTH
-    return Console(file=out, width=fit_width if fit else 1 << 12, no_color=True, highlight=False)
-
-
-def _table(columns: Iterable[str], rows: Iterable[Iterable[str]], *, keep: Iterable[str] = (), fit: bool = True) -> str:
-    """A borderless table. With `fit`, it fits the terminal (80 columns when unknown): the `keep`
-    columns are never wrapped or cut, the others are cut with … when there is no room."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
-    kept = set(keep)
-    columns, rows = list(columns), [list(row) for row in rows]
-    for number, column in enumerate(columns):
-        if column in kept:
-            widest = max([len(column), *(len(row[number]) for row in rows)])
-            table.add_column(column, no_wrap=True, overflow="ignore", min_width=widest)
-        else:
-            table.add_column(column, no_wrap=True, overflow="ellipsis")
-    for row in rows:
-        table.add_row(*row)
-    out = io.StringIO()
-    _console(out, fit).print(table)
-    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
-
-
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def _when(stamp: float | None, now: float) -> str:
-    """`14:05` today, `Nov 21` before: short enough for the list to fit 80 columns."""
-    if not stamp:
-        return ""
-    today = time.localtime(now)[:3] == time.localtime(stamp)[:3]
-    return time.strftime("%H:%M" if today else "%b %d", time.localtime(stamp))
 
 
 def _running_for(record: JobRecord, now: float) -> float | None:
@@ -268,27 +218,6 @@ def _timeouts_line(timeouts: list[dict[str, Any]]) -> str:
         elif item.get("value") is not None:
             said.append(f"{item.get('name')}={item['value']}")
     return ", ".join(said)
-
-
-def as_yaml(data: Any) -> str:
-    """YAML for people and scripts: multi-line text (tracebacks) as `|` blocks."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.scalarstring import LiteralScalarString
-
-    def blocks(value: Any) -> Any:
-        if isinstance(value, str) and "\n" in value:
-            return LiteralScalarString(value)
-        if isinstance(value, dict):
-            return {str(k): blocks(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [blocks(v) for v in value]
-        return value
-
-    yaml = YAML()
-    yaml.default_flow_style = False
-    out = io.StringIO()
-    yaml.dump(blocks(data), out)
-    return out.getvalue().rstrip("\n")
 
 
 # ---------------------------------------------------------------- started in the background

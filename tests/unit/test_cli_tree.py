@@ -1,0 +1,76 @@
+"""The command line is one command line: every verb that shows or lists takes
+`-o/--output table|json|yaml`, and every option says what it does in `--help`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import click
+
+from distrun.cli.main import cli
+
+# Verbs that act or follow rather than show: they print progress or a stream, not a record.
+NOT_SHOWING = {
+    "job stream",
+    "stream",
+    "logs",
+    "job logs",
+    "job cancel",
+    "job download",
+    "ui",
+    "env prune",
+}
+OUTPUTS = {"table", "json", "yaml"}
+
+
+def _verbs(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
+    for name, command in group.commands.items():
+        path = f"{prefix}{name}"
+        if isinstance(command, click.Group):
+            yield from _verbs(command, path + " ")
+        else:
+            yield path, command
+
+
+def _output(command: click.Command) -> click.Option | None:
+    for param in command.params:
+        if isinstance(param, click.Option) and "--output" in param.opts:
+            return param
+    return None
+
+
+def test_every_verb_that_shows_or_lists_takes_table_json_and_yaml():
+    wrong = []
+    for path, command in _verbs(cli):
+        if path in NOT_SHOWING:
+            continue
+        option = _output(command)
+        if option is None or "-o" not in option.opts:
+            wrong.append(f"{path}: no -o/--output")
+        elif not isinstance(option.type, click.Choice) or set(option.type.choices) != OUTPUTS:
+            wrong.append(f"{path}: -o takes {getattr(option.type, 'choices', option.type)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_text_as_some_verbs_once_took_is_read_as_table():
+    option = _output(cli.commands["job"].commands["show"])
+    assert option is not None and option.type.convert("text", option, None) == "table"
+
+
+def test_every_option_has_help():
+    missing = [
+        f"{path} {param.opts[0]}"
+        for path, command in _verbs(cli)
+        for param in command.params
+        if isinstance(param, click.Option)
+        and not param.help
+        and not param.hidden
+        and "--help" not in param.opts
+        and "--version" not in param.opts
+    ]
+    assert not missing, "options without help:\n" + "\n".join(missing)
+
+
+def test_the_walk_sees_every_group():
+    seen = {path for path, _ in _verbs(cli)}
+    assert {"job show", "data list", "component list", "compute list", "env show", "data mirror list"} <= seen
