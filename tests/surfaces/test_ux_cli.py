@@ -263,3 +263,15 @@ def views_yaml(data):
     from distrun.cli.output import as_yaml
 
     return as_yaml(data)
+
+
+def test_metrics_and_cancel_take_name_or_dash_n_and_default_to_the_newest(run_cli, write_job):
+    job = write_job("command: echo hi\n")
+    assert run_cli("run", str(job), "--name", "older").returncode == 0
+    assert run_cli("run", str(job), "--name", "newest").returncode == 0
+    # This home runs jobs without MLflow: the message names the job each form chose.
+    assert "job newest has no metrics" in run_cli("metrics").stderr
+    assert "job older has no metrics" in run_cli("metrics", "-n", "older").stderr
+    assert "job older has no metrics" in run_cli("metrics", "older").stderr
+    assert "job newest had already ended" in run_cli("job", "cancel").stderr
+    assert "job older had already ended" in run_cli("job", "cancel", "-n", "older").stderr

@@ -74,3 +74,29 @@ def test_every_option_has_help():
 def test_the_walk_sees_every_group():
     seen = {path for path, _ in _verbs(cli)}
     assert {"job show", "data list", "component list", "compute list", "env show", "data mirror list"} <= seen
+
+
+# Verbs about one job (`job create` names the job it makes, `job validate` and `job list` none).
+ONE_JOB = {
+    "job show",
+    "job stream",
+    "stream",
+    "job logs",
+    "logs",
+    "job cancel",
+    "job stacks",
+    "job download",
+    "metrics",
+}
+
+
+def test_every_verb_about_one_job_takes_name_or_dash_n_and_defaults_to_the_newest():
+    verbs = dict(_verbs(cli))
+    wrong = []
+    for path in sorted(ONE_JOB):
+        params = verbs[path].params
+        arguments = [p for p in params if isinstance(p, click.Argument) and p.name == "name"]
+        dash_n = [p for p in params if isinstance(p, click.Option) and "-n" in p.opts and "--name" in p.opts]
+        if not (arguments and not arguments[0].required and dash_n and "newest" in (dash_n[0].help or "")):
+            wrong.append(path)
+    assert not wrong, "verbs without an optional NAME and -n (default: the newest): " + ", ".join(wrong)

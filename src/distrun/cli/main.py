@@ -257,21 +257,21 @@ def job_validate(file: str, overrides: tuple[str, ...], compute: str | None, out
 
 
 def _name_arg(func: Any) -> Any:
-    func = click.option("--name", "-n", "name_opt", default=None, help="The job name.")(func)
+    """Every verb about one job takes its NAME as an argument or as -n/--name (as `az ml`), and
+    without either, the newest job."""
+    func = click.option("--name", "-n", "name_opt", default=None, help="The job name (default: the newest job).")(func)
     return click.argument("name", required=False)(func)
 
 
-def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> str:
+def _job_name(name: str | None, name_opt: str | None) -> str:
     chosen = name or name_opt
-    if not chosen and newest:
+    if not chosen:
         from distrun.runner.jobs import list_jobs
 
         latest = list_jobs(_layout(), 1)
         if latest:
             return latest[0].name
         raise DistrunError("there are no jobs yet", "start one with `distrun run job.yml`")
-    if not chosen:
-        raise DistrunError("give the job name", "e.g. distrun job show NAME (see `distrun job list`)")
     from distrun.runner.pipelines import resolve_job_name
 
     return resolve_job_name(_layout(), chosen)  # PIPELINE/STEP: that step's job
@@ -284,7 +284,7 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     """Show a job (the newest without a name): status, root cause, every process, outputs."""
     from distrun.runner.jobs import get_job
 
-    record = get_job(_layout(), _job_name(name, name_opt, newest=True))
+    record = get_job(_layout(), _job_name(name, name_opt))
     data = record.to_dict()
     from distrun.metrics.printing import last_metric_values
 
@@ -310,7 +310,7 @@ def job_stream(name: str | None, name_opt: str | None) -> None:
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job, stream_job
 
-    chosen = _job_name(name, name_opt, newest=True)
+    chosen = _job_name(name, name_opt)
     with _still_running_on_interrupt(chosen):
         record = get_job(_layout(), chosen)
         if row_of(record).has_children:
@@ -355,7 +355,7 @@ def _still_running_on_interrupt(name: str) -> Iterator[None]:
 @job.command("cancel")
 @_name_arg
 def job_cancel(name: str | None, name_opt: str | None) -> None:
-    """Cancel a job: its processes get SIGTERM, then SIGKILL after the grace period."""
+    """Cancel a job (the newest without a name): its processes get SIGTERM, then SIGKILL after the grace period."""
     from distrun.runner.jobs import cancel_job, get_job
 
     chosen = _job_name(name, name_opt)
@@ -374,7 +374,8 @@ def job_cancel(name: str | None, name_opt: str | None) -> None:
 @click.option("--native", is_flag=True, help="Native (C/C++) frames too, where py-spy can unwind them.")
 @output_option(what="every thread of every process")
 def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str) -> None:
-    """Every process's current Python stack (py-spy), alike ones folded so the odd one out stands out."""
+    """Every process's current Python stack (py-spy; the newest job's without a name), alike ones
+    folded so the odd one out stands out."""
     from distrun.agent.stack_groups import group_stacks, grouped_text
     from distrun.runner.job_stacks import job_stacks as read_job_stacks
 
@@ -405,7 +406,8 @@ def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str
 def job_download(
     name: str | None, name_opt: str | None, download_path: str, output_name: str | None, all_: bool
 ) -> None:
-    """Download a finished job's artifacts and named outputs (a pipeline's: each step's, in a folder per step)."""
+    """Download a finished job's artifacts and named outputs (the newest job's without a name; a pipeline's:
+    each step's, in a folder per step)."""
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
 
@@ -431,7 +433,7 @@ def logs(name: str | None, name_opt: str | None, rank: int | None, follow: bool,
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
 
-    chosen = _job_name(name, name_opt, newest=True)
+    chosen = _job_name(name, name_opt)
     with _still_running_on_interrupt(chosen):
         record = get_job(_layout(), chosen)
         if row_of(record).has_children:
@@ -454,14 +456,15 @@ job.add_command(logs, "logs")  # `distrun job logs NAME`, as `distrun job stream
 
 
 @cli.command()
-@click.argument("name")
+@_name_arg
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new points until the job ends.")
 @output_option(what="every point: metric, step, timestamp, value")
-def metrics(name: str, follow: bool, output: str) -> None:
-    """Print a job's metrics (logged with mlflow.log_metric or Run.log), one point a line."""
+def metrics(name: str | None, name_opt: str | None, follow: bool, output: str) -> None:
+    """Print a job's metrics (the newest job's without a name; logged with mlflow.log_metric or
+    Run.log), one point a line."""
     from distrun.cli.metrics_view import print_metrics
 
-    print_metrics(_layout(), name, follow=follow, output=output)
+    print_metrics(_layout(), _job_name(name, name_opt), follow=follow, output=output)
 
 
 @cli.command()
