@@ -275,3 +275,12 @@ def test_metrics_and_cancel_take_name_or_dash_n_and_default_to_the_newest(run_cl
     assert "job older has no metrics" in run_cli("metrics", "older").stderr
     assert "job newest had already ended" in run_cli("job", "cancel").stderr
     assert "job older had already ended" in run_cli("job", "cancel", "-n", "older").stderr
+
+
+def test_job_create_takes_the_options_run_takes(run_cli, write_job):
+    job = write_job("command: echo hi\nname: limited\n")
+    created = run_cli("job", "create", "-f", str(job), "--hang-timeout", "30", "--max-restarts", "1", "-s")
+    assert created.returncode == 0, created.stderr
+    assert "Timeouts: limits.hang_timeout 30 s" in run_cli("job", "show", "limited").stdout
+    wrong = run_cli("job", "create", "-f", str(job), "--max-restarts", "-1")
+    assert wrong.returncode == 2 and "--max-restarts" in wrong.stderr

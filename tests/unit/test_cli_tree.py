@@ -100,3 +100,13 @@ def test_every_verb_about_one_job_takes_name_or_dash_n_and_defaults_to_the_newes
         if not (arguments and not arguments[0].required and dash_n and "newest" in (dash_n[0].help or "")):
             wrong.append(path)
     assert not wrong, "verbs without an optional NAME and -n (default: the newest): " + ", ".join(wrong)
+
+
+def _options(command: click.Command) -> set[str]:
+    return {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts}
+
+
+def test_job_create_takes_every_option_run_dash_d_takes():
+    run, create = cli.commands["run"], cli.commands["job"].commands["create"]
+    # `run -d` starts in the background what `job create` starts there unless --stream.
+    assert _options(run) - {"--detach", "-d"} == _options(create) - {"--file", "-f", "--stream", "-s"}

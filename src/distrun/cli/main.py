@@ -129,43 +129,45 @@ def views():  # type: ignore[no-untyped-def]
 _output_option = output_option(what="the job record (with -d)")
 
 
-@cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@_set_option
-@click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated).")
-@_compute_option
-@click.option("--detach", "-d", is_flag=True, help="Start the job in the background and return.")
-@_output_option
-@click.option(
-    "--max-restarts",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Restart the whole job up to this many times after a failure (limits.max_restarts).",
+def _run_options(func: Any) -> Any:
+    """The options `run` and `job create` share: a job started either way can be started alike."""
+    for option in reversed(_RUN_OPTIONS):
+        func = option(func)
+    return func
+
+
+_RUN_OPTIONS = (
+    _set_option,
+    click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated)."),
+    _compute_option,
+    _output_option,
+    click.option(
+        "--max-restarts",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Restart the whole job up to this many times after a failure (limits.max_restarts).",
+    ),
+    click.option(
+        "--hang-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help="Fail the job, with every process's stack, after this long without output or metrics "
+        "(limits.hang_timeout).",
+    ),
+    click.option(
+        "--no-container",
+        is_flag=True,
+        help="On local compute, run in this Python even when environment.image is set and a container engine is here.",
+    ),
 )
-@click.option(
-    "--hang-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="SECONDS",
-    help="Fail the job, with every process's stack, after this long without output or metrics (limits.hang_timeout).",
-)
-@click.option(
-    "--no-container",
-    is_flag=True,
-    help="On local compute, run in this Python even when environment.image is set and a container engine is here.",
-)
-def run(
-    file: str,
-    overrides: tuple[str, ...],
-    name: str | None,
-    compute: str | None,
-    detach: bool,
-    output: str,
-    max_restarts: int | None,
-    hang_timeout: float | None,
-    no_container: bool,
-) -> None:
-    """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
+
+
+def _with_run_options(
+    overrides: tuple[str, ...], max_restarts: int | None, hang_timeout: float | None, no_container: bool
+) -> tuple[str, ...]:
+    """`--max-restarts`, `--hang-timeout` as the --set overrides they stand for; `--no-container`
+    as the setting local compute reads."""
     if no_container:
         # Read where local compute decides (also in a launcher started for --detach, which inherits it).
         os.environ["DISTRUN_CONTAINERS"] = "off"
@@ -173,6 +175,26 @@ def run(
         overrides = (*overrides, f"limits.max_restarts={max_restarts}")
     if hang_timeout is not None:
         overrides = (*overrides, f"limits.hang_timeout={hang_timeout:g}")
+    return overrides
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--detach", "-d", is_flag=True, help="Start the job in the background and return.")
+@_run_options
+def run(
+    file: str,
+    detach: bool,
+    overrides: tuple[str, ...],
+    name: str | None,
+    compute: str | None,
+    output: str,
+    max_restarts: int | None,
+    hang_timeout: float | None,
+    no_container: bool,
+) -> None:
+    """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
+    overrides = _with_run_options(overrides, max_restarts, hang_timeout, no_container)
     _run(file, overrides, name, compute, stream=not detach, output=output)
 
 
@@ -228,15 +250,22 @@ def job() -> None:
 
 @job.command("create")
 @click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False), help="The job YAML.")
-@click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated).")
-@_set_option
-@_compute_option
 @click.option("--stream", "-s", is_flag=True, help="Stream the logs until the job ends (like `distrun run`).")
-@_output_option
+@_run_options
 def job_create(
-    file: str, name: str | None, overrides: tuple[str, ...], compute: str | None, stream: bool, output: str
+    file: str,
+    stream: bool,
+    overrides: tuple[str, ...],
+    name: str | None,
+    compute: str | None,
+    output: str,
+    max_restarts: int | None,
+    hang_timeout: float | None,
+    no_container: bool,
 ) -> None:
-    """Create (submit) a job; prints its name and how to follow it (-o json: the record), or streams it."""
+    """Create (submit) a job; prints its name and how to follow it (-o json: the record), or streams it.
+    Takes every option `distrun run -d` takes."""
+    overrides = _with_run_options(overrides, max_restarts, hang_timeout, no_container)
     _run(file, overrides, name, compute, stream=stream, output=output)
 
 
