@@ -163,28 +163,9 @@ _RUN_OPTIONS = (
 )
 
 
-def _with_run_options(
-    overrides: tuple[str, ...], max_restarts: int | None, hang_timeout: float | None, no_container: bool
-) -> tuple[str, ...]:
-    """`--max-restarts`, `--hang-timeout` as the --set overrides they stand for; `--no-container`
-    as the setting local compute reads."""
-    if no_container:
-        # Read where local compute decides (also in a launcher started for --detach, which inherits it).
-        os.environ["DISTRUN_CONTAINERS"] = "off"
-    if max_restarts is not None:
-        overrides = (*overrides, f"limits.max_restarts={max_restarts}")
-    if hang_timeout is not None:
-        overrides = (*overrides, f"limits.hang_timeout={hang_timeout:g}")
-    return overrides
-
-
-@cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--detach", "-d", is_flag=True, help="Start the job in the background and return.")
-@_run_options
-def run(
+def _start(
     file: str,
-    detach: bool,
+    stream: bool,
     overrides: tuple[str, ...],
     name: str | None,
     compute: str | None,
@@ -192,10 +173,26 @@ def run(
     max_restarts: int | None,
     hang_timeout: float | None,
     no_container: bool,
-) -> None:
+) -> NoReturn:
+    """`run` and `job create` with their shared options: `--max-restarts`, `--hang-timeout` as
+    the --set overrides they stand for, `--no-container` as the setting local compute reads."""
+    if no_container:
+        # Read where local compute decides (also in a launcher started for --detach, which inherits it).
+        os.environ["DISTRUN_CONTAINERS"] = "off"
+    if max_restarts is not None:
+        overrides = (*overrides, f"limits.max_restarts={max_restarts}")
+    if hang_timeout is not None:
+        overrides = (*overrides, f"limits.hang_timeout={hang_timeout:g}")
+    _run(file, overrides, name, compute, stream=stream, output=output)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--detach", "-d", is_flag=True, help="Start the job in the background and return.")
+@_run_options
+def run(file: str, detach: bool, **options: Any) -> None:
     """Run a job and stream its logs until it ends (Ctrl-C cancels it)."""
-    overrides = _with_run_options(overrides, max_restarts, hang_timeout, no_container)
-    _run(file, overrides, name, compute, stream=not detach, output=output)
+    _start(file, not detach, **options)
 
 
 @cli.command()
@@ -252,21 +249,10 @@ def job() -> None:
 @click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False), help="The job YAML.")
 @click.option("--stream", "-s", is_flag=True, help="Stream the logs until the job ends (like `distrun run`).")
 @_run_options
-def job_create(
-    file: str,
-    stream: bool,
-    overrides: tuple[str, ...],
-    name: str | None,
-    compute: str | None,
-    output: str,
-    max_restarts: int | None,
-    hang_timeout: float | None,
-    no_container: bool,
-) -> None:
+def job_create(file: str, stream: bool, **options: Any) -> None:
     """Create (submit) a job; prints its name and how to follow it (-o json: the record), or streams it.
     Takes every option `distrun run -d` takes."""
-    overrides = _with_run_options(overrides, max_restarts, hang_timeout, no_container)
-    _run(file, overrides, name, compute, stream=stream, output=output)
+    _start(file, stream, **options)
 
 
 @job.command("validate")
