@@ -284,3 +284,25 @@ def test_job_create_takes_the_options_run_takes(run_cli, write_job):
     assert "Timeouts: limits.hang_timeout 30 s" in run_cli("job", "show", "limited").stdout
     wrong = run_cli("job", "create", "-f", str(job), "--max-restarts", "-1")
     assert wrong.returncode == 2 and "--max-restarts" in wrong.stderr
+
+
+def test_data_and_component_listings_are_tables_with_readable_times(run_cli, tmp_path):
+    import re
+    import shutil
+
+    created = run_cli("data", "create", "--name", "ds", "--path", str(tmp_path), "-d", "[bold]raw[/bold] images")
+    assert created.returncode == 0, created.stderr
+    fields = {line.split()[0]: line.split(None, 1)[1] for line in created.stdout.splitlines()[2:]}
+    assert fields["name"] == "ds" and fields["description"] == "[bold]raw[/bold] images"  # not read as markup
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", fields["created_at"]), fields
+    listed = run_cli("data", "list").stdout.splitlines()
+    assert listed[0].split() == ["NAME", "VERSION", "TYPE", "PATH", "CREATED", "DESCRIPTION"]
+    assert re.fullmatch(r"ds +1 +uri_folder +\S+ +\d\d:\d\d +\[bold\]raw\[/bold\] images", listed[2]), listed
+
+    folder = tmp_path / "chain"
+    shutil.copytree(REPO / "tests" / "data" / "pipelines" / "chain", folder)
+    made = run_cli("component", "create", "-f", str(folder / "train.yml"))
+    assert made.returncode == 0 and "created_at" in made.stdout and "{" not in made.stdout, made.stdout
+    components = run_cli("component", "list").stdout.splitlines()
+    assert components[0].split() == ["NAME", "VERSION", "CREATED", "PATH"]
+    assert re.fullmatch(r"train +1 +\d\d:\d\d +\S+", components[2]), components

@@ -32,7 +32,7 @@ def component_group() -> None:
 @click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the file, e.g. --set version=2."
 )
-@output_option(default="json", what="the registered version")
+@output_option(what="the registered version")
 def component_create(file: str, name: str | None, version: str | None, overrides: tuple[str, ...], output: str) -> None:
     """Check a component and record it, with a snapshot of its code folder: later edits change no pipeline."""
     from distrun.loading.pipeline_loader import load_component_file
@@ -53,7 +53,7 @@ def component_create(file: str, name: str | None, version: str | None, overrides
 
 @component_group.command("list")
 @click.option("--name", "-n", default=None, help="Only this component's versions.")
-@output_option(default="json", what="the registered versions")
+@output_option(what="the registered versions")
 def component_list(name: str | None, output: str) -> None:
     """Registered components and their versions (latest last)."""
     from distrun.store.components import list_components

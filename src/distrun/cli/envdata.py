@@ -150,7 +150,7 @@ def data_group() -> None:
 @click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the file, e.g. --set version=2."
 )
-@output_option(default="json", what="the asset")
+@output_option(what="the asset")
 def data_create(
     file: str | None,
     name: str | None,
@@ -195,7 +195,7 @@ def data_create(
 
 @data_group.command("list")
 @click.option("--name", "-n", default=None, help="Only this asset's versions.")
-@output_option(default="json", what="the assets")
+@output_option(what="the assets")
 def data_list(name: str | None, output: str) -> None:
     """Data assets and their versions (latest last)."""
     from distrun.data.assets import list_assets
@@ -236,7 +236,7 @@ def data_mirror_add(prefix: str, folder: str, output: str) -> None:
 
 
 @data_mirror.command("list")
-@output_option(default="json", what="the mirrors")
+@output_option(what="the mirrors")
 def data_mirror_list(output: str) -> None:
     """The url_mirrors entries of config.yaml."""
     from distrun.data.mirrors import read_mirrors

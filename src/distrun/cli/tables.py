@@ -8,6 +8,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from distrun.core.terminal_text import neutral_text
+
 WIDTH = 80  # what the tables fit in when the terminal's width is not known
 
 
@@ -63,14 +65,18 @@ def when(stamp: float | None, now: float) -> str:
 
 
 def cell(value: Any) -> str:
-    """A value in a table's cell: text as it is, anything else as compact JSON-like text."""
+    """A value in a table's cell: text as the terminal shows a job's text (controls as caret
+    text, `distrun.core.terminal_text`), never read as the table's markup; a dict or list as
+    compact JSON."""
+    from rich.markup import escape
+
     if value is None:
         return ""
     if isinstance(value, (dict, list)):
         import json
 
-        return json.dumps(value, separators=(",", ":"), default=str)
-    return str(value)
+        value = json.dumps(value, separators=(",", ":"), default=str)
+    return escape(neutral_text(str(value)))
 
 
 def records_table(
