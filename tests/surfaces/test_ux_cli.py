@@ -306,3 +306,27 @@ def test_data_and_component_listings_are_tables_with_readable_times(run_cli, tmp
     components = run_cli("component", "list").stdout.splitlines()
     assert components[0].split() == ["NAME", "VERSION", "CREATED", "PATH"]
     assert re.fullmatch(r"train +1 +\d\d:\d\d +\S+", components[2]), components
+
+
+def test_job_list_filters_and_folds_steps_under_their_pipeline(run_cli, write_job):
+    ok = write_job("command: echo hi\nexperiment_name: exp_a\n")
+    bad = write_job("command: exit 3\n")
+    assert run_cli("run", str(ok), "--name", "good_one").returncode == 0
+    assert run_cli("run", str(bad), "--name", "bad_one").returncode == 1
+    pipeline = REPO / "tests" / "data" / "pipelines" / "chain" / "pipeline.yml"
+    assert run_cli("run", str(pipeline), "--name", "pl").returncode == 0
+
+    def names(*args):
+        listed = run_cli("job", "list", "-o", "json", *args)
+        assert listed.returncode == 0, listed.stderr
+        return [record["name"] for record in json.loads(listed.stdout)]
+
+    assert names() == ["pl", "bad_one", "good_one"]  # the steps folded under their pipeline
+    steps = names("--parent-job-name", "pl")
+    assert len(steps) == 3 and all(name not in ("pl", "bad_one", "good_one") for name in steps)
+    assert set(names("--include-children")) == {"pl", "bad_one", "good_one", *steps}
+    assert names("--status", "failed") == ["bad_one"]
+    assert names("--experiment-name", "exp_a") == ["good_one"]
+    assert names("--status", "Completed", "--max-results", "1") == ["pl"]
+    table = run_cli("job", "list").stdout
+    assert "pipeline (3 steps)" in table and not any(step in table for step in steps)

@@ -23,6 +23,7 @@ from distrun.cli.output import echo_json, emit, output_option
 from distrun.cli.shown import echo
 from distrun.cli.stdout_reader import QuietWhenUnread
 from distrun.core.errors import DistrunError, JobAlreadyEndedError
+from distrun.core.job_status import JobStatus
 from distrun.core.safe_files import UnsafeFileError
 from distrun.prepare.compute import USER_KINDS
 
@@ -115,8 +116,6 @@ def _run_parent(run: Any, detach: Any, summary: Any, stream: bool, output: str) 
 
 
 def _exit_code(status: str) -> int:
-    from distrun.core.job_status import JobStatus
-
     return {JobStatus.COMPLETED: 0, JobStatus.CANCELED: EXIT_CANCELED}.get(JobStatus.of(status), EXIT_FAILED)
 
 
@@ -309,12 +308,34 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
 
 @job.command("list")
 @click.option("--max-results", "-r", default=50, show_default=True, help="Show at most this many jobs.")
+@click.option(
+    "--status",
+    type=click.Choice([s.value for s in JobStatus], case_sensitive=False),
+    default=None,
+    help="Only jobs in this state.",
+)
+@click.option("--parent-job-name", "-p", default=None, help="Only this pipeline's steps or sweep's trials.")
+@click.option("--experiment-name", default=None, help="Only the jobs of this experiment.")
+@click.option(
+    "--include-children", is_flag=True, help="Steps and trials too (without it they are folded under their parent)."
+)
 @output_option(what="the job records")
-def job_list(max_results: int, output: str) -> None:
-    """List jobs, newest first."""
+def job_list(
+    max_results: int,
+    status: str | None,
+    parent_job_name: str | None,
+    experiment_name: str | None,
+    include_children: bool,
+    output: str,
+) -> None:
+    """List jobs, newest first; a pipeline's steps and a sweep's trials only with --include-children
+    or --parent-job-name."""
     from distrun.runner.jobs import list_jobs
+    from distrun.store.index import JobFilter
 
-    records = list_jobs(_layout(), max_results)
+    status = None if status is None else JobStatus.of(status).value
+    where = JobFilter(status, parent_job_name, experiment_name, children=include_children)
+    records = list_jobs(_layout(), max_results, where)
     emit([r.to_dict() for r in records], output, lambda: views().job_list_text(records))
 
 

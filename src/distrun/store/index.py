@@ -155,6 +155,28 @@ def process_start_time(pid: int) -> float | None:
     return float(fields[19])
 
 
+@dataclass(frozen=True)
+class JobFilter:
+    """Which records a listing keeps (as `az ml job list`'s filters): each field given narrows it."""
+
+    status: str | None = None
+    parent: str | None = None  # only this pipeline's steps or sweep's trials
+    experiment: str | None = None
+    children: bool = True  # False: only jobs without a parent (steps and trials folded under it)
+
+    def sql(self) -> tuple[str, tuple[str, ...]]:
+        """A WHERE clause (empty if it keeps every record) and its values, as placeholders."""
+        terms: list[str] = []
+        values: list[str] = []
+        for column, value in (("status", self.status), ("parent", self.parent), ("experiment_name", self.experiment)):
+            if value is not None:
+                terms.append(f"{column} = ?")  # the column names are these constants, never input
+                values.append(value)
+        if self.parent is None and not self.children:
+            terms.append("parent IS NULL")
+        return (" WHERE " + " AND ".join(terms) if terms else ""), tuple(values)
+
+
 class JobIndex:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
@@ -277,9 +299,12 @@ class JobIndex:
             raise JobNotFoundError(f"no job named {name!r}", "`distrun job list` shows the jobs there are")
         return self._checked(self._record(dict(row)))
 
-    def list(self, limit: int = 50) -> list[JobRecord]:
+    def list(self, limit: int = 50, where: JobFilter | None = None) -> list[JobRecord]:
+        """The newest `limit` records (all with -1) that `where` keeps."""
+        clause, values = (where or JobFilter()).sql()
         with self._connect() as conn:
-            rows = conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
+            query = f"SELECT * FROM jobs{clause} ORDER BY created_at DESC LIMIT ?"
+            rows = conn.execute(query, (*values, limit)).fetchall()
         records = []
         for row in rows:
             try:
