@@ -330,3 +330,33 @@ def test_job_list_filters_and_folds_steps_under_their_pipeline(run_cli, write_jo
     assert names("--status", "Completed", "--max-results", "1") == ["pl"]
     table = run_cli("job", "list").stdout
     assert "pipeline (3 steps)" in table and not any(step in table for step in steps)
+
+
+def test_job_archive_hides_and_job_delete_reclaims_an_ended_job(run_cli, write_job, distrun_home):
+    ended = write_job("command: head -c 300000 /dev/zero > big.bin\nname: old_one\n")
+    assert run_cli("run", str(ended)).returncode == 0
+    running = write_job("command: sleep 60\nname: still_running\n")
+    assert run_cli("run", "-d", str(running)).returncode == 0
+    try:
+        assert run_cli("job", "archive", "-n", "old_one").stdout == "old_one: archived\n"
+        listed = [r["name"] for r in json.loads(run_cli("job", "list", "-o", "json").stdout)]
+        assert listed == ["still_running"]
+        every = [r["name"] for r in json.loads(run_cli("job", "list", "--include-archived", "-o", "json").stdout)]
+        assert every == ["still_running", "old_one"]
+        assert json.loads(run_cli("job", "show", "old_one", "-o", "json").stdout)["archived_at"]
+        refused = run_cli("job", "delete", "still_running")
+        assert refused.returncode == 2 and "has not ended" in refused.stderr and "job cancel" in refused.stderr
+        assert (distrun_home / "jobs" / "still_running").is_dir()
+        deleted = run_cli("job", "delete", "old_one")
+        assert deleted.returncode == 0, deleted.stderr
+        assert deleted.stdout.splitlines() == ["deleted old_one", "1 job deleted, 0.3 MB freed"]
+        assert not (distrun_home / "jobs" / "old_one").exists()
+        gone = run_cli("job", "show", "old_one")
+        assert gone.returncode == 2 and "no job named 'old_one'" in gone.stderr
+        # Old jobs in one go: every ended one created before then; a running one is left alone.
+        assert run_cli("run", str(write_job("command: echo hi\nname: another\n"))).returncode == 0
+        swept = run_cli("job", "delete", "--older-than", "0")
+        assert swept.returncode == 0 and swept.stdout.startswith("deleted another\n1 job deleted"), swept.stdout
+        assert [r["name"] for r in json.loads(run_cli("job", "list", "-o", "json").stdout)] == ["still_running"]
+    finally:
+        run_cli("job", "cancel", "still_running")

@@ -19,6 +19,8 @@ NOT_SHOWING = {
     "job download",
     "ui",
     "env prune",
+    "job archive",
+    "job delete",
 }
 OUTPUTS = {"table", "json", "yaml"}
 
@@ -78,6 +80,7 @@ def test_the_walk_sees_every_group():
 
 # Verbs about one job (`job create` names the job it makes, `job validate` and `job list` none).
 ONE_JOB = {
+    "job archive",
     "job show",
     "job stream",
     "stream",

@@ -319,6 +319,7 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
 @click.option(
     "--include-children", is_flag=True, help="Steps and trials too (without it they are folded under their parent)."
 )
+@click.option("--include-archived", is_flag=True, help="Archived jobs too (`distrun job archive`).")
 @output_option(what="the job records")
 def job_list(
     max_results: int,
@@ -326,6 +327,7 @@ def job_list(
     parent_job_name: str | None,
     experiment_name: str | None,
     include_children: bool,
+    include_archived: bool,
     output: str,
 ) -> None:
     """List jobs, newest first; a pipeline's steps and a sweep's trials only with --include-children
@@ -334,7 +336,7 @@ def job_list(
     from distrun.store.index import JobFilter
 
     status = None if status is None else JobStatus.of(status).value
-    where = JobFilter(status, parent_job_name, experiment_name, children=include_children)
+    where = JobFilter(status, parent_job_name, experiment_name, children=include_children, archived=include_archived)
     records = list_jobs(_layout(), max_results, where)
     emit([r.to_dict() for r in records], output, lambda: views().job_list_text(records))
 
@@ -430,6 +432,53 @@ def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str
             echo(f"node {node}: its node agent did not answer in time")
     if answer.missing_nodes:
         sys.exit(EXIT_FAILED)
+
+
+@job.command("archive")
+@_name_arg
+@click.option("--restore", is_flag=True, help="List it again: undo an archive.")
+def job_archive(name: str | None, name_opt: str | None, restore: bool) -> None:
+    """Archive a job (the newest without a name): `job list` leaves it out unless --include-archived;
+    it stays whole, every verb still reaches it by name (as Azure ML's archive)."""
+    from distrun.store.index import JobIndex
+
+    chosen = _job_name(name, name_opt)
+    if not JobIndex(_layout().db_path).archive(chosen, archived=not restore):
+        raise DistrunError(f"no job named {chosen!r}", "`distrun job list --include-archived` shows the jobs there are")
+    echo(f"{chosen}: {'restored' if restore else 'archived'}")
+
+
+@job.command("delete")
+@click.argument("names", nargs=-1)
+@click.option(
+    "--older-than",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="DAYS",
+    help="Every ended job created more than DAYS days ago (archived ones too).",
+)
+def job_delete(names: tuple[str, ...], older_than: float | None) -> None:
+    """Delete ended jobs, each one's record and folder (a pipeline's or sweep's: its steps' or
+    trials' jobs too), to reclaim their space; a job that has not ended is refused. Give the
+    names, or --older-than DAYS."""
+    from distrun.runner.jobs import get_job, list_jobs
+    from distrun.store.index import JobFilter
+    from distrun.store.job_removal import delete_job
+
+    if not names and older_than is None:
+        raise DistrunError("give the jobs to delete", "distrun job delete NAME..., or --older-than DAYS")
+    layout = _layout()
+    if older_than is None:
+        records = [get_job(layout, _job_name(name, None)) for name in names]
+    else:
+        cutoff = time.time() - older_than * 86400
+        records = [r for r in list_jobs(layout, -1, JobFilter(children=False, older_than=cutoff)) if r.terminal]
+    freed = 0
+    for record in records:
+        for gone in delete_job(layout, record):
+            freed += gone.freed_bytes
+            echo(f"deleted {gone.name}")
+    echo(f"{len(records)} job{'s' if len(records) != 1 else ''} deleted, {freed / 1e6:.1f} MB freed")
 
 
 @job.command("download")
