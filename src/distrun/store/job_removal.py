@@ -3,11 +3,11 @@ delete`). A job that has not ended is never deleted: its processes still write t
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from distrun.core.disk_usage import tree_bytes
 from distrun.core.errors import DistrunError
 from distrun.store.index import JobFilter, JobIndex, JobRecord
 from distrun.store.layout import Layout
@@ -55,17 +55,6 @@ def _remove_folder(jobs_dir: Path, name: str) -> int:
         return 0
     if not folder.is_dir():
         return 0
-    size = _size(folder)
+    size = tree_bytes(folder)
     shutil.rmtree(folder, ignore_errors=True)
     return size
-
-
-def _size(folder: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(folder):  # os.walk follows no links to folders by default
-        for file in files:
-            try:
-                total += os.lstat(os.path.join(root, file)).st_size
-            except OSError:
-                pass
-    return total
