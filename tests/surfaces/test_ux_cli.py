@@ -360,3 +360,26 @@ def test_job_archive_hides_and_job_delete_reclaims_an_ended_job(run_cli, write_j
         assert [r["name"] for r in json.loads(run_cli("job", "list", "-o", "json").stdout)] == ["still_running"]
     finally:
         run_cli("job", "cancel", "still_running")
+
+
+def test_compute_show_and_delete(run_cli, distrun_home):
+    config = distrun_home / "config.yaml"
+    assert run_cli("compute", "create", "--name", "hpc", "--type", "slurm", "--set", "partition=debug").returncode == 0
+    assert run_cli("compute", "create", "--name", "other", "--type", "slurm").returncode == 0
+    config.write_text("# my targets\n" + config.read_text())
+    shown = run_cli("compute", "show", "hpc")
+    assert shown.returncode == 0 and shown.stdout.splitlines()[2].split() == ["hpc", "slurm", "partition=debug"]
+    assert json.loads(run_cli("compute", "show", "-n", "hpc", "-o", "json").stdout) == {
+        "name": "hpc",
+        "type": "slurm",
+        "partition": "debug",
+    }
+    assert run_cli("compute", "delete", "hpc").stdout == "compute hpc: deleted\n"
+    assert [t["name"] for t in json.loads(run_cli("compute", "list", "-o", "json").stdout)] == ["local", "other"]
+    assert config.read_text().startswith("# my targets\n")  # the rest of the file kept
+    missing = run_cli("compute", "show", "hpc")
+    assert missing.returncode == 2 and "unknown compute target 'hpc'" in missing.stderr
+    again = run_cli("compute", "delete", "hpc")
+    assert again.returncode == 2 and "no compute target named 'hpc'" in again.stderr
+    local = run_cli("compute", "delete", "local")
+    assert local.returncode == 2 and "built in" in local.stderr

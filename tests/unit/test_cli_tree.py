@@ -21,6 +21,7 @@ NOT_SHOWING = {
     "env prune",
     "job archive",
     "job delete",
+    "compute delete",
 }
 OUTPUTS = {"table", "json", "yaml"}
 

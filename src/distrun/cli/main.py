@@ -650,6 +650,43 @@ def compute_list(output: str) -> None:
     emit(shown, output, lambda: views().compute_table(shown))
 
 
+def _target_name(func: Any) -> Any:
+    func = click.option("--name", "-n", "name_opt", default=None, help="The target's name.")(func)
+    return click.argument("name", required=False)(func)
+
+
+def _chosen_target(name: str | None, name_opt: str | None) -> str:
+    chosen = name or name_opt
+    if not chosen:
+        raise DistrunError(
+            "give the compute target's name", "e.g. distrun compute show NAME (see `distrun compute list`)"
+        )
+    return chosen
+
+
+@compute.command("show")
+@_target_name
+@output_option(what="the target and its settings")
+def compute_show(name: str | None, name_opt: str | None, output: str) -> None:
+    """One compute target: its type and settings."""
+    from distrun.prepare.compute import resolve_target
+
+    target = resolve_target(_chosen_target(name, name_opt), _layout().config_path)
+    shown = {"name": target.name, "type": target.type, **target.settings}
+    emit(shown, output, lambda: views().compute_table([shown]))
+
+
+@compute.command("delete")
+@_target_name
+def compute_delete(name: str | None, name_opt: str | None) -> None:
+    """Remove a compute target from config.yaml; jobs already sent to it keep the target they recorded."""
+    from distrun.prepare.compute import remove_target
+
+    chosen = _chosen_target(name, name_opt)
+    remove_target(_layout().config_path, chosen)
+    echo(f"compute {chosen}: deleted")
+
+
 # ---------------------------------------------------------------- entry point
 
 
