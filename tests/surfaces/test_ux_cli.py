@@ -383,3 +383,9 @@ def test_compute_show_and_delete(run_cli, distrun_home):
     assert again.returncode == 2 and "no compute target named 'hpc'" in again.stderr
     local = run_cli("compute", "delete", "local")
     assert local.returncode == 2 and "built in" in local.stderr
+
+
+def test_stacks_of_an_ended_job_names_it_in_the_hint(run_cli, write_job):
+    assert run_cli("run", str(write_job("command: echo hi\nname: ended_job\n"))).returncode == 0
+    stacks = run_cli("job", "stacks")
+    assert stacks.returncode == 2 and "`distrun job show ended_job` says how it ended" in stacks.stderr

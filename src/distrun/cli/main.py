@@ -303,7 +303,19 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     from distrun.metrics.printing import last_metric_values
 
     data.update(last_metric_values(_layout().job(record.name)))
-    emit(data, output, lambda: views().job_show_text(record))
+    emit(data, output, lambda: views().job_show_text(record, _parent_kind(record)))
+
+
+def _parent_kind(record: Any) -> Any:
+    """The kind of a step's or trial's parent, from the parent's own record (None if it is gone)."""
+    if not record.parent:
+        return None
+    from distrun.runner.jobs import get_job
+
+    try:
+        return get_job(_layout(), record.parent).kind
+    except DistrunError:
+        return None
 
 
 @job.command("list")

@@ -17,9 +17,10 @@ from typing import Any
 from distrun.cli.tables import format_seconds
 from distrun.cli.tables import table as _table
 from distrun.cli.tables import when as _when
+from distrun.core.job_kind import JobKind
 from distrun.core.job_status import JobStatus
 from distrun.runner.job_kinds import row_of
-from distrun.runner.report import job_duration
+from distrun.runner.report import duration_text, job_duration
 from distrun.runner.summaries import best_lines, best_text, trials_table
 from distrun.runner.sweep_run import is_trial_name
 from distrun.store.index import JobRecord
@@ -38,10 +39,12 @@ def job_list_text(records: list[JobRecord], now: float | None = None) -> str:
     if not records:
         return "No jobs yet: start one with `distrun run job.yml`."
     now = time.time() if now is None else now
-    rows = [
-        (r.name, r.status, _compute(r), _when(r.created_at, now), format_seconds(_running_for(r, now))) for r in records
-    ]
+    rows = [(r.name, r.status, _compute(r), _when(r.created_at, now), _duration(_running_for(r, now))) for r in records]
     return _table(("NAME", "STATUS", "COMPUTE", "CREATED", "DURATION"), rows, keep=("NAME", "STATUS"))
+
+
+def _duration(seconds: float | None) -> str:
+    return "" if seconds is None else duration_text(seconds)
 
 
 def _compute(record: JobRecord) -> str:
@@ -145,7 +148,8 @@ def _outputs(record: JobRecord) -> list[str]:
         return []
 
 
-def job_show_text(record: JobRecord) -> str:
+def job_show_text(record: JobRecord, parent_kind: JobKind | None = None) -> str:
+    """`job show`'s text; `parent_kind`: the kind of the job's parent (a step's pipeline, a trial's sweep)."""
     lines = [f"Name:     {record.name}", f"Status:   {record.status}"]
     if record.display_name and record.display_name != record.name:
         lines.append(f"Display:  {record.display_name}")
@@ -153,11 +157,12 @@ def job_show_text(record: JobRecord) -> str:
     if not row.has_children:
         lines.append(f"Compute:  {record.compute}" + (f" ({record.distribution})" if record.distribution else ""))
     if record.parent:
-        lines.append(f"{'Sweep' if is_trial_name(record.name, record.parent) else 'Pipeline'}: {record.parent}")
+        noun = _parent_noun(record, parent_kind)
+        lines.append(f"{noun[0].upper()}{noun[1:]}: {record.parent}")
     lines.append(f"Created:  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.created_at))}")
     duration = _running_for(record, time.time())
     if duration is not None:
-        lines.append(f"Duration: {duration:.2f} s" + ("" if record.terminal else " (running)"))
+        lines.append(f"Duration: {duration_text(duration)}" + ("" if record.terminal else " (running)"))
     timeouts = _timeouts_line(record.timeouts or [])
     if timeouts:
         lines.append(f"Timeouts: {timeouts}")
@@ -180,6 +185,13 @@ def job_show_text(record: JobRecord) -> str:
         lines.append("Last lines of its log:")
         lines += ["  " + line for line in cause["log_tail"].splitlines()]
     return "\n".join(lines + _VIEWS[row.view].details(record))
+
+
+def _parent_noun(record: JobRecord, parent_kind: JobKind | None) -> str:
+    """What the parent is, from its own record's kind; from the child's name when that is not known."""
+    if parent_kind is not None:
+        return parent_kind.noun
+    return "sweep" if is_trial_name(record.name, record.parent or "") else "pipeline"
 
 
 def _sweep_details(record: JobRecord) -> list[str]:
