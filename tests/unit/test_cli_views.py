@@ -34,3 +34,9 @@ def test_a_childs_show_names_its_parents_kind_from_the_parents_record():
     assert "Pipeline: flow" in job_show_text(_record("flow.train", parent="flow"), JobKind.PIPELINE).splitlines()
     # Without the parent's record, the child's name says which it is.
     assert "Sweep: search" in job_show_text(_record("search.trial_3", parent="search")).splitlines()
+
+
+def test_job_show_text_has_each_metrics_last_value():
+    shown = job_show_text(_record(), None, {"loss": 0.412345678, "accuracy": 0.9}).splitlines()
+    assert "Metrics:  accuracy=0.9, loss=0.412346" in shown
+    assert not any(line.startswith("Metrics:") for line in job_show_text(_record()).splitlines())

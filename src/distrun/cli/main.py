@@ -303,7 +303,8 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     from distrun.metrics.printing import last_metric_values
 
     data.update(last_metric_values(_layout().job(record.name)))
-    emit(data, output, lambda: views().job_show_text(record, _parent_kind(record)))
+    metrics = data.get("metrics") or {}
+    emit(data, output, lambda: views().job_show_text(record, _parent_kind(record), metrics))
 
 
 def _parent_kind(record: Any) -> Any:

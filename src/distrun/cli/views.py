@@ -148,8 +148,11 @@ def _outputs(record: JobRecord) -> list[str]:
         return []
 
 
-def job_show_text(record: JobRecord, parent_kind: JobKind | None = None) -> str:
-    """`job show`'s text; `parent_kind`: the kind of the job's parent (a step's pipeline, a trial's sweep)."""
+def job_show_text(
+    record: JobRecord, parent_kind: JobKind | None = None, metrics: Mapping[str, Any] | None = None
+) -> str:
+    """`job show`'s text; `parent_kind`: the kind of the job's parent (a step's pipeline, a trial's
+    sweep); `metrics`: each metric's last value, as Azure ML's job page shows them."""
     lines = [f"Name:     {record.name}", f"Status:   {record.status}"]
     if record.display_name and record.display_name != record.name:
         lines.append(f"Display:  {record.display_name}")
@@ -163,6 +166,8 @@ def job_show_text(record: JobRecord, parent_kind: JobKind | None = None) -> str:
     duration = _running_for(record, time.time())
     if duration is not None:
         lines.append(f"Duration: {duration_text(duration)}" + ("" if record.terminal else " (running)"))
+    if metrics:
+        lines.append("Metrics:  " + ", ".join(f"{name}={_metric(value)}" for name, value in sorted(metrics.items())))
     timeouts = _timeouts_line(record.timeouts or [])
     if timeouts:
         lines.append(f"Timeouts: {timeouts}")
@@ -185,6 +190,10 @@ def job_show_text(record: JobRecord, parent_kind: JobKind | None = None) -> str:
         lines.append("Last lines of its log:")
         lines += ["  " + line for line in cause["log_tail"].splitlines()]
     return "\n".join(lines + _VIEWS[row.view].details(record))
+
+
+def _metric(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def _parent_noun(record: JobRecord, parent_kind: JobKind | None) -> str:
