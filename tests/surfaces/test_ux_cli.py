@@ -389,3 +389,16 @@ def test_stacks_of_an_ended_job_names_it_in_the_hint(run_cli, write_job):
     assert run_cli("run", str(write_job("command: echo hi\nname: ended_job\n"))).returncode == 0
     stacks = run_cli("job", "stacks")
     assert stacks.returncode == 2 and "`distrun job show ended_job` says how it ended" in stacks.stderr
+
+
+def test_shell_completion_completes_job_names(run_cli, write_job):
+    for name in ("alpha_one", "alpha_two", "beta"):
+        assert run_cli("run", str(write_job(f"command: echo hi\nname: {name}\n"))).returncode == 0
+    env = {"_DISTRUN_COMPLETE": "bash_complete", "COMP_WORDS": "distrun job show alp", "COMP_CWORD": "3"}
+    done = run_cli(env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["plain,alpha_two", "plain,alpha_one"]
+    env = {**env, "COMP_WORDS": "distrun logs -n b", "COMP_CWORD": "3"}
+    assert run_cli(env=env).stdout.splitlines() == ["plain,beta"]
+    env = {**env, "COMP_WORDS": "distrun job ar", "COMP_CWORD": "2"}
+    assert run_cli(env=env).stdout.splitlines() == ["plain,archive"]

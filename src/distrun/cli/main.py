@@ -273,8 +273,26 @@ def job_validate(file: str, overrides: tuple[str, ...], compute: str | None, out
 def _name_arg(func: Any) -> Any:
     """Every verb about one job takes its NAME as an argument or as -n/--name (as `az ml`), and
     without either, the newest job."""
-    func = click.option("--name", "-n", "name_opt", default=None, help="The job name (default: the newest job).")(func)
-    return click.argument("name", required=False)(func)
+    func = click.option(
+        "--name",
+        "-n",
+        "name_opt",
+        default=None,
+        help="The job name (default: the newest job).",
+        shell_complete=_complete_job_names,
+    )(func)
+    return click.argument("name", required=False, shell_complete=_complete_job_names)(func)
+
+
+def _complete_job_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """The shell's completion of a job name (`_DISTRUN_COMPLETE`): the jobs there are, newest first."""
+    from distrun.store.index import JobIndex
+
+    try:
+        names = JobIndex(_layout().db_path).names()
+    except (DistrunError, OSError):
+        return []  # no index yet, or unreadable: nothing to offer, never an error in the shell
+    return [name for name in names if name.startswith(incomplete)]
 
 
 def _job_name(name: str | None, name_opt: str | None) -> str:
@@ -706,7 +724,8 @@ def compute_delete(name: str | None, name_opt: str | None) -> None:
 def main() -> None:
     started = time.monotonic()
     try:
-        cli.main(standalone_mode=False)
+        # One variable for shell completion however distrun was started (`python -m distrun` too).
+        cli.main(standalone_mode=False, complete_var="_DISTRUN_COMPLETE")
     except DistrunError as exc:
         echo(f"distrun: error: {exc.render()}", err=True)
         sys.exit(exc.exit_code)
