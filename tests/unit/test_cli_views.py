@@ -40,3 +40,28 @@ def test_job_show_text_has_each_metrics_last_value():
     shown = job_show_text(_record(), None, {"loss": 0.412345678, "accuracy": 0.9}).splitlines()
     assert "Metrics:  accuracy=0.9, loss=0.412346" in shown
     assert not any(line.startswith("Metrics:") for line in job_show_text(_record()).splitlines())
+
+
+def test_a_running_parent_shows_its_progress_in_show_and_list(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # a wide terminal: the progress is not cut
+    trials = {
+        "trial_0": {"job": "s.trial_0", "status": "Completed", "metric": 0.52},
+        "trial_1": {"job": "s.trial_1", "status": "Completed", "metric": 0.41},
+        "trial_2": {"job": "s.trial_2", "status": "Failed"},
+        "trial_3": {"job": "s.trial_3", "status": "Running"},
+        "trial_4": {"job": "s.trial_4", "status": "Queued"},
+    }
+    sweep = {"objective": {"goal": "Minimize", "primary_metric": "loss"}, "limits": {"max_total_trials": 20}}
+    record = JobRecord("s", "Running", "local", "/nowhere", time.time(), steps=trials, sweep=sweep, kind=JobKind.SWEEP)
+    said = "trials 3/20 done, 2 running, best 0.41"
+    assert f"Progress: {said}" in job_show_text(record).splitlines()
+    assert f"sweep: {said}" in job_list_text([record], now=time.time())
+    steps = {
+        "a": {"job": "p.a", "status": "Completed"},
+        "b": {"job": "p.b", "status": "Running"},
+        "c": {"job": "p.c", "status": "NotStarted"},
+    }
+    pipeline = JobRecord("p", "Running", "local", "/nowhere", time.time(), steps=steps, kind=JobKind.PIPELINE)
+    assert "Progress: steps 1/3 done, 1 running" in job_show_text(pipeline).splitlines()
+    ended = JobRecord("p", "Completed", "local", "/nowhere", time.time(), steps=steps, kind=JobKind.PIPELINE)
+    assert "pipeline (3 steps)" in job_list_text([ended])

@@ -20,6 +20,7 @@ from distrun.cli.tables import when as _when
 from distrun.core.job_kind import JobKind
 from distrun.core.job_status import JobStatus
 from distrun.runner.job_kinds import row_of
+from distrun.runner.pipeline_schedule import NOT_STARTED
 from distrun.runner.report import duration_text, job_duration
 from distrun.runner.summaries import best_lines, best_text, trials_table
 from distrun.runner.sweep_run import is_trial_name
@@ -53,12 +54,45 @@ def _compute(record: JobRecord) -> str:
 
 
 def _sweep_compute(record: JobRecord) -> str:
+    if not record.terminal:
+        return f"sweep: {progress_text(record)}"
     count = len(record.steps or {})
     return f"sweep ({count} trial{'s' if count != 1 else ''})"
 
 
 def _pipeline_compute(record: JobRecord) -> str:
+    if not record.terminal:
+        return f"pipeline: {progress_text(record)}"
     return f"pipeline ({len(record.steps or {})} steps)"
+
+
+def progress_text(record: JobRecord) -> str:
+    """How far a pipeline or sweep is: `trials 3/20 done, 2 running, best 0.41`, `steps 2/5 done`."""
+    states = [str(state.get("status")) for state in (record.steps or {}).values()]
+    started = [JobStatus.of(status) for status in states if status != NOT_STARTED]
+    done = sum(1 for status in started if status.terminal)
+    running = len(started) - done
+    total = len(states)
+    limits = (record.sweep or {}).get("limits") or {}
+    if isinstance(limits.get("max_total_trials"), int):
+        total = max(total, limits["max_total_trials"])  # a sweep's trials are recorded as they start
+    text = f"{row_of(record).children} {done}/{total} done" + (f", {running} running" if running else "")
+    best = _best_so_far(record)
+    return text if best is None else f"{text}, best {best:.6g}"
+
+
+def _best_so_far(record: JobRecord) -> float | None:
+    """A sweep's best primary metric among the trials that reported one, by its goal (a
+    pipeline's steps have no metric)."""
+    metrics = [
+        state["metric"]
+        for state in (record.steps or {}).values()
+        if isinstance(state.get("metric"), (int, float)) and not isinstance(state.get("metric"), bool)
+    ]
+    if not metrics:
+        return None
+    goal = str(((record.sweep or {}).get("objective") or {}).get("goal", "")).lower()
+    return float(max(metrics) if goal.startswith("max") else min(metrics))
 
 
 # ---------------------------------------------------------------- job show
@@ -166,6 +200,8 @@ def job_show_text(
     duration = _running_for(record, time.time())
     if duration is not None:
         lines.append(f"Duration: {duration_text(duration)}" + ("" if record.terminal else " (running)"))
+    if row.has_children:
+        lines.append(f"Progress: {progress_text(record)}")
     if metrics:
         lines.append("Metrics:  " + ", ".join(f"{name}={_metric(value)}" for name, value in sorted(metrics.items())))
     timeouts = _timeouts_line(record.timeouts or [])
