@@ -402,3 +402,10 @@ def test_shell_completion_completes_job_names(run_cli, write_job):
     assert run_cli(env=env).stdout.splitlines() == ["plain,beta"]
     env = {**env, "COMP_WORDS": "distrun job ar", "COMP_CWORD": "2"}
     assert run_cli(env=env).stdout.splitlines() == ["plain,archive"]
+
+
+def test_the_example_sweep_plans_its_trials(run_cli):
+    planned = run_cli("plan", str(REPO / "examples" / "sweep" / "sweep.yml"))
+    assert planned.returncode == 0, planned.stderr
+    assert "objective: minimize loss" in planned.stdout and "First 5 trials:\n  trial_0  lr=" in planned.stdout
+    assert "command: python train.py --lr " in planned.stdout
