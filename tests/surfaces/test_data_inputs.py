@@ -132,12 +132,16 @@ def test_data_asset_from_an_azure_ml_data_file_with_overrides(run_cli: RunCli, t
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    created = json.loads(ok(run_cli("data", "create", "-f", str(data_file), cwd=elsewhere)))
+    created = json.loads(ok(run_cli("data", "create", "-f", str(data_file), "-o", "json", cwd=elsewhere)))
     # The file's relative path starts at the file's folder, not at the shell's.
     assert (created["name"], created["version"], created["path"]) == ("cifar10", "1", str(folder / "images"))
     assert created["description"] == "CIFAR-10"
     again = json.loads(
-        ok(run_cli("data", "create", "--file", str(data_file), "--set", "version=2", "--set", "path=./more"))
+        ok(
+            run_cli(
+                "data", "create", "--file", str(data_file), "--set", "version=2", "--set", "path=./more", "-o", "json"
+            )
+        )
     )
     assert (again["version"], again["path"]) == ("2", str(folder / "more"))
 
@@ -155,14 +159,17 @@ def test_data_asset_versions_and_output_registration(
         folder.mkdir()
         (folder / "data.txt").write_text(text)
         created = json.loads(
-            ok(run_cli("data", "create", "--name", "cifar", "--version", version, "--path", str(folder)))
+            ok(run_cli("data", "create", "--name", "cifar", "--version", version, "--path", str(folder), "-o", "json"))
         )
         assert created["path"] == str(folder) and created["type"] == "uri_folder"
     again = run_cli("data", "create", "--name", "cifar", "--version", "2", "--path", str(tmp_path / "v1"))
     assert again.returncode == 2 and "already has version 2" in again.stderr
     wrong = run_cli("data", "create", "--name", "one", "--type", "uri_file", "--path", str(tmp_path / "v1"))
     assert wrong.returncode == 2 and "use type uri_folder" in wrong.stderr
-    assert [a["version"] for a in json.loads(ok(run_cli("data", "list", "--name", "cifar")))] == ["1", "2"]
+    assert [a["version"] for a in json.loads(ok(run_cli("data", "list", "--name", "cifar", "-o", "json")))] == [
+        "1",
+        "2",
+    ]
     assert json.loads(ok(run_cli("data", "show", "--name", "cifar", "--label", "latest")))["version"] == "2"
 
     job = write_job(

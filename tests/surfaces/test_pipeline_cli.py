@@ -52,14 +52,14 @@ def test_component_create_list_show_and_a_step_naming_it(run_cli, distrun_home, 
 
     folder = tmp_path / "chain"
     shutil.copytree(CHAIN.parent, folder)
-    created = run_cli("component", "create", "-f", str(folder / "train.yml"))
+    created = run_cli("component", "create", "-f", str(folder / "train.yml"), "-o", "json")
     assert created.returncode == 0, created.stderr
     assert json.loads(created.stdout)["version"] == "1"  # the file's version
     again = run_cli("component", "create", "-f", str(folder / "train.yml"))
     assert again.returncode == 2 and "component train already has version 1" in again.stderr
-    bumped = run_cli("component", "create", "-f", str(folder / "train.yml"), "--set", "version=5")
+    bumped = run_cli("component", "create", "-f", str(folder / "train.yml"), "--set", "version=5", "-o", "json")
     assert bumped.returncode == 0 and json.loads(bumped.stdout)["version"] == "5", bumped.stderr
-    assert [c["version"] for c in json.loads(run_cli("component", "list").stdout)] == ["1", "5"]
+    assert [c["version"] for c in json.loads(run_cli("component", "list", "-o", "json").stdout)] == ["1", "5"]
     shown = json.loads(run_cli("component", "show", "-n", "train", "-l", "latest").stdout)
     assert "code: ./code" in shown["yaml"]
     pipeline = folder / "pipeline.yml"

@@ -238,3 +238,174 @@ def test_keys_without_meaning_here_are_noted_once(run_cli, write_job):
     out = run_cli("run", str(job)).stdout
     assert out.count(note) == 1 and f"distrun: {note}\n" in out
     assert run_cli("plan", str(job)).stdout.count(note) == 1
+
+
+def test_every_showing_verb_speaks_table_json_and_yaml(run_cli, write_job, tmp_path):
+    job = write_job("command: echo hi\nname: one_job\n")
+    assert run_cli("run", str(job)).returncode == 0
+    assert run_cli("data", "create", "--name", "ds", "--path", str(tmp_path)).returncode == 0
+    for verb in (["job", "list"], ["job", "show", "one_job"], ["compute", "list"], ["data", "list"]):
+        as_yaml = run_cli(*verb, "-o", "yaml")
+        assert as_yaml.returncode == 0, as_yaml.stderr
+        assert as_yaml.stdout == views_yaml(json.loads(run_cli(*verb, "-o", "json").stdout)) + "\n", verb
+    # `text`, which `job show` and `run -d` once took, is still read as the table.
+    assert run_cli("job", "show", "one_job", "-o", "text").stdout == run_cli("job", "show", "one_job").stdout
+    listed = run_cli("data", "list", "-o", "table").stdout.splitlines()
+    assert listed[0].split()[:5] == ["NAME", "VERSION", "TYPE", "PATH", "CREATED"] and listed[2].split()[:2] == [
+        "ds",
+        "1",
+    ]
+    wrong = run_cli("job", "list", "-o", "xml")
+    assert wrong.returncode == 2 and "'table', 'json', 'yaml'" in wrong.stderr
+
+
+def views_yaml(data):
+    from distrun.cli.output import as_yaml
+
+    return as_yaml(data)
+
+
+def test_metrics_and_cancel_take_name_or_dash_n_and_default_to_the_newest(run_cli, write_job):
+    job = write_job("command: echo hi\n")
+    assert run_cli("run", str(job), "--name", "older").returncode == 0
+    assert run_cli("run", str(job), "--name", "newest").returncode == 0
+    # This home runs jobs without MLflow: the message names the job each form chose.
+    assert "job newest has no metrics" in run_cli("metrics").stderr
+    assert "job older has no metrics" in run_cli("metrics", "-n", "older").stderr
+    assert "job older has no metrics" in run_cli("metrics", "older").stderr
+    assert "job newest had already ended" in run_cli("job", "cancel").stderr
+    assert "job older had already ended" in run_cli("job", "cancel", "-n", "older").stderr
+
+
+def test_job_create_takes_the_options_run_takes(run_cli, write_job):
+    job = write_job("command: echo hi\nname: limited\n")
+    created = run_cli("job", "create", "-f", str(job), "--hang-timeout", "30", "--max-restarts", "1", "-s")
+    assert created.returncode == 0, created.stderr
+    assert "Timeouts: limits.hang_timeout 30 s" in run_cli("job", "show", "limited").stdout
+    wrong = run_cli("job", "create", "-f", str(job), "--max-restarts", "-1")
+    assert wrong.returncode == 2 and "--max-restarts" in wrong.stderr
+
+
+def test_data_and_component_listings_are_tables_with_readable_times(run_cli, tmp_path):
+    import re
+    import shutil
+
+    created = run_cli("data", "create", "--name", "ds", "--path", str(tmp_path), "-d", "[bold]raw[/bold] images")
+    assert created.returncode == 0, created.stderr
+    fields = {line.split()[0]: line.split(None, 1)[1] for line in created.stdout.splitlines()[2:]}
+    assert fields["name"] == "ds" and fields["description"] == "[bold]raw[/bold] images"  # not read as markup
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", fields["created_at"]), fields
+    listed = run_cli("data", "list").stdout.splitlines()
+    assert listed[0].split() == ["NAME", "VERSION", "TYPE", "PATH", "CREATED", "DESCRIPTION"]
+    assert re.fullmatch(r"ds +1 +uri_folder +\S+ +\d\d:\d\d +\[bold\]raw\[/bold\] images", listed[2]), listed
+
+    folder = tmp_path / "chain"
+    shutil.copytree(REPO / "tests" / "data" / "pipelines" / "chain", folder)
+    made = run_cli("component", "create", "-f", str(folder / "train.yml"))
+    assert made.returncode == 0 and "created_at" in made.stdout and "{" not in made.stdout, made.stdout
+    components = run_cli("component", "list").stdout.splitlines()
+    assert components[0].split() == ["NAME", "VERSION", "CREATED", "PATH"]
+    assert re.fullmatch(r"train +1 +\d\d:\d\d +\S+", components[2]), components
+
+
+def test_job_list_filters_and_folds_steps_under_their_pipeline(run_cli, write_job):
+    ok = write_job("command: echo hi\nexperiment_name: exp_a\n")
+    bad = write_job("command: exit 3\n")
+    assert run_cli("run", str(ok), "--name", "good_one").returncode == 0
+    assert run_cli("run", str(bad), "--name", "bad_one").returncode == 1
+    pipeline = REPO / "tests" / "data" / "pipelines" / "chain" / "pipeline.yml"
+    assert run_cli("run", str(pipeline), "--name", "pl").returncode == 0
+
+    def names(*args):
+        listed = run_cli("job", "list", "-o", "json", *args)
+        assert listed.returncode == 0, listed.stderr
+        return [record["name"] for record in json.loads(listed.stdout)]
+
+    assert names() == ["pl", "bad_one", "good_one"]  # the steps folded under their pipeline
+    steps = names("--parent-job-name", "pl")
+    assert len(steps) == 3 and all(name not in ("pl", "bad_one", "good_one") for name in steps)
+    assert set(names("--include-children")) == {"pl", "bad_one", "good_one", *steps}
+    assert names("--status", "failed") == ["bad_one"]
+    assert names("--experiment-name", "exp_a") == ["good_one"]
+    assert names("--status", "Completed", "--max-results", "1") == ["pl"]
+    table = run_cli("job", "list").stdout
+    assert "pipeline (3 steps)" in table and not any(step in table for step in steps)
+
+
+def test_job_archive_hides_and_job_delete_reclaims_an_ended_job(run_cli, write_job, distrun_home):
+    ended = write_job("command: head -c 300000 /dev/zero > big.bin\nname: old_one\n")
+    assert run_cli("run", str(ended)).returncode == 0
+    running = write_job("command: sleep 60\nname: still_running\n")
+    assert run_cli("run", "-d", str(running)).returncode == 0
+    try:
+        assert run_cli("job", "archive", "-n", "old_one").stdout == "old_one: archived\n"
+        listed = [r["name"] for r in json.loads(run_cli("job", "list", "-o", "json").stdout)]
+        assert listed == ["still_running"]
+        every = [r["name"] for r in json.loads(run_cli("job", "list", "--include-archived", "-o", "json").stdout)]
+        assert every == ["still_running", "old_one"]
+        assert json.loads(run_cli("job", "show", "old_one", "-o", "json").stdout)["archived_at"]
+        refused = run_cli("job", "delete", "still_running")
+        assert refused.returncode == 2 and "has not ended" in refused.stderr and "job cancel" in refused.stderr
+        assert (distrun_home / "jobs" / "still_running").is_dir()
+        deleted = run_cli("job", "delete", "old_one")
+        assert deleted.returncode == 0, deleted.stderr
+        assert deleted.stdout.splitlines() == ["deleted old_one", "1 job deleted, 0.3 MB freed"]
+        assert not (distrun_home / "jobs" / "old_one").exists()
+        gone = run_cli("job", "show", "old_one")
+        assert gone.returncode == 2 and "no job named 'old_one'" in gone.stderr
+        # Old jobs in one go: every ended one created before then; a running one is left alone.
+        assert run_cli("run", str(write_job("command: echo hi\nname: another\n"))).returncode == 0
+        swept = run_cli("job", "delete", "--older-than", "0")
+        assert swept.returncode == 0 and swept.stdout.startswith("deleted another\n1 job deleted"), swept.stdout
+        assert [r["name"] for r in json.loads(run_cli("job", "list", "-o", "json").stdout)] == ["still_running"]
+    finally:
+        run_cli("job", "cancel", "still_running")
+
+
+def test_compute_show_and_delete(run_cli, distrun_home):
+    config = distrun_home / "config.yaml"
+    assert run_cli("compute", "create", "--name", "hpc", "--type", "slurm", "--set", "partition=debug").returncode == 0
+    assert run_cli("compute", "create", "--name", "other", "--type", "slurm").returncode == 0
+    config.write_text("# my targets\n" + config.read_text())
+    shown = run_cli("compute", "show", "hpc")
+    assert shown.returncode == 0 and shown.stdout.splitlines()[2].split() == ["hpc", "slurm", "partition=debug"]
+    assert json.loads(run_cli("compute", "show", "-n", "hpc", "-o", "json").stdout) == {
+        "name": "hpc",
+        "type": "slurm",
+        "partition": "debug",
+    }
+    assert run_cli("compute", "delete", "hpc").stdout == "compute hpc: deleted\n"
+    assert [t["name"] for t in json.loads(run_cli("compute", "list", "-o", "json").stdout)] == ["local", "other"]
+    assert config.read_text().startswith("# my targets\n")  # the rest of the file kept
+    missing = run_cli("compute", "show", "hpc")
+    assert missing.returncode == 2 and "unknown compute target 'hpc'" in missing.stderr
+    again = run_cli("compute", "delete", "hpc")
+    assert again.returncode == 2 and "no compute target named 'hpc'" in again.stderr
+    local = run_cli("compute", "delete", "local")
+    assert local.returncode == 2 and "built in" in local.stderr
+
+
+def test_stacks_of_an_ended_job_names_it_in_the_hint(run_cli, write_job):
+    assert run_cli("run", str(write_job("command: echo hi\nname: ended_job\n"))).returncode == 0
+    stacks = run_cli("job", "stacks")
+    assert stacks.returncode == 2 and "`distrun job show ended_job` says how it ended" in stacks.stderr
+
+
+def test_shell_completion_completes_job_names(run_cli, write_job):
+    for name in ("alpha_one", "alpha_two", "beta"):
+        assert run_cli("run", str(write_job(f"command: echo hi\nname: {name}\n"))).returncode == 0
+    env = {"_DISTRUN_COMPLETE": "bash_complete", "COMP_WORDS": "distrun job show alp", "COMP_CWORD": "3"}
+    done = run_cli(env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["plain,alpha_two", "plain,alpha_one"]
+    env = {**env, "COMP_WORDS": "distrun logs -n b", "COMP_CWORD": "3"}
+    assert run_cli(env=env).stdout.splitlines() == ["plain,beta"]
+    env = {**env, "COMP_WORDS": "distrun job ar", "COMP_CWORD": "2"}
+    assert run_cli(env=env).stdout.splitlines() == ["plain,archive"]
+
+
+def test_the_example_sweep_plans_its_trials(run_cli):
+    planned = run_cli("plan", str(REPO / "examples" / "sweep" / "sweep.yml"))
+    assert planned.returncode == 0, planned.stderr
+    assert "objective: minimize loss" in planned.stdout and "First 5 trials:\n  trial_0  lr=" in planned.stdout
+    assert "command: python train.py --lr " in planned.stdout

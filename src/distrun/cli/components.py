@@ -3,13 +3,12 @@ steps name as `component: azureml:NAME:VERSION` or `azureml:NAME@latest` (as `az
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import click
 
-from distrun.cli.shown import echo
+from distrun.cli.output import emit, output_option
+from distrun.cli.tables import fields_table, records_table
 from distrun.core.errors import DistrunError
 
 
@@ -17,10 +16,6 @@ def _home() -> Path:
     from distrun.store.layout import distrun_home
 
     return distrun_home()
-
-
-def _print_json(data: Any) -> None:
-    echo(json.dumps(data, indent=2, default=str))
 
 
 @click.group("component")
@@ -37,7 +32,8 @@ def component_group() -> None:
 @click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the file, e.g. --set version=2."
 )
-def component_create(file: str, name: str | None, version: str | None, overrides: tuple[str, ...]) -> None:
+@output_option(what="the registered version")
+def component_create(file: str, name: str | None, version: str | None, overrides: tuple[str, ...], output: str) -> None:
     """Check a component and record it, with a snapshot of its code folder: later edits change no pipeline."""
     from distrun.loading.pipeline_loader import load_component_file
     from distrun.spec.overrides import parse_override
@@ -52,26 +48,35 @@ def component_create(file: str, name: str | None, version: str | None, overrides
     text = Path(file).read_text(encoding="utf-8")  # read and checked as YAML just above
     changes = {".".join(map(str, path)): value for path, value in map(parse_override, overrides)}
     registered = register_component(_home(), component.data, text, component.base_dir, name, version, changes)
-    _print_json(registered.to_dict())
+    emit(registered.to_dict(), output, lambda: fields_table(registered.to_dict()))
 
 
 @component_group.command("list")
 @click.option("--name", "-n", default=None, help="Only this component's versions.")
-def component_list(name: str | None) -> None:
+@output_option(what="the registered versions")
+def component_list(name: str | None, output: str) -> None:
     """Registered components and their versions (latest last)."""
     from distrun.store.components import list_components
 
-    _print_json([c.to_dict() for c in list_components(_home(), name)])
+    found = [c.to_dict() for c in list_components(_home(), name)]
+    empty = "No components yet: register one with `distrun component create -f component.yml`."
+    emit(
+        found,
+        output,
+        lambda: records_table(found, ("name", "version", "created_at", "path"), keep=("name",), empty=empty),
+    )
 
 
 @component_group.command("show")
-@click.option("--name", "-n", required=True)
-@click.option("--version", "-v", default=None)
-@click.option("--label", "-l", default=None, help="latest")
-def component_show(name: str, version: str | None, label: str | None) -> None:
+@click.option("--name", "-n", required=True, help="The component's name.")
+@click.option("--version", "-v", default=None, help="This version (default: the latest).")
+@click.option("--label", "-l", default=None, help="latest: the highest version.")
+@output_option(default="json", what="the version and its YAML")
+def component_show(name: str, version: str | None, label: str | None, output: str) -> None:
     """One version of a component (default: the latest): where it is, and its YAML."""
     from distrun.core.safe_files import read_text
     from distrun.store.components import get_component
 
     component = get_component(_home(), name, version, label)
-    _print_json({**component.to_dict(), "yaml": read_text(component.file, 1 << 20, root=_home())})
+    shown = {**component.to_dict(), "yaml": read_text(component.file, 1 << 20, root=_home())}
+    emit(shown, output, lambda: fields_table(shown))

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from distrun.cli.output import emit, output_option
 from distrun.cli.shown import echo
+from distrun.cli.tables import fields_table, records_table
 from distrun.core.errors import DistrunError
 from distrun.core.user_paths import current_folder
 
@@ -27,10 +28,6 @@ def resource_file_option(help_text: str) -> Callable[[Any], Any]:
     )
 
 
-def _print_json(data: Any) -> None:
-    echo(json.dumps(data, indent=2, default=str))
-
-
 # ---------------------------------------------------------------- env
 
 
@@ -40,7 +37,7 @@ def env_group() -> None:
 
 
 @env_group.command("list")
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+@output_option(what="the built environments and the named ones")
 def env_list(output: str) -> None:
     """Cached environments, newest first, and the names config.yaml maps."""
     from distrun.environments.named import read_named
@@ -48,8 +45,8 @@ def env_list(output: str) -> None:
 
     built = list_environments(_home())
     named = {name: entry.body for name, entry in read_named(_home() / "config.yaml").items()}
-    if output == "json":
-        _print_json({"built": built, "named": named})
+    if output != "table":
+        emit({"built": built, "named": named}, output, str)
         return
     for env in built:
         count = len([r for r in env["requirements"] if not r.startswith("-")])
@@ -62,16 +59,15 @@ def env_list(output: str) -> None:
 
 @env_group.command("show")
 @click.argument("key")
-def env_show(key: str) -> None:
+@output_option(default="json", what="the environment")
+def env_show(key: str, output: str) -> None:
     """One cached environment (by key or key prefix) or named environment."""
     from distrun.environments.named import read_named
     from distrun.environments.store import show_environment
 
     named = read_named(_home() / "config.yaml")
-    if key in named:
-        _print_json({"name": key, **named[key].body})
-        return
-    _print_json(show_environment(_home(), key))
+    shown = {"name": key, **named[key].body} if key in named else show_environment(_home(), key)
+    emit(shown, output, lambda: fields_table(shown))
 
 
 @env_group.command("prune")
@@ -90,11 +86,14 @@ def env_prune(unused_days: float | None, everything: bool) -> None:
 @env_group.command("create")
 @click.option("--name", "-n", default=None, help="The name jobs use: azureml:NAME@latest.")
 @resource_file_option("An Azure ML environment YAML (name, conda_file, image).")
-@click.option("--conda-file", default=None, type=click.Path(dir_okay=False, exists=True))
+@click.option(
+    "--conda-file", default=None, type=click.Path(dir_okay=False, exists=True), help="A conda environment YAML."
+)
 @click.option("--python", "python", default=None, help="An existing interpreter's path, or a version such as 3.11.")
 @click.option("--image", default=None, help="An image, for backends that run images.")
+@output_option(default="json", what="the named environment")
 def env_create(
-    name: str | None, file: str | None, conda_file: str | None, python: str | None, image: str | None
+    name: str | None, file: str | None, conda_file: str | None, python: str | None, image: str | None, output: str
 ) -> None:
     """Name an environment in config.yaml (as `az ml environment create`)."""
     from distrun.environments.named import environment_body, register_environment
@@ -109,7 +108,8 @@ def env_create(
         raise DistrunError("give the environment's name", "--name NAME (jobs then use azureml:NAME@latest)")
     body = environment_body(base_dir=current_folder(), **given)
     register_environment(_home() / "config.yaml", name, version, body)
-    _print_json({"name": name, **body})
+    shown = {"name": name, **body}
+    emit(shown, output, lambda: fields_table(shown))
 
 
 def _environment_file(file: Path) -> tuple[dict[str, Any], str | None, str | None]:
@@ -146,10 +146,11 @@ def data_group() -> None:
     "--path", "-p", "path", default=None, help="A local path or a URI (datastore, job output, http(s), s3...)."
 )
 @click.option("--type", "-t", "kind", default=None, help="uri_folder (default), uri_file, mltable.")
-@click.option("--description", "-d", default=None)
+@click.option("--description", "-d", default=None, help="What the data is (overrides the file's).")
 @click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the file, e.g. --set version=2."
 )
+@output_option(what="the asset")
 def data_create(
     file: str | None,
     name: str | None,
@@ -158,6 +159,7 @@ def data_create(
     kind: str | None,
     description: str | None,
     overrides: tuple[str, ...],
+    output: str,
 ) -> None:
     """Register a data asset (as `az ml data create`, with --file or --name and --path)."""
     from distrun.data.register import register_path
@@ -188,27 +190,31 @@ def data_create(
         description if description is not None else given.get("description"),
         base,
     )
-    _print_json(asset.to_dict())
+    emit(asset.to_dict(), output, lambda: fields_table(asset.to_dict()))
 
 
 @data_group.command("list")
 @click.option("--name", "-n", default=None, help="Only this asset's versions.")
-def data_list(name: str | None) -> None:
+@output_option(what="the assets")
+def data_list(name: str | None, output: str) -> None:
     """Data assets and their versions (latest last)."""
     from distrun.data.assets import list_assets
 
-    _print_json([a.to_dict() for a in list_assets(_home(), name)])
+    assets = [a.to_dict() for a in list_assets(_home(), name)]
+    emit(assets, output, lambda: records_table(assets, _ASSET_COLUMNS, keep=("name", "version"), empty=_NO_ASSETS))
 
 
 @data_group.command("show")
-@click.option("--name", "-n", required=True)
-@click.option("--version", "-v", default=None)
-@click.option("--label", "-l", default=None, help="latest")
-def data_show(name: str, version: str | None, label: str | None) -> None:
+@click.option("--name", "-n", required=True, help="The asset's name.")
+@click.option("--version", "-v", default=None, help="This version (default: the latest).")
+@click.option("--label", "-l", default=None, help="latest: the highest version.")
+@output_option(default="json", what="the asset")
+def data_show(name: str, version: str | None, label: str | None, output: str) -> None:
     """One version of a data asset (default: the latest)."""
     from distrun.data.assets import get_asset
 
-    _print_json(get_asset(_home(), name, version, label).to_dict())
+    asset = get_asset(_home(), name, version, label).to_dict()
+    emit(asset, output, lambda: fields_table(asset))
 
 
 @data_group.group("mirror")
@@ -219,17 +225,25 @@ def data_mirror() -> None:
 @data_mirror.command("add")
 @click.argument("prefix")
 @click.argument("folder")
-def data_mirror_add(prefix: str, folder: str) -> None:
+@output_option(default="json", what="the mirror")
+def data_mirror_add(prefix: str, folder: str, output: str) -> None:
     """Map PREFIX (https://..., wasbs://...) to FOLDER (a folder or azureml://datastores/... URI)."""
     from distrun.data.mirrors import add_mirror
 
     mirror = add_mirror(_home() / "config.yaml", prefix, folder, current_folder())
-    _print_json({"prefix": mirror.prefix, "folder": mirror.target})
+    shown = {"prefix": mirror.prefix, "folder": mirror.target}
+    emit(shown, output, lambda: records_table([shown], ("prefix", "folder"), keep=("prefix",)))
 
 
 @data_mirror.command("list")
-def data_mirror_list() -> None:
+@output_option(what="the mirrors")
+def data_mirror_list(output: str) -> None:
     """The url_mirrors entries of config.yaml."""
     from distrun.data.mirrors import read_mirrors
 
-    _print_json([{"prefix": m.prefix, "folder": m.target} for m in read_mirrors(_home() / "config.yaml")])
+    shown = [{"prefix": m.prefix, "folder": m.target} for m in read_mirrors(_home() / "config.yaml")]
+    emit(shown, output, lambda: records_table(shown, ("prefix", "folder"), keep=("prefix",), empty="no url mirrors"))
+
+
+_ASSET_COLUMNS = ("name", "version", "type", "path", "created_at", "description")
+_NO_ASSETS = "No data assets yet: register one with `distrun data create --name NAME --path PATH`."

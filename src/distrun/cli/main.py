@@ -19,10 +19,11 @@ from typing import Any, NoReturn
 import click
 
 from distrun.cli.envdata import resource_file_option
+from distrun.cli.output import echo_json, emit, output_option
 from distrun.cli.shown import echo
-from distrun.cli.stdout_reader import QuietWhenUnread, let_go_of_stdout
+from distrun.cli.stdout_reader import QuietWhenUnread
 from distrun.core.errors import DistrunError, JobAlreadyEndedError
-from distrun.core.json_encoding import shown_json
+from distrun.core.job_status import JobStatus
 from distrun.core.safe_files import UnsafeFileError
 from distrun.prepare.compute import USER_KINDS
 
@@ -49,21 +50,6 @@ def _layout():  # type: ignore[no-untyped-def]
     return Layout()
 
 
-def _echo_json(data: Any) -> None:
-    # Indented for a user when small, compact when large (`shown_json`): a 1024 x 8 plan
-    # indented took over 1 s in Python's pure-Python encoder, compact about 0.15 s in its C one.
-    # Written in 1 MB pieces, so that a reader that goes away (`| head`) stops it early.
-    text = shown_json(data)
-    try:
-        for start in range(0, len(text), 1 << 20):
-            echo(text[start : start + (1 << 20)], nl=False)
-        echo("")
-    except BrokenPipeError:
-        # The reader went away (`| head`): that is no error (distrun.cli.stdout_reader).
-        let_go_of_stdout()
-        sys.exit(0)
-
-
 @click.group(cls=QuietWhenUnread, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="distrun")
 def cli() -> None:
@@ -79,7 +65,7 @@ def _run(
     name: str | None,
     compute: str | None,
     stream: bool,
-    output: str = "text",
+    output: str = "table",
     events_only: bool = False,
 ) -> NoReturn:
     from distrun.runner import jobs
@@ -97,10 +83,7 @@ def _run(
         _run_parent_file(loaded, layout, name, compute, stream, file, overrides, output, events_only)
     if not stream:
         record, _ = jobs.submit_job(loaded, layout, compute, name)
-        if output == "json":
-            _echo_json(record.to_dict())
-        else:
-            echo(views().created_text(record))
+        emit(record.to_dict(), output, lambda: views().created_text(record))
         sys.exit(0)
     record = jobs.run_job(loaded, layout, sys.stdout.buffer, _color(sys.stdout), compute, name)
     sys.exit(_exit_code(record.status))
@@ -150,10 +133,7 @@ def _run_parent(run: Any, detach: Any, summary: Any, stream: bool, output: str) 
     """Run a pipeline or sweep here (attached), or `detach()` it to a background supervisor."""
     if not stream:
         record = detach()
-        if output == "json":
-            _echo_json(record.to_dict())
-        else:
-            echo(views().created_text(record))
+        emit(record.to_dict(), output, lambda: views().created_text(record))
         sys.exit(0)
     record = run.run()
     echo(summary(record))
@@ -161,8 +141,6 @@ def _run_parent(run: Any, detach: Any, summary: Any, stream: bool, output: str) 
 
 
 def _exit_code(status: str) -> int:
-    from distrun.core.job_status import JobStatus
-
     return {JobStatus.COMPLETED: 0, JobStatus.CANCELED: EXIT_CANCELED}.get(JobStatus.of(status), EXIT_FAILED)
 
 
@@ -172,55 +150,63 @@ def views():  # type: ignore[no-untyped-def]
     return views
 
 
-_output_option = click.option(
-    "--output", "-o", type=click.Choice(["text", "json"]), default="text", help="json: the job record, for scripts."
+_output_option = output_option(what="the job record (with -d)")
+
+
+def _run_options(func: Any) -> Any:
+    """The options `run` and `job create` share: a job started either way can be started alike."""
+    for option in reversed(_RUN_OPTIONS):
+        func = option(func)
+    return func
+
+
+_RUN_OPTIONS = (
+    _set_option,
+    click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated)."),
+    _compute_option,
+    _output_option,
+    click.option(
+        "--max-restarts",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Restart the whole job up to this many times after a failure (limits.max_restarts).",
+    ),
+    click.option(
+        "--hang-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help="Fail the job, with every process's stack, after this long without output or metrics "
+        "(limits.hang_timeout).",
+    ),
+    click.option(
+        "--no-container",
+        is_flag=True,
+        help="On local compute, run in this Python even when environment.image is set and a container engine is here.",
+    ),
+    click.option(
+        "--events-only",
+        is_flag=True,
+        help="A pipeline or sweep: only its own lines (steps or trials started, metrics, ended), not their output.",
+    ),
 )
 
 
-@cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@_set_option
-@click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated).")
-@_compute_option
-@click.option("--detach", "-d", is_flag=True, help="Start the job in the background and return.")
-@_output_option
-@click.option(
-    "--max-restarts",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Restart the whole job up to this many times after a failure (limits.max_restarts).",
-)
-@click.option(
-    "--hang-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="SECONDS",
-    help="Fail the job, with every process's stack, after this long without output or metrics (limits.hang_timeout).",
-)
-@click.option(
-    "--no-container",
-    is_flag=True,
-    help="On local compute, run in this Python even when environment.image is set and a container engine is here.",
-)
-@click.option(
-    "--events-only",
-    is_flag=True,
-    help="A pipeline or sweep: only its own lines (steps or trials started, metrics, ended), not their output.",
-)
-def run(
+def _start(
     file: str,
+    stream: bool,
     overrides: tuple[str, ...],
     name: str | None,
     compute: str | None,
-    detach: bool,
     output: str,
     max_restarts: int | None,
     hang_timeout: float | None,
     no_container: bool,
     events_only: bool,
-) -> None:
-    """Run a job and stream its logs until it ends (Ctrl-C cancels it); a pipeline's or sweep's:
-    every step's or trial's, prefixed by it, beside its own lines."""
+) -> NoReturn:
+    """`run` and `job create` with their shared options: `--max-restarts`, `--hang-timeout` as
+    the --set overrides they stand for, `--no-container` as the setting local compute reads,
+    `--events-only` as what a pipeline's or sweep's stream shows."""
     if no_container:
         # Read where local compute decides (also in a launcher started for --detach, which inherits it).
         os.environ["DISTRUN_CONTAINERS"] = "off"
@@ -228,14 +214,24 @@ def run(
         overrides = (*overrides, f"limits.max_restarts={max_restarts}")
     if hang_timeout is not None:
         overrides = (*overrides, f"limits.hang_timeout={hang_timeout:g}")
-    _run(file, overrides, name, compute, stream=not detach, output=output, events_only=events_only)
+    _run(file, overrides, name, compute, stream=stream, output=output, events_only=events_only)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--detach", "-d", is_flag=True, help="Start the job in the background and return.")
+@_run_options
+def run(file: str, detach: bool, **options: Any) -> None:
+    """Run a job and stream its logs until it ends (Ctrl-C cancels it); a pipeline's or sweep's:
+    every step's or trial's, prefixed by it, beside its own lines."""
+    _start(file, not detach, **options)
 
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @_set_option
 @_compute_option
-@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
+@output_option(what="the whole dry run (yaml: a cluster's objects as it submits them)")
 def plan(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Dry run: every process, its command and its environment; nothing starts. A pipeline: its
     graph of steps, and each step's processes."""
@@ -257,7 +253,7 @@ def _load_document(file: str, overrides: tuple[str, ...], compute: str | None): 
 def _echo_planned(planned: dict[str, Any], output: str, as_text: Any) -> None:
     """A plan as JSON, YAML, or `as_text(planned)`."""
     if output == "json":
-        _echo_json(planned)
+        echo_json(planned)
     elif output == "yaml":
         _echo_yaml(planned)
     else:
@@ -283,48 +279,65 @@ def job() -> None:
 
 
 @job.command("create")
-@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False))
-@click.option("--name", "-n", default=None)
-@_set_option
-@_compute_option
+@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False), help="The job YAML.")
 @click.option("--stream", "-s", is_flag=True, help="Stream the logs until the job ends (like `distrun run`).")
-@_output_option
-def job_create(
-    file: str, name: str | None, overrides: tuple[str, ...], compute: str | None, stream: bool, output: str
-) -> None:
-    """Create (submit) a job; prints its name and how to follow it (-o json: the record), or streams it."""
-    _run(file, overrides, name, compute, stream=stream, output=output)
+@_run_options
+def job_create(file: str, stream: bool, **options: Any) -> None:
+    """Create (submit) a job; prints its name and how to follow it (-o json: the record), or streams it.
+    Takes every option `distrun run -d` takes."""
+    _start(file, stream, **options)
 
 
 @job.command("validate")
-@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False))
+@click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False), help="The job YAML.")
 @_set_option
 @_compute_option
-def job_validate(file: str, overrides: tuple[str, ...], compute: str | None) -> None:
+@output_option(default="json", what="the resolved job")
+def job_validate(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Check a job or pipeline file and its compute targets as `run` would; prints the resolved job
     (a pipeline: each step's job), or every problem."""
+    from distrun.cli.tables import fields_table
     from distrun.runner.job_kinds import row_of_document
 
     loaded = _load_document(file, overrides, compute)
-    _echo_json(row_of_document(loaded).validate(loaded, _layout(), compute))
+    checked = row_of_document(loaded).validate(loaded, _layout(), compute)
+    emit(checked, output, lambda: fields_table(checked))
 
 
 def _name_arg(func: Any) -> Any:
-    func = click.option("--name", "-n", "name_opt", default=None, help="The job name.")(func)
-    return click.argument("name", required=False)(func)
+    """Every verb about one job takes its NAME as an argument or as -n/--name (as `az ml`), and
+    without either, the newest job."""
+    func = click.option(
+        "--name",
+        "-n",
+        "name_opt",
+        default=None,
+        help="The job name (default: the newest job).",
+        shell_complete=_complete_job_names,
+    )(func)
+    return click.argument("name", required=False, shell_complete=_complete_job_names)(func)
 
 
-def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> str:
+def _complete_job_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """The shell's completion of a job name (`_DISTRUN_COMPLETE`): the jobs there are, newest first."""
+    from distrun.store.index import JobIndex
+
+    try:
+        names = JobIndex(_layout().db_path).names()
+    except (DistrunError, OSError):
+        return []  # no index yet, or unreadable: nothing to offer, never an error in the shell
+    return [name for name in names if name.startswith(incomplete)]
+
+
+def _job_name(name: str | None, name_opt: str | None) -> str:
     chosen = name or name_opt
-    if not chosen and newest:
+    if not chosen:
         from distrun.runner.jobs import list_jobs
 
         latest = list_jobs(_layout(), 1)
         if latest:
             return latest[0].name
         raise DistrunError("there are no jobs yet", "start one with `distrun run job.yml`")
-    if not chosen:
-        raise DistrunError("give the job name", "e.g. distrun job show NAME (see `distrun job list`)")
     from distrun.runner.pipelines import resolve_job_name
 
     return resolve_job_name(_layout(), chosen)  # PIPELINE/STEP: that step's job
@@ -332,36 +345,65 @@ def _job_name(name: str | None, name_opt: str | None, newest: bool = False) -> s
 
 @job.command("show")
 @_name_arg
-@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text")
+@output_option(what="the job record and its last metric values")
 def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     """Show a job (the newest without a name): status, root cause, every process, outputs."""
     from distrun.runner.jobs import get_job
 
-    record = get_job(_layout(), _job_name(name, name_opt, newest=True))
+    record = get_job(_layout(), _job_name(name, name_opt))
     data = record.to_dict()
     from distrun.metrics.printing import last_metric_values
 
     data.update(last_metric_values(_layout().job(record.name)))
-    if output == "json":
-        _echo_json(data)
-    elif output == "yaml":
-        echo(views().as_yaml(json.loads(json.dumps(data, default=str))))
-    else:
-        echo(views().job_show_text(record))
+    metrics = data.get("metrics") or {}
+    emit(data, output, lambda: views().job_show_text(record, _parent_kind(record), metrics))
+
+
+def _parent_kind(record: Any) -> Any:
+    """The kind of a step's or trial's parent, from the parent's own record (None if it is gone)."""
+    if not record.parent:
+        return None
+    from distrun.runner.jobs import get_job
+
+    try:
+        return get_job(_layout(), record.parent).kind
+    except DistrunError:
+        return None
 
 
 @job.command("list")
-@click.option("--max-results", "-r", default=50, show_default=True)
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
-def job_list(max_results: int, output: str) -> None:
-    """List jobs, newest first."""
+@click.option("--max-results", "-r", default=50, show_default=True, help="Show at most this many jobs.")
+@click.option(
+    "--status",
+    type=click.Choice([s.value for s in JobStatus], case_sensitive=False),
+    default=None,
+    help="Only jobs in this state.",
+)
+@click.option("--parent-job-name", "-p", default=None, help="Only this pipeline's steps or sweep's trials.")
+@click.option("--experiment-name", default=None, help="Only the jobs of this experiment.")
+@click.option(
+    "--include-children", is_flag=True, help="Steps and trials too (without it they are folded under their parent)."
+)
+@click.option("--include-archived", is_flag=True, help="Archived jobs too (`distrun job archive`).")
+@output_option(what="the job records")
+def job_list(
+    max_results: int,
+    status: str | None,
+    parent_job_name: str | None,
+    experiment_name: str | None,
+    include_children: bool,
+    include_archived: bool,
+    output: str,
+) -> None:
+    """List jobs, newest first; a pipeline's steps and a sweep's trials only with --include-children
+    or --parent-job-name."""
     from distrun.runner.jobs import list_jobs
+    from distrun.store.index import JobFilter
 
-    records = list_jobs(_layout(), max_results)
-    if output == "json":
-        _echo_json([r.to_dict() for r in records])
-    else:
-        echo(views().job_list_text(records))
+    status = None if status is None else JobStatus.of(status).value
+    where = JobFilter(status, parent_job_name, experiment_name, children=include_children, archived=include_archived)
+    records = list_jobs(_layout(), max_results, where)
+    emit([r.to_dict() for r in records], output, lambda: views().job_list_text(records))
 
 
 @job.command("stream")
@@ -371,7 +413,7 @@ def job_stream(name: str | None, name_opt: str | None) -> None:
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job, stream_job
 
-    chosen = _job_name(name, name_opt, newest=True)
+    chosen = _job_name(name, name_opt)
     with _still_running_on_interrupt(chosen):
         record = get_job(_layout(), chosen)
         if row_of(record).has_children:
@@ -416,7 +458,7 @@ def _still_running_on_interrupt(name: str) -> Iterator[None]:
 @job.command("cancel")
 @_name_arg
 def job_cancel(name: str | None, name_opt: str | None) -> None:
-    """Cancel a job: its processes get SIGTERM, then SIGKILL after the grace period."""
+    """Cancel a job (the newest without a name): its processes get SIGTERM, then SIGKILL after the grace period."""
     from distrun.runner.jobs import cancel_job, get_job
 
     chosen = _job_name(name, name_opt)
@@ -433,20 +475,22 @@ def job_cancel(name: str | None, name_opt: str | None) -> None:
 @job.command("stacks")
 @_name_arg
 @click.option("--native", is_flag=True, help="Native (C/C++) frames too, where py-spy can unwind them.")
-@click.option(
-    "--output", "-o", type=click.Choice(["text", "json"]), default="text", help="json: every thread of every process."
-)
+@output_option(what="every thread of every process")
 def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str) -> None:
-    """Every process's current Python stack (py-spy), alike ones folded so the odd one out stands out."""
+    """Every process's current Python stack (py-spy; the newest job's without a name), alike ones
+    folded so the odd one out stands out."""
     from distrun.agent.stack_groups import group_stacks, grouped_text
     from distrun.runner.job_stacks import job_stacks as read_job_stacks
 
     chosen = _job_name(name, name_opt)
     answer = read_job_stacks(_layout(), chosen, native=native)
-    if output == "json":
-        _echo_json(
-            {"job": chosen, "processes": [p.to_dict() for p in answer.processes], "missing_nodes": answer.missing_nodes}
-        )
+    if output != "table":
+        shown = {
+            "job": chosen,
+            "processes": [p.to_dict() for p in answer.processes],
+            "missing_nodes": answer.missing_nodes,
+        }
+        emit(shown, output, str)
     else:
         echo(grouped_text(group_stacks(answer.processes)).rstrip("\n"))
         for node in answer.missing_nodes:
@@ -455,15 +499,65 @@ def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str
         sys.exit(EXIT_FAILED)
 
 
+@job.command("archive")
+@_name_arg
+@click.option("--restore", is_flag=True, help="List it again: undo an archive.")
+def job_archive(name: str | None, name_opt: str | None, restore: bool) -> None:
+    """Archive a job (the newest without a name): `job list` leaves it out unless --include-archived;
+    it stays whole, every verb still reaches it by name (as Azure ML's archive)."""
+    from distrun.store.index import JobIndex
+
+    chosen = _job_name(name, name_opt)
+    if not JobIndex(_layout().db_path).archive(chosen, archived=not restore):
+        raise DistrunError(f"no job named {chosen!r}", "`distrun job list --include-archived` shows the jobs there are")
+    echo(f"{chosen}: {'restored' if restore else 'archived'}")
+
+
+@job.command("delete")
+@click.argument("names", nargs=-1)
+@click.option(
+    "--older-than",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="DAYS",
+    help="Every ended job created more than DAYS days ago (archived ones too).",
+)
+def job_delete(names: tuple[str, ...], older_than: float | None) -> None:
+    """Delete ended jobs, each one's record and folder (a pipeline's or sweep's: its steps' or
+    trials' jobs too), to reclaim their space; a job that has not ended is refused. Give the
+    names, or --older-than DAYS."""
+    from distrun.runner.jobs import get_job, list_jobs
+    from distrun.store.index import JobFilter
+    from distrun.store.job_removal import delete_job
+
+    if not names and older_than is None:
+        raise DistrunError("give the jobs to delete", "distrun job delete NAME..., or --older-than DAYS")
+    layout = _layout()
+    if older_than is None:
+        records = [get_job(layout, _job_name(name, None)) for name in names]
+    else:
+        cutoff = time.time() - older_than * 86400
+        records = [r for r in list_jobs(layout, -1, JobFilter(children=False, older_than=cutoff)) if r.terminal]
+    freed = 0
+    for record in records:
+        for gone in delete_job(layout, record):
+            freed += gone.freed_bytes
+            echo(f"deleted {gone.name}")
+    echo(f"{len(records)} job{'s' if len(records) != 1 else ''} deleted, {freed / 1e6:.1f} MB freed")
+
+
 @job.command("download")
 @_name_arg
-@click.option("--download-path", "-p", default=".", type=click.Path(file_okay=False))
+@click.option(
+    "--download-path", "-p", default=".", type=click.Path(file_okay=False), help="The folder to download into."
+)
 @click.option("--output-name", default=None, help="Download only this named output.")
 @click.option("--all", "all_", is_flag=True, help="Artifacts and every named output.")
 def job_download(
     name: str | None, name_opt: str | None, download_path: str, output_name: str | None, all_: bool
 ) -> None:
-    """Download a finished job's artifacts and named outputs (a pipeline's: each step's, in a folder per step)."""
+    """Download a finished job's artifacts and named outputs (the newest job's without a name; a pipeline's:
+    each step's, in a folder per step)."""
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
 
@@ -489,7 +583,7 @@ def logs(name: str | None, name_opt: str | None, rank: int | None, follow: bool,
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
 
-    chosen = _job_name(name, name_opt, newest=True)
+    chosen = _job_name(name, name_opt)
     with _still_running_on_interrupt(chosen):
         record = get_job(_layout(), chosen)
         if row_of(record).has_children:
@@ -512,13 +606,15 @@ job.add_command(logs, "logs")  # `distrun job logs NAME`, as `distrun job stream
 
 
 @cli.command()
-@click.argument("name")
+@_name_arg
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new points until the job ends.")
-def metrics(name: str, follow: bool) -> None:
-    """Print a job's metrics (logged with mlflow.log_metric or Run.log), one point a line."""
+@output_option(what="every point: metric, step, timestamp, value")
+def metrics(name: str | None, name_opt: str | None, follow: bool, output: str) -> None:
+    """Print a job's metrics (the newest job's without a name; logged with mlflow.log_metric or
+    Run.log), one point a line."""
     from distrun.cli.metrics_view import print_metrics
 
-    print_metrics(_layout(), name, follow=follow)
+    print_metrics(_layout(), _job_name(name, name_opt), follow=follow, output=output)
 
 
 @cli.command()
@@ -543,10 +639,10 @@ def compute() -> None:
 
 @compute.command("create")
 @resource_file_option("A compute YAML: name, type and the target's settings (--set changes its keys).")
-@click.option("--name", "-n", default=None)
-@click.option("--type", "kind", default=None, type=click.Choice(USER_KINDS))
+@click.option("--name", "-n", default=None, help="The target's name, which jobs give as `compute:`.")
+@click.option("--type", "kind", default=None, type=click.Choice(USER_KINDS), help="The engine that runs its jobs.")
 @_set_option
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+@output_option(what="the target")
 def compute_create(
     file: str | None, name: str | None, kind: str | None, overrides: tuple[str, ...], output: str
 ) -> None:
@@ -585,10 +681,7 @@ def compute_create(
     backend_for(kind).validate_settings(name, settings)
     target = add_target(_layout().config_path, name, kind, settings)
     shown = {"name": target.name, "type": target.type, **target.settings}
-    if output == "json":
-        _echo_json(shown)
-    else:
-        echo(views().compute_table([shown]))
+    emit(shown, output, lambda: views().compute_table([shown]))
 
 
 def _name_local_cluster(name: str, output: str) -> None:
@@ -606,14 +699,11 @@ def _name_local_cluster(name: str, output: str) -> None:
     else:
         echo(f"distrun: compute {name} is already the {target.type} target in {config}; used as it is", err=True)
     shown = {"name": target.name, "type": target.type, **target.settings}
-    if output == "json":
-        _echo_json(shown)
-    else:
-        echo(views().compute_table([shown]))
+    emit(shown, output, lambda: views().compute_table([shown]))
 
 
 @compute.command("list")
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table")
+@output_option(what="the targets")
 def compute_list(output: str) -> None:
     """List compute targets."""
     from distrun.prepare.compute import read_targets
@@ -622,10 +712,44 @@ def compute_list(output: str) -> None:
     shown = [{"name": "local", "type": "local"}] + [
         {"name": t.name, "type": t.type, **t.settings} for t in targets.values()
     ]
-    if output == "json":
-        _echo_json(shown)
-    else:
-        echo(views().compute_table(shown))
+    emit(shown, output, lambda: views().compute_table(shown))
+
+
+def _target_name(func: Any) -> Any:
+    func = click.option("--name", "-n", "name_opt", default=None, help="The target's name.")(func)
+    return click.argument("name", required=False)(func)
+
+
+def _chosen_target(name: str | None, name_opt: str | None) -> str:
+    chosen = name or name_opt
+    if not chosen:
+        raise DistrunError(
+            "give the compute target's name", "e.g. distrun compute show NAME (see `distrun compute list`)"
+        )
+    return chosen
+
+
+@compute.command("show")
+@_target_name
+@output_option(what="the target and its settings")
+def compute_show(name: str | None, name_opt: str | None, output: str) -> None:
+    """One compute target: its type and settings."""
+    from distrun.prepare.compute import resolve_target
+
+    target = resolve_target(_chosen_target(name, name_opt), _layout().config_path)
+    shown = {"name": target.name, "type": target.type, **target.settings}
+    emit(shown, output, lambda: views().compute_table([shown]))
+
+
+@compute.command("delete")
+@_target_name
+def compute_delete(name: str | None, name_opt: str | None) -> None:
+    """Remove a compute target from config.yaml; jobs already sent to it keep the target they recorded."""
+    from distrun.prepare.compute import remove_target
+
+    chosen = _chosen_target(name, name_opt)
+    remove_target(_layout().config_path, chosen)
+    echo(f"compute {chosen}: deleted")
 
 
 # ---------------------------------------------------------------- entry point
@@ -634,7 +758,8 @@ def compute_list(output: str) -> None:
 def main() -> None:
     started = time.monotonic()
     try:
-        cli.main(standalone_mode=False)
+        # One variable for shell completion however distrun was started (`python -m distrun` too).
+        cli.main(standalone_mode=False, complete_var="_DISTRUN_COMPLETE")
     except DistrunError as exc:
         echo(f"distrun: error: {exc.render()}", err=True)
         sys.exit(exc.exit_code)

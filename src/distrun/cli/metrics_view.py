@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
+from distrun.cli.output import emit
 from distrun.core.errors import DistrunError
 from distrun.core.terminal_text import neutral_text
 from distrun.metrics.history import metric_history, store_problem
@@ -16,7 +17,9 @@ from distrun.store.layout import Layout
 POLL_SECONDS = 1.0
 
 
-def print_metrics(layout: Layout, name: str, follow: bool) -> None:
+def print_metrics(layout: Layout, name: str, follow: bool, output: str = "table") -> None:
+    if output != "table" and follow:
+        raise DistrunError("--follow prints the points as they come, one a line", "drop --follow, or -o table")
     record = get_job(layout, name)
     run = read_tracked_run(layout.job(record.name))
     if run is None:
@@ -30,6 +33,14 @@ def print_metrics(layout: Layout, name: str, follow: bool) -> None:
     problem = store_problem(run)
     if problem is not None:
         raise DistrunError(problem, "the job's processes may have replaced it; a regular file is needed to read it")
+    if output != "table":
+        points = [
+            {"metric": metric, "step": point.step, "timestamp": point.timestamp, "value": point.value}
+            for metric, series in metric_history(run).items()
+            for point in series
+        ]
+        emit(sorted(points, key=lambda p: (p["timestamp"], p["metric"], p["step"])), output, str)
+        return
     # Metric names, the experiment's name and the store's path are the job's text: shown neutral.
     print(
         neutral_text(f"# MLflow run {run.run_id} (experiment {run.experiment_name}) at {run.tracking_uri}"), flush=True

@@ -7,72 +7,24 @@ paste into `show`, `logs` and `cancel`.
 
 from __future__ import annotations
 
-import io
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distrun.cli.tables import format_seconds
+from distrun.cli.tables import table as _table
+from distrun.cli.tables import when as _when
+from distrun.core.job_kind import JobKind
 from distrun.core.job_status import JobStatus
 from distrun.runner.job_kinds import row_of
-from distrun.runner.report import job_duration
+from distrun.runner.pipeline_schedule import NOT_STARTED
+from distrun.runner.report import duration_text, job_duration
 from distrun.runner.summaries import best_lines, best_text, trials_table
 from distrun.runner.sweep_run import is_trial_name
 from distrun.store.index import JobRecord
-
-WIDTH = 80  # what the tables fit in when the terminal's width is not known
-
-
-def _console(out: io.StringIO, fit: bool) -> Any:
-    from rich.console import Console
-
-    width = os.environ.get("COLUMNS")
-    fit_width = int(width) if width and width.isdigit() else WIDTH
-    return Console(file=out, width=fit_width if fit else 1 << 12, no_color=True, highlight=False)
-
-
-def _table(columns: Iterable[str], rows: Iterable[Iterable[str]], *, keep: Iterable[str] = (), fit: bool = True) -> str:
-    """A borderless table. With `fit`, it fits the terminal (80 columns when unknown): the `keep`
-    columns are never wrapped or cut, the others are cut with … when there is no room."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
-    kept = set(keep)
-    columns, rows = list(columns), [list(row) for row in rows]
-    for number, column in enumerate(columns):
-        if column in kept:
-            widest = max([len(column), *(len(row[number]) for row in rows)])
-            table.add_column(column, no_wrap=True, overflow="ignore", min_width=widest)
-        else:
-            table.add_column(column, no_wrap=True, overflow="ellipsis")
-    for row in rows:
-        table.add_row(*row)
-    out = io.StringIO()
-    _console(out, fit).print(table)
-    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
-
-
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def _when(stamp: float | None, now: float) -> str:
-    """`14:05` today, `Nov 21` before: short enough for the list to fit 80 columns."""
-    if not stamp:
-        return ""
-    today = time.localtime(now)[:3] == time.localtime(stamp)[:3]
-    return time.strftime("%H:%M" if today else "%b %d", time.localtime(stamp))
 
 
 def _running_for(record: JobRecord, now: float) -> float | None:
@@ -88,10 +40,12 @@ def job_list_text(records: list[JobRecord], now: float | None = None) -> str:
     if not records:
         return "No jobs yet: start one with `distrun run job.yml`."
     now = time.time() if now is None else now
-    rows = [
-        (r.name, r.status, _compute(r), _when(r.created_at, now), format_seconds(_running_for(r, now))) for r in records
-    ]
+    rows = [(r.name, r.status, _compute(r), _when(r.created_at, now), _duration(_running_for(r, now))) for r in records]
     return _table(("NAME", "STATUS", "COMPUTE", "CREATED", "DURATION"), rows, keep=("NAME", "STATUS"))
+
+
+def _duration(seconds: float | None) -> str:
+    return "" if seconds is None else duration_text(seconds)
 
 
 def _compute(record: JobRecord) -> str:
@@ -100,12 +54,45 @@ def _compute(record: JobRecord) -> str:
 
 
 def _sweep_compute(record: JobRecord) -> str:
+    if not record.terminal:
+        return f"sweep: {progress_text(record)}"
     count = len(record.steps or {})
     return f"sweep ({count} trial{'s' if count != 1 else ''})"
 
 
 def _pipeline_compute(record: JobRecord) -> str:
+    if not record.terminal:
+        return f"pipeline: {progress_text(record)}"
     return f"pipeline ({len(record.steps or {})} steps)"
+
+
+def progress_text(record: JobRecord) -> str:
+    """How far a pipeline or sweep is: `trials 3/20 done, 2 running, best 0.41`, `steps 2/5 done`."""
+    states = [str(state.get("status")) for state in (record.steps or {}).values()]
+    started = [JobStatus.of(status) for status in states if status != NOT_STARTED]
+    done = sum(1 for status in started if status.terminal)
+    running = len(started) - done
+    total = len(states)
+    limits = (record.sweep or {}).get("limits") or {}
+    if isinstance(limits.get("max_total_trials"), int):
+        total = max(total, limits["max_total_trials"])  # a sweep's trials are recorded as they start
+    text = f"{row_of(record).children} {done}/{total} done" + (f", {running} running" if running else "")
+    best = _best_so_far(record)
+    return text if best is None else f"{text}, best {best:.6g}"
+
+
+def _best_so_far(record: JobRecord) -> float | None:
+    """A sweep's best primary metric among the trials that reported one, by its goal (a
+    pipeline's steps have no metric)."""
+    metrics = [
+        state["metric"]
+        for state in (record.steps or {}).values()
+        if isinstance(state.get("metric"), (int, float)) and not isinstance(state.get("metric"), bool)
+    ]
+    if not metrics:
+        return None
+    goal = str(((record.sweep or {}).get("objective") or {}).get("goal", "")).lower()
+    return float(max(metrics) if goal.startswith("max") else min(metrics))
 
 
 # ---------------------------------------------------------------- job show
@@ -195,7 +182,11 @@ def _outputs(record: JobRecord) -> list[str]:
         return []
 
 
-def job_show_text(record: JobRecord) -> str:
+def job_show_text(
+    record: JobRecord, parent_kind: JobKind | None = None, metrics: Mapping[str, Any] | None = None
+) -> str:
+    """`job show`'s text; `parent_kind`: the kind of the job's parent (a step's pipeline, a trial's
+    sweep); `metrics`: each metric's last value, as Azure ML's job page shows them."""
     lines = [f"Name:     {record.name}", f"Status:   {record.status}"]
     if record.display_name and record.display_name != record.name:
         lines.append(f"Display:  {record.display_name}")
@@ -203,11 +194,16 @@ def job_show_text(record: JobRecord) -> str:
     if not row.has_children:
         lines.append(f"Compute:  {record.compute}" + (f" ({record.distribution})" if record.distribution else ""))
     if record.parent:
-        lines.append(f"{'Sweep' if is_trial_name(record.name, record.parent) else 'Pipeline'}: {record.parent}")
+        noun = _parent_noun(record, parent_kind)
+        lines.append(f"{noun[0].upper()}{noun[1:]}: {record.parent}")
     lines.append(f"Created:  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.created_at))}")
     duration = _running_for(record, time.time())
     if duration is not None:
-        lines.append(f"Duration: {duration:.2f} s" + ("" if record.terminal else " (running)"))
+        lines.append(f"Duration: {duration_text(duration)}" + ("" if record.terminal else " (running)"))
+    if row.has_children:
+        lines.append(f"Progress: {progress_text(record)}")
+    if metrics:
+        lines.append("Metrics:  " + ", ".join(f"{name}={_metric(value)}" for name, value in sorted(metrics.items())))
     timeouts = _timeouts_line(record.timeouts or [])
     if timeouts:
         lines.append(f"Timeouts: {timeouts}")
@@ -230,6 +226,17 @@ def job_show_text(record: JobRecord) -> str:
         lines.append("Last lines of its log:")
         lines += ["  " + line for line in cause["log_tail"].splitlines()]
     return "\n".join(lines + _VIEWS[row.view].details(record))
+
+
+def _metric(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _parent_noun(record: JobRecord, parent_kind: JobKind | None) -> str:
+    """What the parent is, from its own record's kind; from the child's name when that is not known."""
+    if parent_kind is not None:
+        return parent_kind.noun
+    return "sweep" if is_trial_name(record.name, record.parent or "") else "pipeline"
 
 
 def _sweep_details(record: JobRecord) -> list[str]:
@@ -280,27 +287,6 @@ def _timeouts_line(timeouts: list[dict[str, Any]]) -> str:
         elif item.get("value") is not None:
             said.append(f"{item.get('name')}={item['value']}")
     return ", ".join(said)
-
-
-def as_yaml(data: Any) -> str:
-    """YAML for people and scripts: multi-line text (tracebacks) as `|` blocks."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.scalarstring import LiteralScalarString
-
-    def blocks(value: Any) -> Any:
-        if isinstance(value, str) and "\n" in value:
-            return LiteralScalarString(value)
-        if isinstance(value, dict):
-            return {str(k): blocks(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [blocks(v) for v in value]
-        return value
-
-    yaml = YAML()
-    yaml.default_flow_style = False
-    out = io.StringIO()
-    yaml.dump(blocks(data), out)
-    return out.getvalue().rstrip("\n")
 
 
 # ---------------------------------------------------------------- started in the background

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from distrun.core.disk_usage import tree_bytes
 from distrun.core.errors import DistrunError
 from distrun.environments.builder import LAST_USED, MANIFEST, envs_dir, is_ready
 from distrun.environments.seal import remove_tree
@@ -86,16 +87,5 @@ def _describe(path: Path) -> dict[str, Any]:
         "installer": manifest.get("installer"),
         "created_at": manifest.get("created_at"),
         "last_used": last_used,
-        "size_mb": round(_size(path) / 1e6, 1),
+        "size_mb": round(tree_bytes(path) / 1e6, 1),
     }
-
-
-def _size(path: Path) -> int:
-    total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-            except OSError:
-                pass
-    return total

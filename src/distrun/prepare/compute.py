@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distrun.core.errors import DistrunError
-from distrun.spec.config_sections import write_entry
+from distrun.spec.config_sections import remove_entry, write_entry
 
 if TYPE_CHECKING:
     from distrun.store.index import JobRecord
@@ -166,6 +166,14 @@ def add_target(config_path: Path, name: str, kind: str, settings: dict[str, Any]
         raise DistrunError(f"compute name {name!r} is not allowed", "use letters, digits, - and _ (not 'local')")
     write_entry(config_path, "compute", name, {"type": kind, **settings})
     return ComputeTarget(name, kind, settings)
+
+
+def remove_target(config_path: Path, name: str) -> None:
+    """Remove one target from config.yaml. Jobs sent to it keep the target they recorded."""
+    if target_name(name) == LOCAL:
+        raise DistrunError("local compute is built in: it cannot be deleted")
+    if not remove_entry(config_path, "compute", name):
+        raise DistrunError(f"no compute target named {name!r}", "`distrun compute list` shows the targets there are")
 
 
 def name_local_target(config_path: Path, name: str) -> tuple[ComputeTarget, bool]:

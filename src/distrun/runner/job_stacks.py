@@ -33,7 +33,7 @@ def job_stacks(layout: Layout, name: str, *, native: bool = False) -> StacksAnsw
     """Every process's stack of the running job `name`; DistrunError when it is not running."""
     record = get_job(layout, name)
     if JobStatus.of(record.status) != JobStatus.RUNNING:
-        hint = "`distrun job show NAME` says how it ended"
+        hint = f"`distrun job show {name}` says how it ended"
         if record.status == JobStatus.FAILED and (record.reason or "").startswith("hung:"):
             hint = f"it ended hung: its stacks are in {layout.job(name).root / 'hang' / 'stacks.txt'}"
         raise DistrunError(f"job {name} is {record.status}: only a running job's processes have stacks", hint)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from distrun.prepare.compute import ComputeTarget
     from distrun.runner.parent_policy import DetachedParent
     from distrun.spec.models import JobSpec
-    from distrun.store.index import JobRecord
+    from distrun.store.index import JobFilter, JobRecord
     from distrun.store.layout import Layout
 
 POLL_SECONDS = 0.2
@@ -230,10 +230,10 @@ def get_job(layout: Layout, name: str) -> JobRecord:
     return refresh(layout, JobIndex(layout.db_path).get(name))
 
 
-def list_jobs(layout: Layout, limit: int = 50) -> list[JobRecord]:
+def list_jobs(layout: Layout, limit: int = 50, where: JobFilter | None = None) -> list[JobRecord]:
     from distrun.store.index import JobIndex
 
-    return [refresh(layout, record) for record in JobIndex(layout.db_path).list(limit)]
+    return [refresh(layout, record) for record in JobIndex(layout.db_path).list(limit, where)]
 
 
 def refuse_pipeline_logs(record: JobRecord) -> None:

@@ -20,7 +20,7 @@ def summary_head(record: JobRecord) -> list[str]:
     lines = ["", "Execution Summary", RULE, f"RunId: {record.name}", f"Status: {record.status}"]
     duration = job_duration(record)
     if duration is not None:
-        lines.append(f"Duration: {duration:.2f} s")
+        lines.append(f"Duration: {duration_text(duration)}")
     if record.status != JobStatus.COMPLETED and record.reason:
         lines.append(f"Reason: {record.reason}")
     return lines
@@ -57,6 +57,17 @@ def execution_summary(record: JobRecord) -> str:
         lines.append(f"Logs: {record.folder}/user_logs")
     # The reason and the traceback are a job's own text: shown, never obeyed, by the terminal.
     return neutral_text("\n".join(lines))
+
+
+def duration_text(seconds: float) -> str:
+    """A job's duration as its summary, `job show` and `job list` all say it: `4.20 s`, and from a
+    minute on with minutes too, `185.23 s (3m05s)`."""
+    said = f"{seconds:.2f} s"
+    if seconds < 60:
+        return said
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{said} ({hours}h{minutes:02d}m{secs:02d}s)" if hours else f"{said} ({minutes}m{secs:02d}s)"
 
 
 def job_duration(record: JobRecord) -> float | None:

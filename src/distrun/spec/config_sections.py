@@ -32,14 +32,35 @@ def read_section(config_path: Path, key: str, example: str) -> tuple[dict[Any, A
 def write_entry(config_path: Path, key: str, name: str, body: dict[str, Any] | str) -> None:
     """Add or replace `name` in section `key`, keeping the rest of the file (comments too), and
     replace the file whole: a reader sees the old file or the new one, never half of one."""
+    data = _load(config_path)
+    data.setdefault(key, {})
+    data[key][name] = body
+    _replace(config_path, data)
+
+
+def remove_entry(config_path: Path, key: str, name: str) -> bool:
+    """Remove `name` from section `key` as `write_entry` writes; False when it is not there."""
+    data = _load(config_path)
+    section = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(section, dict) or name not in section:
+        return False
+    del section[name]
+    _replace(config_path, data)
+    return True
+
+
+def _load(config_path: Path) -> Any:
+    from ruamel.yaml import YAML
+
+    if not config_path.is_file():
+        return {}
+    return YAML().load(read_user_file(config_path, CONFIG_LIMIT).decode("utf-8")) or {}
+
+
+def _replace(config_path: Path, data: Any) -> None:
     from ruamel.yaml import YAML
 
     yaml = YAML()
-    data: Any = {}
-    if config_path.is_file():
-        data = yaml.load(read_user_file(config_path, CONFIG_LIMIT).decode("utf-8")) or {}
-    data.setdefault(key, {})
-    data[key][name] = body
     make_home(config_path.parent)
     tmp = config_path.with_suffix(f".yaml.{os.getpid()}.tmp")
     # Explicit mode: under umask 000 a plain open would make config.yaml writable by everyone.

@@ -77,6 +77,7 @@ _ADDED_COLUMNS = (
     ("sweep", "TEXT"),
     ("timeouts", "TEXT"),
     ("kind", "TEXT"),
+    ("archived_at", "REAL"),
 )
 # How long the first connections to a new index retry its set-up (see _initialize).
 _INIT_SECONDS = 60.0
@@ -122,6 +123,8 @@ class JobRecord:
     # What the job is (`distrun.core.job_kind`): set at submit; the faces dispatch on it. Left out
     # (a record from before kinds were stored), it is inferred from what the record holds.
     kind: JobKind = None  # type: ignore[assignment]
+    # When `distrun job archive` hid it from `job list` (as Azure ML's archive); None: listed.
+    archived_at: float | None = None
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)
@@ -135,7 +138,7 @@ class JobRecord:
         data = dict(self.__dict__)
         data["status"] = self.status.value
         data["kind"] = self.kind.value
-        for key in ("created_at", "started_at", "ended_at"):
+        for key in ("created_at", "started_at", "ended_at", "archived_at"):
             if data[key] is not None:
                 data[key] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(data[key]))
         data.pop("launcher_started")
@@ -157,6 +160,35 @@ def process_start_time(pid: int) -> float | None:
     if fields[0] in (b"Z", b"X"):  # dead, waiting to be reaped
         return None
     return float(fields[19])
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which records a listing keeps (as `az ml job list`'s filters): each field given narrows it."""
+
+    status: str | None = None
+    parent: str | None = None  # only this pipeline's steps or sweep's trials
+    experiment: str | None = None
+    children: bool = True  # False: only jobs without a parent (steps and trials folded under it)
+    archived: bool = True  # False: no archived job
+    older_than: float | None = None  # only jobs created before this time
+
+    def sql(self) -> tuple[str, tuple[str | float, ...]]:
+        """A WHERE clause (empty if it keeps every record) and its values, as placeholders."""
+        terms: list[str] = []
+        values: list[str | float] = []
+        for column, value in (("status", self.status), ("parent", self.parent), ("experiment_name", self.experiment)):
+            if value is not None:
+                terms.append(f"{column} = ?")  # the column names are these constants, never input
+                values.append(value)
+        if self.parent is None and not self.children:
+            terms.append("parent IS NULL")
+        if not self.archived:
+            terms.append("archived_at IS NULL")
+        if self.older_than is not None:
+            terms.append("created_at < ?")
+            values.append(self.older_than)
+        return (" WHERE " + " AND ".join(terms) if terms else ""), tuple(values)
 
 
 class JobIndex:
@@ -269,6 +301,17 @@ class JobIndex:
             )
             return cursor.rowcount > 0
 
+    def archive(self, name: str, archived: bool = True) -> bool:
+        """Hide a job from `job list` (or show it again); False if there is no such job."""
+        return self.update(name, only_if_not_terminal=False, archived_at=time.time() if archived else None)
+
+    def delete_ended(self, name: str) -> bool:
+        """Remove an ended job's record, in one statement; False if it is not there or has not ended."""
+        ended = tuple(sorted(s.value for s in TERMINAL))
+        with self._connect() as conn:
+            cursor = conn.execute(f"DELETE FROM jobs WHERE name = ? AND status IN {ended}", (name,))
+            return cursor.rowcount > 0
+
     def mark_launcher_lost(self, name: str) -> None:
         self.update(name, status=FAILED, reason=LAUNCHER_LOST, ended_at=time.time())
 
@@ -281,9 +324,12 @@ class JobIndex:
             raise JobNotFoundError(f"no job named {name!r}", "`distrun job list` shows the jobs there are")
         return self._checked(self._record(dict(row)))
 
-    def list(self, limit: int = 50) -> list[JobRecord]:
+    def list(self, limit: int = 50, where: JobFilter | None = None) -> list[JobRecord]:
+        """The newest `limit` records (all with -1) that `where` keeps."""
+        clause, values = (where or JobFilter()).sql()
         with self._connect() as conn:
-            rows = conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
+            query = f"SELECT * FROM jobs{clause} ORDER BY created_at DESC LIMIT ?"
+            rows = conn.execute(query, (*values, limit)).fetchall()
         records = []
         for row in rows:
             try:

@@ -27,7 +27,7 @@ _JSON_FIELDS = {
     "steps": dict,
     "sweep": dict,
 }
-_NUMBERS = ("created_at", "started_at", "ended_at", "launcher_started")
+_NUMBERS = ("created_at", "started_at", "ended_at", "launcher_started", "archived_at")
 _TEXTS = ("name", "status", "compute", "folder")
 _OPTIONAL_TEXTS = ("parent",)
 
