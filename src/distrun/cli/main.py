@@ -8,6 +8,7 @@ Verbs follow `az ml job` (create/show/list/stream/cancel/download/validate) plus
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -177,6 +178,13 @@ _output_option = click.option(
 )
 
 
+_events_only_option = click.option(
+    "--events-only",
+    is_flag=True,
+    help="A pipeline or sweep: only its own lines (steps or trials started, metrics, ended), not their output.",
+)
+
+
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @_set_option
@@ -202,11 +210,7 @@ _output_option = click.option(
     is_flag=True,
     help="On local compute, run in this Python even when environment.image is set and a container engine is here.",
 )
-@click.option(
-    "--events-only",
-    is_flag=True,
-    help="A pipeline or sweep: only its own lines (steps or trials started, metrics, ended), not their output.",
-)
+@_events_only_option
 def run(
     file: str,
     overrides: tuple[str, ...],
@@ -289,11 +293,18 @@ def job() -> None:
 @_compute_option
 @click.option("--stream", "-s", is_flag=True, help="Stream the logs until the job ends (like `distrun run`).")
 @_output_option
+@_events_only_option
 def job_create(
-    file: str, name: str | None, overrides: tuple[str, ...], compute: str | None, stream: bool, output: str
+    file: str,
+    name: str | None,
+    overrides: tuple[str, ...],
+    compute: str | None,
+    stream: bool,
+    output: str,
+    events_only: bool,
 ) -> None:
     """Create (submit) a job; prints its name and how to follow it (-o json: the record), or streams it."""
-    _run(file, overrides, name, compute, stream=stream, output=output)
+    _run(file, overrides, name, compute, stream=stream, output=output, events_only=events_only)
 
 
 @job.command("validate")
@@ -366,7 +377,8 @@ def job_list(max_results: int, output: str) -> None:
 
 @job.command("stream")
 @_name_arg
-def job_stream(name: str | None, name_opt: str | None) -> None:
+@_events_only_option
+def job_stream(name: str | None, name_opt: str | None, events_only: bool) -> None:
     """Stream a job's logs (the newest job without a name) until it ends; exits non-zero if it failed."""
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job, stream_job
@@ -375,24 +387,42 @@ def job_stream(name: str | None, name_opt: str | None) -> None:
     with _still_running_on_interrupt(chosen):
         record = get_job(_layout(), chosen)
         if row_of(record).has_children:
-            final = _stream_pipeline(record)
+            final = _stream_pipeline(record, events_only)
         else:
             final = stream_job(_layout(), chosen, sys.stdout.buffer, click.echo, color=_color(sys.stdout))
     sys.exit(_exit_code(final.status))
 
 
-def _stream_pipeline(record: Any) -> Any:
-    """A pipeline's (or sweep's) stream: every step's (trial's) logs as they come, prefixed by
-    step, then its summary (a sweep's: its trials ranked and the best)."""
+def _stream_pipeline(record: Any, events_only: bool = False) -> Any:
+    """A pipeline's (or sweep's) stream: its own event lines (a detached parent's, from its
+    launcher.txt) and every step's (trial's) logs as they come, prefixed by step (not with
+    `events_only`), then its summary (a sweep's: its trials ranked and the best)."""
+    import threading
+
+    from distrun.cli.parent_events import ParentEvents
     from distrun.cli.pipeline_logs import show_pipeline_logs
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
 
-    row = row_of(record)
-    echo(f"RunId: {record.name}\nStreaming the logs of its {row.children}' jobs")
+    layout, row, out, lock = _layout(), row_of(record), sys.stdout.buffer, threading.Lock()
+    echo(f"RunId: {record.name}" + ("" if events_only else f"\nStreaming the logs of its {row.children}' jobs"))
     sys.stdout.flush()
-    show_pipeline_logs(_layout(), record, sys.stdout.buffer, follow=True, tail=None, color=_color(sys.stdout))
-    final = get_job(_layout(), record.name)
+    events = ParentEvents(layout.job(record.name), record.name, out, lock)
+
+    def ended() -> bool:
+        return get_job(layout, record.name).terminal
+
+    if events_only:
+        events.follow(ended)
+    else:
+        thread = threading.Thread(target=events.follow, args=(ended,), name="parent-events", daemon=True)
+        thread.start()
+        show_pipeline_logs(layout, record, out, follow=True, tail=None, color=_color(sys.stdout), lock=lock)
+        while thread.is_alive():
+            thread.join(0.2)  # a bounded join: Ctrl-C is still taken
+    if events.unread:  # the reader went away (`| head`): distrun.cli.stdout_reader
+        raise BrokenPipeError(errno.EPIPE, "the reader of the stream went away")
+    final = get_job(layout, record.name)
     echo(row.summary(final))
     return final
 
