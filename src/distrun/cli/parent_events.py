@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from distrun.agent.line_stream import MAX_PENDING
+from distrun.cli.stdout_reader import reader_gone
 from distrun.core.safe_files import open_beneath
 from distrun.core.terminal_text import neutral
 from distrun.store.layout import JobFolder
@@ -44,6 +45,9 @@ class ParentEvents:
     def follow(self, ended: Callable[[], bool]) -> None:
         """Show new lines until `ended()` (read before the file: no line written before it is missed)."""
         while not self.done and not self.unread:
+            if self._reader_gone():  # `| head` took what it wanted while no line came
+                self.unread = True
+                return
             last = ended()
             self.look()
             if last:
@@ -89,6 +93,13 @@ class ParentEvents:
                 shown.append(line)
         if shown:
             self._write(b"".join(neutral(line) + b"\n" for line in shown))
+
+    def _reader_gone(self) -> bool:
+        try:
+            fd = self.out.fileno()
+        except (OSError, ValueError, AttributeError):  # not a file (a test's buffer)
+            return False
+        return reader_gone(fd)
 
     def _write(self, data: bytes) -> None:
         with self.lock:
