@@ -75,3 +75,17 @@ def test_streaming_a_running_sweep_ends_when_its_reader_goes_away(run_cli, start
     assert proc.wait(timeout=15) == 0
     assert _status(run_cli, "tune") == "Running"
     assert run_cli("job", "cancel", "tune").returncode == 0
+
+
+def test_streaming_a_sweeps_events_only_ends_when_its_reader_goes_away(run_cli, start_cli, tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep.yml"
+    sweep.write_text(SWEEP)
+    created = run_cli("run", "-d", str(sweep), "--name", "told")
+    assert created.returncode == 0, created.stdout + created.stderr
+    proc = start_cli("job", "stream", "--events-only", "told")
+    _read_until(proc, "[trial_1] started as job told.trial_1")  # no line after it for a minute
+    assert proc.stdout is not None
+    proc.stdout.close()
+    assert proc.wait(timeout=15) == 0
+    assert _status(run_cli, "told") == "Running"
+    assert run_cli("job", "cancel", "told").returncode == 0

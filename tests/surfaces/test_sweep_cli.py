@@ -252,6 +252,30 @@ def test_a_detached_sweep_ends_at_its_timeout_canceling_the_running_trial(
     assert "Trials: 1" in streamed.stdout and "Best trial: none (no completed trial logged loss)" in streamed.stdout
 
 
+def test_stream_of_a_detached_sweep_shows_its_event_lines_beside_its_trials_output(
+    run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    sweep = _sweep(
+        tmp_path,
+        "n",
+        "{type: choice, values: [1]}",
+        "sampling_algorithm: grid\nobjective: {goal: minimize, primary_metric: loss}\n",
+        "import sys\nprint('trial says', sys.argv[1])\n",
+    )
+    started = run_cli("run", "-d", str(sweep), "--name", "told")
+    assert started.returncode == 0, started.stdout + started.stderr
+    streamed = run_cli("stream", "told")  # followed until the sweep ended (no loss logged: Failed)
+    out = streamed.stdout
+    assert "[trial_0] [0/0] trial says 1" in out, out + streamed.stderr
+    # The background supervisor's lines (its launcher.txt), before the summary, which is shown once.
+    assert out.index("[trial_0] started as job told.trial_0") < out.index("Execution Summary")
+    assert out.index("[trial_0] logged no loss") < out.index("Execution Summary")
+    assert out.count("Execution Summary") == 1 and "Trials: 1" in out
+    quiet = run_cli("job", "stream", "told", "--events-only")
+    assert "[trial_0] started as job told.trial_0" in quiet.stdout and "trial says" not in quiet.stdout
+    assert quiet.stdout.count("Execution Summary") == 1 and quiet.returncode == streamed.returncode != 0
+
+
 @pytest.mark.slow
 def test_a_metric_never_logged_fails_the_sweep_naming_what_the_trials_logged(
     run_tracked: Callable[..., Any], tracked_home: Path, tmp_path: Path

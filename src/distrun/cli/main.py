@@ -8,6 +8,7 @@ Verbs follow `az ml job` (create/show/list/stream/cancel/download/validate) plus
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -160,6 +161,12 @@ def _run_options(func: Any) -> Any:
     return func
 
 
+_events_only_option = click.option(
+    "--events-only",
+    is_flag=True,
+    help="A pipeline or sweep: only its own lines (steps or trials started, metrics, ended), not their output.",
+)
+
 _RUN_OPTIONS = (
     _set_option,
     click.option("--name", "-n", default=None, help="Job name (default: the job's `name`, else generated)."),
@@ -184,11 +191,7 @@ _RUN_OPTIONS = (
         is_flag=True,
         help="On local compute, run in this Python even when environment.image is set and a container engine is here.",
     ),
-    click.option(
-        "--events-only",
-        is_flag=True,
-        help="A pipeline or sweep: only its own lines (steps or trials started, metrics, ended), not their output.",
-    ),
+    _events_only_option,
 )
 
 
@@ -408,7 +411,8 @@ def job_list(
 
 @job.command("stream")
 @_name_arg
-def job_stream(name: str | None, name_opt: str | None) -> None:
+@_events_only_option
+def job_stream(name: str | None, name_opt: str | None, events_only: bool) -> None:
     """Stream a job's logs (the newest job without a name) until it ends; exits non-zero if it failed."""
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job, stream_job
@@ -417,24 +421,42 @@ def job_stream(name: str | None, name_opt: str | None) -> None:
     with _still_running_on_interrupt(chosen):
         record = get_job(_layout(), chosen)
         if row_of(record).has_children:
-            final = _stream_pipeline(record)
+            final = _stream_pipeline(record, events_only)
         else:
             final = stream_job(_layout(), chosen, sys.stdout.buffer, click.echo, color=_color(sys.stdout))
     sys.exit(_exit_code(final.status))
 
 
-def _stream_pipeline(record: Any) -> Any:
-    """A pipeline's (or sweep's) stream: every step's (trial's) logs as they come, prefixed by
-    step, then its summary (a sweep's: its trials ranked and the best)."""
+def _stream_pipeline(record: Any, events_only: bool = False) -> Any:
+    """A pipeline's (or sweep's) stream: its own event lines (a detached parent's, from its
+    launcher.txt) and every step's (trial's) logs as they come, prefixed by step (not with
+    `events_only`), then its summary (a sweep's: its trials ranked and the best)."""
+    import threading
+
+    from distrun.cli.parent_events import ParentEvents
     from distrun.cli.pipeline_logs import show_pipeline_logs
     from distrun.runner.job_kinds import row_of
     from distrun.runner.jobs import get_job
 
-    row = row_of(record)
-    echo(f"RunId: {record.name}\nStreaming the logs of its {row.children}' jobs")
+    layout, row, out, lock = _layout(), row_of(record), sys.stdout.buffer, threading.Lock()
+    echo(f"RunId: {record.name}" + ("" if events_only else f"\nStreaming the logs of its {row.children}' jobs"))
     sys.stdout.flush()
-    show_pipeline_logs(_layout(), record, sys.stdout.buffer, follow=True, tail=None, color=_color(sys.stdout))
-    final = get_job(_layout(), record.name)
+    events = ParentEvents(layout.job(record.name), record.name, out, lock)
+
+    def ended() -> bool:
+        return get_job(layout, record.name).terminal
+
+    if events_only:
+        events.follow(ended)
+    else:
+        thread = threading.Thread(target=events.follow, args=(ended,), name="parent-events", daemon=True)
+        thread.start()
+        show_pipeline_logs(layout, record, out, follow=True, tail=None, color=_color(sys.stdout), lock=lock)
+        while thread.is_alive():
+            thread.join(0.2)  # a bounded join: Ctrl-C is still taken
+    if events.unread:  # the reader went away (`| head`): distrun.cli.stdout_reader
+        raise BrokenPipeError(errno.EPIPE, "the reader of the stream went away")
+    final = get_job(layout, record.name)
     echo(row.summary(final))
     return final
 

@@ -351,14 +351,21 @@ print("epoch 1 \\x1b[2Jcleared", flush=True)
 """
 
 
-def test_run_shows_each_steps_output_live_beside_its_lines_and_events_only_keeps_the_lines(
-    start_cli, run_cli, distrun_home: Path, tmp_path: Path
-) -> None:
+def _epochs_pipeline(tmp_path: Path) -> tuple[Path, Path]:
+    """A pipeline whose one step `slow` prints epoch 0, then epoch 1 once the file `go` exists;
+    the pipeline's file and `go`."""
     go = tmp_path / "go"
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "epochs.py").write_text(EPOCHS)
     pipeline = tmp_path / "pipeline.yml"
     pipeline.write_text(f"type: pipeline\njobs:\n  slow:\n    command: python epochs.py {go}\n    code: src\n")
+    return pipeline, go
+
+
+def test_run_shows_each_steps_output_live_beside_its_lines_and_events_only_keeps_the_lines(
+    start_cli, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    pipeline, go = _epochs_pipeline(tmp_path)
     proc = start_cli("run", str(pipeline), "--name", "live")
     assert proc.stdout is not None
     seen: list[str] = []
@@ -485,3 +492,50 @@ def test_a_steps_artifacts_and_default_outputs_are_its_artifact_root(run_cli, di
     assert run_cli("job", "download", "res.greet", "--output-name", "default", "-p", str(got)).returncode == 0
     assert (got / "artifacts" / "outputs" / "greeting.txt").read_text() == "hello there\n"
     assert not (got / "named-outputs").exists()
+
+
+def test_stream_of_a_detached_pipeline_shows_its_events_live_beside_its_steps_output_and_one_summary(
+    start_cli, run_cli, distrun_home: Path, tmp_path: Path
+) -> None:
+    pipeline, go = _epochs_pipeline(tmp_path)
+    started = run_cli("run", "-d", str(pipeline), "--name", "away")
+    assert started.returncode == 0, started.stdout + started.stderr
+    proc = start_cli("stream", "away")
+    assert proc.stdout is not None
+    seen: list[str] = []
+    event = "[slow] started as job away.slow on local, 1 process\n"
+    while not seen or (seen[-1] and not {event, "[slow] [0/0] epoch 0\n"} <= set(seen)):
+        seen.append(proc.stdout.readline())
+    # The background supervisor's event line and the step's output, both shown while the step
+    # still runs: it waits for this test to have seen them.
+    assert seen[-1], seen
+    assert _records(distrun_home)["away"]["status"] == "Running"
+    go.touch()
+    rest, _ = proc.communicate(timeout=120)
+    out = "".join(seen) + rest
+    assert proc.returncode == 0, out
+    assert out.index("[slow] [0/0] epoch 1") < out.index("Execution Summary")
+    assert out.index("[slow] Completed in") < out.index("Execution Summary")
+    # Its launcher.txt also holds its RunId and its summary: each is shown once.
+    assert out.count("Execution Summary") == 1 and out.count("RunId: away") == 2, out  # header, summary
+    assert "\x1b" not in out and "cleared" in out
+    # --events-only: the pipeline's own lines and its summary, none of its steps' output.
+    quiet = run_cli("job", "stream", "--events-only", "away")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert "[slow] started as job away.slow" in quiet.stdout and "[slow] Completed in" in quiet.stdout
+    assert "epoch" not in quiet.stdout and quiet.stdout.count("Execution Summary") == 1
+    # `job create --stream` takes it too.
+    made = run_cli(
+        "job",
+        "create",
+        "-f",
+        str(pipeline),
+        "-n",
+        "made",
+        "--stream",
+        "--events-only",
+        "--set",
+        "settings.force_rerun=true",
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "[slow] Completed" in made.stdout and "epoch" not in made.stdout
