@@ -234,3 +234,10 @@ def test_overrides_are_part_of_the_cache_key_and_reach_the_installer(tmp_path: P
     uv = Installer("uv", "/bin/uv").install(tmp_path, tmp_path / "r.txt", tmp_path / "o.txt")
     assert uv[-2:] == ["--override", str(tmp_path / "o.txt")]
     assert "--override" not in Installer("uv", "/bin/uv").install(tmp_path, tmp_path / "r.txt")
+
+
+def test_the_build_note_says_which_later_pins_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BUILD_SETTING, "build")
+    note = curated_note("azureml:AzureML-tensorflow-2.16-cuda12@latest")
+    assert "as the image's later install steps do, " in note and "protobuf>=5.29.6" in note, note
+    assert "override earlier packages' pins" not in curated_note("azureml:AzureML-sklearn-1.0@latest")

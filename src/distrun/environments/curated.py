@@ -250,8 +250,11 @@ def curated_note(reference: str) -> str:
         )
     version = _version_words(found)
     if build_curated():
-        _, changes = cpu_conda_file(found.conda_file, cuda_here())
+        data, changes = cpu_conda_file(found.conda_file, cuda_here())
         said = f"; for this machine: {'; '.join(changes)}" if changes else ""
+        overrides = curated_overrides(found, data)
+        if overrides:
+            said += f"; as the image's later install steps do, {', '.join(overrides)} override earlier packages' pins"
         return (
             f"environment {reference}: curated {found.name}{version} (image {found.image}), built as a uv "
             f"environment from its specification in azureml-assets at {found.commit[:12]}{said}"
