@@ -18,6 +18,10 @@ conda file's mapping, gathered from what the Dockerfile installs:
   - the Python version: the conda file's `python=`, else the base image tag's `pyNNN`, else
     spec.yaml's `Python` tag.
 
+Pins that a pip step after the first one installs (security upgrades past what an earlier
+package pins: `protobuf>=5.29.6` over tensorflow's `<5`) are listed again as `later_pins`:
+distrun builds them as overrides, as the image's step-by-step `pip install` has them win.
+
 Pins written as templates (`pkg=={{latest-pypi-version}}`) are left unpinned; any other templated
 entry is left out. What the base image carries beyond that (system libraries, CUDA, MPI) is not
 in the table: distrun builds the Python part only. Not run by the tests.
@@ -40,6 +44,7 @@ from distrun.environments.dockerfile import parse_dockerfile
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "distrun" / "environments" / "curated_environments.json"
 ENVIRONMENTS = re.compile(r"^assets/training/[^/]+/environments/[^/]+/asset\.yaml$")
+_PIN = re.compile(r"[=<>~!]=|[<>]")
 _TEMPLATED_PIN = re.compile(r"^([A-Za-z0-9_.\-\[\],]+)\s*==\s*\{\{[^}]*\}\}$")
 
 
@@ -108,12 +113,16 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
         else:
             conda.append(str(dep))
     base = ""
+    later: list[str] = []  # what pip steps after the first one install: they upgrade past earlier pins
     for instruction in parse_dockerfile(dockerfile):
         if instruction.keyword == "FROM":
             base = instruction.arguments.split()[0]
         elif instruction.keyword == "RUN" and instruction.json_form is None:
             for argv in commands(instruction.arguments):
+                before = len(pip)
                 take_command(argv, repo, context, conda, pip)
+                if before:
+                    later += pip[before:]
     base_name, _, tag = base.partition(":")
     python = next((d.split("=", 1)[1].strip("=") for d in conda if re.match(r"^python\s*=", d)), None)
     found = re.search(r"py(\d)(\d+)", tag) or re.search(r"py(\d)(\d+)", base_name)
@@ -129,7 +138,7 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
     pip_lines = unique(clean(line) for line in pip)
     if pip_lines:
         dependencies.append({"pip": pip_lines})
-    return {
+    entry: dict[str, Any] = {
         "name": str(asset["name"]),
         "version": "latest",
         "image": f"mcr.microsoft.com/{image.get('name') or 'azureml/curated/' + str(asset['name'])}:latest",
@@ -139,6 +148,10 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
         if channels
         else {"dependencies": dependencies},
     }
+    later_pins = unique(line for line in map(clean, later) if _PIN.search(line) and not line.startswith("-"))
+    if later_pins:
+        entry["later_pins"] = later_pins
+    return entry
 
 
 def commands(arguments: str) -> list[list[str]]:

@@ -10,13 +10,22 @@ import zipfile
 from pathlib import Path
 
 
-def make_wheel(folder: Path, name: str, version: str, module_body: str, scripts: dict[str, str] | None = None) -> Path:
-    """A wheel of one module; `scripts`: console script name -> `module:function`."""
+def make_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    module_body: str,
+    scripts: dict[str, str] | None = None,
+    requires: tuple[str, ...] = (),
+) -> Path:
+    """A wheel of one module; `scripts`: console script name -> `module:function`; `requires`:
+    its dependencies (`Requires-Dist`)."""
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
+    depends = "".join(f"Requires-Dist: {line}\n" for line in requires)
     files = {
         f"{dist}.py": module_body,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{depends}",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: distrun-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     if scripts:

@@ -432,3 +432,42 @@ def test_plan_says_what_a_curated_name_runs_in_with_and_without_building_it(
     assert "built as a uv environment -> cache key " in building.stdout
     assert f"curated {name}:latest (image {image}), built as a uv environment from its specification" in building.stdout
     assert not (distrun_home / "envs").exists()  # plan builds nothing
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_overrides_win_over_an_earlier_packages_pin_as_a_later_install_step_does(
+    installer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A curated image installs distrun-early (which pins distrun-shared<2) and, in a later step,
+    # distrun-shared>=2: one request holding both has no solution; with the later pin as an
+    # override it builds, with distrun-shared 2.0, as the image has it.
+    from dataclasses import replace
+
+    from distrun.core.errors import DistrunError
+    from distrun.environments.builder import BuildTarget, ensure_environment
+    from distrun.environments.conda_spec import EnvRequest, Requirement, cache_key
+    from distrun.environments.interpreters import find_python
+
+    folder = tmp_path / "wheels"
+    make_wheel(folder, "distrun-early", "1.0", "VALUE = 'early'\n", requires=("distrun-shared<2",))
+    make_wheel(folder, "distrun-shared", "1.0", "VALUE = 'shared-1.0'\n")
+    make_wheel(folder, "distrun-shared", "2.0", "VALUE = 'shared-2.0'\n")
+    monkeypatch.setenv("DISTRUN_ENV_INSTALLER", installer)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    python = find_python(version)
+    assert python is not None
+    lines = ("--no-index", f"--find-links {folder}", "distrun-early==1.0", "distrun-shared>=2")
+    plain = EnvRequest(version, tuple(map(Requirement, lines)), tmp_path, "test")
+    with pytest.raises(DistrunError):
+        ensure_environment(BuildTarget(plain, python, version, cache_key(plain, version)), tmp_path / "home")
+    overridden = replace(plain, overrides=("distrun-shared>=2",))
+    target = BuildTarget(overridden, python, version, cache_key(overridden, version))
+    env = ensure_environment(target, tmp_path / "home")
+    shown = subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import distrun_early, distrun_shared; print(distrun_shared.VALUE)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.stdout.strip() == "shared-2.0", shown.stdout + shown.stderr
+    assert json.loads((env / "distrun-env.json").read_text())["overrides"] == ["distrun-shared>=2"]

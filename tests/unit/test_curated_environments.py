@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from distrun.environments.curated import (
     close_names,
     cpu_conda_file,
     curated_note,
+    curated_overrides,
     find_curated,
     table,
 )
@@ -192,3 +194,50 @@ def test_every_pip_line_of_the_table_is_a_requirement_or_an_option() -> None:
         for dep in entry["conda_file"]["dependencies"]:
             for line in dep.get("pip", []) if isinstance(dep, dict) else []:
                 assert line.startswith("-") or re.match(r"^[A-Za-z0-9._-]*[A-Za-z][A-Za-z0-9._-]*", line), (name, line)
+
+
+def test_the_pins_of_later_install_steps_override_earlier_packages_pins() -> None:
+    # tensorflow 2.16.2 pins protobuf<5; the image's last `pip install --upgrade` takes
+    # protobuf>=5.29.6 anyway (a security fix), which one request holding both cannot satisfy.
+    tensorflow = find_curated("azureml:AzureML-tensorflow-2.16-cuda12@latest")
+    assert tensorflow is not None and "protobuf>=5.29.6" in tensorflow.later_pins
+    data, _ = cpu_conda_file(tensorflow.conda_file, cuda=False)
+    overrides = curated_overrides(tensorflow, data)
+    assert "protobuf>=5.29.6" in overrides and "cryptography>=46.0.7" in overrides
+    assert not [line for line in overrides if line.startswith(("tensorflow", "azureml-"))], overrides
+    # Only what the build still asks for: a left-out service package is no override.
+    spec = {"dependencies": ["python=3.10", {"pip": ["azureml-core==1.60.0", "numpy==1.26.4", "torch"]}]}
+    found = replace(tensorflow, conda_file=spec, later_pins=("azureml-core==1.60.0", "numpy==1.26.4", "torch"))
+    data, _ = cpu_conda_file(spec, cuda=False)
+    assert curated_overrides(found, data) == ("numpy==1.26.4",)
+    sklearn = find_curated("azureml:AzureML-sklearn-1.0@latest")
+    assert sklearn is not None and sklearn.later_pins == ()
+
+
+def test_overrides_are_part_of_the_cache_key_and_reach_the_installer(tmp_path: Path) -> None:
+    from distrun.environments.builder import install_steps
+    from distrun.environments.conda_spec import EnvRequest, Requirement, cache_key
+    from distrun.environments.installer import Installer
+
+    lines = ("--extra-index-url https://x", "tensorflow==2.16.2", "protobuf>=5.29.6", "numpy")
+    plain = EnvRequest("3.11", tuple(map(Requirement, lines)), tmp_path, "x")
+    overridden = replace(plain, overrides=("protobuf>=5.29.6",))
+    assert cache_key(plain, "3.11") != cache_key(overridden, "3.11")
+    assert cache_key(plain, "3.11") == cache_key(replace(plain, origin="y"), "3.11")
+    assert install_steps(plain, "uv") == [(list(lines), [])]
+    assert install_steps(overridden, "uv") == [(list(lines), ["protobuf>=5.29.6"])]
+    # pip has no overrides: the rest first, then the later step's pins, as the image installs them.
+    assert install_steps(overridden, "pip") == [
+        (["--extra-index-url https://x", "tensorflow==2.16.2", "numpy"], []),
+        (["--extra-index-url https://x", "protobuf>=5.29.6"], []),
+    ]
+    uv = Installer("uv", "/bin/uv").install(tmp_path, tmp_path / "r.txt", tmp_path / "o.txt")
+    assert uv[-2:] == ["--override", str(tmp_path / "o.txt")]
+    assert "--override" not in Installer("uv", "/bin/uv").install(tmp_path, tmp_path / "r.txt")
+
+
+def test_the_build_note_says_which_later_pins_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BUILD_SETTING, "build")
+    note = curated_note("azureml:AzureML-tensorflow-2.16-cuda12@latest")
+    assert "as the image's later install steps do, " in note and "protobuf>=5.29.6" in note, note
+    assert "override earlier packages' pins" not in curated_note("azureml:AzureML-sklearn-1.0@latest")

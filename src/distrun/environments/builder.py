@@ -140,10 +140,16 @@ def _build(target: BuildTarget, final: Path, out: TextIO) -> None:
         seed = installer.seed_pip(tmp, bundled_wheels(tmp / "bin" / "python"))
         if seed is not None:
             _run_step(installer, seed, target, out, "installing pip")
-        requirements = tmp / "distrun-requirements.txt"
-        requirements.write_text("".join(line + "\n" for line in target.request.lines()), encoding="utf-8")
         if target.request.requirements:
-            _run_step(installer, installer.install(tmp, requirements), target, out, "installing the requirements")
+            for step, (lines, overrides) in enumerate(install_steps(target.request, installer.name)):
+                requirements = tmp / f"distrun-requirements{'-' + str(step) if step else ''}.txt"
+                requirements.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+                override_file = None
+                if overrides:
+                    override_file = tmp / "distrun-overrides.txt"
+                    override_file.write_text("".join(line + "\n" for line in overrides), encoding="utf-8")
+                argv = installer.install(tmp, requirements, override_file)
+                _run_step(installer, argv, target, out, "installing the requirements")
         _retarget_scripts(tmp, final)
         make_read_only(tmp)
         _write_manifest(tmp, target, installer, seal_of(tmp))
@@ -153,6 +159,27 @@ def _build(target: BuildTarget, final: Path, out: TextIO) -> None:
         remove_tree(tmp)
         raise
     _say(out, f"distrun: environment {target.key[:12]} ready in {time.monotonic() - started:.1f} s: {final}")
+
+
+def install_steps(request: EnvRequest, installer: str) -> list[tuple[list[str], list[str]]]:
+    """The installs that build `request`: (requirement lines, override lines) each.
+
+    uv takes the overrides in one install (`--override`). pip has no such option: it installs the
+    rest first and then the overriding lines, with the option lines (index URLs), as the image's
+    later `pip install` steps do."""
+    lines = request.lines()
+    overrides = list(request.overrides)
+    if not overrides:
+        return [(lines, [])]
+    if installer == "uv":
+        return [(lines, overrides)]
+    named = {_name(line) for line in overrides}
+    options = [line for line in lines if line.startswith("-")]
+    return [([line for line in lines if _name(line) not in named], []), (options + overrides, [])]
+
+
+def _name(line: str) -> str:
+    return Requirement(line).name or ""
 
 
 def _umask() -> int:
@@ -328,6 +355,7 @@ def _write_manifest(tmp: Path, target: BuildTarget, installer: Installer, seal: 
         "python": target.python_version,
         "base_interpreter": str(target.python),
         "requirements": target.request.lines(),
+        "overrides": list(target.request.overrides),
         "origin": target.request.origin,
         "installer": installer.name,
         "created_at": time.time(),

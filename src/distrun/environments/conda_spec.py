@@ -112,6 +112,10 @@ class EnvRequest:
     requirements: tuple[Requirement, ...]
     base_dir: Path  # relative paths in option lines resolve here (the installer's cwd)
     origin: str  # the conda file, or "<inline>"
+    # Lines that win over every other requirement on their distribution, a dependency's pins
+    # included (uv's `--override`): a curated image's later `pip install` steps, which upgrade
+    # past what packages of its earlier steps pin.
+    overrides: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         return [r.line for r in self.requirements]
@@ -119,7 +123,9 @@ class EnvRequest:
 
 def cache_key(request: EnvRequest, python_version: str) -> str:
     """The content hash naming the environment: the Python it uses and the exact pip lines."""
-    content = {"format": BUILD_FORMAT, "python": python_version, "requirements": request.lines()}
+    content: dict[str, Any] = {"format": BUILD_FORMAT, "python": python_version, "requirements": request.lines()}
+    if request.overrides:  # only then: every environment built before keeps its key
+        content["overrides"] = list(request.overrides)
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode("utf-8")).hexdigest()[:32]
 
 

@@ -66,6 +66,10 @@ class Curated:
     conda_file: dict[str, Any]
     commit: str  # the azureml-assets commit the table was read at
     path: str  # its folder in azureml-assets
+    # What the image's pip steps after the first one install with a version: they upgrade past
+    # what packages of earlier steps pin (tensorflow-2.16's `protobuf>=5.29.6`), as pip allows
+    # step by step, so a build has them override those pins.
+    later_pins: tuple[str, ...] = ()
 
     @property
     def origin(self) -> str:
@@ -107,6 +111,7 @@ def find_curated(reference: str) -> Curated | None:
         conda_file=entry["conda_file"],
         commit=str(table()["commit"]),
         path=str(entry["path"]),
+        later_pins=tuple(str(line) for line in entry.get("later_pins") or ()),
     )
 
 
@@ -149,6 +154,14 @@ def cpu_conda_file(conda_file: dict[str, Any], cuda: bool) -> tuple[dict[str, An
             continue
         dependencies.append(dep)
     return {**conda_file, "dependencies": dependencies}, changes
+
+
+def curated_overrides(found: Curated, built: dict[str, Any]) -> tuple[str, ...]:
+    """The pip lines of `built` (what `cpu_conda_file` made of `found`'s specification) that a
+    later install step of the image pins: they override every other pin of their distribution."""
+    later = {_distribution(line) for line in found.later_pins}
+    lines = [str(line) for dep in built.get("dependencies") or [] if isinstance(dep, dict) for line in dep["pip"]]
+    return tuple(line for line in lines if _distribution(line) in later and re.search(r"[=<>~!]", line))
 
 
 def _distribution(line: str) -> str:
@@ -237,8 +250,11 @@ def curated_note(reference: str) -> str:
         )
     version = _version_words(found)
     if build_curated():
-        _, changes = cpu_conda_file(found.conda_file, cuda_here())
+        data, changes = cpu_conda_file(found.conda_file, cuda_here())
         said = f"; for this machine: {'; '.join(changes)}" if changes else ""
+        overrides = curated_overrides(found, data)
+        if overrides:
+            said += f"; as the image's later install steps do, {', '.join(overrides)} override earlier packages' pins"
         return (
             f"environment {reference}: curated {found.name}{version} (image {found.image}), built as a uv "
             f"environment from its specification in azureml-assets at {found.commit[:12]}{said}"

@@ -49,10 +49,13 @@ class Installer:
             return [self.binary, "pip", "install", "--python", python, "--offline", "--no-deps", *map(str, bundled)]
         return [self.binary, "pip", "install", "--python", python, "pip"]
 
-    def install(self, folder: Path, requirements: Path) -> list[str]:
+    def install(self, folder: Path, requirements: Path, overrides: Path | None = None) -> list[str]:
+        """The install command; `overrides` (uv only: pip has no such option, the builder installs
+        them in a second step as an image does) win over every other pin of their distribution."""
         python = str(folder / "bin" / "python")
         if self.binary is not None:
-            return [self.binary, "pip", "install", "--python", python, "-r", str(requirements)]
+            extra = ["--override", str(overrides)] if overrides is not None else []
+            return [self.binary, "pip", "install", "--python", python, "-r", str(requirements), *extra]
         return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-r", str(requirements)]
 
     def env(self) -> dict[str, str]:
