@@ -49,3 +49,16 @@ def test_kubernetes_pods_get_the_token_from_the_secret_not_a_value() -> None:
     ref = container["env"][-1]
     assert ref["name"] == MLFLOW_TOKEN_VARIABLE and ref["valueFrom"]["secretKeyRef"]["key"] == MLFLOW_TOKEN_KEY
     assert "secret-token" not in str(objects[1])
+
+
+def test_a_containers_rank_gets_the_token_by_name_only_with_the_jobs_run() -> None:
+    from distrun.agent.containers import passed_env
+    from distrun.plan.model import ProcessSpec
+
+    spec = ProcessSpec("rank_0", "rank", 0, 0, 0, 0, ("python",), {}, {}, "/", "std_log.txt", "0/0")
+    inherited = {"MLFLOW_TRACKING_TOKEN": "jobs", "HOME": "/root"}
+    assert passed_env(spec, {"MLFLOW_TRACKING_URI": "http://h:1"}, inherited) == {
+        "MLFLOW_TRACKING_URI": "http://h:1",
+        "MLFLOW_TRACKING_TOKEN": "jobs",
+    }
+    assert passed_env(spec, {"A": "1"}, inherited) == {"A": "1"}  # no run: the user's own stays outside
