@@ -71,6 +71,18 @@ try:
     found["token"] = "read"
 except OSError as exc:
     found["token"] = type(exc).__name__
+# Every file of the job's folder this user can read, and the record: none may hold the token.
+import os
+readable = {}
+paths = [arg for arg in sys.argv[4:] if os.path.isfile(arg)]
+paths += [os.path.join(at, name) for top in sys.argv[4:] for at, _, names in os.walk(top) for name in names]
+for path in paths:
+    try:
+        with open(path, "rb") as file:
+            readable[path] = file.read().decode("utf-8", "replace")
+    except OSError:
+        pass
+found["readable"] = readable
 inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
     inner.connect(folder + "/server.sock")
@@ -109,7 +121,8 @@ def test_another_local_user_can_neither_read_nor_write_a_running_jobs_run(open_h
 
     probe = subprocess.run(
         ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-I", "-c"]
-        + [OTHER_USER, tracking["rank_tracking_uri"], tracking["run_id"], str(home / "mlflow-server")],
+        + [OTHER_USER, tracking["rank_tracking_uri"], tracking["run_id"], str(home / "mlflow-server")]
+        + [str(home / "jobs" / "private"), str(home / "jobs.db")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -122,6 +135,11 @@ def test_another_local_user_can_neither_read_nor_write_a_running_jobs_run(open_h
     assert found["write"][0] == 401, found["write"]
     assert found["guessed"][0] == 403, found["guessed"]
     assert found["token"] == "PermissionError" and found["server"] == "PermissionError", found
+    token = (home / "mlflow-server" / "token").read_text().strip()
+    readable = found["readable"]
+    # The umask lets `nobody` read the job's folder and its record: the token is in none of them.
+    assert {str(home / "jobs" / "private" / "plan.json"), str(home / "jobs.db")} <= set(readable), sorted(readable)
+    assert [path for path, text in readable.items() if token in text] == []
 
     release.touch()
     wait_for(lambda: record(home, "private")["status"] == "Completed", timeout=120)

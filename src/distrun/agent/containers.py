@@ -25,6 +25,7 @@ from pathlib import Path
 
 from distrun.core.launch_leftovers import LAUNCH_MARKER
 from distrun.environments.container_engine import ENGINES, engine_env
+from distrun.metrics.rank_token import TOKEN_VARIABLE
 from distrun.plan.model import ProcessSpec
 
 DOCS = "docs/environments-and-data.md#containers"
@@ -144,9 +145,14 @@ def run_argv(run: ContainerRun, spec: ProcessSpec, env: Mapping[str, str], name:
     return argv
 
 
-def passed_env(spec: ProcessSpec, own: Mapping[str, str]) -> dict[str, str]:
-    """The variables distrun computes for a process (its own and its defaults): what the container gets."""
-    return {**spec.env_defaults, **own}
+def passed_env(spec: ProcessSpec, own: Mapping[str, str], inherited: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables distrun computes for a process (its own and its defaults): what the container
+    gets; with the job's MLflow token from `inherited` (the agent adds it there, never to the plan)."""
+    passed = {**spec.env_defaults, **own}
+    token = (inherited or {}).get(TOKEN_VARIABLE)
+    if token and "MLFLOW_TRACKING_URI" in passed:
+        passed.setdefault(TOKEN_VARIABLE, token)
+    return passed
 
 
 def engine_process_env(run: ContainerRun, child: Mapping[str, str]) -> dict[str, str]:

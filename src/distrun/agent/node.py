@@ -281,9 +281,12 @@ def run_node(
     from distrun.agent.gang import run_gang
     from distrun.core.file_modes import write_file
     from distrun.core.json_encoding import compact_json
+    from distrun.metrics.rank_token import read_token, with_token
 
     stops = stop_requested if stop_requested is not None else []
     stream = out if out is not None else sys.stdout.buffer
+    # The ranks' MLflow token is in no file others read (the plan is one): given here, in memory.
+    facts = dataclasses.replace(facts, base_env=with_token(facts.base_env, read_token(facts.job_dir)))
     plan = node_plan(job, facts, adapt_plan)
     if facts.node_rank == 0:
         write_file(job.folder.plan_json, compact_json(plan.to_dict()))

@@ -119,7 +119,7 @@ def spawn(
     argv: list[str] = list(spec.argv)
     if container is not None:
         run, name = container
-        passed = passed_env(spec, spec.env if own is None else own)
+        passed = passed_env(spec, spec.env if own is None else own, base_env)
         passed[LAUNCH_MARKER] = launch_id
         argv = run_argv(run, spec, passed, name)
         env = engine_process_env(run, env)

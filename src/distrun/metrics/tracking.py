@@ -27,6 +27,7 @@ from distrun.core.file_modes import copied_mode, make_dirs, open_append, write_f
 from distrun.core.safe_files import read_text, unreadable_because
 from distrun.metrics import sqlite_store, tracking_server
 from distrun.metrics.rank_route import UNREACHABLE_URI
+from distrun.metrics.rank_token import write_token
 from distrun.store.layout import JobFolder
 
 TRACKING_FILE = "tracking.json"  # in the job folder: where the job's run is
@@ -46,20 +47,19 @@ class TrackedRun:
     rank_tracking_uri: str | None = None  # what the ranks log to (distrun's server), if not the store
     server_pid: int | None = None  # the server's keeper, to ask it whether the server failed
     server_started: int | None = None
-    # What the ranks send distrun's server (MLFLOW_TRACKING_TOKEN). Never written to the job's
-    # folder (TRACKING_FILE): whoever can read that is not thereby let in.
+    # What the ranks send distrun's server (MLFLOW_TRACKING_TOKEN). Never one of the job's
+    # variables (its plan, bindings and record are readable by others) nor in TRACKING_FILE: only
+    # in the job folder's owner-only token file, which the node agent gives the ranks (rank_token).
     rank_token: str | None = field(default=None, repr=False)
 
     def environment(self) -> dict[str, str]:
-        """What every process of the job gets, as on Azure ML."""
+        """What every process of the job gets, as on Azure ML (the token aside: `rank_token`)."""
         found = {
             "MLFLOW_TRACKING_URI": self.rank_tracking_uri or self.tracking_uri,
             "MLFLOW_RUN_ID": self.run_id,
             "MLFLOW_EXPERIMENT_ID": self.experiment_id,
             "MLFLOW_EXPERIMENT_NAME": self.experiment_name,
         }
-        if self.rank_token:
-            found["MLFLOW_TRACKING_TOKEN"] = self.rank_token
         if self.rank_tracking_uri == UNREACHABLE_URI:
             found["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"  # fail at once, not after minutes of retries
         return found
@@ -105,6 +105,8 @@ def start_run(
         run = _served(run, folder, home, job_name)
     recorded = {key: value for key, value in asdict(run).items() if key != "rank_token"}
     write_file_beneath(folder.root, folder.root / TRACKING_FILE, json.dumps(recorded, indent=2).encode("utf-8"))
+    if run.rank_token:
+        write_token(folder.root, run.rank_token)
     return run
 
 

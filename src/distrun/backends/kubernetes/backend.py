@@ -38,6 +38,7 @@ from distrun.core.image_reference import IMAGE_HINT, image_reference_problem
 from distrun.core.job_status import JobStatus
 from distrun.core.json_encoding import compact_json
 from distrun.loading.loader import LoadedJob, local_path
+from distrun.metrics.rank_token import read_token
 from distrun.prepare.compute import ComputeTarget, submitted_target
 from distrun.prepare.submission import PreparedJob, bind
 from distrun.restarts.policy import RestartPolicy
@@ -71,6 +72,8 @@ def render_job(
         # A new one at every render: the submitted objects carry their own (MPI jobs only use it).
         token=secrets.token_hex(16),
         named_image=named,
+        # The ranks' MLflow token: in the job's Secret, never in its ConfigMap (rank_token).
+        tracking_token=read_token(job_dir),
     )
 
 

@@ -48,6 +48,9 @@ AGENT_REPORT_S = 10
 REPORT_FINALIZER = "distrun.io/report"
 # MPI: the Secret with the job's remote-start token (mpirun's daemons start through the agents).
 TOKEN_KEY = "remote-start-token"
+# The ranks' MLflow token, when they log to distrun's server: the pod agent gives it to them.
+MLFLOW_TOKEN_KEY = "mlflow-tracking-token"
+MLFLOW_TOKEN_VARIABLE = "DISTRUN_K8S_MLFLOW_TOKEN"
 
 
 def labels(layout: PodLayout, role: str | None = None) -> dict[str, str]:
@@ -369,10 +372,12 @@ def render_objects(
     bundle_b64: str,
     token: str,
     agent_b64: str,
+    tracking_token: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every object of the job, in the order they are created (files and token first: pods use them).
 
-    `token` (random per submission) guards the pods' exchange and MPI's remote starts.
+    `token` (random per submission) guards the pods' exchange and MPI's remote starts;
+    `tracking_token` is what the ranks send distrun's MLflow server, if the pods log to it.
     """
     objects = [config_map(layout, target, job_name, bundle_b64, agent_b64)]
     objects.append(token_secret(layout, target, job_name, token))
@@ -381,4 +386,32 @@ def render_objects(
     else:
         objects.append(headless_service(layout, target, job_name))
         objects += indexed_jobs(layout, job, target, job_name)
+    if tracking_token:
+        _give_tracking_token(objects, layout, tracking_token)
     return objects
+
+
+def _give_tracking_token(objects: list[dict[str, Any]], layout: PodLayout, tracking_token: str) -> None:
+    """The ranks' MLflow token in the Secret, and each pod's agent given it from there (never in
+    the ConfigMap, whose job files any reader of the namespace's ConfigMaps sees)."""
+    variable = {
+        "name": MLFLOW_TOKEN_VARIABLE,
+        "valueFrom": {"secretKeyRef": {"name": secret_name(layout), "key": MLFLOW_TOKEN_KEY}},
+    }
+    for obj in objects:
+        if obj["kind"] == "Secret":
+            obj["stringData"][MLFLOW_TOKEN_KEY] = tracking_token
+        else:
+            for container in _containers(obj):
+                container["env"].append(variable)
+
+
+def _containers(tree: Any) -> list[dict[str, Any]]:
+    """Every container of the pod templates in `tree` (a Job's, or each of a JobSet's Jobs')."""
+    if isinstance(tree, list):
+        return [c for item in tree for c in _containers(item)]
+    if not isinstance(tree, dict):
+        return []
+    if isinstance(tree.get("containers"), list):
+        return list(tree["containers"])
+    return [c for value in tree.values() for c in _containers(value)]

@@ -148,6 +148,7 @@ def node_rank_from(env: Mapping[str, str]) -> int:
 def pod_facts(env: Mapping[str, str], where: Placement, node_rank: int, job_dir: Path) -> NodeFacts:
     """This pod's facts: the plan's hosts are the pods' stable DNS names, their first label the hostnames."""
     from distrun.agent.node_facts import NodeFacts
+    from distrun.metrics.rank_token import with_token
 
     return NodeFacts(
         node_rank=node_rank,
@@ -156,7 +157,10 @@ def pod_facts(env: Mapping[str, str], where: Placement, node_rank: int, job_dir:
         master_port=where.master_port,
         task_ports=where.task_ports,
         job_dir=job_dir,
-        base_env={k: v for k, v in env.items() if not k.startswith(ENV_PREFIX)},
+        # The ranks' MLflow token comes from the job's Secret (manifests.MLFLOW_TOKEN_VARIABLE).
+        base_env=with_token(
+            {k: v for k, v in env.items() if not k.startswith(ENV_PREFIX)}, env.get(f"{ENV_PREFIX}MLFLOW_TOKEN")
+        ),
         engine="Kubernetes",
         engine_job_id=env.get(f"{ENV_PREFIX}POD_NAME", ""),
     )

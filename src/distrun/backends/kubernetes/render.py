@@ -101,9 +101,11 @@ def render_request(
     jobset: bool,
     token: str,
     named_image: str | None = None,
+    tracking_token: str | None = None,
 ) -> KubernetesRequest:
     """The objects and the plan for `spec`; `code_dir` is the code snapshot (None: in the image);
-    `token` the MPI remote-start token its Secret carries."""
+    `token` the MPI remote-start token its Secret carries, and `tracking_token` the ranks' MLflow
+    token (its Secret carries it too, when the pods log to the job's run)."""
     layout = build_layout(spec, target, job_name, jobset, named_image)
     where = placement(spec, target, layout, job_name)
     bound = pod_bindings(bindings, local_job_dir, where.job_dir)
@@ -116,5 +118,7 @@ def render_request(
         trees[job_bundle.INPUTS] = inputs
     agent = agent_zip()
     payload = job_bundle.encoded(job_bundle.build_bundle(job_files(spec, bound, where), trees), len(agent))
-    objects = render_objects(layout, spec, target, job_name, payload, token, job_bundle.encoded(agent))
+    reached = bool(bound.environment)  # the pods log to the job's run (pod_tracking)
+    tracking = tracking_token if reached else None
+    objects = render_objects(layout, spec, target, job_name, payload, token, job_bundle.encoded(agent), tracking)
     return KubernetesRequest(layout, objects, plan, tuple(_notes(spec, target, layout, bindings, local_job_dir)))

@@ -9,6 +9,7 @@ is for the whole job: attempt 0 gets all of it, later ones what is left.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from distrun.agent.outcome import GangResult
 from distrun.agent.terminal_output import say
 from distrun.backends.supervised import cancel_marker
 from distrun.metrics.history import metric_clock
+from distrun.metrics.rank_token import read_token, with_token
 from distrun.plan.model import LaunchPlan
 from distrun.prepare.submission import PreparedJob
 from distrun.restarts.loop import Next
@@ -80,6 +82,8 @@ class LocalAttempts:
             hang_timeout=limits.hang_timeout,
             last_metric=metric_clock(self.prepared.folder) if limits.hang_timeout else None,
             container=self.container,
+            # The ranks' MLflow token is in no file others read (the plan is one): given here, in memory.
+            base_env=with_token(os.environ, read_token(self.prepared.folder.root)),
         )
 
     def ended(self, number: int, result: GangResult) -> Attempt:

@@ -32,6 +32,7 @@ from typing import Any
 from distrun.agent.folder_mirror import FROM_NODES, Changes, MirrorSide
 from distrun.backends.ray.node_agent import CHANNEL, REQUEST, job_folder, marker_path, outcome_path
 from distrun.core.death_signal import setpriv_prefix
+from distrun.metrics.rank_token import write_owner_only
 
 # At most this much of one log per poll: a chatty rank cannot make one reply huge.
 POLL_CHUNK = 4 << 20
@@ -126,7 +127,8 @@ class RayNodeAgent:
         job.mkdir()
         (self.workdir / CHANNEL).mkdir()
         unpack_into(files, job)
-        (self.workdir / REQUEST).write_text(json.dumps(request), encoding="utf-8")
+        # The owner's alone: it holds the ranks' MLflow token and the remote-start token.
+        write_owner_only(self.workdir / REQUEST, json.dumps(request))
         argv = [python or sys.executable, "-m", "distrun.backends.ray.node_agent", str(self.workdir)]
         started = threading.Event()
         # The agent is started from a thread of our own that lives as long as it does: PDEATHSIG

@@ -42,6 +42,7 @@ from distrun.backends.ray.target import RaySettings
 from distrun.core.errors import DistrunError
 from distrun.core.job_status import JobState
 from distrun.core.safe_files import read_text
+from distrun.metrics.rank_token import read_token
 from distrun.plan import build_plan, task_port_count
 from distrun.plan.model import LaunchPlan, Placement
 from distrun.prepare.submission import PreparedJob
@@ -343,6 +344,8 @@ class RayRun:
             "master_port": master_port,
             "task_ports": list(ports),
             "remote_start": remote,
+            # The ranks' MLflow token: no file of the job folder others read holds it (rank_token).
+            "tracking_token": read_token(folder.root),
         }
         self._check_stop()
         starts = [

@@ -74,6 +74,7 @@ def rank_base_env(env: Mapping[str, str]) -> dict[str, str]:
 
 def node_facts(request: Mapping[str, Any], workdir: Path, env: Mapping[str, str]) -> Any:
     from distrun.agent.node_facts import NodeFacts
+    from distrun.metrics.rank_token import with_token
 
     return NodeFacts(
         node_rank=int(request["node_rank"]),
@@ -82,7 +83,7 @@ def node_facts(request: Mapping[str, Any], workdir: Path, env: Mapping[str, str]
         master_port=int(request["master_port"]),
         task_ports=tuple(int(p) for p in request["task_ports"]),
         job_dir=job_folder(workdir, request["job_name"]),
-        base_env=rank_base_env(env),
+        base_env=with_token(rank_base_env(env), request.get("tracking_token")),
         engine="Ray",
         engine_job_id=str(request["engine_job_id"]),
     )
