@@ -68,7 +68,8 @@ def test_the_zip_holds_the_whole_closure_and_its_main() -> None:
     assert main_file is not None
     assert zipfile.ZipFile(io.BytesIO(data)).read("__main__.py") == main_file.read_bytes()
     assert agent_zip.__wrapped__() == data  # built the same way every time: rendering stays pure
-    assert len(data) < 160 * 1024  # beside the job's files in one ConfigMap (1 MiB)
+    # Beside the job's files in one ConfigMap (1 MiB): 176 KiB leaves the job's code more than 800 KiB.
+    assert len(data) < 176 * 1024
 
 
 def test_the_zips_main_parses_on_old_pythons_and_names_an_old_one(tmp_path: Path) -> None:

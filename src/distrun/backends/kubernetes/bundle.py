@@ -4,7 +4,7 @@ A gzipped tar of `job.json`, `bindings.json`, `placement.json` and the code snap
 inputs copied with mode `download`), built the same way every time (sorted, no times or
 owners), so the rendered objects are a pure function of the job. Kubernetes limits a
 ConfigMap to 1 MiB, base64 included: the tar, with the zip of distrun's modules beside it in the
-same ConfigMap (agent_zip, about 110 KiB), may be at most 700 KiB compressed. Larger code belongs
+same ConfigMap (agent_zip, about 160 KiB), may be at most 700 KiB compressed. Larger code belongs
 in the image (target setting `code_in_image: /path/in/image`).
 """
 
