@@ -1,8 +1,9 @@
 """Waiting on distrun's own tracking server is never a hang.
 
-A rank's first `mlflow.log_metric` of a DISTRUN_HOME's first job waits while `mlflow server`
-starts (seconds of CPU; more than ten on a loaded machine). Under a hang timeout shorter than
-that wait, the job used to end as hung with its stack in distrun's server call. Here the rank
+A rank's first call that `mlflow server` must answer itself (here `mlflow.log_param`: its first
+metrics the server's keeper writes while the server starts) in a DISTRUN_HOME's first job waits
+while `mlflow server` starts (seconds of CPU; more than ten on a loaded machine). Under a hang
+timeout shorter than that wait, the job used to end as hung with its stack in distrun's server call. Here the rank
 says nothing while it waits, so nothing but the wait on distrun's server can keep it alive.
 """
 
@@ -31,8 +32,9 @@ RANK = """
     import mlflow
     imported.set()
     print("calling mlflow", flush=True)
-    began = time.monotonic()
     mlflow.log_metric("loss", 0.5)
+    began = time.monotonic()
+    mlflow.log_param("lr", "0.1")
     print(f"logged after {time.monotonic() - began:.1f} s", flush=True)
 """
 JOB = f"""

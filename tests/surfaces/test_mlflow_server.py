@@ -134,7 +134,8 @@ def shared_then_ended(distrun_home: Path, marks: dict[str, Path], b: subprocess.
     uris = {tracking_of(distrun_home, job)["rank_tracking_uri"] for job in "ab"}
     assert len(uris) == 1, uris  # one server, one port
     state_file = distrun_home / "mlflow-server" / "state.json"
-    wait_for(lambda: json.loads(state_file.read_text())["ready_after"] is not None, timeout=5)
+    # The first metrics are written by the keeper while the server starts: it serves later.
+    wait_for(lambda: json.loads(state_file.read_text())["ready_after"] is not None, timeout=180)
     state = json.loads(state_file.read_text())
     assert not state["failure"]
     assert uris == {f"http://127.0.0.1:{state['port']}"}
@@ -161,9 +162,10 @@ def shared_then_ended(distrun_home: Path, marks: dict[str, Path], b: subprocess.
 WAITS = """
     import time
     import mlflow
+    mlflow.log_metric("loss", 1.0)  # the keeper writes it itself while the server starts
     began = time.monotonic()
     try:
-        mlflow.log_metric("loss", 1.0)
+        mlflow.log_param("lr", "0.1")  # the server's to answer
     except Exception as exc:
         print("gave up after", round(time.monotonic() - began), "s:", str(exc).replace(chr(10), " "), flush=True)
 """

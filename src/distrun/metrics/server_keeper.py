@@ -16,6 +16,9 @@ session of its own, it:
   connection comes (a job whose ranks never call MLflow costs no server: its start is two
   imports of mlflow, seconds of CPU), as a helper process (it dies with the keeper, however the
   keeper ends), and relays each admitted connection to it;
+- while the server starts, answers a rank's first metric itself (`early_answers`: the requests
+  a first `mlflow.log_metric` sends, written into distrun's store), so the first metric does not
+  wait for the server's start; any other request waits for the server;
 - when the server cannot start or ends, answers every request with an MLflow error that says why
   (HTTP 400, which MLflow's clients do not retry: the rank's call fails at once) and writes the
   reason into its state file, where the job's supervisor reads it;
@@ -45,6 +48,7 @@ from pathlib import Path
 from distrun.core import procfs
 from distrun.core.file_modes import write_file
 from distrun.core.helper_processes import start_helper
+from distrun.metrics import early_answers
 from distrun.metrics.tracking_server import SERVER_SOCKET, WAITING_FILE, leased, read_token
 
 IDLE_SECONDS = 20.0  # no user for this long: the server ends (back-to-back jobs reuse it)
@@ -303,8 +307,29 @@ async def serve_admitted(
     keeper: Keeper, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: int
 ) -> None:
     keeper.start_server()
-    # Held until the server serves or has failed (bounded by READY_SECONDS): a rank's first call
-    # waits for the server instead of being refused while it starts.
+    # Until the server serves, the keeper answers a rank's first metric itself (early_answers);
+    # any other request is held until the server serves or has failed (bounded by READY_SECONDS):
+    # a rank's call waits for the server instead of being refused while it starts.
+    body = b""
+    while not keeper.ready and keeper.failure is None:
+        read = await answer_early(keeper, head, reader)
+        if read is None:
+            return  # the connection ended
+        said, body = read
+        if said is None:
+            break
+        body = b""  # answered: nothing of it goes to the server
+        keeper.waiting.discard(key)
+        try:
+            writer.write(said)
+            await writer.drain()
+        except (ConnectionError, OSError):
+            return
+        next_head = await next_request(keeper, reader)
+        if next_head is None:
+            return
+        head = next_head
+        keeper.waiting.add(key)
     while not keeper.ready and keeper.failure is None:
         await keeper.changed.wait()
     if keeper.ready and keeper.failure is None:
@@ -313,7 +338,7 @@ async def serve_admitted(
         except OSError as exc:
             keeper.failure = keeper.failure or f"the server refused a connection: {exc}"
         else:
-            up_writer.write(head)
+            up_writer.write(head + body)
             # A request going up waits until answer bytes come down (HTTP/1.1: one at a time).
             await asyncio.gather(
                 relay(reader, up_writer, lambda: keeper.waiting.add(key)),
@@ -321,6 +346,37 @@ async def serve_admitted(
             )
             return
     await say_and_close(writer, error_response(keeper.failure or "unknown"))
+
+
+async def answer_early(keeper: Keeper, head: bytes, reader: asyncio.StreamReader) -> tuple[bytes | None, bytes] | None:
+    """The keeper's own answer to the request of `head` (None: the server's to give) and the body
+    it read; None when the connection ended before its body came."""
+    method, target, headers = early_answers.request_line(head)
+    length = early_answers.body_length(method, target, headers)
+    if length is None:
+        return None, b""
+    try:
+        body = await asyncio.wait_for(reader.readexactly(length), timeout=HEAD_SECONDS)
+    except (asyncio.IncompleteReadError, asyncio.TimeoutError, OSError):
+        return None
+    said = await asyncio.to_thread(early_answers.answer, keeper.home / "mlflow.db", method, target, body)
+    return said, body
+
+
+async def next_request(keeper: Keeper, reader: asyncio.StreamReader) -> bytes | None:
+    """The next request head of an admitted connection; b"" when the server came up first (the
+    rest of the connection is relayed to it), None when the connection ended."""
+    head = asyncio.ensure_future(reader.readuntil(b"\r\n\r\n"))
+    changed = asyncio.ensure_future(keeper.changed.wait())
+    await asyncio.wait({head, changed}, return_when=asyncio.FIRST_COMPLETED)
+    changed.cancel()
+    if not head.done():
+        head.cancel()
+        return b""
+    try:
+        return head.result()
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+        return None
 
 
 def mark_waiting(path: Path) -> None:
