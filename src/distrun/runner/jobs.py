@@ -17,6 +17,7 @@ backend (`distrun.backends.registry`) through the contract in `distrun.backends.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
@@ -211,12 +212,27 @@ def _final_record(layout: Layout, name: str) -> JobRecord | None:
 # ---------------------------------------------------------------- reading jobs
 
 
+# How often this process asks an engine about one live job. A parent's loop and the followers of
+# its children's output (`distrun run` of a pipeline on Slurm) all read the same children: asked
+# once per job per half second, slurmctld gets two lookups a second per running step however
+# many readers there are, and each reader gets the record as that last look wrote it.
+OBSERVE_EVERY_S = 0.5
+_observed: dict[tuple[str, str], float] = {}  # (jobs.db, job) -> when its engine was last asked
+_observed_lock = threading.Lock()
+
+
 def refresh(layout: Layout, record: JobRecord) -> JobRecord:
-    """A live engine job's record brought up to date from its engine; any other record as it is."""
+    """A live engine job's record brought up to date from its engine (at most every
+    OBSERVE_EVERY_S in this process: else as the last look wrote it); any other record as it is."""
     if record.terminal or not record.backend_id:
         return record
     from distrun.backends.cluster import refreshed
 
+    key, now = (str(layout.db_path), record.name), time.monotonic()
+    with _observed_lock:
+        if now - _observed.get(key, -OBSERVE_EVERY_S) < OBSERVE_EVERY_S:
+            return record
+        _observed[key] = now
     try:
         target, backend = _submitted_to(layout, record)
     except DistrunError:

@@ -11,7 +11,6 @@ the pipeline loader.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -101,6 +100,8 @@ def _strings(value: Any) -> Iterable[str]:
 def _unknown(text: str, scope: KeyPath, kind: str, name: str, known: list[str]) -> Problem:
     singular = kind[:-1]
     where = ".".join(str(part) for part in (*scope, kind))
+    import difflib  # an unknown name only: not on a valid job's run path
+
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     listed = ", ".join(known) if known else "none"
     if close:
