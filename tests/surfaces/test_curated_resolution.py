@@ -22,6 +22,10 @@ from distrun.environments.conda_spec import read_conda_data
 from distrun.environments.curated import AZURE_SERVICE_ONLY, cpu_conda_file, curated_overrides, find_curated, table
 from distrun.environments.installer import uv_binary
 
+# The module's tests share one resolution of every environment (`resolutions`, module-scoped):
+# on one worker, so that the network-bound resolution runs once per suite, not once per worker.
+pytestmark = pytest.mark.xdist_group("curated_resolution")
+
 RESOLVE_TIMEOUT = 240  # seconds for one specification: a resolver that backtracks for longer fails
 _PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.MULTILINE)
 
