@@ -95,6 +95,20 @@ def _kind_name(value: Any) -> str:
     return f"the value {value!r}"
 
 
+def candidate_problems(document: Any, base_dir: Path, source: str, smap: SourceMap) -> list[Problem]:
+    """The problems of a command job document distrun made (a pipeline's step with its inputs
+    bound, a sweep's trial at example values), found as a job file's are: the schema's, or once
+    it is valid, the checks' (`semantic_problems`); [] when it would load."""
+    try:
+        document = normalize(document, smap)
+        spec = models.JobSpec.model_validate(document)
+    except ValidationError as exc:
+        return exc.problems
+    except ModelError as exc:
+        return [*translate(exc, document, smap), *raw_problems(document, smap)]
+    return semantic_problems(LoadedJob(spec, base_dir, source, smap))
+
+
 def semantic_problems(job: LoadedJob) -> list[Problem]:
     """Problems of a schema-valid job: undefined references, reserved variables, missing paths,
     and the rules of its distribution type."""

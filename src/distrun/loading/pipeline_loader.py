@@ -20,16 +20,14 @@ from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
 from distrun.loading.component_reader import ComponentReader, StepComponents, load_component_data, load_component_file
-from distrun.loading.loader import load_job_data, semantic_problems
-from distrun.loading.raw_checks import in_file_order, raw_problems
+from distrun.loading.loader import candidate_problems, load_job_data
+from distrun.loading.raw_checks import in_file_order
 from distrun.loading.sweep_step import load_step_sweep, sweep_step
 from distrun.spec import models, pipeline_models
 from distrun.spec.derived_names import pipeline_name_problems
 from distrun.spec.job_kind import is_pipeline_document
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent, LoadedPipeline, PipelineStep, UpstreamOutput
-from distrun.spec.model_errors import ModelError, translate
-from distrun.spec.normalize import normalize
 from distrun.spec.overrides import overridden_mapping
 from distrun.spec.pipeline_graph_checks import cycle_problems, pipeline_output_problems
 from distrun.spec.pipeline_settings import pipeline_spec, setting_notes
@@ -328,20 +326,15 @@ def step_problems(step: PipelineStep, source: str) -> list[Problem]:
     from other steps name outputs that exist only once those steps ran: their paths are
     not checked here (their bindings were)."""
     document = step.bound_document(lambda up: preview_output_uri(PREVIEW_PIPELINE, up.step, up.output))
-    smap = step.source_map
-    try:
-        if step.is_sweep:  # checked as a sweep job file is, its trial as a command job
-            later_paths = _datastore_inputs(document) if step.depends_on else []
+    if step.is_sweep:  # checked as a sweep job file is, its trial as a command job
+        later_paths = _datastore_inputs(document) if step.depends_on else []
+        try:
             load_step_sweep(step, document, source, (*step.upstream, *later_paths))
             return []
-        document = normalize(document, smap)
-        spec = models.JobSpec.model_validate(document)
-    except ValidationError as exc:
-        found = exc.problems
-    except ModelError as exc:
-        found = [*translate(exc, document, smap), *raw_problems(document, smap)]
+        except ValidationError as exc:
+            found = exc.problems
     else:
-        found = semantic_problems(LoadedJob(spec, step.base_dir, source, smap))
+        found = candidate_problems(document, step.base_dir, source, step.source_map)
     upstream = tuple(f"inputs.{name}.path" for name in step.upstream)
     # A datastore path a step after others reads may be written by one of them (Microsoft's
     # 4b: the first step's output is a datastore folder, the second reads a file in it), so

@@ -19,15 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
-from distrun.loading.loader import semantic_problems
-from distrun.loading.raw_checks import in_file_order, raw_problems
+from distrun.loading.loader import candidate_problems
+from distrun.loading.raw_checks import in_file_order
 from distrun.spec import models, sweep_models
 from distrun.spec.derived_names import sweep_name_problems, sweep_trial_count
-from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedComponent
 from distrun.spec.loaded_sweep import LoadedSweep
 from distrun.spec.model_errors import ModelError, translate
-from distrun.spec.normalize import normalize
 from distrun.spec.overrides import overridden_mapping
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import FROM_COMPONENT, copy_positions
@@ -311,15 +309,7 @@ class _SweepLoader:
         candidate = {**document, "inputs": inputs}
         for name in space:
             smap.set(("inputs", name), self.smap.find(("search_space", name)))
-        try:
-            candidate = normalize(candidate, smap)
-            spec = models.JobSpec.model_validate(candidate)
-        except ValidationError as exc:
-            found = exc.problems
-        except ModelError as exc:
-            found = [*translate(exc, candidate, smap), *raw_problems(candidate, smap)]
-        else:
-            found = semantic_problems(LoadedJob(spec, base_dir, self.source, smap))
+        found = candidate_problems(candidate, base_dir, self.source, smap)
         at_sweep = ("inputs", "outputs", "compute", "experiment_name", "display_name", "tags", "limits.timeout")
         for problem in found:
             key = problem.key_path

@@ -12,7 +12,8 @@ backend when the upstream job ends, and the step's job gets a copy to ship with 
 (`distrun.prepare.submission.bind`): nothing here differs by engine. Steps that are
 ready together start together, bounded on local compute by this machine's cores
 (`distrun.runner.pipeline_schedule`). A deterministic step whose component, inputs and code an
-earlier run completed with is reused (`distrun.runner.pipeline_reuse`). A sweep step is a sweep
+earlier run completed with is reused (`distrun.runner.pipeline_reuse`; the job behind each
+step: `distrun.runner.pipeline_step_jobs`). A sweep step is a sweep
 job, child of the pipeline (`distrun.runner.pipeline_sweeps`). A failed step stops every step
 below it; without `settings.continue_on_step_failure` it also cancels the steps still running and
 starts no other. The pipeline's own record (no processes: `steps` lists each step's job and
@@ -33,14 +34,14 @@ from distrun.core.job_status import JobStatus
 from distrun.runner.child_exits import IDLE_WAIT_SECONDS
 from distrun.runner.parent_policy import Look
 from distrun.runner.pipeline_schedule import NOT_STARTED, gpus_for, startable, stopped_by
-from distrun.runner.pipeline_sweeps import step_outcome, sweep_state, sweep_step, trial_lines
+from distrun.runner.pipeline_step_jobs import StepJobs
+from distrun.runner.pipeline_sweeps import sweep_step
 from distrun.runner.pipelines import check_pipeline, step_job_name
-from distrun.runner.summaries import best_text
 
 if TYPE_CHECKING:
     from distrun.runner.parent_policy import DetachedParent, Say
     from distrun.spec.loaded import LoadedJob
-    from distrun.spec.loaded_pipeline import LoadedPipeline, UpstreamOutput
+    from distrun.spec.loaded_pipeline import LoadedPipeline
     from distrun.store.index import JobRecord
     from distrun.store.layout import Layout
 
@@ -89,24 +90,16 @@ class PipelinePolicy:
         self.times: dict[str, list[float | None]] = {step: [None, None] for step in pipeline.steps}
         self.first_failure: str | None = None
         self.stopping = False
-        # Step reuse: the job whose outputs each step has (an earlier run's, for a reused step),
-        # and the key of each step that ran, recorded for later runs once it completed.
-        self.job_of = {step: step_job_name(self.name, step) for step in pipeline.steps}
-        self.reused_from: dict[str, str] = {}
-        self.keys: dict[str, str] = {}
-        # Each sweep step's trials and best trial, as its sweep's record says, and the trials said.
-        self.sweeps: dict[str, dict[str, Any]] = {}
-        self.trials_said: dict[str, set[str]] = {}
+        # Each step's job (an earlier run's, for a reused step) and a sweep step's trials.
+        self.jobs = StepJobs(pipeline, layout, say, name)
 
     # ------------------------------------------------------------ the record
 
     def steps(self) -> dict[str, Any]:
         return {
             step: {
-                **({"sweep": self.sweeps.get(step)} if self.pipeline.steps[step].is_sweep else {}),
-                "job": self.job_of[step],
+                **self.jobs.record_of(step),
                 "status": self.status[step],
-                "reused": step in self.reused_from,
                 "depends_on": list(self.depends_on[step]),
                 "compute": self.targets[step],
                 "reason": self.reasons.get(step),
@@ -165,10 +158,13 @@ class PipelinePolicy:
         from distrun.loading.loader import load_job_data
 
         pipeline_step = self.pipeline.steps[key]
+        job_of = self.jobs.job_of
         document = pipeline_step.bound_document(
-            lambda up: job_output_uri(self.job_of[up.step], up.output), self._value_of
+            lambda up: job_output_uri(job_of[up.step], up.output), self.jobs.value_of
         )
-        if self._reused(key, document):
+        if self.jobs.reused(key, document):  # Completed, with the earlier run's outputs
+            self.status[key] = JobStatus.COMPLETED
+            self.times[key][1] = time.time()
             return None
         if pipeline_step.is_sweep:
             return sweep_step(self.pipeline, pipeline_step, document, self.layout, self.compute, self.job_name(key))
@@ -181,62 +177,10 @@ class PipelinePolicy:
         processes = self.processes[key]
         where = f"{self.targets[key]}, {processes} process{'es' if processes != 1 else ''}"
         if self.pipeline.steps[key].is_sweep:
-            self.sweeps[key] = sweep_state(record)
-            self.trials_said[key] = set()
+            self.jobs.sweep_started(key, record)
             self.say(f"[{key}] started as sweep {job} on {where} a trial (its trials: {job}.trial_N)")
         else:
             self.say(f"[{key}] started as job {job} on {where}")
-
-    def _value_of(self, upstream: UpstreamOutput, kind: str) -> Any:
-        """The value a completed step wrote to a value output (its file's text, of the reading
-        input's type), read through the safe path: the step's processes could write anything there."""
-        from distrun.runner.pipelines import output_value
-
-        return output_value(self.layout, self.job_of[upstream.step], upstream, kind)
-
-    def _reused(self, step: str, document: dict[str, Any]) -> bool:
-        """Whether the step was reused (then it is Completed with the earlier run's outputs);
-        otherwise its key is kept, to be recorded when it completed."""
-        from distrun.runner.pipeline_reuse import DigestLimitError, earlier_run, pipeline_step_key
-        from distrun.spec.pipeline_reuse import why_not_reused
-        from distrun.store.index import JobIndex
-        from distrun.store.step_reuse import completed_run
-
-        pipeline_step = self.pipeline.steps[step]
-        if not pipeline_step.is_deterministic:
-            return False
-        try:
-            key = pipeline_step_key(pipeline_step, document, self.layout.home)
-        except DigestLimitError as exc:
-            self.say(f"[{step}] not reused: {exc.message}")
-            return False
-        if key is None:
-            return False
-        self.keys[step] = key
-        why = why_not_reused(True, self.pipeline.spec.settings.force_rerun, pipeline_step.force_rerun)
-        if why is not None:
-            if completed_run(self.layout.home, key) is not None:
-                self.say(f"[{step}] not reused: {why}")
-            return False
-        earlier, why = earlier_run(self.layout.home, key)
-        if earlier is None:
-            if why:
-                self.say(f"[{step}] not reused: {why}")
-            return False
-        same, best = "same component, inputs and code", ""
-        if pipeline_step.is_sweep:  # its outputs are its best trial's, which the record shows
-            try:
-                self.sweeps[step] = sweep_state(JobIndex(self.layout.db_path).get(earlier.job))
-            except DistrunError as exc:  # removed since `earlier_run` read it
-                self.say(f"[{step}] not reused: the earlier run {earlier.job} cannot be reused: {exc.message}")
-                return False
-            same, best = "same sweep, trial component, inputs and code", f": {best_text(self.sweeps[step])}"
-        self.job_of[step] = earlier.job
-        self.reused_from[step] = earlier.job
-        self.status[step] = JobStatus.COMPLETED
-        self.times[step][1] = time.time()
-        self.say(f"[{step}] Reused: the outputs of job {earlier.job} ({same}){best}")
-        return True
 
     # ------------------------------------------------------------ following them
 
@@ -245,24 +189,17 @@ class PipelinePolicy:
         its best trial so far, as its job's record says."""
         if record is None:
             return Look()
-        if key in self.sweeps:
-            for line in trial_lines(record, self.trials_said[key]):
-                self.say(f"[{key}] {line}")
+        sweep_changed = key in self.jobs.sweeps and self.jobs.sweep_looked(key, record)
         if record.terminal:
             return Look()
         changed = record.status != self.status[key]
         self.status[key] = record.status
-        if key in self.sweeps:
-            state = sweep_state(record)
-            changed = changed or state != self.sweeps[key]
-            self.sweeps[key] = state
-        return Look(changed)
+        return Look(changed or sweep_changed)
 
     def outcome_of(self, key: str, record: JobRecord) -> tuple[str, str | None]:
-        if key not in self.sweeps:
+        if key not in self.jobs.sweeps:
             return record.status, record.reason
-        self.sweeps[key] = sweep_state(record)  # its best trial, said as the step's outcome
-        return step_outcome(record)
+        return self.jobs.sweep_outcome(key, record)
 
     def ended(self, key: str, status: str, reason: str | None) -> str | None:
         self.status[key] = status
@@ -270,9 +207,8 @@ class PipelinePolicy:
         started = self.times[key][0] or self.times[key][1]
         took = f" in {self.times[key][1] - started:.2f} s" if started else ""  # type: ignore[operator]
         if status == JobStatus.COMPLETED:
-            best = f": {best_text(self.sweeps[key])}" if key in self.sweeps else ""
-            self.say(f"[{key}] Completed{took}{best}")
-            self._remember(key)
+            self.say(f"[{key}] Completed{took}{self.jobs.best(key)}")
+            self.jobs.remember(key)
             return None
         self.reasons[key] = reason or status
         self.say(f"[{key}] {status}{took}: {self.reasons[key]}")
@@ -285,20 +221,6 @@ class PipelinePolicy:
         if self.pipeline.spec.settings.continue_on_step_failure or self.stopping:
             return None
         return f"step {key} failed"
-
-    def _remember(self, step: str) -> None:
-        """A completed step's key and outputs (a sweep step's: its best trial's), kept in the store
-        for later runs to reuse."""
-        from distrun.runner.pipeline_reuse import remember_step
-
-        key = self.keys.get(step)
-        if key is None:
-            return
-        outputs = self.pipeline.steps[step].document.get("outputs")
-        names = list(outputs) if isinstance(outputs, dict) else []
-        why = remember_step(self.layout.home, key, self.job_of[step], step, self.name, names)
-        if why is not None:
-            self.say(f"[{step}] cannot be reused later: {why}")
 
     # ------------------------------------------------------------ stopping
 

@@ -10,7 +10,8 @@ At most `limits.max_concurrent_trials` trials run at once, and on this machine o
 fit its cores (a trial larger than the machine runs alone), as pipeline steps do. The search
 (`distrun.plan.sweep_search`) gives each new trial its parameters; a failed trial does not stop
 the sweep. Each running trial's primary metric is read from its MLflow run as it logs it, and the
-early termination policy (`distrun.plan.sweep_policies`) is applied at each interval: a trial it
+early termination policy (`distrun.plan.sweep_policies`) is applied at each interval
+(`distrun.runner.sweep_metrics`): a trial it
 stops is canceled, with the policy's reason in its record. The sweep ends when
 `max_total_trials` trials ran (or the grid is exhausted), at `limits.timeout` (running trials
 are canceled), or on cancel (Ctrl-C, `distrun job cancel SWEEP`). Its record names the best
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from distrun.core.job_kind import JobKind
 from distrun.core.job_status import JobStatus
 from distrun.runner.parent_policy import Look
-from distrun.runner.summaries import parameters_text, ranked_trials, shown_value
+from distrun.runner.summaries import parameters_text, shown_value
+from distrun.runner.sweep_metrics import METRIC_LOOK_SECONDS, TrialMetrics
 from distrun.runner.sweep_run import (
     check_sweep,
     requested_sweep,
@@ -35,7 +37,13 @@ from distrun.runner.sweep_run import (
     trial_job_name,
     trial_key,
 )
-from distrun.runner.sweep_unranked import logged_text, refuse_untracked, unranked_why
+from distrun.runner.sweep_unranked import (
+    best_trial,
+    failed_trial_cause,
+    logged_text,
+    no_best_why,
+    refuse_untracked,
+)
 
 if TYPE_CHECKING:
     from distrun.runner.parent_policy import Say
@@ -45,7 +53,6 @@ if TYPE_CHECKING:
     from distrun.store.layout import Layout
 
 SWEEP_COMPUTE = "sweep"  # the `compute` of a sweep's own record: its trials name theirs
-METRIC_LOOK_SECONDS = 0.25  # how often a running trial's metrics are read (each a read of its run)
 
 
 class SweepPolicy:
@@ -89,8 +96,7 @@ class SweepPolicy:
         self.objective = sweep.spec.objective
         self.search = search_for(sweep.search_space, sweep.algorithm, self.objective.goal)
         self.trials: dict[str, dict[str, Any]] = {}  # trial key -> its state, in start order
-        self.values: dict[str, list[float]] = {}  # trial key -> its primary metric values, as logged
-        self.metrics_read: dict[str, float] = {}  # trial key -> when its run was last read (monotonic)
+        self.metrics = TrialMetrics(sweep, layout, say)  # what each trial logged
         self.exhausted = False
         self.stopping: str | None = None  # why no other trial starts (the sweep's timeout)
         self.began = time.monotonic()
@@ -119,25 +125,11 @@ class SweepPolicy:
         return {"sweep": self.sweep_field()}
 
     def final_fields(self) -> dict[str, Any]:
-        """The best trial; when there is none, the first failed trial's root cause (its first
-        failing rank, traceback or last lines of its log), named."""
-        from distrun.core.errors import DistrunError
-        from distrun.runner import jobs
-
+        """The best trial; when there is none, the first failed trial's root cause, named."""
         best = self._best()
         cause = None
         if best is None and self.first_failure is not None:
-            job = self.trials[self.first_failure]["job"]
-            try:
-                cause = jobs.get_job(self.layout, job).root_cause
-            except DistrunError:
-                cause = None  # not started: its reason is the whole cause
-            # Its own reason is its step's; the sweep's reason is why the sweep failed.
-            cause = {
-                **{k: v for k, v in (cause or {}).items() if k != "reason"},
-                "trial": self.first_failure,
-                "job": job,
-            }
+            cause = failed_trial_cause(self.layout, self.first_failure, self.trials[self.first_failure]["job"])
         return {"sweep": self.sweep_field(best), "root_cause": cause}
 
     # ------------------------------------------------------------ the trials
@@ -190,7 +182,7 @@ class SweepPolicy:
                 "started_at": time.time(),
                 "ended_at": None,
             }
-            self.values[key] = []
+            self.metrics.add(key)
             yield key
 
     def child(self, key: str) -> LoadedJob:
@@ -210,40 +202,14 @@ class SweepPolicy:
         """The trial's new metric values, read at most every METRIC_LOOK_SECONDS and once more
         when its job ended (it has logged all it will), its early termination policy applied to
         each (its reason to stop the trial); then its status, from a record that did not end."""
-        now = time.monotonic()
         changed, stop = False, None
-        if (record is not None and record.terminal) or now - self.metrics_read.get(key, 0.0) >= METRIC_LOOK_SECONDS:
-            self.metrics_read[key] = now
-            changed, stop = self._read_metrics(key)
+        if self.metrics.due(key, record):
+            changed, stop = self.metrics.read(key, self.trials)
         state = self.trials[key]
         if stop is None and record is not None and not record.terminal and record.status.value != state["status"]:
             state["status"] = record.status.value
             changed = True
         return Look(changed, stop)
-
-    def _read_metrics(self, key: str) -> tuple[bool, str | None]:
-        """The trial's new primary metric values, said; whether there were any, and the policy's reason to stop it."""
-        from distrun.metrics.history import metric_history
-        from distrun.metrics.tracking import read_tracked_run
-        from distrun.plan.sweep_policies import stop_reason
-
-        state = self.trials[key]
-        run = read_tracked_run(self.layout.job(state["job"]))
-        if run is None:
-            return False, None
-        metric = self.objective.primary_metric
-        points = metric_history(run, metric).get(metric, [])
-        seen = self.values[key]
-        new = [point.value for point in points[len(seen) :]]
-        stopped = None
-        for value in new:
-            seen.append(value)
-            state["metric"], state["intervals"] = value, len(seen)
-            self.say(f"[{key}] {metric} = {shown_value(value)} (interval {len(seen)})")
-            if self.sweep.policy is not None and stopped is None:
-                ended = {k for k, s in self.trials.items() if JobStatus.of(s["status"]).terminal}
-                stopped = stop_reason(self.sweep.policy, self.objective.goal, self.values, key, len(seen), ended)
-        return bool(new), stopped
 
     def outcome_of(self, key: str, record: JobRecord) -> tuple[str, str | None]:
         return record.status, record.reason
@@ -258,7 +224,7 @@ class SweepPolicy:
         if status == JobStatus.COMPLETED:
             self.say(f"[{key}] Completed{took}{final}")
             if metric is None:
-                state["logged"] = self._logged(key)
+                state["logged"] = self.metrics.logged(state["job"])
                 self.say(
                     f"[{key}] logged no {self.objective.primary_metric}: it cannot be ranked"
                     + logged_text(self.objective.primary_metric, state["logged"])
@@ -303,43 +269,15 @@ class SweepPolicy:
         return not self.running() and not self._may_start()
 
     def _best(self) -> dict[str, Any] | None:
-        from distrun.plan.sweep_policies import rankable
-
-        for key, state in ranked_trials(self.trials, self.objective.goal):
-            if state["status"] == JobStatus.COMPLETED.value and rankable(state["metric"]):
-                outputs = self.layout.job(state["job"]).named_outputs
-                names = sorted((self.sweep.spec.outputs or {}).keys())
-                return {
-                    "trial": key,
-                    "job": state["job"],
-                    "parameters": state["parameters"],
-                    "metric": state["metric"],
-                    "outputs": {name: str(outputs / name) for name in names},
-                }
-        return None
-
-    def _logged(self, key: str) -> list[str] | None:
-        """The names of the metrics the trial logged; None when it was not tracked."""
-        from distrun.metrics.history import metric_history
-        from distrun.metrics.tracking import read_tracked_run
-
-        run = read_tracked_run(self.layout.job(self.trials[key]["job"]))
-        if run is None:
-            return None
-        return sorted(metric_history(run))  # {} when its store cannot be read
+        outputs = sorted((self.sweep.spec.outputs or {}).keys())
+        return best_trial(self.trials, self.objective.goal, self.layout, outputs)
 
     def outcome(self) -> tuple[str, str | None]:
         """Completed when a trial can be ranked (it completed and logged the primary metric);
         otherwise Failed, saying why no trial could be."""
         if self._best() is not None:
             return JobStatus.COMPLETED, self.stopping
-        if not self.trials:
-            return JobStatus.FAILED, "no trial started"
-        completed = [s for s in self.trials.values() if s["status"] == JobStatus.COMPLETED.value]
-        if completed:
-            return JobStatus.FAILED, unranked_why(self.objective.primary_metric, [s.get("logged") for s in completed])
-        first = self.first_failure or next(iter(self.trials))
-        return JobStatus.FAILED, f"no trial completed; {first}: {self.trials[first]['reason']}"
+        return JobStatus.FAILED, no_best_why(self.trials, self.objective.primary_metric, self.first_failure)
 
     # ------------------------------------------------------------ the faces
 
