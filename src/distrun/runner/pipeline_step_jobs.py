@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from distrun.core.errors import DistrunError
-from distrun.runner.pipeline_sweeps import step_outcome, sweep_state, trial_lines
+from distrun.runner.launcher_lines import LauncherLines
+from distrun.runner.pipeline_sweeps import step_outcome, sweep_state
 from distrun.runner.pipelines import step_job_name
 from distrun.runner.summaries import best_text
 
@@ -36,9 +37,10 @@ class StepJobs:
         self.job_of = {step: step_job_name(name, step) for step in pipeline.steps}
         self.reused_from: dict[str, str] = {}
         self.keys: dict[str, str] = {}
-        # Each sweep step's trials and best trial, as its sweep's record says, and the trials said.
+        # Each sweep step's trials and best trial, as its sweep's record says, and its sweep's
+        # own event lines (its trials started, their metrics, their ends), said as the step's.
         self.sweeps: dict[str, dict[str, Any]] = {}
-        self.trials_said: dict[str, set[str]] = {}
+        self.sweep_events: dict[str, LauncherLines] = {}
 
     def record_of(self, step: str) -> dict[str, Any]:
         """The step's fields of the pipeline's record that these books keep."""
@@ -117,19 +119,30 @@ class StepJobs:
 
     def sweep_started(self, step: str, record: JobRecord) -> None:
         self.sweeps[step] = sweep_state(record)
-        self.trials_said[step] = set()
+        self.sweep_events[step] = LauncherLines(self.layout.job(record.name), record.name)
 
     def sweep_looked(self, step: str, record: JobRecord) -> bool:
-        """Its trials that ended since the last look, said; whether its state changed (a running
-        sweep's record only)."""
-        for line in trial_lines(record, self.trials_said[step]):
-            self.say(f"[{step}] {line}")
+        """Its sweep's event lines written since the last look, said as the step's (`[step]
+        [trial_1] loss = 0.4 (interval 2)`); whether its state changed (a running sweep's record)."""
+        self._say_events(step)
         if record.terminal:
             return False
         state = sweep_state(record)
         changed = state != self.sweeps[step]
         self.sweeps[step] = state
         return changed
+
+    def _say_events(self, step: str) -> None:
+        # Read up to its summary: its supervisor says each line before it records the sweep ended.
+        events = self.sweep_events[step]
+        try:
+            lines = events.read()
+        except OSError as exc:  # its folder is its trials' too: a link or a pipe is never read through
+            self.say(f"[{step}] its trials' events are not shown: {exc}")
+            return
+        for line in lines:
+            if line.strip():
+                self.say(f"[{step}] {line.decode('utf-8', 'surrogateescape')}")
 
     def sweep_outcome(self, step: str, record: JobRecord) -> tuple[str, str | None]:
         self.sweeps[step] = sweep_state(record)  # its best trial, said as the step's outcome

@@ -58,24 +58,6 @@ def sweep_step(
     return detached(policy, None, [], compute, step=step_request(step, document, pipeline.source))
 
 
-def trial_lines(record: JobRecord, said: set[str]) -> list[str]:
-    """A line for each trial of the sweep's record that ended since `said` (which it adds to)."""
-    from distrun.runner.summaries import parameters_text
-
-    metric_name = str(((record.sweep or {}).get("objective") or {}).get("primary_metric", "metric"))
-    lines = []
-    for key, state in (record.steps or {}).items():
-        status = str(state.get("status"))
-        if key in said or not JobStatus.of(status).terminal:
-            continue
-        said.add(key)
-        metric = state.get("metric")
-        shown = f", {metric_name} {metric:.6g}" if isinstance(metric, (int, float)) else ""
-        why = f": {state.get('reason')}" if status != JobStatus.COMPLETED.value and state.get("reason") else ""
-        lines.append(f"{key} {status}{shown} ({parameters_text(state.get('parameters') or {})}){why}")
-    return lines
-
-
 def sweep_state(record: JobRecord) -> dict[str, Any]:
     """What a pipeline's record keeps of its sweep step: its trials counted, and its best trial."""
     sweep = record.sweep or {}

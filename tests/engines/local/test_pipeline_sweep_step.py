@@ -66,6 +66,10 @@ def test_a_later_step_reads_the_best_trial_of_a_sweep_step(run_cli, distrun_home
     step = records["p"].steps["tune"]
     assert (step["status"], step["job"], step["sweep"]["best"]["job"]) == ("Completed", "p.tune", "p.tune.trial_1")
     assert "[tune] started as sweep p.tune on local, 1 process a trial" in result.stdout
+    # The sweep's own events, as a sweep run alone says them, prefixed by its step.
+    assert "[tune] [trial_1] started as job p.tune.trial_1 on local, 1 process: x=2" in result.stdout
+    assert "[tune] [trial_1] loss = 0 (interval 1)" in result.stdout
+    assert result.stdout.index("[tune] [trial_1] Completed in ") < result.stdout.index("[tune] Completed")
     assert (
         "[tune] Completed" in result.stdout
         and "best trial_1 (job p.tune.trial_1), loss 0, of 2 trials" in result.stdout
