@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from distrun.metrics.tracking import STARTING_NOTE
 from support.jobs import only_job, record, wait_for
 from support.mlflow_store import run_status, tracking_of
 
@@ -237,6 +239,8 @@ def test_a_job_that_only_logs_metrics_is_not_hung(run_cli, write_job, distrun_ho
     )
     done = run_cli("run", str(job), "--name", "quiet")
     assert done.returncode == 0, done.stdout + done.stderr
+    # The first job of this DISTRUN_HOME made its metrics store, which it said, once, with how long.
+    assert done.stderr.count(STARTING_NOTE) == 1 and re.search(r"MLflow: ready in \d+\.\d s", done.stderr)
     rec = record(distrun_home, "quiet")
     assert rec["status"] == "Completed", rec["reason"]
     # It stayed silent for three times the hang timeout, and was left alone.

@@ -70,3 +70,14 @@ def test_the_server_admits_the_name_ranks_are_given_and_loopback_only() -> None:
         allowed = server_keeper.allowed_hosts(advertise)
         assert admitted(header, allowed) and admitted("localhost:5000", allowed) and admitted("[::1]", allowed)
         assert not admitted("attacker.example:5000", allowed) and not admitted("10.1.2.3:5000", allowed)
+
+
+def test_only_the_first_job_of_a_home_says_its_metrics_store_is_starting(tmp_path: Path) -> None:
+    from distrun.metrics.tracking import default_tracking_uri, store_to_make
+
+    uri = default_tracking_uri(tmp_path)
+    assert store_to_make(uri, tmp_path)  # a fresh DISTRUN_HOME: its store is made now
+    assert not store_to_make(f"sqlite:///{tmp_path / 'mine.db'}", tmp_path)  # a store of the user's own
+    assert not store_to_make("http://127.0.0.1:5000", tmp_path)
+    (tmp_path / "mlflow.db").touch()
+    assert not store_to_make(uri, tmp_path)  # made by an earlier job: nothing to say

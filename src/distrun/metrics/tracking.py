@@ -20,6 +20,7 @@ import os
 import shutil
 import sqlite3
 import sys
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -34,6 +35,7 @@ TRACKING_FILE = "tracking.json"  # in the job folder: where the job's run is
 TRACKING_FILE_LIMIT = 64 << 10  # a few short strings; anything larger is not distrun's
 METRICS_LOG = "metrics.txt"  # in system_logs: why a job's metrics were not recorded
 DISABLE_VARIABLE = "DISTRUN_MLFLOW"  # DISTRUN_MLFLOW=0 turns the run off
+STARTING_NOTE = "starting the metrics store and server of this DISTRUN_HOME (its first job only)"
 # distrun's job statuses -> MLflow's run statuses.
 _RUN_STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED"}
 
@@ -81,17 +83,37 @@ def default_tracking_uri(home: Path) -> str:
     return f"sqlite:///{home / 'mlflow.db'}"
 
 
+def store_to_make(uri: str, home: Path) -> bool:
+    """Whether the job's run is the first in DISTRUN_HOME's own store: mlflow's client makes its
+    tables (an mlflow import and its schema's migrations: seconds, up to a minute on a loaded
+    machine) and its server is started."""
+    return uri == default_tracking_uri(home) and not (home / "mlflow.db").exists()
+
+
 def start_run(
     folder: JobFolder, home: Path, job_name: str, experiment_name: str, tracking_uri: str | None = None
 ) -> TrackedRun | None:
     """Create (or reuse) the experiment and create the job's run; None when mlflow is absent.
 
     A tracking store that cannot be reached must not stop the job: distrun says why on stderr
-    and the job runs untracked, as it would without mlflow.
+    and the job runs untracked, as it would without mlflow. The first job of a DISTRUN_HOME makes
+    its store: that is said before (it takes seconds, in which nothing else is printed) and after,
+    with how long it took.
     """
     if not mlflow_available():
         return None
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
+    if not store_to_make(uri, home):
+        return _started_run(folder, home, job_name, experiment_name, uri)
+    began = time.monotonic()
+    print(f"distrun: MLflow: {STARTING_NOTE} ...", file=sys.stderr, flush=True)
+    run = _started_run(folder, home, job_name, experiment_name, uri)
+    if run is not None:  # otherwise it said why
+        print(f"distrun: MLflow: ready in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
+    return run
+
+
+def _started_run(folder: JobFolder, home: Path, job_name: str, experiment_name: str, uri: str) -> TrackedRun | None:
     tags = {"distrun.job_name": job_name, "distrun.job_folder": str(folder.root)}
     artifacts = home / "mlartifacts"  # not ./mlruns of whatever folder distrun was started in
     try:
