@@ -81,3 +81,31 @@ def test_a_steps_compute_bound_to_a_pipeline_input_is_that_inputs_value(run_cli)
     other = run_cli("plan", str(BOUND), "--set", "inputs.compare_compute=azureml:gpu-cluster")
     assert other.returncode == 2
     assert "jobs.compare.compute: step compare: unknown compute target 'gpu-cluster'" in other.stderr
+
+
+def test_component_create_registers_a_pipeline_component_which_a_step_names(run_cli, tmp_path) -> None:
+    import shutil
+
+    shutil.copytree(REPO / "tests" / "data" / "pipelines", tmp_path / "pipelines")
+    nested = tmp_path / "pipelines" / "nested"
+    created = run_cli("component", "create", "-f", str(nested / "train_stage.yml"), "-o", "json")
+    assert created.returncode == 0, created.stderr
+    registered = json.loads(created.stdout)
+    assert (registered["name"], registered["version"]) == ("train_stage", "1")
+    # Its steps' components are kept inline with their code: later edits change no pipeline.
+    for component in ("prepare.yml", "train.yml"):
+        (tmp_path / "pipelines" / "chain" / component).unlink()
+    pipeline = nested / "pipeline.yml"
+    pipeline.write_text(
+        pipeline.read_text().replace("component: ./train_stage.yml", "component: azureml:train_stage:1")
+    )
+    plan = run_cli("plan", str(pipeline))
+    assert plan.returncode == 0, plan.stderr
+    assert "level 1: stage.train  after stage.prepare" in plan.stdout
+    # A step's component that is not there is refused at its file:line, nothing registered.
+    bad = tmp_path / "bad.yml"
+    bad.write_text("type: pipeline\nname: bad\njobs:\n  a:\n    type: command\n    component: ./missing.yml\n")
+    refused = run_cli("component", "create", "-f", str(bad))
+    assert refused.returncode == 2 and f"{bad}:6:5: jobs.a.component: component file" in refused.stderr
+    assert "does not exist" in refused.stderr and "Traceback" not in refused.stderr
+    assert "bad" not in run_cli("component", "list").stdout

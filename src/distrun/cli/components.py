@@ -25,7 +25,12 @@ def component_group() -> None:
 
 @component_group.command("create")
 @click.option(
-    "--file", "-f", "file", required=True, type=click.Path(dir_okay=False, exists=True), help="A commandComponent YAML."
+    "--file",
+    "-f",
+    "file",
+    required=True,
+    type=click.Path(dir_okay=False, exists=True),
+    help="A command or pipeline component YAML (type: command, type: pipeline).",
 )
 @click.option("--name", "-n", default=None, help="The component's name (default: the file's `name`).")
 @click.option("--version", "-v", default=None, help="Default: the file's `version`, else one more than the highest.")
@@ -34,7 +39,8 @@ def component_group() -> None:
 )
 @output_option(what="the registered version")
 def component_create(file: str, name: str | None, version: str | None, overrides: tuple[str, ...], output: str) -> None:
-    """Check a component and record it, with a snapshot of its code folder: later edits change no pipeline."""
+    """Check a component and record it, with a snapshot of its code folder (a pipeline component:
+    its steps' components inline, each with its code folder): later edits change no pipeline."""
     from distrun.loading.pipeline_loader import load_component_file
     from distrun.spec.overrides import parse_override
     from distrun.store.components import register_component

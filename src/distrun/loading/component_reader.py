@@ -105,9 +105,11 @@ class ComponentReader:
 
 
 def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedComponent:
-    """A command component file on its own (`distrun component create`, `--set` overrides applied),
-    checked as a pipeline checks the components its steps name, and its command's references to
-    its inputs and outputs."""
+    """A component file on its own (`distrun component create`, `--set` overrides applied),
+    checked as a pipeline checks the components its steps name: a command component's command's
+    references to its inputs and outputs; a pipeline component's steps' components, each read
+    (a pipeline component among them, its steps' too). A pipeline component's steps are checked
+    with their inputs when a pipeline names it, as Azure ML does."""
     from distrun.loading.checks import reference_problems
 
     file = Path(path)
@@ -115,17 +117,8 @@ def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...]
     reader = ComponentReader(str(file), problems, [str(file)])
     component = reader.read_file(file.resolve(), SourceMap(str(file)).find(()), (), overrides)
     if component is not None and isinstance(component.spec, pipeline_models.PipelineComponent):
-        raise ValidationError(
-            [
-                Problem(
-                    "registering a pipeline component is not supported yet",
-                    "type",
-                    component.source_map.find(("type",)),
-                    "register its command components, and name the pipeline component's file from a pipeline",
-                )
-            ]
-        )
-    if component is not None:
+        _read_step_components(StepComponents(reader), component)
+    elif component is not None:
         position = lambda *key: component.source_map.find(tuple(key))  # noqa: E731
         spec = component.spec
         problems += reference_problems(spec.command, spec.inputs, spec.outputs, position)
@@ -133,6 +126,25 @@ def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...]
         overridden = lambda p: bool(p.position and p.position.source.startswith("--set"))  # noqa: E731
         raise ValidationError(sorted(in_file_order(problems), key=overridden))
     return component
+
+
+def _read_step_components(steps: StepComponents, component: LoadedComponent) -> None:
+    """The components a pipeline component's steps name, read (each file once), and those of the
+    pipeline components among them; what is wrong goes to the reader's problems."""
+    pending, seen = [component], {id(component)}
+    while pending:
+        current = pending.pop()
+        assert isinstance(current.spec, pipeline_models.PipelineComponent)
+        for name, raw in current.spec.jobs.items():
+            key = "trial" if raw.get("type") == "sweep" else "component"
+            found = steps.of(current.source_map, current.source, current.base_dir, name, raw, key)
+            if (
+                found is not None
+                and isinstance(found.spec, pipeline_models.PipelineComponent)
+                and id(found) not in seen
+            ):
+                seen.add(id(found))
+                pending.append(found)
 
 
 def load_component_data(data: Any, base_dir: Path, source: str) -> LoadedComponent:
