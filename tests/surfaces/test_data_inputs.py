@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -170,7 +171,15 @@ def test_data_asset_versions_and_output_registration(
         "1",
         "2",
     ]
-    assert json.loads(ok(run_cli("data", "show", "--name", "cifar", "--label", "latest")))["version"] == "2"
+    assert (
+        json.loads(ok(run_cli("data", "show", "--name", "cifar", "--label", "latest", "-o", "json")))["version"] == "2"
+    )
+    # For people by default: one FIELD VALUE line each, the time readable.
+    shown = ok(run_cli("data", "show", "--name", "cifar"))
+    assert shown.split("\n")[0].split() == ["FIELD", "VALUE"] and ["version", "2"] in [
+        r.split() for r in shown.split("\n")
+    ]
+    assert re.search(r"^created_at +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$", shown, re.M)
 
     job = write_job(
         """
@@ -185,7 +194,7 @@ def test_data_asset_versions_and_output_registration(
     )
     out = ok(run_cli("run", str(job)))
     assert "firstsecond" in out.replace("\n", "")
-    registered = json.loads(ok(run_cli("data", "show", "--name", "cifar-model")))
+    registered = json.loads(ok(run_cli("data", "show", "--name", "cifar-model", "-o", "json")))
     assert registered["version"] == "1" and registered["path"] == "azureml://jobs/uses_assets/outputs/model"
 
     reader = write_job(

@@ -19,11 +19,15 @@ def test_plan_and_validate_take_a_pipeline(run_cli) -> None:
     assert "=== step train: job pipeline.train" in plan.stdout and "[1/3] rank_3" in plan.stdout
     shown = json.loads(run_cli("plan", str(CHAIN), "-o", "json", "--set", "name=nightly").stdout)
     assert [step["job"] for step in shown["steps"]] == ["nightly.prepare", "nightly.train", "nightly.score"]
-    validated = run_cli("job", "validate", "-f", str(CHAIN))
+    validated = run_cli("job", "validate", "-f", str(CHAIN), "-o", "json")
     assert validated.returncode == 0, validated.stderr
     steps = json.loads(validated.stdout)["steps"]
     assert steps["train"]["depends_on"] == ["prepare"] and steps["train"]["compute"] == "local"
     assert steps["train"]["job"]["inputs"]["epochs"] == 3
+    # For people by default: what was checked, then every resolved key on a line of its own.
+    readable = run_cli("job", "validate", "-f", str(CHAIN))
+    assert readable.returncode == 0 and readable.stdout.startswith(f"{CHAIN}: a valid pipeline job\n")
+    assert ["steps.train.depends_on", "prepare"] in [line.split() for line in readable.stdout.splitlines()]
 
 
 def test_a_bad_pipeline_is_every_problem_at_once(run_cli) -> None:
@@ -60,8 +64,10 @@ def test_component_create_list_show_and_a_step_naming_it(run_cli, distrun_home, 
     bumped = run_cli("component", "create", "-f", str(folder / "train.yml"), "--set", "version=5", "-o", "json")
     assert bumped.returncode == 0 and json.loads(bumped.stdout)["version"] == "5", bumped.stderr
     assert [c["version"] for c in json.loads(run_cli("component", "list", "-o", "json").stdout)] == ["1", "5"]
-    shown = json.loads(run_cli("component", "show", "-n", "train", "-l", "latest").stdout)
+    shown = json.loads(run_cli("component", "show", "-n", "train", "-l", "latest", "-o", "json").stdout)
     assert "code: ./code" in shown["yaml"]
+    readable = run_cli("component", "show", "-n", "train").stdout  # its fields, then its YAML as written
+    assert ["version", "5"] in [line.split() for line in readable.splitlines()] and "\ncode: ./code\n" in readable
     pipeline = folder / "pipeline.yml"
     pipeline.write_text(pipeline.read_text().replace("component: ./train.yml", "component: azureml:train@latest"))
     plan = run_cli("plan", str(pipeline))

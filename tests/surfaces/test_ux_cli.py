@@ -154,7 +154,7 @@ def test_job_validate_checks_the_compute_target_as_run_does(run_cli, write_job):
     assert validated.returncode == ran.returncode == 2
     assert "unknown compute target '< your compute name >'; known targets: local" in validated.stderr
     assert validated.stderr == ran.stderr and "Traceback" not in validated.stderr
-    fixed = run_cli("job", "validate", "-f", str(job), "--compute", "local")
+    fixed = run_cli("job", "validate", "-f", str(job), "--compute", "local", "-o", "json")
     assert fixed.returncode == 0, fixed.stderr
     # The job as written; --compute only picks the target.
     assert json.loads(fixed.stdout)["compute"] == "< your compute name >"
@@ -347,7 +347,11 @@ def test_job_archive_hides_and_job_delete_reclaims_an_ended_job(run_cli, write_j
         refused = run_cli("job", "delete", "still_running")
         assert refused.returncode == 2 and "has not ended" in refused.stderr and "job cancel" in refused.stderr
         assert (distrun_home / "jobs" / "still_running").is_dir()
-        deleted = run_cli("job", "delete", "old_one")
+        # A destructive verb never picks the newest job by itself, and says why.
+        unnamed = run_cli("job", "delete")
+        assert unnamed.returncode == 2 and "never picks the newest job by itself" in unnamed.stderr
+        assert "distrun job delete NAME... (or -n NAME" in unnamed.stderr
+        deleted = run_cli("job", "delete", "-n", "old_one")
         assert deleted.returncode == 0, deleted.stderr
         assert deleted.stdout.splitlines() == ["deleted old_one", "1 job deleted, 0.3 MB freed"]
         assert not (distrun_home / "jobs" / "old_one").exists()

@@ -77,7 +77,7 @@ def component_list(name: str | None, output: str) -> None:
 @click.option("--name", "-n", required=True, help="The component's name.")
 @click.option("--version", "-v", default=None, help="This version (default: the latest).")
 @click.option("--label", "-l", default=None, help="latest: the highest version.")
-@output_option(default="json", what="the version and its YAML")
+@output_option(what="the version and its YAML")
 def component_show(name: str, version: str | None, label: str | None, output: str) -> None:
     """One version of a component (default: the latest): where it is, and its YAML."""
     from distrun.core.safe_files import read_text
@@ -85,4 +85,5 @@ def component_show(name: str, version: str | None, label: str | None, output: st
 
     component = get_component(_home(), name, version, label)
     shown = {**component.to_dict(), "yaml": read_text(component.file, 1 << 20, root=_home())}
-    emit(shown, output, lambda: fields_table(shown))
+    fields = {key: value for key, value in shown.items() if key != "yaml"}
+    emit(shown, output, lambda: fields_table(fields) + "\n\n" + shown["yaml"].rstrip("\n"))

@@ -10,7 +10,7 @@ import click
 
 from distrun.cli.output import emit, output_option
 from distrun.cli.shown import echo
-from distrun.cli.tables import fields_table, records_table
+from distrun.cli.tables import fields_table, flat_fields, records_table
 from distrun.core.errors import DistrunError
 from distrun.core.user_paths import current_folder
 
@@ -59,7 +59,7 @@ def env_list(output: str) -> None:
 
 @env_group.command("show")
 @click.argument("key")
-@output_option(default="json", what="the environment")
+@output_option(what="the environment")
 def env_show(key: str, output: str) -> None:
     """One cached environment (by key or key prefix) or named environment."""
     from distrun.environments.named import read_named
@@ -67,7 +67,7 @@ def env_show(key: str, output: str) -> None:
 
     named = read_named(_home() / "config.yaml")
     shown = {"name": key, **named[key].body} if key in named else show_environment(_home(), key)
-    emit(shown, output, lambda: fields_table(shown))
+    emit(shown, output, lambda: fields_table(flat_fields(shown)))
 
 
 @env_group.command("prune")
@@ -91,7 +91,7 @@ def env_prune(unused_days: float | None, everything: bool) -> None:
 )
 @click.option("--python", "python", default=None, help="An existing interpreter's path, or a version such as 3.11.")
 @click.option("--image", default=None, help="An image, for backends that run images.")
-@output_option(default="json", what="the named environment")
+@output_option(what="the named environment")
 def env_create(
     name: str | None, file: str | None, conda_file: str | None, python: str | None, image: str | None, output: str
 ) -> None:
@@ -109,7 +109,7 @@ def env_create(
     body = environment_body(base_dir=current_folder(), **given)
     register_environment(_home() / "config.yaml", name, version, body)
     shown = {"name": name, **body}
-    emit(shown, output, lambda: fields_table(shown))
+    emit(shown, output, lambda: fields_table(flat_fields(shown)))
 
 
 def _environment_file(file: Path) -> tuple[dict[str, Any], str | None, str | None]:
@@ -208,7 +208,7 @@ def data_list(name: str | None, output: str) -> None:
 @click.option("--name", "-n", required=True, help="The asset's name.")
 @click.option("--version", "-v", default=None, help="This version (default: the latest).")
 @click.option("--label", "-l", default=None, help="latest: the highest version.")
-@output_option(default="json", what="the asset")
+@output_option(what="the asset")
 def data_show(name: str, version: str | None, label: str | None, output: str) -> None:
     """One version of a data asset (default: the latest)."""
     from distrun.data.assets import get_asset
@@ -225,7 +225,7 @@ def data_mirror() -> None:
 @data_mirror.command("add")
 @click.argument("prefix")
 @click.argument("folder")
-@output_option(default="json", what="the mirror")
+@output_option(what="the mirror")
 def data_mirror_add(prefix: str, folder: str, output: str) -> None:
     """Map PREFIX (https://..., wasbs://...) to FOLDER (a folder or azureml://datastores/... URI)."""
     from distrun.data.mirrors import add_mirror

@@ -295,16 +295,17 @@ def job_create(file: str, stream: bool, **options: Any) -> None:
 @click.option("--file", "-f", "file", required=True, type=click.Path(dir_okay=False), help="The job YAML.")
 @_set_option
 @_compute_option
-@output_option(default="json", what="the resolved job")
+@output_option(what="the resolved job")
 def job_validate(file: str, overrides: tuple[str, ...], compute: str | None, output: str) -> None:
     """Check a job or pipeline file and its compute targets as `run` would; prints the resolved job
     (a pipeline: each step's job), or every problem."""
-    from distrun.cli.tables import fields_table
+    from distrun.cli.tables import fields_table, flat_fields
     from distrun.runner.job_kinds import row_of_document
 
     loaded = _load_document(file, overrides, compute)
-    checked = row_of_document(loaded).validate(loaded, _layout(), compute)
-    emit(checked, output, lambda: fields_table(checked))
+    row = row_of_document(loaded)
+    checked = row.validate(loaded, _layout(), compute)
+    emit(checked, output, lambda: f"{file}: a valid {row.kind.value} job\n\n" + fields_table(flat_fields(checked)))
 
 
 def _name_arg(func: Any) -> Any:
@@ -525,10 +526,16 @@ def job_stacks(name: str | None, name_opt: str | None, native: bool, output: str
 @_name_arg
 @click.option("--restore", is_flag=True, help="List it again: undo an archive.")
 def job_archive(name: str | None, name_opt: str | None, restore: bool) -> None:
-    """Archive a job (the newest without a name): `job list` leaves it out unless --include-archived;
-    it stays whole, every verb still reaches it by name (as Azure ML's archive)."""
+    """Archive a job (the newest without a name, as the other job verbs: an archive is undone with
+    --restore): `job list` leaves it out unless --include-archived; it stays whole, every verb still
+    reaches it by name (as Azure ML's archive). --restore takes the job's name."""
     from distrun.store.index import JobIndex
 
+    if restore and not (name or name_opt):
+        raise DistrunError(
+            "give the archived job to restore: NAME or -n NAME",
+            "`distrun job list --include-archived` shows the archived jobs",
+        )
     chosen = _job_name(name, name_opt)
     if not JobIndex(_layout().db_path).archive(chosen, archived=not restore):
         raise DistrunError(f"no job named {chosen!r}", "`distrun job list --include-archived` shows the jobs there are")
@@ -536,7 +543,15 @@ def job_archive(name: str | None, name_opt: str | None, restore: bool) -> None:
 
 
 @job.command("delete")
-@click.argument("names", nargs=-1)
+@click.argument("names", nargs=-1, shell_complete=_complete_job_names)
+@click.option(
+    "--name",
+    "-n",
+    "name_opts",
+    multiple=True,
+    help="A job to delete (as NAME; may be given again). Never the newest by default.",
+    shell_complete=_complete_job_names,
+)
 @click.option(
     "--older-than",
     type=click.FloatRange(min=0),
@@ -544,16 +559,24 @@ def job_archive(name: str | None, name_opt: str | None, restore: bool) -> None:
     metavar="DAYS",
     help="Every ended job created more than DAYS days ago (archived ones too).",
 )
-def job_delete(names: tuple[str, ...], older_than: float | None) -> None:
+def job_delete(names: tuple[str, ...], name_opts: tuple[str, ...], older_than: float | None) -> None:
     """Delete ended jobs, each one's record and folder (a pipeline's or sweep's: its steps' or
     trials' jobs too), to reclaim their space; a job that has not ended is refused. Give the
-    names, or --older-than DAYS."""
+    names (NAME... or -n NAME), or --older-than DAYS. Unlike the other job verbs, delete never
+    picks the newest job by itself: what it removes cannot be brought back (`job archive`, which
+    can be undone, does)."""
     from distrun.runner.jobs import get_job, list_jobs
     from distrun.store.index import JobFilter
     from distrun.store.job_removal import delete_job
 
+    names = (*names, *name_opts)
     if not names and older_than is None:
-        raise DistrunError("give the jobs to delete", "distrun job delete NAME..., or --older-than DAYS")
+        raise DistrunError(
+            "job delete needs the jobs' names: it removes their records and files for good, so it never "
+            "picks the newest job by itself as the other job verbs do",
+            "distrun job delete NAME... (or -n NAME; `distrun job list` shows the names), or --older-than DAYS; "
+            "`distrun job archive` hides a job and can be undone",
+        )
     layout = _layout()
     if older_than is None:
         records = [get_job(layout, _job_name(name, None)) for name in names]

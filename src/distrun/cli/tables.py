@@ -96,6 +96,22 @@ def records_table(
     return table(heads, rows, keep=[k.upper() for k in keep], fit=False)
 
 
+def flat_fields(item: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested record as one level, for `fields_table`: a mapping's keys as dotted paths
+    (`steps.train.job.command`), a list of plain values as `a, b`; empty values left out."""
+    flat: dict[str, Any] = {}
+    for key, value in item.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flat_fields(value, f"{path}."))
+        elif isinstance(value, (list, tuple)) and all(not isinstance(v, (Mapping, list, tuple)) for v in value):
+            if value:
+                flat[path] = ", ".join(str(v) for v in value)
+        elif value is not None and value != "":
+            flat[path] = value
+    return flat
+
+
 def fields_table(item: Mapping[str, Any]) -> str:
     """One record (a plain dict) as `KEY  VALUE` lines; a `created_at` epoch time as a date and time."""
     rows = []
