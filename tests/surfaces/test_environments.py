@@ -118,8 +118,10 @@ def test_conda_file_job_runs_in_its_built_environment_and_second_job_reuses_it(
     assert [e["key"] for e in json.loads(listed.stdout)["built"]] == [env.name]
     shown = run_cli("env", "show", env.name[:8], "-o", "json")
     assert json.loads(shown.stdout)["python"] == f"{sys.version_info.major}.{sys.version_info.minor}"
-    readable = run_cli("env", "show", env.name[:8]).stdout  # for people by default
-    assert ["python", f"{sys.version_info.major}.{sys.version_info.minor}"] in [r.split() for r in readable.splitlines()]
+    readable = run_cli("environment", "show", env.name[:8]).stdout  # as `az ml`; for people by default
+    assert ["python", f"{sys.version_info.major}.{sys.version_info.minor}"] in [
+        r.split() for r in readable.splitlines()
+    ]
     pruned = run_cli("env", "prune", "--all")
     assert pruned.returncode == 0 and f"removed {env.name}" in pruned.stdout
     assert built(distrun_home) == []

@@ -828,6 +828,8 @@ def _register_envdata() -> None:
     from distrun.cli.envdata import data_group, env_group
 
     cli.add_command(env_group)
+    # `az ml environment ...` spelled as Azure ML does: the same verbs, not listed twice in --help.
+    cli.add_command(click.Group("environment", commands=env_group.commands, help=env_group.help, hidden=True))
     cli.add_command(data_group)
     cli.add_command(component_group)
 
