@@ -19,6 +19,7 @@ NOT_SHOWING = {
     "job download",
     "ui",
     "env prune",
+    "environment prune",  # `env prune` under Azure ML's name
     "job archive",
     "job delete",
     "compute delete",
