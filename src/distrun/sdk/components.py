@@ -229,7 +229,7 @@ class ComponentNode:
 
 
 def load_component(source: Any = None, **kwargs: Any) -> Component:
-    """A command component file, checked as `distrun component create` checks one
+    """A command or pipeline component file, checked as `distrun component create` checks one
     (`params_override=[{"version": "2"}]` applied as `--set`)."""
     from distrun.loading.pipeline_loader import load_component_file
 
