@@ -4,7 +4,10 @@
     azureml://datastores/<ds>/paths/<p>            the datastore's folder / <p> (also the long
                                                    azureml://subscriptions/.../workspaces/.../datastores/... form)
     azureml://jobs/<job>/outputs/<name>            a finished job's named output
-    azureml:<name>:<version>, azureml:<name>@latest  a data asset (distrun data create)
+    azureml:<name>:<version>, azureml:<name>@latest  a data asset (distrun data create); for an
+                                                   input of a model type, a registered model
+                                                   (distrun model create), as is
+    azureml://registries/<reg>/models/<name>/versions/<v>   (an error: no registry is local)
     http(s)://...                                  downloaded into the cache when the job starts
     s3://, gs://, wasbs://, abfss://, ...           fetched through fsspec and its plugin
     a URL under a prefix of config.yaml's url_mirrors  its local copy (distrun.data.mirrors)
@@ -60,8 +63,18 @@ class Location:
         return "local path"
 
 
-def input_location(text: str, base_dir: Path, home: Path, depth: int = 0) -> Location:
-    """Where an input's data is; a reference that cannot resolve raises DistrunError with a fix."""
+MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
+
+
+def input_location(text: str, base_dir: Path, home: Path, depth: int = 0, kind: str = "uri_folder") -> Location:
+    """Where an input's data is; a reference that cannot resolve raises DistrunError with a fix.
+    `kind`: the input's type (a model type reads `azureml:` references as registered models)."""
+    if kind in MODEL_TYPES:
+        from distrun.data.model_versions import is_model_reference, model_by_reference
+
+        if is_model_reference(text):
+            model = model_by_reference(home, text)
+            return Location(model.path, origin=text)
     match = _DATASTORE.match(text)
     if match:
         from distrun.data.datastores import datastore_path

@@ -1,0 +1,194 @@
+"""Registered models (`distrun model ...`): one DISTRUN_HOME and one MLflow store for the module,
+with MLflow on for the model verbs (their versions are also versions of MLflow's registry)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from support.cli import distrun_cli
+
+MLFLOW_ON = {"DISTRUN_MLFLOW": "1"}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models") / "home"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("work")
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+def failed(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def test_cli_registers_versions_from_a_folder_and_a_model_file_and_mlflow_sees_them(home: Path, work: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return distrun_cli(home, *args, cwd=work, env=MLFLOW_ON)
+
+    write(work / "mlmodel" / "MLmodel", "flavors:\n  python_function: {loader_module: mlflow.sklearn}\n")
+    write(work / "mlmodel" / "model.pkl", "weights v1\n")
+    write(work / "plain" / "weights.bin", "plain\n")
+    model_file = write(
+        work / "model.yml",
+        """
+        $schema: https://azuremlschemas.azureedge.net/latest/model.schema.json
+        name: iris
+        type: mlflow_model
+        path: ./mlmodel
+        description: an iris classifier
+        tags: {stage: dev}
+        properties: {accuracy: "0.9"}
+        """,
+    )
+    first = json.loads(ok(cli("model", "create", "-f", str(model_file), "-o", "json")))
+    assert (first["name"], first["version"], first["type"]) == ("iris", "1", "mlflow_model")
+    assert first["tags"] == {"stage": "dev"} and first["properties"] == {"accuracy": "0.9"}
+    assert first["id"] == "azureml:iris:1" and first["mlflow_version"] == 1
+    # A later change of the folder changes nothing registered.
+    (work / "mlmodel" / "model.pkl").write_text("weights v2\n")
+    assert (Path(first["path"]) / "model.pkl").read_text() == "weights v1\n"
+
+    second = json.loads(
+        ok(
+            cli(
+                "model",
+                "create",
+                "-n",
+                "iris",
+                "--path",
+                "mlmodel",
+                "-v",
+                "2.0-rc",
+                "-t",
+                "mlflow_model",
+                "--tags",
+                "a=1 b=2",
+            )
+        )
+    )
+    assert second["version"] == "2.0-rc" and second["tags"] == {"a": "1", "b": "2"}
+    taken = failed(cli("model", "create", "-n", "iris", "--path", "mlmodel", "-v", "2.0-rc"))
+    assert "already has version 2.0-rc" in taken
+    not_mlflow = failed(cli("model", "create", "-n", "iris", "--path", "plain", "-t", "mlflow_model"))
+    assert "no MLmodel file" in not_mlflow and "hint:" in not_mlflow
+    bad = write(work / "bad.yml", "name: iris\npath: ./plain\ntyep: custom_model\n")
+    problem = failed(cli("model", "create", "-f", str(bad)))
+    assert f"{bad}:3:1" in problem and "tyep" in problem and "hint:" in problem
+    plain = json.loads(ok(cli("model", "create", "-n", "plain", "--path", "plain/weights.bin", "-o", "json")))
+    assert plain["version"] == "1" and Path(plain["path"]).name == "weights.bin"
+
+    assert json.loads(ok(cli("model", "show", "-n", "azureml:iris@latest")))["version"] == "2.0-rc"
+    shown = json.loads(ok(cli("model", "show", "-n", "iris", "-v", "1")))
+    assert sorted(shown["files"]) == ["MLmodel", "model.pkl"]
+    listed = json.loads(ok(cli("model", "list", "-o", "json")))
+    assert [(m["name"], m["version"]) for m in listed] == [("iris", "1"), ("iris", "2.0-rc"), ("plain", "1")]
+    assert "iris" in ok(cli("model", "list", "-n", "iris"))  # the table
+
+    ok(cli("model", "archive", "-n", "azureml:iris:2.0-rc"))
+    assert json.loads(ok(cli("model", "show", "-n", "iris", "-l", "latest")))["version"] == "1"
+    assert [m["version"] for m in json.loads(ok(cli("model", "list", "-n", "iris", "-o", "json")))] == ["1"]
+    stages = _mlflow_versions(home)
+    assert stages[("iris", "2.0-rc")] == "Archived" and stages[("iris", "1")] == "None"
+    ok(cli("model", "restore", "-n", "iris", "-v", "2.0-rc"))
+    assert _mlflow_versions(home)[("iris", "2.0-rc")] == "None"
+
+    ok(cli("model", "download", "-n", "azureml:iris:1", "-p", str(work / "dl")))
+    assert (work / "dl" / "iris" / "model.pkl").read_text() == "weights v1\n"
+    assert (work / "dl" / "iris" / "MLmodel").is_file()
+
+
+def _mlflow_versions(home: Path) -> dict[tuple[str, str], str]:
+    """(name, distrun version) -> stage, as MLflow's own client reads its registry."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{home / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    found = {}
+    for registered in client.search_registered_models():
+        for version in client.search_model_versions(f"name='{registered.name}'"):
+            assert Path(version.source).is_dir() or Path(version.source).is_file()
+            found[(version.name, version.tags["distrun.version"])] = version.current_stage
+    return found
+
+
+def test_a_jobs_output_registers_shows_on_the_job_and_feeds_a_two_node_job(home: Path, work: Path) -> None:
+    def cli(*args: str, mlflow: bool = False) -> subprocess.CompletedProcess[str]:
+        return distrun_cli(home, *args, cwd=work, env=MLFLOW_ON if mlflow else None)
+
+    train = write(
+        work / "train.yml",
+        """
+        command: >-
+          echo "flavors: {}" > ${{outputs.model}}/MLmodel && echo trained > ${{outputs.model}}/weights
+        outputs:
+          model: {type: mlflow_model}
+        """,
+    )
+    ok(cli("run", str(train), "--name", "train_1"))
+    made = json.loads(
+        ok(
+            cli(
+                "model",
+                "create",
+                "-n",
+                "trained",
+                "-p",
+                "azureml://jobs/train_1/outputs/model",
+                "-t",
+                "mlflow_model",
+                mlflow=True,
+            )
+        )
+    )
+    assert made["job"] == "train_1"
+    shown = ok(cli("job", "show", "train_1"))
+    assert "Registered as models:" in shown and "azureml:trained:1 from azureml://jobs/train_1/outputs/model" in shown
+    assert (
+        json.loads(ok(cli("job", "show", "train_1", "-o", "json")))["registered_models"][0]["id"] == "azureml:trained:1"
+    )
+
+    use = write(
+        work / "use.yml",
+        """
+        command: cat ${{inputs.model}}/weights
+        inputs:
+          model: {type: mlflow_model, path: azureml:trained@latest}
+        resources: {instance_count: 2}
+        """,
+    )
+    plan = ok(cli("plan", str(use)))
+    assert f"input model: azureml:trained@latest -> {made['path']}" in plan
+    ran = ok(cli("run", str(use), "--name", "use_1"))
+    assert ran.count("trained") >= 2  # both nodes read it
+    registry = write(
+        work / "registry.yml",
+        """
+        command: ls ${{inputs.model}}
+        inputs:
+          model: {type: custom_model, path: azureml://registries/azureml/models/iris/versions/1}
+        """,
+    )
+    problem = failed(cli("run", str(registry)))
+    assert "registry 'azureml', which is not on this machine" in problem and "registry.yml:3:" in problem
