@@ -133,10 +133,9 @@ def _mlflow_versions(home: Path) -> dict[tuple[str, str], str]:
     return found
 
 
-def test_a_jobs_output_registers_shows_on_the_job_and_feeds_a_two_node_job(home: Path, work: Path) -> None:
-    def cli(*args: str, mlflow: bool = False) -> subprocess.CompletedProcess[str]:
-        return distrun_cli(home, *args, cwd=work, env=MLFLOW_ON if mlflow else None)
-
+@pytest.fixture(scope="module")
+def trained(home: Path, work: Path) -> str:
+    """A completed job whose output `model` is an MLflow model folder."""
     train = write(
         work / "train.yml",
         """
@@ -146,7 +145,16 @@ def test_a_jobs_output_registers_shows_on_the_job_and_feeds_a_two_node_job(home:
           model: {type: mlflow_model}
         """,
     )
-    ok(cli("run", str(train), "--name", "train_1"))
+    ok(distrun_cli(home, "run", str(train), "--name", "train_1", cwd=work))
+    return "train_1"
+
+
+def test_a_jobs_output_registers_shows_on_the_job_and_feeds_a_two_node_job(
+    home: Path, work: Path, trained: str
+) -> None:
+    def cli(*args: str, mlflow: bool = False) -> subprocess.CompletedProcess[str]:
+        return distrun_cli(home, *args, cwd=work, env=MLFLOW_ON if mlflow else None)
+
     made = json.loads(
         ok(
             cli(
@@ -192,3 +200,36 @@ def test_a_jobs_output_registers_shows_on_the_job_and_feeds_a_two_node_job(home:
     )
     problem = failed(cli("run", str(registry)))
     assert "registry 'azureml', which is not on this machine" in problem and "registry.yml:3:" in problem
+
+
+def test_sdk_registers_a_jobs_output_object_and_reads_gets_lists_downloads_archives(
+    home: Path, work: Path, trained: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distrun import MLClient
+    from distrun.entities import Model
+
+    monkeypatch.setenv("DISTRUN_MLFLOW", "1")
+    monkeypatch.chdir(work)
+    ml_client = MLClient(home=home)
+    job = ml_client.jobs.get(trained)
+    made = ml_client.models.create_or_update(
+        Model(name="sdk-model", path=job.outputs.model, type="mlflow_model", tags={"by": "sdk"}, properties={"p": 1})
+    )
+    assert (made.name, made.version, made.type, made.id) == ("sdk-model", "1", "mlflow_model", "azureml:sdk-model:1")
+    assert made.tags == {"by": "sdk"} and made.properties == {"p": "1"}
+    assert (Path(made.path) / "weights").read_text() == "trained\n"
+    again = ml_client.models.create_or_update(
+        Model(name="sdk-model", path=f"azureml://jobs/{trained}/outputs/model", version="best")
+    )
+    assert again.version == "best" and again.type == "custom_model"
+    assert ml_client.models.get("sdk-model", label="latest").version == "best"
+    assert ml_client.models.get("sdk-model", version=1).path == made.path
+    assert [m.version for m in ml_client.models.list("sdk-model")] == ["1", "best"]
+    ml_client.models.archive("sdk-model", version="best")
+    assert ml_client.models.get("sdk-model", label="latest").version == "1"
+    assert [m.version for m in ml_client.models.list("sdk-model", archived_only=True)] == ["best"]
+    ml_client.models.restore("sdk-model", version="best")
+    ml_client.models.download("sdk-model", version="1", download_path=work / "sdk-dl")
+    assert (work / "sdk-dl" / "sdk-model" / "weights").read_text() == "trained\n"
+    with pytest.raises(Exception, match="no version 'nope'"):
+        ml_client.models.get("sdk-model", version="nope")

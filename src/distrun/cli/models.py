@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -139,18 +137,10 @@ def model_show(name: str, version: str | None, label: str | None, output: str) -
 @click.option("--download-path", "-p", "dest", default=".", help="Where to put NAME/ with the files (default: here).")
 def model_download(name: str, version: str | None, label: str | None, dest: str) -> None:
     """Copy a version's files to DOWNLOAD_PATH/NAME/ (as `az ml model download`)."""
+    from distrun.data.model_assets import download_model
+
     model = _chosen(name, version, label)
-    target = Path(dest) / model.name
-    if (target.is_dir() and any(target.iterdir())) or (target.exists() and not target.is_dir()):
-        raise DistrunError(f"{target} already exists and is not empty", "download into another folder with -p")
-    try:
-        shutil.copytree(model.folder / "files", target, copy_function=_copy_writable, dirs_exist_ok=True)
-        for folder, _dirs, _files in os.walk(target):
-            os.chmod(folder, 0o755)
-    except OSError as exc:
-        raise DistrunError(
-            f"cannot write {exc.filename or target}: {exc.strerror or exc}", "choose another -p"
-        ) from None
+    target = download_model(model, Path(dest))
     echo(f"downloaded {model.name}:{model.version} to {target}")
 
 
@@ -200,8 +190,3 @@ def _files_of(top: Path, limit: int = 200) -> list[str]:
             if len(found) >= limit:
                 return sorted(found)
     return sorted(found)
-
-
-def _copy_writable(source: str, target: str) -> None:
-    shutil.copyfile(source, target)
-    os.chmod(target, stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)

@@ -122,6 +122,27 @@ def set_archived(home: Path, name: str, version: str, archived: bool) -> ModelVe
     return get_model(home, name, version)
 
 
+def download_model(model: ModelVersion, dest: Path) -> Path:
+    """Copy a version's files to DEST/NAME/ (as `az ml model download`), writable; that folder."""
+    target = dest / model.name
+    if (target.is_dir() and any(target.iterdir())) or (target.exists() and not target.is_dir()):
+        raise DistrunError(f"{target} already exists and is not empty", "download into another folder")
+    try:
+        shutil.copytree(model.folder / FILES, target, copy_function=_copy_writable, dirs_exist_ok=True)
+        for folder, _dirs, _files in os.walk(target):
+            os.chmod(folder, 0o755)
+    except OSError as exc:
+        raise DistrunError(
+            f"cannot write {exc.filename or target}: {exc.strerror or exc}", "choose another folder"
+        ) from None
+    return target
+
+
+def _copy_writable(source: str, target: str) -> None:
+    shutil.copyfile(source, target)
+    os.chmod(target, 0o644)
+
+
 def _mlflow_version(home: Path, record: ModelVersion, staging: Path) -> int | None:
     """The version's number in MLflow's registry (None where mlflow is not installed)."""
     from distrun.metrics import model_registry
