@@ -367,8 +367,10 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
 
 def _registered_models(job_name: str) -> list[dict[str, str]]:
     """The model versions registered from this job's outputs or MLflow run (`distrun model create`)."""
+    from distrun.data.model_store import adopt_registered
     from distrun.data.model_versions import models_of_job
 
+    adopt_registered(_layout().home)
     return [{"id": m.id, "source": m.source} for m in models_of_job(_layout().home, job_name)]
 
 

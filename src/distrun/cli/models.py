@@ -21,9 +21,13 @@ _NO_MODELS = "No models yet: register one with `distrun model create --name NAME
 
 
 def _home() -> Path:
+    """DISTRUN_HOME, with the versions jobs registered in MLflow's registry taken in."""
+    from distrun.data.model_store import adopt_registered
     from distrun.store.layout import distrun_home
 
-    return distrun_home()
+    home = distrun_home()
+    adopt_registered(home)
+    return home
 
 
 def _version_options(command: Any) -> Any:

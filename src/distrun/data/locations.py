@@ -73,6 +73,9 @@ def input_location(text: str, base_dir: Path, home: Path, depth: int = 0, kind: 
         from distrun.data.model_versions import is_model_reference, model_by_reference
 
         if is_model_reference(text):
+            from distrun.data.model_store import adopt_registered
+
+            adopt_registered(home)  # a version a job registered with mlflow.register_model
             model = model_by_reference(home, text)
             return Location(model.path, origin=text)
     match = _DATASTORE.match(text)

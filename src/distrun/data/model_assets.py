@@ -18,19 +18,15 @@ version that is not archived.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
-import uuid
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from distrun.core.errors import DistrunError
-from distrun.core.file_modes import make_dirs, make_home
-from distrun.data.model_files import CopyReport, copy_from_job, copy_from_user, make_read_only, make_writable
+from distrun.data.model_files import CopyReport, copy_from_job, copy_from_user
 from distrun.data.model_sources import model_source
+from distrun.data.model_store import discard, new_staging, place_version, taken
 from distrun.data.model_versions import (
     ARCHIVED,
     FILES,
@@ -40,7 +36,6 @@ from distrun.data.model_versions import (
     RECORD,
     ModelVersion,
     get_model,
-    list_models,
     models_dir,
 )
 
@@ -62,14 +57,11 @@ def create_model(
     if version is not None:
         _check_name(version, "version")
         if (models_dir(home) / name / version / RECORD).exists():
-            raise _taken(name, version)
+            raise taken(name, version)
     if type not in MODEL_TYPES:
         raise DistrunError(f"model type {type!r} is not known", f"use one of {', '.join(MODEL_TYPES)}")
     source = model_source(path, cwd or Path.cwd(), home)
-    make_home(home)
-    make_dirs(models_dir(home) / name)
-    staging = models_dir(home) / name / f".new-{uuid.uuid4().hex}"
-    staging.mkdir(mode=0o700)
+    staging = new_staging(home, name)
     number = None
     try:
         single = not source.path.is_dir()
@@ -87,23 +79,9 @@ def create_model(
             source.job, source.run_id, time.time(), None, source.path.name if single else None,
         )  # fmt: skip
         number = _mlflow_version(home, record, staging)
-        chosen = version or (str(number) if number is not None else _next_version(home, name))
-        if number is not None and chosen != version and (models_dir(home) / name / chosen).exists():
-            chosen = _next_version(home, name)  # the store has numbers MLflow's registry does not
-        record = _with(record, version=chosen, mlflow_version=number)
-        _write_record(staging, record)
-        make_read_only(staging / FILES)
-        try:
-            os.rename(staging, models_dir(home) / name / chosen)
-        except OSError:
-            raise _taken(name, chosen) from None
+        chosen = place_version(home, staging, record, version, number)
     except BaseException:
-        if number is not None:
-            from distrun.metrics.model_registry import remove_version
-
-            remove_version(home, name, number)
-        make_writable(staging)
-        shutil.rmtree(staging, ignore_errors=True)
+        discard(home, staging, name, number)
         raise
     return get_model(home, name, chosen), report
 
@@ -158,23 +136,6 @@ def _mlflow_version(home: Path, record: ModelVersion, staging: Path) -> int | No
         return None
 
 
-def _write_record(staging: Path, record: ModelVersion) -> None:
-    """model.json; and MLflow's row pointed at the version's own folder, now that it has a name."""
-    data = {k: v for k, v in asdict(record).items() if k not in ("folder", "archived")}
-    (staging / RECORD).write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.chmod(staging / RECORD, 0o444)
-    if record.mlflow_version is not None:
-        from distrun.metrics import model_registry
-
-        final = staging.parent / record.version / FILES
-        where = final / record.file if record.file else final
-        model_registry.finish_version(home_of(staging), record.name, record.mlflow_version, str(where), record.version)
-
-
-def home_of(staging: Path) -> Path:
-    return staging.parent.parent.parent  # $DISTRUN_HOME/models/<name>/<folder>
-
-
 def _check_files(report: CopyReport, type: str, target: Path, path: str) -> None:
     if report.files == 0:
         why = f" ({'; '.join(report.left_out)})" if report.left_out else ""
@@ -184,24 +145,6 @@ def _check_files(report: CopyReport, type: str, target: Path, path: str) -> None
             f"type mlflow_model but {path} has no MLmodel file at its top: it is not an MLflow model folder",
             "give the folder mlflow.<flavor>.save_model wrote, or use --type custom_model",
         )
-
-
-def _with(record: ModelVersion, **changes: Any) -> ModelVersion:
-    from dataclasses import replace
-
-    return replace(record, **changes)
-
-
-def _taken(name: str, version: str) -> DistrunError:
-    return DistrunError(
-        f"model {name} already has version {version}",
-        "versions never change: give a new --version (or none for the next number)",
-    )
-
-
-def _next_version(home: Path, name: str) -> str:
-    numbers = [int(m.version) for m in list_models(home, name, archived=True) if m.version.isdigit()]
-    return str(max(numbers, default=0) + 1)
 
 
 def _check_name(text: str, what: str) -> None:

@@ -69,7 +69,7 @@ def _beneath_jobs(path: Path, home: Path, job: str) -> ModelSource:
 
 
 def _run_source(text: str, home: Path) -> ModelSource:
-    from distrun.metrics.sqlite_store import artifact_folder
+    from distrun.metrics.sqlite_store import artifact_folder, run_job_name
 
     run_id, _, inner = text[len(RUNS_PREFIX) :].lstrip("/").partition("/")
     store = home / "mlflow.db"
@@ -82,15 +82,4 @@ def _run_source(text: str, home: Path) -> ModelSource:
     parts = [p for p in inner.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise DistrunError(f"{text}: '..' leaves the run's artifacts", "give a path inside the run's artifacts")
-    return ModelSource(folder, "/".join(parts), True, _run_job(store, run_id), run_id)
-
-
-def _run_job(store: Path, run_id: str) -> str | None:
-    """The distrun job whose run this is (its `distrun.job_name` tag)."""
-    from distrun.metrics.sqlite_store import _connect
-
-    with _connect(store) as conn:
-        row = conn.execute(
-            "SELECT value FROM tags WHERE run_uuid = ? AND key = 'distrun.job_name'", (run_id,)
-        ).fetchone()
-    return str(row[0]) if row else None
+    return ModelSource(folder, "/".join(parts), True, run_job_name(store, run_id), run_id)

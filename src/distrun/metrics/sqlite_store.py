@@ -138,6 +138,15 @@ def artifact_folder(path: Path, run_id: str) -> Path | None:
     return Path(uri) if uri.startswith("/") else None
 
 
+def run_job_name(path: Path, run_id: str) -> str | None:
+    """The distrun job whose run this is (the run's `distrun.job_name` tag)."""
+    with _connect(path) as conn:
+        row = conn.execute(
+            "SELECT value FROM tags WHERE run_uuid = ? AND key = 'distrun.job_name'", (run_id,)
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
 def close_run(path: Path, run_id: str, status: str) -> None:
     """Set the run's final status (FINISHED / FAILED / KILLED), in one transaction."""
     with _connect(path) as conn:

@@ -90,7 +90,12 @@ class ModelOperations:
 
     @property
     def _home(self) -> Path:
-        return self._client.layout.home
+        """DISTRUN_HOME, with the versions jobs registered in MLflow's registry taken in."""
+        from distrun.data.model_store import adopt_registered
+
+        home = self._client.layout.home
+        adopt_registered(home)
+        return home
 
     def create_or_update(self, model: Model, **kwargs: Any) -> Model:
         """Register a version (the next number when `version` is None), its files copied in."""
