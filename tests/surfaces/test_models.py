@@ -233,3 +233,20 @@ def test_sdk_registers_a_jobs_output_object_and_reads_gets_lists_downloads_archi
     assert (work / "sdk-dl" / "sdk-model" / "weights").read_text() == "trained\n"
     with pytest.raises(Exception, match="no version 'nope'"):
         ml_client.models.get("sdk-model", version="nope")
+
+
+def test_web_ui_models_page_lists_versions_with_their_job_and_files(home: Path, trained: str) -> None:
+    from starlette.testclient import TestClient  # the ui extra, installed by scripts/deps/60-ui.sh
+
+    from distrun.store.layout import Layout
+    from distrun.ui.app import UiSettings, create_app
+
+    ok(distrun_cli(home, "model", "create", "-n", "ui-model", "-p", f"azureml://jobs/{trained}/outputs/model"))
+    app = create_app(UiSettings(layout=Layout(home), token="t0ken"))
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+        assert 'href="/models"' in client.get("/", params={"token": "t0ken"}).text
+        page = client.get("/models").text
+    section = page[page.index('data-model="ui-model"') :]
+    assert '<tr class="model-version" data-version="1" data-archived="no">' in section
+    assert f'<a href="/jobs/{trained}">{trained}</a>' in section
+    assert "<code>MLmodel</code>, <code>weights</code>" in section and "custom_model" in section
