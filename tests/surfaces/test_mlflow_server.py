@@ -83,6 +83,10 @@ def test_an_mlflow_client_in_the_jobs_own_environment_logs_into_the_jobs_run(
     registered = json.loads(model.stdout)
     assert (registered["version"], registered["type"], registered["job"]) == ("1", "mlflow_model", "client")
     assert (Path(registered["path"]) / "MLmodel").is_file()
+    # The job's artifacts, as Azure ML names them, include what its run logged.
+    logged = run_cli("model", "create", "-n", "logged", "-p", "azureml://jobs/client/outputs/artifacts/paths/model")
+    assert logged.returncode == 0, logged.stderr
+    assert (Path(json.loads(logged.stdout)["path"]) / "MLmodel").is_file()
 
 
 HOLD = """

@@ -39,6 +39,20 @@ def _version_options(command: Any) -> Any:
     )(command)
 
 
+def _workspace_options(command: Any) -> Any:
+    """az ml's --workspace-name, --resource-group and --subscription: accepted, and said to mean
+    nothing here (the workspace is DISTRUN_HOME), so `az ml model ...` lines run as written."""
+    for flags in (("--workspace-name", "-w"), ("--resource-group", "-g"), ("--subscription",)):
+        command = click.option(*flags, "azure_" + flags[0][2:].replace("-", "_"), default=None, hidden=True)(command)
+    return command
+
+
+def _note_workspace(given: dict[str, Any]) -> None:
+    named = [f"--{key[len('azure_') :].replace('_', '-')}" for key, value in given.items() if value is not None]
+    if named:
+        echo(f"distrun: {', '.join(named)} name an Azure ML workspace; distrun's is DISTRUN_HOME", err=True)
+
+
 def _chosen(name: str, version: str | None, label: str | None) -> Any:
     from distrun.data.model_versions import get_model, model_by_reference
 
@@ -63,6 +77,7 @@ def model_group() -> None:
 @click.option("--description", "-d", default=None, help="What the model is.")
 @click.option("--tags", multiple=True, metavar="KEY=VALUE", help="Tags: KEY=VALUE (repeat, or several in one).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the file.")
+@_workspace_options
 @output_option(default="json", what="the registered version")
 def model_create(
     file: str | None,
@@ -74,10 +89,12 @@ def model_create(
     tags: tuple[str, ...],
     overrides: tuple[str, ...],
     output: str,
+    **workspace: Any,
 ) -> None:
     """Register a model (as `az ml model create`): its files are copied in and never change."""
     from distrun.data.model_assets import create_model
 
+    _note_workspace(workspace)
     base = current_folder()
     given: dict[str, Any] = {}
     if file is not None:

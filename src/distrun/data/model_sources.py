@@ -12,12 +12,14 @@ root distrun trusts (the job's folder, the run's artifact folder). Pure resoluti
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from distrun.core.errors import DistrunError
 
 RUNS_PREFIX = "runs:/"
+_ARTIFACTS = re.compile(r"^azureml://jobs/(?P<job>[^/]+)/outputs/artifacts/paths/(?P<name>[^/]+)/?$")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ def model_source(text: str, cwd: Path, home: Path) -> ModelSource:
         return _run_source(text, home)
     from distrun.data.locations import input_location
 
+    logged = _logged_by_run(text, home)
+    if logged is not None:
+        return logged
     location = input_location(text, cwd, home)
     if location.url is not None or location.path is None:
         raise DistrunError(
@@ -56,6 +61,27 @@ def model_source(text: str, cwd: Path, home: Path) -> ModelSource:
     if not path.exists():
         raise DistrunError(f"{path} does not exist", "give the model's file or folder")
     return ModelSource(path, "", False)
+
+
+def _logged_by_run(text: str, home: Path) -> ModelSource | None:
+    """`azureml://jobs/JOB/outputs/artifacts/paths/NAME` where the job's own files have no NAME:
+    on Azure ML a job's artifacts are also what its MLflow run logged, so NAME is the run's
+    artifact or logged model of that name (`mlflow.sklearn.autolog()` logs one as `model`)."""
+    match = _ARTIFACTS.match(text)
+    store = home / "mlflow.db"
+    if match is None or not store.is_file():
+        return None
+    from distrun.data.locations import job_output_path
+    from distrun.metrics.sqlite_store import job_run_artifacts
+
+    job, name = match.group("job"), match.group("name").strip("/")
+    if job_output_path(home, job, "artifacts", name).exists():
+        return None  # the job's own ./outputs/NAME... as always
+    folder = job_run_artifacts(store, job, name)
+    artifacts = home / "mlartifacts"
+    if folder is None or not folder.is_relative_to(artifacts):
+        return None
+    return ModelSource(artifacts, str(folder.relative_to(artifacts)), True, job)
 
 
 def _beneath_jobs(path: Path, home: Path, job: str) -> ModelSource:
