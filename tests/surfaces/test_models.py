@@ -17,7 +17,14 @@ MLFLOW_ON = {"DISTRUN_MLFLOW": "1"}
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("models") / "home"
+    from distrun.metrics.model_registry import ensure_registry
+
+    home = tmp_path_factory.mktemp("models") / "home"
+    home.mkdir(mode=0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DISTRUN_MLFLOW", "1")
+        ensure_registry(home)  # mlflow makes its tables here, once: this process reads them with mlflow too
+    return home
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +195,7 @@ def test_a_jobs_output_registers_shows_on_the_job_and_feeds_a_two_node_job(
     )
     plan = ok(cli("plan", str(use)))
     assert f"input model: azureml:trained@latest -> {made['path']}" in plan
+    assert "registered model trained:1 (mlflow_model)" in plan
     ran = ok(cli("run", str(use), "--name", "use_1"))
     assert ran.count("trained") >= 2  # both nodes read it
     registry = write(

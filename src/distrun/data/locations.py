@@ -49,9 +49,12 @@ class Location:
     url: str | None = None
     origin: str = ""  # what the user wrote, for messages
     mirror: Mirror | None = None  # the url_mirrors entry that gave `path` for a URL
+    note: str = ""  # what the reference resolved to, in a few words, where `origin` does not say
 
     def source(self) -> str:
         """Where the data comes from, in a few words (`distrun plan` shows it per input)."""
+        if self.note:
+            return self.note
         if self.mirror is not None:
             mirror = self.mirror
             return f"local copy by url_mirrors at {mirror.where}: {mirror.prefix} -> {mirror.target}"
@@ -77,7 +80,8 @@ def input_location(text: str, base_dir: Path, home: Path, depth: int = 0, kind: 
 
             adopt_registered(home)  # a version a job registered with mlflow.register_model
             model = model_by_reference(home, text)
-            return Location(model.path, origin=text)
+            note = f"registered model {model.name}:{model.version} ({model.type}), read-only in distrun's store"
+            return Location(model.path, origin=text, note=note)
     match = _DATASTORE.match(text)
     if match:
         from distrun.data.datastores import datastore_path

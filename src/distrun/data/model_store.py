@@ -98,6 +98,8 @@ def adopt_registered(home: Path) -> None:
         try:
             record = _adopt(home, found.name, found.number, found.source, found.description, found.run_id, folder)
         except (DistrunError, OSError) as exc:
+            if (models_dir(home) / found.name / str(found.number)).exists():
+                continue  # another distrun process took it in at the same moment
             print(f"distrun: MLflow model {found.name} version {found.number} not taken in: {exc}", file=sys.stderr)
             continue
         tags = {VERSION_TAG: record.version, TYPE_TAG: record.type, **({JOB_TAG: record.job} if record.job else {})}
