@@ -108,7 +108,7 @@ def test_cli_registers_versions_from_a_folder_and_a_model_file_and_mlflow_sees_t
 
     assert json.loads(ok(cli("model", "show", "-n", "azureml:iris@latest")))["version"] == "2.0-rc"
     shown = json.loads(ok(cli("model", "show", "-n", "iris", "-v", "1")))
-    assert sorted(shown["files"]) == ["MLmodel", "model.pkl"]
+    assert sorted(shown["files"]) == ["MLmodel", "model.pkl"] and shown["files_unchanged"] is True
     listed = json.loads(ok(cli("model", "list", "-o", "json")))
     assert [(m["name"], m["version"]) for m in listed] == [("iris", "1"), ("iris", "2.0-rc"), ("plain", "1")]
     assert "iris" in ok(cli("model", "list", "-n", "iris"))  # the table

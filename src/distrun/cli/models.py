@@ -148,8 +148,12 @@ def model_list(name: str | None, include_archived: bool, archived_only: bool, ou
 @output_option(default="json", what="the version")
 def model_show(name: str, version: str | None, label: str | None, output: str) -> None:
     """One version of a model (default: the latest): its facts, where its files are, and its files."""
+    from distrun.data.model_versions import FILES, files_digest
+
     model = _chosen(name, version, label)
-    shown = {**model.to_dict(), "files": _files_of(model.folder / "files")}
+    shown = {**model.to_dict(), "files": _files_of(model.folder / FILES)}
+    if model.digest is not None:  # read again: a job that read the files by path could have changed them
+        shown["files_unchanged"] = files_digest(model.folder / FILES) == model.digest
     emit(shown, output, lambda: fields_table(shown))
 
 

@@ -24,7 +24,16 @@ from urllib.parse import unquote, urlparse
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import make_dirs, make_home
 from distrun.data.model_files import copy_from_job, make_read_only, make_writable
-from distrun.data.model_versions import FILES, MLMODEL, NAME_PATTERN, RECORD, ModelVersion, list_models, models_dir
+from distrun.data.model_versions import (
+    FILES,
+    MLMODEL,
+    NAME_PATTERN,
+    RECORD,
+    ModelVersion,
+    files_digest,
+    list_models,
+    models_dir,
+)
 
 
 def new_staging(home: Path, name: str) -> Path:
@@ -53,7 +62,7 @@ def place_version(home: Path, staging: Path, record: ModelVersion, wanted: str |
     chosen = wanted or (str(number) if number is not None else next_version(home, name))
     if wanted is None and number is not None and (models_dir(home) / name / chosen).exists():
         chosen = next_version(home, name)  # the store has numbers MLflow's registry does not
-    record = replace(record, version=chosen, mlflow_version=number)
+    record = replace(record, version=chosen, mlflow_version=number, digest=files_digest(staging / FILES))
     data = {k: v for k, v in asdict(record).items() if k not in ("folder", "archived")}
     (staging / RECORD).write_text(json.dumps(data, indent=2), encoding="utf-8")
     os.chmod(staging / RECORD, 0o444)

@@ -42,6 +42,7 @@ class ModelVersion:
     created_at: float = 0.0
     mlflow_version: int | None = None  # its number in MLflow's model registry
     file: str | None = None  # the file's name, when one file was registered
+    digest: str | None = None  # the files' content digest when registered (files_digest)
     folder: Path = Path()  # where the version lies (not recorded: found)
     archived: bool = False
 
@@ -58,6 +59,16 @@ class ModelVersion:
     def to_dict(self) -> dict[str, Any]:
         found = {k: v for k, v in asdict(self).items() if v is not None and k != "folder"}
         return {**found, "id": self.id, "path": str(self.path)}
+
+
+def files_digest(model_files: Path) -> str | None:
+    """The content digest of a version's files (None past `DigestLimits`: too large to hash)."""
+    from distrun.core.content_hash import DigestLimitError, content_digest
+
+    try:
+        return content_digest(model_files, root=model_files.parent)
+    except DigestLimitError:
+        return None
 
 
 def models_dir(home: Path) -> Path:
