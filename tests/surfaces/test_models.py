@@ -198,6 +198,23 @@ def test_a_jobs_output_registers_shows_on_the_job_and_feeds_a_two_node_job(
     assert "registered model trained:1 (mlflow_model)" in plan
     ran = ok(cli("run", str(use), "--name", "use_1"))
     assert ran.count("trained") >= 2  # both nodes read it
+    pipeline = write(
+        work / "pipeline.yml",
+        """
+        type: pipeline
+        outputs:
+          final: {type: custom_model}
+        jobs:
+          train:
+            type: command
+            command: echo piped > ${{outputs.model}}/weights
+            outputs:
+              model: ${{parent.outputs.final}}
+        """,
+    )
+    ok(cli("run", str(pipeline), "--name", "pipe_1"))
+    piped = json.loads(ok(cli("model", "create", "-n", "piped", "-p", "azureml://jobs/pipe_1/outputs/final")))
+    assert (Path(piped["path"]) / "weights").read_text() == "piped\n" and piped["job"] == "pipe_1"
     registry = write(
         work / "registry.yml",
         """
