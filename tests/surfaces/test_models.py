@@ -103,7 +103,9 @@ def test_cli_registers_versions_from_a_folder_and_a_model_file_and_mlflow_sees_t
     bad = write(work / "bad.yml", "name: iris\npath: ./plain\ntyep: custom_model\n")
     problem = failed(cli("model", "create", "-f", str(bad)))
     assert f"{bad}:3:1" in problem and "tyep" in problem and "hint:" in problem
-    plain = json.loads(ok(cli("model", "create", "-n", "plain", "--path", "plain/weights.bin", "-o", "json")))
+    as_az = cli("model", "create", "-n", "plain", "--path", "plain/weights.bin", "--workspace-name", "ws", "-g", "rg")
+    assert "--workspace-name, --resource-group name an Azure ML workspace" in as_az.stderr
+    plain = json.loads(ok(as_az))
     assert plain["version"] == "1" and Path(plain["path"]).name == "weights.bin"
 
     assert json.loads(ok(cli("model", "show", "-n", "azureml:iris@latest")))["version"] == "2.0-rc"
