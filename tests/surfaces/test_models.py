@@ -11,19 +11,15 @@ from pathlib import Path
 import pytest
 
 from support.cli import distrun_cli
+from support.mlflow_store import fresh_store
 
 MLFLOW_ON = {"DISTRUN_MLFLOW": "1"}
 
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from distrun.metrics.model_registry import ensure_registry
-
     home = tmp_path_factory.mktemp("models") / "home"
-    home.mkdir(mode=0o755)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DISTRUN_MLFLOW", "1")
-        ensure_registry(home)  # mlflow makes its tables here, once: this process reads them with mlflow too
+    fresh_store(home)  # the store mlflow makes, registry tables included
     return home
 
 
