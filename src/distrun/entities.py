@@ -23,6 +23,7 @@ from distrun.sdk.job_settings import (
     JobResourceConfiguration,
     ResourceConfiguration,
 )
+from distrun.sdk.models import Model
 from distrun.sdk.pipeline_job import PipelineJob, PipelineJobSettings
 from distrun.sdk.workspaces import Workspace
 
@@ -43,6 +44,7 @@ __all__ = [
     "Input",
     "JobResourceConfiguration",
     "ManagedIdentityConfiguration",
+    "Model",
     "MpiDistribution",
     "Output",
     "PipelineJob",

@@ -36,6 +36,12 @@ CLIENT = """
     print("client", mlflow.__version__, mlflow.__file__, flush=True)
     mlflow.log_param("batch_size", "32")
     mlflow.log_metric("loss", 0.25, step=1)
+    # A model registered from the job lands in distrun's registry (distrun model ...).
+    import os
+    os.makedirs("model", exist_ok=True)
+    open("model/MLmodel", "w").write("flavors: {}\\n")
+    mlflow.log_artifacts("model", "model")
+    mlflow.register_model(f"runs:/{mlflow.active_run().info.run_id}/model", "from_job")
 """
 
 
@@ -72,6 +78,15 @@ def test_an_mlflow_client_in_the_jobs_own_environment_logs_into_the_jobs_run(
     assert params_of(distrun_home, tracking["run_id"]) == {"batch_size": "32"}
     shown = run_cli("metrics", "client")
     assert shown.returncode == 0 and "loss  step 1  0.25" in shown.stdout, shown.stdout + shown.stderr
+    model = run_cli("model", "show", "-n", "azureml:from_job@latest", "-o", "json")
+    assert model.returncode == 0, model.stderr
+    registered = json.loads(model.stdout)
+    assert (registered["version"], registered["type"], registered["job"]) == ("1", "mlflow_model", "client")
+    assert (Path(registered["path"]) / "MLmodel").is_file()
+    # The job's artifacts, as Azure ML names them, include what its run logged.
+    logged = run_cli("model", "create", "-n", "logged", "-p", "azureml://jobs/client/outputs/artifacts/paths/model")
+    assert logged.returncode == 0, logged.stderr
+    assert (Path(json.loads(logged.stdout)["path"]) / "MLmodel").is_file()
 
 
 HOLD = """

@@ -23,6 +23,9 @@ NOT_SHOWING = {
     "job archive",
     "job delete",
     "compute delete",
+    "model download",
+    "model archive",
+    "model restore",
 }
 OUTPUTS = {"table", "json", "yaml"}
 

@@ -360,7 +360,25 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
 
     data.update(last_metric_values(_layout().job(record.name)))
     metrics = data.get("metrics") or {}
-    emit(data, output, lambda: views().job_show_text(record, _parent_kind(record), metrics))
+    registered = _registered_models(record.name)
+    if registered:
+        data["registered_models"] = registered
+    emit(data, output, lambda: views().job_show_text(record, _parent_kind(record), metrics) + _models_text(registered))
+
+
+def _registered_models(job_name: str) -> list[dict[str, str]]:
+    """The model versions registered from this job's outputs or MLflow run (`distrun model create`)."""
+    from distrun.data.model_store import adopt_registered
+    from distrun.data.model_versions import models_of_job
+
+    adopt_registered(_layout().home)
+    return [{"id": m.id, "source": m.source} for m in models_of_job(_layout().home, job_name)]
+
+
+def _models_text(registered: list[dict[str, str]]) -> str:
+    if not registered:
+        return ""
+    return "\n\nRegistered as models:\n" + "\n".join(f"  {m['id']} from {m['source']}" for m in registered)
 
 
 def _parent_kind(record: Any) -> Any:
@@ -826,12 +844,14 @@ def main() -> None:
 def _register_envdata() -> None:
     from distrun.cli.components import component_group
     from distrun.cli.envdata import data_group, env_group
+    from distrun.cli.models import model_group
 
     cli.add_command(env_group)
     # `az ml environment ...` spelled as Azure ML does: the same verbs, not listed twice in --help.
     cli.add_command(click.Group("environment", commands=env_group.commands, help=env_group.help, hidden=True))
     cli.add_command(data_group)
     cli.add_command(component_group)
+    cli.add_command(model_group)
 
 
 _register_envdata()

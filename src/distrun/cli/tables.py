@@ -18,7 +18,7 @@ def _console(out: io.StringIO, fit: bool) -> Any:
 
     width = os.environ.get("COLUMNS")
     fit_width = int(width) if width and width.isdigit() else WIDTH
-    return Console(file=out, width=fit_width if fit else 1 << 12, no_color=True, highlight=False)
+    return Console(file=out, width=fit_width if fit else 1 << 12, no_color=True, highlight=False, emoji=False)
 
 
 def table(columns: Iterable[str], rows: Iterable[Iterable[str]], *, keep: Iterable[str] = (), fit: bool = True) -> str:

@@ -4,7 +4,10 @@
     azureml://datastores/<ds>/paths/<p>            the datastore's folder / <p> (also the long
                                                    azureml://subscriptions/.../workspaces/.../datastores/... form)
     azureml://jobs/<job>/outputs/<name>            a finished job's named output
-    azureml:<name>:<version>, azureml:<name>@latest  a data asset (distrun data create)
+    azureml:<name>:<version>, azureml:<name>@latest  a data asset (distrun data create); for an
+                                                   input of a model type, a registered model
+                                                   (distrun model create), as is
+    azureml://registries/<reg>/models/<name>/versions/<v>   (an error: no registry is local)
     http(s)://...                                  downloaded into the cache when the job starts
     s3://, gs://, wasbs://, abfss://, ...           fetched through fsspec and its plugin
     a URL under a prefix of config.yaml's url_mirrors  its local copy (distrun.data.mirrors)
@@ -46,9 +49,12 @@ class Location:
     url: str | None = None
     origin: str = ""  # what the user wrote, for messages
     mirror: Mirror | None = None  # the url_mirrors entry that gave `path` for a URL
+    note: str = ""  # what the reference resolved to, in a few words, where `origin` does not say
 
     def source(self) -> str:
         """Where the data comes from, in a few words (`distrun plan` shows it per input)."""
+        if self.note:
+            return self.note
         if self.mirror is not None:
             mirror = self.mirror
             return f"local copy by url_mirrors at {mirror.where}: {mirror.prefix} -> {mirror.target}"
@@ -60,8 +66,22 @@ class Location:
         return "local path"
 
 
-def input_location(text: str, base_dir: Path, home: Path, depth: int = 0) -> Location:
-    """Where an input's data is; a reference that cannot resolve raises DistrunError with a fix."""
+MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
+
+
+def input_location(text: str, base_dir: Path, home: Path, depth: int = 0, kind: str = "uri_folder") -> Location:
+    """Where an input's data is; a reference that cannot resolve raises DistrunError with a fix.
+    `kind`: the input's type (a model type reads `azureml:` references as registered models)."""
+    if kind in MODEL_TYPES:
+        from distrun.data.model_versions import is_model_reference, model_by_reference
+
+        if is_model_reference(text):
+            from distrun.data.model_store import adopt_registered
+
+            adopt_registered(home)  # a version a job registered with mlflow.register_model
+            model = model_by_reference(home, text)
+            note = f"registered model {model.name}:{model.version} ({model.type}), read-only in distrun's store"
+            return Location(model.path, origin=text, note=note)
     match = _DATASTORE.match(text)
     if match:
         from distrun.data.datastores import datastore_path

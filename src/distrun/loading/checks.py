@@ -253,13 +253,13 @@ COPIED_MODES = ("download", "eval_download")
 _FETCHED = Path("/dev/null/fetched")  # stands for "remote: fetched when the job starts"
 
 
-def _data_path(text: str, base_dir: Path) -> tuple[Path | None, str | None]:
+def _data_path(text: str, base_dir: Path, kind: str = "uri_folder") -> tuple[Path | None, str | None]:
     """The local path of a data input (datastores, assets, job outputs and URL mirrors resolved),
     and the url_mirrors entry that gave it, said where the path is missing."""
     from distrun.data.locations import input_location
     from distrun.store.layout import distrun_home
 
-    location = input_location(text, base_dir, distrun_home())
+    location = input_location(text, base_dir, distrun_home(), kind=kind)
     if location.url is not None:
         return _FETCHED, None
     mirror = location.mirror
@@ -335,7 +335,7 @@ def _input_path_problems(name: str, value: models.DataInput, base_dir: Path, pos
     key = f"inputs.{name}.path"
     where = position("inputs", name, "path")
     try:
-        path, mirror = _data_path(value.path, base_dir)
+        path, mirror = _data_path(value.path, base_dir, value.type)
     except DistrunError as exc:  # an unknown asset, datastore path, job output or fsspec plugin
         return [Problem(f"input {name}: {exc.message}", key, where, exc.hint)]
     if path == _FETCHED:

@@ -138,6 +138,43 @@ def artifact_folder(path: Path, run_id: str) -> Path | None:
     return Path(uri) if uri.startswith("/") else None
 
 
+def run_job_name(path: Path, run_id: str) -> str | None:
+    """The distrun job whose run this is (the run's `distrun.job_name` tag)."""
+    with _connect(path) as conn:
+        row = conn.execute(
+            "SELECT value FROM tags WHERE run_uuid = ? AND key = 'distrun.job_name'", (run_id,)
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
+def job_run_artifacts(path: Path, job_name: str, name: str) -> Path | None:
+    """What the MLflow run of distrun job `job_name` logged as `name`: its artifact `name` (an
+    MLflow 2 `log_model(artifact_path=name)`), else its logged model named `name` (MLflow 3
+    keeps a logged model apart from the run's artifacts); a local folder, or None."""
+    with _connect(path) as conn:
+        row = conn.execute(
+            "SELECT run_uuid FROM tags WHERE key = 'distrun.job_name' AND value = ? ORDER BY rowid DESC", (job_name,)
+        ).fetchone()
+        if row is None:
+            return None
+        run_id = str(row[0])
+        names = _names(conn)
+        logged = None
+        if "logged_models" in names:
+            logged = conn.execute(
+                "SELECT artifact_location FROM logged_models WHERE source_run_id = ? AND name = ?"
+                " ORDER BY creation_timestamp_ms DESC",
+                (run_id, name),
+            ).fetchone()
+    folder = artifact_folder(path, run_id)
+    if folder is not None and (folder / name).exists():
+        return folder / name
+    uri = str(logged[0]) if logged else ""
+    if uri.startswith("file://"):
+        return Path(unquote(urlparse(uri).path))
+    return Path(uri) if uri.startswith("/") else None
+
+
 def close_run(path: Path, run_id: str, status: str) -> None:
     """Set the run's final status (FINISHED / FAILED / KILLED), in one transaction."""
     with _connect(path) as conn:

@@ -213,11 +213,12 @@ def bind(
     input_paths: dict[str, str] = {}
     input_sources: dict[str, dict[str, str]] = {}
     jobs = folder.root.parent.resolve()
+    registered_models = (jobs.parent / "models").resolve()  # distrun.data.model_versions.models_dir
     for name, value in spec.inputs.items():
         if isinstance(value, models.DataInput):
             source, how = _input_source(loaded, value, folder, materialize)
             input_sources[name] = {"path": value.path, "source": how}
-            shipped = ships_files and source.is_relative_to(jobs)
+            shipped = ships_files and (source.is_relative_to(jobs) or source.is_relative_to(registered_models))
             if shipped:
                 input_sources[name]["source"] = f"{how}, copied into the job folder to travel with it"
             if value.mode in COPY_MODES or shipped:
@@ -262,7 +263,7 @@ def _input_source(loaded: LoadedJob, value: models.DataInput, folder: JobFolder,
     from distrun.data.locations import fetch_input, input_location
 
     home = folder.root.parent.parent  # $DISTRUN_HOME/jobs/<name>
-    location = input_location(value.path, loaded.base_dir, home)
+    location = input_location(value.path, loaded.base_dir, home, kind=value.type)
     return fetch_input(location, home, value.type != "uri_folder", materialize).resolve(), location.source()
 
 

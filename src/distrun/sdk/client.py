@@ -73,6 +73,9 @@ class MLClient:
         from distrun.sdk.components import ComponentOperations
 
         self.components = ComponentOperations(self)
+        from distrun.sdk.models import ModelOperations
+
+        self.models = ModelOperations(self)
 
     @classmethod
     def from_config(
@@ -101,6 +104,10 @@ class MLClient:
             return self.data.create_or_update(entity, **kwargs)
         if isinstance(entity, Environment):
             return self.environments.create_or_update(entity, **kwargs)
+        from distrun.sdk.models import Model
+
+        if isinstance(entity, Model):
+            return self.models.create_or_update(entity, **kwargs)
         from distrun.sdk.compute import Compute
 
         if isinstance(entity, Compute):
@@ -109,7 +116,7 @@ class MLClient:
 
         raise NotSupportedYetError(
             f"distrun's MLClient does not create {type(entity).__name__} objects yet",
-            "it creates jobs, pipeline jobs, components, data assets, environments and compute "
+            "it creates jobs, pipeline jobs, components, data assets, models, environments and compute "
             "(AmlCompute: a local target)",
         )
 

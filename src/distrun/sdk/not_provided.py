@@ -20,7 +20,10 @@ PARALLEL = (
     "run each batch as a command job, or the batches as a pipeline's steps or a sweep's trials",
 )
 AUTOML = ("AutoML jobs", "train with your own script in a command job, and search with command(...).sweep(...)")
-MODELS = ("model assets", "keep a model as a job's output (outputs.NAME) and pass its path on")
+MODELS = (
+    "model YAML files loaded in Python",
+    "build distrun.entities.Model(...) for ml_client.models.create_or_update, or `distrun model create -f FILE`",
+)
 DATASTORES = ("datastores", "give a job's data as a local path or a URL")
 V1_COMPUTE = ("v1 compute objects", "pass the target's name as compute_target")
 
@@ -53,7 +56,6 @@ ENTITIES: dict[str, tuple[str, str]] = {
         "a job's services (SSH, Jupyter, TensorBoard on Azure ML's nodes)",
         "leave `services` out: the ranks run on your own machines, reach them there",
     ),
-    "Model": MODELS,
     "ManagedOnlineEndpoint": ("online endpoints", ELSEWHERE),
     "ManagedOnlineDeployment": ("online deployments", ELSEWHERE),
     "BatchEndpoint": ("batch endpoints", ELSEWHERE),
@@ -65,7 +67,6 @@ ENTITIES: dict[str, tuple[str, str]] = {
 
 # `ml_client.NAME` (MLClient's operations).
 CLIENT: dict[str, tuple[str, str]] = {
-    "models": MODELS,
     "datastores": DATASTORES,
     "online_endpoints": ("online endpoints", ELSEWHERE),
     "online_deployments": ("online deployments", ELSEWHERE),
@@ -79,7 +80,10 @@ V1: dict[str, tuple[str, str]] = {
     "ComputeTarget": V1_COMPUTE,
     "AmlCompute": V1_COMPUTE,
     "Dataset": ("datasets as v1 arguments", "pass a path, or an Input, as the argument"),
-    "Model": ("model assets", "keep a model as a run's output (./outputs) and pass its path on"),
+    "Model": (
+        "v1 model registration (Model.register)",
+        "register with distrun.entities.Model and ml_client.models.create_or_update, or `distrun model create`",
+    ),
 }
 
 

@@ -106,3 +106,49 @@ def read_compute_file(path: Path, overrides: list[str]) -> ResourceFile:
     settings = {k: v for k, v in data.items() if k not in ("name", "type", *COMPUTE_IGNORED, *AZURE_COMPUTE_KEYS)}
     notes = (f"{path}: {', '.join(dropped)} size Azure ML's clusters; not used by distrun",) if dropped else ()
     return ResourceFile({"name": str(data["name"]), "type": kind, "settings": settings}, path.parent.absolute(), notes)
+
+
+MODEL_KEYS = ("name", "version", "type", "path", "description", "tags", "properties")
+MODEL_IGNORED = ("$schema", "stage", "flavors", "datastore", "job_name", "intellectual_property")
+MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
+
+
+def read_model_file(path: Path, overrides: list[str]) -> ResourceFile:
+    """A model's YAML (Azure ML's model schema); its `path` is relative to the file's folder."""
+    data, smap = _read(path, overrides, "model", "name: my-model, version: 1, type: mlflow_model, path: ./model")
+    problems = [
+        Problem(
+            f"{key}: unknown key of a model",
+            str(key),
+            smap.find((key,)),
+            f"a model file has {', '.join(MODEL_KEYS)} (and {', '.join(MODEL_IGNORED)}, which distrun leaves out)",
+        )
+        for key in data
+        if key not in MODEL_KEYS and key not in MODEL_IGNORED
+    ]
+    for key in ("name", "path"):
+        if data.get(key) in (None, ""):
+            problems.append(
+                Problem(f"{key}: missing", key, smap.find(()), f"add `{key}:` to the file, or give --set {key}=...")
+            )
+    if data.get("type") is not None and data["type"] not in MODEL_TYPES:
+        problems.append(
+            Problem(
+                f"type: {data['type']!r} is not a model type",
+                "type",
+                smap.find(("type",)),
+                f"use one of {', '.join(MODEL_TYPES)}",
+            )
+        )
+    for key in ("tags", "properties"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            problems.append(
+                Problem(f"{key}: not a mapping", key, smap.find((key,)), f"write {key}: as KEY: VALUE lines")
+            )
+    if problems:
+        raise ValidationError(problems)
+    values: dict[str, Any] = {key: str(data[key]) for key in MODEL_KEYS[:5] if data.get(key) is not None}
+    for key in ("tags", "properties"):
+        values[key] = {str(k): str(v) for k, v in (data.get(key) or {}).items()}
+    notes = tuple(f"{path}: {key} is left out by distrun" for key in data if key in MODEL_IGNORED[1:])
+    return ResourceFile(values, path.parent.absolute(), notes)

@@ -45,6 +45,7 @@ from distrun.ui.access import SecurityHeaders, TokenCheck
 from distrun.ui.charts import number
 from distrun.ui.guard import form_token, host_allowed, new_token, token_matches
 from distrun.ui.jobs_source import JobsSource
+from distrun.ui.models_view import models_page
 from distrun.ui.offload import Offload, Overloaded, SlowRead
 
 HERE = Path(__file__).parent
@@ -140,6 +141,7 @@ def create_app(settings: UiSettings) -> ASGIApp:
             Route("/jobs/{name}/files/{area}/{path:path}", download),
             Route("/jobs/{name}/cancel", cancel, methods=["POST"]),
             Route("/jobs/{name}/stacks", job_stacks),
+            Route("/models", models_page),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ],
         exception_handlers={
