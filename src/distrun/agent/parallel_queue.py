@@ -1,0 +1,108 @@
+"""The shared queue of a parallel step's mini-batches: files in a folder every process of the
+gang sees (`<job folder>/parallel`, on a shared file system on Slurm; the job's folder on local
+compute). Creating a file with O_EXCL is atomic on every local and NFS file system, so a
+mini-batch is taken by exactly one process, however many pull at once.
+
+    claims/<attempt>/<i>   process that took mini-batch i in this attempt of the job
+    done/<i>               its result: {"process", "items", "lines"}; written once, by rename
+    failed/<i>             a mini-batch that failed every try: {"process", "items", "tries", "error"}
+    stop                   why every process stops now (an init() that failed, a threshold passed)
+
+A mini-batch claimed in an earlier attempt but neither done nor failed is taken again in the
+next (`max_restarts`); done and failed ones are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from distrun.core.file_modes import FILE_MODE, make_dirs
+
+
+class Queue:
+    def __init__(self, folder: Path, attempt: int, count: int, start: int = 0) -> None:
+        self.folder = folder
+        self.count = count
+        self.start = start % count if count else 0  # where this process begins looking
+        self.claims = folder / "claims" / str(attempt)
+        for sub in (self.claims, folder / "done", folder / "failed"):
+            make_dirs(sub)
+
+    def _taken(self, index: int) -> bool:
+        return (self.folder / "done" / str(index)).exists() or (self.folder / "failed" / str(index)).exists()
+
+    def take(self, process: str) -> Iterator[int]:
+        """The mini-batches this process takes, one at a time, until none is left or the job stops."""
+        for offset in range(self.count):
+            index = (self.start + offset) % self.count
+            if self.stopped() is not None:
+                return
+            if self._taken(index):
+                continue
+            try:
+                fd = os.open(self.claims / str(index), os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            except FileExistsError:
+                continue
+            os.write(fd, process.encode())
+            os.close(fd)
+            if self._taken(index):  # finished in an earlier attempt between the look and the claim
+                continue
+            yield index
+
+    def _write(self, sub: str, index: int, record: dict[str, Any]) -> None:
+        final = self.folder / sub / str(index)
+        partial = final.with_name(f".{index}.{os.getpid()}")
+        partial.write_text(json.dumps(record))
+        os.replace(partial, final)
+
+    def done(self, index: int, process: str, items: int, lines: list[str]) -> None:
+        self._write("done", index, {"process": process, "items": items, "lines": lines})
+
+    def failed(self, index: int, record: dict[str, Any]) -> None:
+        self._write("failed", index, record)
+
+    def stop(self, why: str) -> None:
+        """Every process stops; the first reason given is kept."""
+        try:
+            fd = os.open(self.folder / "stop", os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        except FileExistsError:
+            return
+        os.write(fd, why.encode())
+        os.close(fd)
+
+    def stopped(self) -> str | None:
+        try:
+            return (self.folder / "stop").read_text()
+        except FileNotFoundError:
+            return None
+
+    def counts(self) -> tuple[int, int]:
+        """(done, failed) mini-batches."""
+        return _count(self.folder / "done"), _count(self.folder / "failed")
+
+    def failures(self) -> list[dict[str, Any]]:
+        found = []
+        for entry in sorted(os.listdir(self.folder / "failed"), key=_number):
+            if not entry.startswith("."):
+                found.append(json.loads((self.folder / "failed" / entry).read_text()))
+        return found
+
+    def results(self) -> Iterator[dict[str, Any]]:
+        """Every done mini-batch's result, in mini-batch order."""
+        for index in range(self.count):
+            try:
+                yield json.loads((self.folder / "done" / str(index)).read_text())
+            except FileNotFoundError:
+                continue
+
+
+def _count(folder: Path) -> int:
+    return sum(1 for name in os.listdir(folder) if not name.startswith("."))
+
+
+def _number(name: str) -> int:
+    return int(name) if name.isdigit() else -1

@@ -1,0 +1,94 @@
+"""Parallel steps on local compute: 2 simulated nodes x 2 processes pulling mini-batches of a
+folder of files and of an MLTable from one queue, appending what one process appends over the
+same input (order aside); and their failures: an init() that fails stops the step at once, a
+mini-batch that fails every try fails it past its threshold naming the mini-batch, the process
+and the traceback, and a process that dies is replaced and its mini-batch tried again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.jobs import record
+from support.parallel_jobs import appended, one_process_rows, parallel_step, pipeline, write_inputs
+
+
+def test_two_nodes_of_two_processes_append_what_one_process_does(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    result = run_cli("run", str(pipeline(tmp_path)), "--name", "scored")
+    assert result.returncode == 0, result.stdout + result.stderr
+    expected = one_process_rows(tmp_path)
+    for step in ("files", "table"):
+        rows = appended(distrun_home, f"scored.{step}")
+        assert sorted(rows) == sorted(expected[step]) and len(rows) == len(expected[step]), step
+        child = record(distrun_home, f"scored.{step}")
+        assert child["status"] == "Completed" and len(child["processes"]) == 4
+    assert len(expected["files"]) == 12 and len(expected["table"]) == 40
+    # Each process ran init() once (4 per step), took its mini-batches from the one queue, and
+    # every mini-batch was run once: 6 of 2 files, and the table's 40 rows split by size.
+    files_job = distrun_home / "jobs" / "scored.files"
+    logs = [(files_job / "user_logs" / f"std_log_process_{r:02d}.txt").read_text() for r in range(4)]
+    assert [log.count(f"init on rank {r}") for r, log in enumerate(logs)] == [1] * 4
+    assert sorted(p.name for p in (files_job / "parallel" / "done").iterdir()) == [str(i) for i in range(6)]
+    table_batches = len(list((distrun_home / "jobs" / "scored.table" / "parallel" / "done").iterdir()))
+    assert 2 < table_batches < 40
+    # Azure ML's summary files, and the progress line in the run's output.
+    result_text = (files_job / "code" / "logs" / "job_result.txt").read_text()
+    assert "mini-batches: 6, succeeded: 6, failed: 0" in result_text
+    assert "[files] [0/0] [distrun parallel] mini-batches 6/6, 0 failed," in result.stdout
+
+
+FAILING = """\
+import os
+import sys
+
+def init():
+    if "--fail-init" in sys.argv:
+        raise RuntimeError("no model here")
+
+def run(mini_batch):
+    names = [os.path.basename(p) for p in mini_batch]
+    if "--die-once" in sys.argv and "f03.txt" in names:
+        marker = os.path.join(os.environ["DISTRUN_JOB_DIR"], "died")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(9)
+    if "--bad-file" in sys.argv and "f05.txt" in names:
+        raise ValueError("cannot score f05.txt")
+    return names
+"""
+
+
+def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Path, tmp_path: Path) -> None:
+    write_inputs(tmp_path)
+    (tmp_path / "src" / "score.py").write_text(FAILING)
+
+    def step(arguments: str, threshold: int) -> str:
+        text = parallel_step("images", "uri_folder", "./files", "2", f"mini_batch_error_threshold: {threshold}\n")
+        return text.replace("--factor 3", arguments)
+
+    text = (
+        "type: pipeline\nsettings:\n  continue_on_step_failure: true\njobs:\n"
+        + "  init:\n"
+        + step("--fail-init", 5)
+        + "  bad:\n"
+        + step("--bad-file", 0)
+        + "  dies:\n"
+        + step("--die-once", 0)
+    )
+    (tmp_path / "pipeline.yml").write_text(text)
+    result = run_cli("run", str(tmp_path / "pipeline.yml"), "--name", "broken")
+    assert result.returncode != 0
+    steps = record(distrun_home, "broken")["steps"]
+    assert {name: s["status"] for name, s in steps.items()} == {"init": "Failed", "bad": "Failed", "dies": "Completed"}
+    init_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.init" / "user_logs").glob("std_log*"))
+    assert "init() of the entry script failed in node" in init_logs
+    assert "RuntimeError: no model here" in init_logs
+    assert list((distrun_home / "jobs" / "broken.init" / "parallel" / "done").iterdir()) == []  # none was tried
+    bad = distrun_home / "jobs" / "broken.bad"
+    summary = "".join(p.read_text() for p in (bad / "user_logs").glob("std_log*"))
+    assert "1 mini-batches failed, more than mini_batch_error_threshold (0)" in summary
+    assert "mini-batch 2 (" in summary and "f05.txt" in summary and "failed 2 tries in node" in summary
+    assert "ValueError: cannot score f05.txt" in summary
+    # The dead process was replaced; its mini-batch ran again and every file is in the output.
+    assert sorted(appended(distrun_home, "broken.dies")) == [f"f{n:02d}.txt" for n in range(12)]
+    dies_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.dies" / "user_logs").glob("std_log*"))
+    assert "the entry script's process ended (exit code 9)" in dies_logs
