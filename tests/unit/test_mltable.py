@@ -220,3 +220,28 @@ def test_missing_files_columns_and_values_are_named(tmp_path: Path) -> None:
     )
     with pytest.raises(MLTableError, match="column 'a' cannot be read as int"):
         read_dataframe(typed)
+
+
+def test_columns_from_the_partition_format(tmp_path: Path) -> None:
+    # What the oj-sales parallel example's partition step writes: one CSV per store and brand.
+    folder = table(
+        tmp_path / "oj",
+        """\
+        type: mltable
+        paths:
+          - pattern: ./**/*.csv
+        transformations:
+          - read_delimited:
+              delimiter: ','
+              encoding: ascii
+              header: all_files_same_headers
+              include_path_column: true
+          - extract_columns_from_partition_format:
+              partition_format: '{Store}/{Brand}/{file_name}.{extension}'
+          - drop_columns: [Path, file_name, extension]
+        """,
+        {"2/tropicana/part.csv": "Quantity\n10\n", "5/dominicks/part.csv": "Quantity\n3\n4\n"},
+    )
+    frame = read_dataframe(folder)
+    expected = {"Quantity": [10, 3, 4], "Store": ["2", "5", "5"], "Brand": ["tropicana", "dominicks", "dominicks"]}
+    assert frame.to_dict("list") == expected  # files in path order

@@ -219,3 +219,13 @@ def test_mini_batch_sizes_and_the_split(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     assert split_input(empty, "uri_folder", 3, None).batches == []
+
+
+def test_plan_shows_the_split_and_the_processes(tmp_path: Path, distrun_home: Path) -> None:
+    from distrun.plan.pipeline_text import pipeline_as_text
+    from distrun.runner.pipelines import plan_pipeline
+    from distrun.store.layout import Layout
+
+    text = pipeline_as_text(plan_pipeline(load_pipeline_file(folder(tmp_path, STEP)), Layout(distrun_home)))
+    assert f"  mini-batches: 3 (1 to 3 files each; 7 files in {tmp_path / 'data'})\n" in text
+    assert "pulled from one queue by 4 processes: rank_0 (node 0), rank_1 (node 0), rank_2 (node 1), rank_3" in text

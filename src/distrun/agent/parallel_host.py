@@ -5,10 +5,11 @@ It runs in the job's own Python environment (the `python` first on the rank's PA
 entry script would on Azure ML, so it imports nothing of distrun: it is started by its path,
 by distrun's worker (`distrun.agent.parallel_run`), which sends it one request per line on one
 pipe and reads one answer per line on another; the script's own stdout and stderr are the
-rank's. A table's mini-batch comes as a pickled DataFrame (read with the job's pandas).
+rank's. A table's mini-batch comes as a DataFrame in JSON with its table schema (read with
+the job's pandas, whatever its version).
 
     {"op": "init", "entry": "/job/code/score.py", "argv": ["--model", "/in/model"]}
-    {"op": "run", "files": ["/in/a.png", ...]}  |  {"op": "run", "frame": "/tmp/mb_3.pkl", "attrs": {...}}
+    {"op": "run", "files": ["/in/a.png", ...]}  |  {"op": "run", "frame": "/job/parallel/.frame.7.json", "attrs": {...}}
     {"op": "shutdown"}
     -> {"ok": true, "count": 2, "lines": ["a.png 7", ...]}  |  {"ok": false, "error": "Traceback ..."}
 """
@@ -56,7 +57,7 @@ def _mini_batch(request: dict[str, Any]) -> Any:
         return list(request["files"])
     import pandas
 
-    frame = pandas.read_pickle(request["frame"])
+    frame = pandas.read_json(request["frame"], orient="table")
     frame.attrs.update(request.get("attrs") or {})
     return frame
 

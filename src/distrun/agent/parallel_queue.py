@@ -7,6 +7,7 @@ mini-batch is taken by exactly one process, however many pull at once.
     done/<i>               its result: {"process", "items", "lines"}; written once, by rename
     failed/<i>             a mini-batch that failed every try: {"process", "items", "tries", "error"}
     stop                   why every process stops now (an init() that failed, a threshold passed)
+    plan.json              how many mini-batches, of what (written by process 0)
 
 A mini-batch claimed in an earlier attempt but neither done nor failed is taken again in the
 next (`max_restarts`); done and failed ones are kept.
@@ -58,6 +59,12 @@ class Queue:
         partial = final.with_name(f".{index}.{os.getpid()}")
         partial.write_text(json.dumps(record))
         os.replace(partial, final)
+
+    def describe(self, plan: dict[str, Any]) -> None:
+        """plan.json: how many mini-batches there are, for the faces."""
+        partial = self.folder / f".plan.json.{os.getpid()}"
+        partial.write_text(json.dumps(plan))
+        os.replace(partial, self.folder / "plan.json")
 
     def done(self, index: int, process: str, items: int, lines: list[str]) -> None:
         self._write("done", index, {"process": process, "items": items, "lines": lines})

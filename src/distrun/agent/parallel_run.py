@@ -63,6 +63,9 @@ class Worker:
         self.queue = Queue(job_dir / "parallel", attempt, count, start=self.rank * count // max(self.world, 1))
         self.entry = EntryProcess(Path(options.entry_script).absolute(), program_arguments)
         self.progress = Progress(self.queue, count, job_dir / "code" / "logs")
+        if self.rank == 0:
+            items = sum(batch.size for batch in split.batches)
+            self.queue.describe({"mini_batches": count, "unit": split.kind, "items": items})
 
     def run(self) -> int:
         started = self.entry.start(INIT_TIMEOUT)
@@ -129,8 +132,10 @@ class Worker:
         if batch.rows is None:
             return {"op": "run", "files": list(batch.files)}
         frame = self.split.frame.iloc[batch.rows[0] : batch.rows[1]].reset_index(drop=True)
-        path = self.queue.folder / f".frame.{os.getpid()}.pkl"
-        frame.to_pickle(path)
+        # JSON with its table schema: read back with the column types by any pandas since 0.20,
+        # which a pickle of this pandas is not (the job's environment has its own pandas).
+        path = self.queue.folder / f".frame.{os.getpid()}.json"
+        frame.to_json(path, orient="table", index=False)
         attrs = {"partition_key_value": batch.partition} if batch.partition else {}
         return {"op": "run", "frame": str(path), "attrs": attrs}
 

@@ -8,6 +8,7 @@ the error says what to install.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ def _read(pd: Any, spec: MLTableSpec, reader: Any, files: list[Path]) -> Any:
             ) from None
         if reader.include_path_column:
             frame[reader.path_column] = str(path)
+        for step in spec.steps:
+            if step.name == "extract_columns_from_partition_format":
+                _add_partition_columns(spec, frame, path, step.value)
         frames.append(frame)
     if isinstance(reader, ReadDelimited) and reader.header == "from_first_file":
         for frame in frames[1:]:
@@ -113,7 +117,32 @@ def _json_records(path: Path, reader: ReadJsonLines) -> list[Any]:
     return records
 
 
+def _add_partition_columns(spec: MLTableSpec, frame: Any, path: Path, form: str) -> None:
+    """The columns `{name}` of the partition format, from the file's path below the table's folder."""
+    pattern = "".join(
+        f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part)
+        for part in re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", form)
+    )
+    try:
+        relative = path.relative_to(spec.folder).as_posix()
+    except ValueError:
+        relative = path.as_posix()
+    found = re.fullmatch(pattern, relative) or re.search(pattern + "$", relative)
+    if found is None:
+        raise MLTableError(
+            spec.source,
+            None,
+            "transformations.extract_columns_from_partition_format",
+            f"{relative} does not fit the partition format {form!r}",
+            "the format is matched against each file's path below the MLTable's folder",
+        )
+    for column, value in found.groupdict().items():
+        frame[column] = value
+
+
 def _apply(pd: Any, spec: MLTableSpec, frame: Any, step: RowStep, index: int) -> Any:
+    if step.name == "extract_columns_from_partition_format":
+        return frame  # applied to each file as it was read
     if step.name == "take":
         return frame.head(step.value).reset_index(drop=True)
     if step.name == "skip":

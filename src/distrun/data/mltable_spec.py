@@ -100,9 +100,10 @@ Reader = ReadDelimited | ReadParquet | ReadJsonLines
 
 @dataclass(frozen=True)
 class RowStep:
-    """A row transformation after the read: take, skip, drop_columns, keep_columns or
-    convert_column_types. `value` is an int (take, skip), a tuple of column names (drop, keep),
-    or a tuple of (columns, column type) pairs (convert)."""
+    """A row transformation after the read: take, skip, drop_columns, keep_columns,
+    convert_column_types or extract_columns_from_partition_format. `value` is an int (take,
+    skip), a tuple of column names (drop, keep), a tuple of (columns, column type) pairs
+    (convert), or the partition format (`{Store}/{Brand}/{file_name}.{extension}`)."""
 
     name: str
     value: Any
@@ -216,7 +217,14 @@ def _local_path(check: _Checker, text: str, where: KeyPath) -> str:
 
 
 READERS = ("read_delimited", "read_parquet", "read_json_lines")
-ROW_STEPS = ("take", "skip", "drop_columns", "keep_columns", "convert_column_types")
+ROW_STEPS = (
+    "take",
+    "skip",
+    "drop_columns",
+    "keep_columns",
+    "convert_column_types",
+    "extract_columns_from_partition_format",
+)
 
 
 def _transformations(check: _Checker, value: Any) -> tuple[Reader | None, tuple[RowStep, ...]]:
@@ -296,6 +304,12 @@ def _row_step(check: _Checker, name: str, options: Any, where: KeyPath) -> RowSt
         return RowStep(name, check.count(options, where))
     if name in ("drop_columns", "keep_columns"):
         return RowStep(name, check.columns(options, where))
+    if name == "extract_columns_from_partition_format":
+        found = check.mapping(options, where, ("partition_format",), name)
+        form = check.text(found.get("partition_format"), where + ("partition_format",))
+        if "{" not in form:
+            raise check.fail(where, "partition_format names no column", "write e.g. `{Store}/{Brand}/{file}.csv`")
+        return RowStep(name, form)
     if not isinstance(options, list) or not options:
         raise check.fail(where, "convert_column_types takes a list", "write `- columns: A` and `column_type: int`")
     pairs = []

@@ -34,6 +34,7 @@ def test_two_nodes_of_two_processes_append_what_one_process_does(run_cli, distru
     result_text = (files_job / "code" / "logs" / "job_result.txt").read_text()
     assert "mini-batches: 6, succeeded: 6, failed: 0" in result_text
     assert "[files] [0/0] [distrun parallel] mini-batches 6/6, 0 failed," in result.stdout
+    assert "Mini-batches: 6/6 ended, 6 succeeded, 0 failed" in run_cli("job", "show", "scored.files").stdout
 
 
 FAILING = """\
@@ -88,6 +89,9 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
     assert "1 mini-batches failed, more than mini_batch_error_threshold (0)" in summary
     assert "mini-batch 2 (" in summary and "f05.txt" in summary and "failed 2 tries in node" in summary
     assert "ValueError: cannot score f05.txt" in summary
+    shown = run_cli("job", "show", "broken.bad").stdout
+    assert "Mini-batches: " in shown and "mini-batch 2 in node" in shown
+    assert "2 tries: ValueError: cannot score f05.txt" in shown
     # The dead process was replaced; its mini-batch ran again and every file is in the output.
     assert sorted(appended(distrun_home, "broken.dies")) == [f"f{n:02d}.txt" for n in range(12)]
     dies_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.dies" / "user_logs").glob("std_log*"))
