@@ -17,6 +17,7 @@ the job's pandas, whatever its version).
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -62,6 +63,26 @@ def _mini_batch(request: dict[str, Any]) -> Any:
     return frame
 
 
+class MiniBatchContext:
+    """Azure ML's second argument of `run(mini_batch, mini_batch_context)`: which partition (with
+    partition_keys) and which mini-batch this is."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.partition_key_value = dict((request.get("attrs") or {}).get("partition_key_value") or {})
+        self.minibatch_index = request.get("index")
+
+
+def _run(module: Any, request: dict[str, Any]) -> Any:
+    mini_batch = _mini_batch(request)
+    try:
+        takes = len(inspect.signature(module.run).parameters)
+    except (TypeError, ValueError):
+        takes = 1
+    if takes >= 2:
+        return module.run(mini_batch, MiniBatchContext(request))
+    return module.run(mini_batch)
+
+
 def _answer(stream: Any, **fields: Any) -> None:
     stream.write(json.dumps(fields) + "\n")
     stream.flush()
@@ -78,7 +99,7 @@ def serve(requests: Any, answers: Any) -> None:
                     module.init()
                 _answer(answers, ok=True)
             elif request["op"] == "run":
-                count, lines = _lines(module.run(_mini_batch(request)))  # type: ignore[union-attr]
+                count, lines = _lines(_run(module, request))
                 _answer(answers, ok=True, count=count, lines=lines)
             else:
                 if module is not None and callable(getattr(module, "shutdown", None)):

@@ -6,6 +6,7 @@ mini-batch is taken by exactly one process, however many pull at once.
     claims/<attempt>/<i>   process that took mini-batch i in this attempt of the job
     done/<i>               its result: {"process", "items", "lines"}; written once, by rename
     failed/<i>             a mini-batch that failed every try: {"process", "items", "tries", "error"}
+    short/<i>              a done mini-batch whose `run` returned fewer rows than items: {"failed_items"}
     stop                   why every process stops now (an init() that failed, a threshold passed)
     plan.json              how many mini-batches, of what (written by process 0)
 
@@ -30,7 +31,7 @@ class Queue:
         self.count = count
         self.start = start % count if count else 0  # where this process begins looking
         self.claims = folder / "claims" / str(attempt)
-        for sub in (self.claims, folder / "done", folder / "failed"):
+        for sub in (self.claims, folder / "done", folder / "failed", folder / "short"):
             make_dirs(sub)
 
     def _taken(self, index: int) -> bool:
@@ -66,8 +67,18 @@ class Queue:
         partial.write_text(json.dumps(plan))
         os.replace(partial, self.folder / "plan.json")
 
-    def done(self, index: int, process: str, items: int, lines: list[str]) -> None:
+    def done(self, index: int, process: str, items: int, lines: list[str], missing: int = 0) -> None:
+        if missing:
+            self._write("short", index, {"process": process, "items": items, "failed_items": missing})
         self._write("done", index, {"process": process, "items": items, "lines": lines})
+
+    def failed_items(self) -> int:
+        """Items of done mini-batches that `run` returned no row for."""
+        total = 0
+        for entry in os.listdir(self.folder / "short"):
+            if not entry.startswith("."):
+                total += int(json.loads((self.folder / "short" / entry).read_text()).get("failed_items", 0))
+        return total
 
     def failed(self, index: int, record: dict[str, Any]) -> None:
         self._write("failed", index, record)

@@ -61,7 +61,7 @@ def threshold_passed(queue: Queue, options: Namespace, total: int) -> str | None
             f"{len(failures)} mini-batches failed, more than mini_batch_error_threshold "
             f"({options.mini_batch_error_threshold})"
         )
-    items = sum(int(f.get("failed_items", 0)) for f in failures)
+    items = sum(int(f.get("failed_items", 0)) for f in failures) + queue.failed_items()
     if 0 <= options.error_threshold < items:
         return f"{items} items failed, more than error_threshold ({options.error_threshold})"
     percent = options.allowed_failed_percent
@@ -110,9 +110,11 @@ def finish(queue: Queue, progress: Progress, split: Split, options: Namespace) -
     result = (
         f"mini-batches: {total}, succeeded: {done}, failed: {failed}\n"
         f"rows appended: {rows}{f' to {options.append_row_to}' if options.append_row_to else ''}\n"
+        f"items without a returned row: {queue.failed_items()}\n"
     )
     _write(progress.logs / "job_result.txt", result)
-    print(f"[distrun parallel] {result.strip()}", flush=True)
+    for line in result.splitlines():
+        print(f"[distrun parallel] {line}", flush=True)
     if failures:
         print(f"[distrun parallel] failed mini-batches (within the thresholds):\n{error_summary(failures)}", flush=True)
     return 0

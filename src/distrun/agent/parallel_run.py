@@ -4,9 +4,10 @@
 Each process splits the input the same way (`parallel_batches`), starts the entry script's
 process (`parallel_entry`: `init()` once), then takes mini-batches from the shared queue
 (`parallel_queue`) until none is left: a slow process never holds the others back. A mini-batch
-whose `run` raises, times out or returns fewer items than it got is tried again, up to
-`max_retries` times, in a new entry-script process when the last one hung or died. An `init()`
-that fails stops the whole step at once, as does a failure count past its threshold. Process 0
+whose `run` raises, times out or returns nothing (None) is tried again, up to `max_retries`
+times, in a new entry-script process when the last one hung or died. An `init()`
+that fails stops the whole step at once, as does a failure count past its threshold (failed
+mini-batches; failed items: those a `run` returned no row for). Process 0
 then waits for the others, appends every returned row to `append_row_to`, and writes the
 summary (`parallel_report`).
 """
@@ -96,13 +97,6 @@ class Worker:
                     answer = restarted
                     continue
             answer = self.entry.ask(request, self.options.timeout)
-            if answer.ok and answer.count < batch.size:
-                answer = Answer(
-                    False,
-                    f"run() returned {answer.count} items for a mini-batch of {batch.size}",
-                    answer.count,
-                    answer.lines,
-                )
             if answer.ok or self.queue.stopped() is not None:
                 break
             print(
@@ -112,7 +106,14 @@ class Worker:
                 flush=True,
             )
         if answer.ok:
-            self.queue.done(batch.index, self.process_name, batch.size, answer.lines or [])
+            # Fewer rows than items: the missing items failed (error_threshold counts them), as on
+            # Azure ML; the mini-batch itself succeeded and is not tried again.
+            missing = max(batch.size - answer.count, 0)
+            self.queue.done(batch.index, self.process_name, batch.size, answer.lines or [], missing)
+            if missing and self.options.error_threshold >= 0:
+                passed = threshold_passed(self.queue, self.options, len(self.split.batches))
+                if passed:
+                    self.queue.stop(passed)
             return
         record = {
             "mini_batch": batch.index,
@@ -130,14 +131,14 @@ class Worker:
 
     def _request(self, batch: MiniBatch) -> dict[str, object]:
         if batch.rows is None:
-            return {"op": "run", "files": list(batch.files)}
+            return {"op": "run", "index": batch.index, "files": list(batch.files)}
         frame = self.split.frame.iloc[batch.rows[0] : batch.rows[1]].reset_index(drop=True)
         # JSON with its table schema: read back with the column types by any pandas since 0.20,
         # which a pickle of this pandas is not (the job's environment has its own pandas).
         path = self.queue.folder / f".frame.{os.getpid()}.json"
         frame.to_json(path, orient="table", index=False)
         attrs = {"partition_key_value": batch.partition} if batch.partition else {}
-        return {"op": "run", "frame": str(path), "attrs": attrs}
+        return {"op": "run", "index": batch.index, "frame": str(path), "attrs": attrs}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -106,6 +106,10 @@ def _with_component(
     ref = raw.get("component")
     if ref is None:
         return raw, None
+    if isinstance(ref, dict):  # an inline parallel component (the SDK's parallel_run_function writes one)
+        inline = SourceMap(smap.source)
+        copy_positions(smap, at + ("component",), inline, ())
+        return _merged(raw, ref, inline, smap, at, problem, "the inline component"), base_dir
     if not isinstance(ref, str) or ref.startswith("azureml:"):
         problem(
             "a parallel step names its parallel component as a local file",
@@ -120,13 +124,26 @@ def _with_component(
         for found in exc.problems:
             problem(f"component {ref}: {found.message}", ("component",), found.hint)
         return None, None
+    merged = _merged(raw, data, component_map, smap, at, problem, f"component {ref}")
+    return merged, path.parent if merged is not None else None
+
+
+def _merged(
+    raw: dict[str, Any],
+    data: Any,
+    component_map: SourceMap,
+    smap: SourceMap,
+    at: KeyPath,
+    problem: ProblemAt,
+    what: str,
+) -> dict[str, Any] | None:
     if not isinstance(data, dict) or str(data.get("type", "")).lower() != "parallel":
         problem(
-            f"component {ref} is not a parallel component (`type: parallel`)",
+            f"{what} is not a parallel component (`type: parallel`)",
             ("component",),
             "a parallel step names a `type: parallel` component, or writes its task inline",
         )
-        return None, None
+        return None
     for key in data:
         if key not in COMPONENT_KEYS:
             where = component_map.find((key,))
@@ -138,7 +155,7 @@ def _with_component(
     merged["inputs"] = _step_inputs(data.get("inputs"), raw.get("inputs"))
     merged["outputs"] = _step_outputs(data.get("outputs"), raw.get("outputs"))
     merged.update({k: v for k, v in raw.items() if k not in ("component", "inputs", "outputs")})
-    return merged, path.parent
+    return merged
 
 
 def _step_inputs(declared: Any, given: Any) -> dict[str, Any]:

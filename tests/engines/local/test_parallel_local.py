@@ -54,6 +54,8 @@ def run(mini_batch):
             os._exit(9)
     if "--bad-file" in sys.argv and "f05.txt" in names:
         raise ValueError("cannot score f05.txt")
+    if "--short" in sys.argv and "f07.txt" in names:
+        return names[:1]
     return names
 """
 
@@ -74,12 +76,15 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
         + step("--bad-file", 0)
         + "  dies:\n"
         + step("--die-once", 0)
+        + "  short:\n"
+        + step("--short", 0).replace("mini_batch_error_threshold: 0", "error_threshold: 0")
     )
     (tmp_path / "pipeline.yml").write_text(text)
     result = run_cli("run", str(tmp_path / "pipeline.yml"), "--name", "broken")
     assert result.returncode != 0
     steps = record(distrun_home, "broken")["steps"]
-    assert {name: s["status"] for name, s in steps.items()} == {"init": "Failed", "bad": "Failed", "dies": "Completed"}
+    statuses = {name: s["status"] for name, s in steps.items()}
+    assert statuses == {"init": "Failed", "bad": "Failed", "dies": "Completed", "short": "Failed"}
     init_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.init" / "user_logs").glob("std_log*"))
     assert "init() of the entry script failed in node" in init_logs
     assert "RuntimeError: no model here" in init_logs
@@ -96,3 +101,6 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
     assert sorted(appended(distrun_home, "broken.dies")) == [f"f{n:02d}.txt" for n in range(12)]
     dies_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.dies" / "user_logs").glob("std_log*"))
     assert "the entry script's process ended (exit code 9)" in dies_logs
+    # A run that returns fewer rows than it got items: those items failed, past error_threshold 0.
+    short_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.short" / "user_logs").glob("std_log*"))
+    assert "parallel step failed: 1 items failed, more than error_threshold (0)" in short_logs
