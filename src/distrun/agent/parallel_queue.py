@@ -1,7 +1,7 @@
-"""The shared queue of a parallel step's mini-batches: files in a folder every process of the
-gang sees (`<job folder>/parallel`, on a shared file system on Slurm; the job's folder on local
-compute). Creating a file with O_EXCL is atomic on every local and NFS file system, so a
-mini-batch is taken by exactly one process, however many pull at once.
+"""The queue of a parallel step's mini-batches, held by process 0 of the gang in its job folder
+(`<job folder>/parallel`) and served to the others (`parallel_queue_server`). A claim is a file
+created with O_EXCL, so an attempt takes each mini-batch once; what ended is kept for the next
+attempt.
 
     claims/<attempt>/<i>   process that took mini-batch i in this attempt of the job
     done/<i>               its result: {"process", "items", "lines"}; written once, by rename
@@ -26,10 +26,9 @@ from distrun.core.file_modes import FILE_MODE, make_dirs
 
 
 class Queue:
-    def __init__(self, folder: Path, attempt: int, count: int, start: int = 0) -> None:
+    def __init__(self, folder: Path, attempt: int, count: int) -> None:
         self.folder = folder
         self.count = count
-        self.start = start % count if count else 0  # where this process begins looking
         self.claims = folder / "claims" / str(attempt)
         for sub in (self.claims, folder / "done", folder / "failed", folder / "short"):
             make_dirs(sub)
@@ -37,23 +36,17 @@ class Queue:
     def _taken(self, index: int) -> bool:
         return (self.folder / "done" / str(index)).exists() or (self.folder / "failed" / str(index)).exists()
 
-    def take(self, process: str) -> Iterator[int]:
-        """The mini-batches this process takes, one at a time, until none is left or the job stops."""
-        for offset in range(self.count):
-            index = (self.start + offset) % self.count
-            if self.stopped() is not None:
-                return
-            if self._taken(index):
-                continue
-            try:
-                fd = os.open(self.claims / str(index), os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-            except FileExistsError:
-                continue
-            os.write(fd, process.encode())
-            os.close(fd)
-            if self._taken(index):  # finished in an earlier attempt between the look and the claim
-                continue
-            yield index
+    def claim(self, index: int, process: str) -> bool:
+        """Whether `process` now holds mini-batch `index` (not ended, not held in this attempt)."""
+        if self._taken(index):
+            return False
+        try:
+            fd = os.open(self.claims / str(index), os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        except FileExistsError:
+            return False
+        os.write(fd, process.encode())
+        os.close(fd)
+        return True
 
     def _write(self, sub: str, index: int, record: dict[str, Any]) -> None:
         final = self.folder / sub / str(index)

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from argparse import Namespace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,19 +83,22 @@ def error_summary(failures: list[dict[str, Any]]) -> str:
     return "\n\n".join(parts)
 
 
-def say_stop(queue: Queue) -> int:
+def say_stop(queue: Any, why: str | None = None) -> int:
     """The step stopped: say why, with every failed mini-batch, and end this process failed."""
-    why = queue.stopped() or "stopped"
-    summary = error_summary(queue.failures())
+    why = why or queue.stopped() or "stopped"
+    try:
+        summary = error_summary(queue.failures())
+    except (OSError, ValueError):  # process 0, which holds the queue, is gone
+        summary = ""
     text = f"parallel step failed: {why}" + (f"\n\n{summary}" if summary else "")
     print(f"[distrun parallel] {text}", file=sys.stderr, flush=True)
     return 1
 
 
-def finish(queue: Queue, progress: Progress, split: Split, options: Namespace) -> int:
+def finish(queue: Queue, progress: Progress, split: Split, options: Namespace, others_gone: Callable[[], bool]) -> int:
     """Process 0, once it took nothing more: wait for the others, then the output and the summary."""
     total = len(split.batches)
-    while sum(queue.counts()) < total and queue.stopped() is None:
+    while (sum(queue.counts()) < total or not others_gone()) and queue.stopped() is None:
         progress.tick()
         time.sleep(WAIT_STEP)
     progress.tick(force=True)

@@ -2,8 +2,9 @@
 (`python -m distrun.agent.parallel_run ...`, the command `distrun.loading.parallel_step` writes).
 
 Each process splits the input the same way (`parallel_batches`), starts the entry script's
-process (`parallel_entry`: `init()` once), then takes mini-batches from the shared queue
-(`parallel_queue`) until none is left: a slow process never holds the others back. A mini-batch
+process (`parallel_entry`: `init()` once), then takes mini-batches from the one queue, which
+process 0 holds and serves to the others over TCP (`parallel_queue_server`), until none is
+left: a slow process never holds the others back. A mini-batch
 whose `run` raises, times out or returns nothing (None) is tried again, up to `max_retries`
 times, in a new entry-script process when the last one hung or died. An `init()`
 that fails stops the whole step at once, as does a failure count past its threshold (failed
@@ -22,7 +23,8 @@ from pathlib import Path
 from distrun.agent.parallel_batches import MiniBatch, Split, split_input
 from distrun.agent.parallel_entry import Answer, EntryProcess
 from distrun.agent.parallel_queue import Queue
-from distrun.agent.parallel_report import Progress, finish, say_stop, threshold_passed
+from distrun.agent.parallel_queue_server import RemoteQueue, SharedQueue, serve
+from distrun.agent.parallel_report import Progress, finish, say_stop
 from distrun.core.errors import DistrunError
 
 INIT_TIMEOUT = 600.0  # seconds an entry script's import and init() may take
@@ -61,12 +63,22 @@ class Worker:
         job_dir = Path(os.environ.get("DISTRUN_JOB_DIR") or ".")
         attempt = int(os.environ.get("DISTRUN_RESTART_COUNT", "0") or 0)
         count = len(split.batches)
-        self.queue = Queue(job_dir / "parallel", attempt, count, start=self.rank * count // max(self.world, 1))
+        self.scratch = job_dir / "parallel"  # this node's copy of the job folder: mini-batch files
+        self.scratch.mkdir(parents=True, exist_ok=True)
         self.entry = EntryProcess(Path(options.entry_script).absolute(), program_arguments)
-        self.progress = Progress(self.queue, count, job_dir / "code" / "logs")
+        self.local: Queue | None = None
+        self.queue: SharedQueue | RemoteQueue
+        host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", "0") or 0)
         if self.rank == 0:
+            self.local = Queue(self.scratch, attempt, count)
+            self.queue = SharedQueue(self.local, options, count)
+            if self.world > 1:
+                self.server = serve(self.queue, port)
             items = sum(batch.size for batch in split.batches)
-            self.queue.describe({"mini_batches": count, "unit": split.kind, "items": items})
+            self.local.describe({"mini_batches": count, "unit": split.kind, "items": items})
+            self.progress = Progress(self.local, count, job_dir / "code" / "logs")
+        else:
+            self.queue = RemoteQueue(host, port)
 
     def run(self) -> int:
         started = self.entry.start(INIT_TIMEOUT)
@@ -74,17 +86,21 @@ class Worker:
             why = f"init() of the entry script failed in {self.process_name}:\n{started.error}"
             self.queue.stop(why)
             self.entry.close()
-            return say_stop(self.queue)
+            return say_stop(self.queue, why)
         for index in self.queue.take(self.process_name):
             self._one(self.split.batches[index])
-            if self.rank == 0:
+            if self.local is not None:
                 self.progress.tick()
         self.entry.shutdown(self.options.timeout)
+        if isinstance(self.queue, RemoteQueue):
+            stopped = self.queue.stopped()
+            self.queue.bye()
+            return 0 if stopped is None else say_stop(self.queue, stopped)
         if self.queue.stopped() is not None:
             return say_stop(self.queue)
-        if self.rank != 0:
-            return 0
-        return finish(self.queue, self.progress, self.split, self.options)
+        assert self.local is not None
+        others = self.world - 1
+        return finish(self.local, self.progress, self.split, self.options, lambda: self.queue.gone >= others)
 
     def _one(self, batch: MiniBatch) -> None:
         request = self._request(batch)
@@ -110,10 +126,6 @@ class Worker:
             # Azure ML; the mini-batch itself succeeded and is not tried again.
             missing = max(batch.size - answer.count, 0)
             self.queue.done(batch.index, self.process_name, batch.size, answer.lines or [], missing)
-            if missing and self.options.error_threshold >= 0:
-                passed = threshold_passed(self.queue, self.options, len(self.split.batches))
-                if passed:
-                    self.queue.stop(passed)
             return
         record = {
             "mini_batch": batch.index,
@@ -124,10 +136,7 @@ class Worker:
             "files": list(batch.files)[:20],
             "error": answer.error,
         }
-        self.queue.failed(batch.index, record)
-        passed = threshold_passed(self.queue, self.options, len(self.split.batches))
-        if passed:
-            self.queue.stop(passed)
+        self.queue.failed(batch.index, record)  # past a threshold, the queue stops every process
 
     def _request(self, batch: MiniBatch) -> dict[str, object]:
         if batch.rows is None:
@@ -135,7 +144,7 @@ class Worker:
         frame = self.split.frame.iloc[batch.rows[0] : batch.rows[1]].reset_index(drop=True)
         # JSON with its table schema: read back with the column types by any pandas since 0.20,
         # which a pickle of this pandas is not (the job's environment has its own pandas).
-        path = self.queue.folder / f".frame.{os.getpid()}.json"
+        path = self.scratch / f".frame.{os.getpid()}.json"
         frame.to_json(path, orient="table", index=False)
         attrs = {"partition_key_value": batch.partition} if batch.partition else {}
         return {"op": "run", "index": batch.index, "frame": str(path), "attrs": attrs}

@@ -16,19 +16,10 @@ from distrun.sdk.inputs_outputs import Input, Output
 from distrun.sdk.notices import caller_position
 from distrun.sdk.pipeline_nodes import NodeOutputs, absolute, building
 from distrun.sdk.plain import AttrDict, to_data
+from distrun.spec.parallel_settings import PARALLEL_KEYS
 
 # parallel_run_function's settings that are a parallel job's own (the YAML keys of the same names).
-SETTINGS = (
-    "input_data",
-    "mini_batch_size",
-    "partition_keys",
-    "max_concurrency_per_instance",
-    "mini_batch_error_threshold",
-    "error_threshold",
-    "retry_settings",
-    "logging_level",
-    "environment_variables",
-)
+SETTINGS = (*(key for key in PARALLEL_KEYS if key != "task"), "environment_variables")
 
 
 class RunFunction:
