@@ -1,17 +1,12 @@
 """The queue of a parallel step's mini-batches, held by process 0 of the gang in its job folder
-(`<job folder>/parallel`) and served to the others (`parallel_queue_server`). A claim is a file
-created with O_EXCL, so an attempt takes each mini-batch once; what ended is kept for the next
-attempt.
+(`<job folder>/parallel`) and served to the others (`parallel_queue_server`). Process 0 is its
+only writer, so what is taken is kept in memory; what ended is appended, one JSON line each, to
+logs that the next attempt of the job (`max_restarts`) reads back, so it takes none of those again:
 
-    claims/<attempt>/<i>   process that took mini-batch i in this attempt of the job
-    done/<i>               its result: {"process", "items", "lines"}; written once, by rename
-    failed/<i>             a mini-batch that failed every try: {"process", "items", "tries", "error"}
-    short/<i>              a done mini-batch whose `run` returned fewer rows than items: {"failed_items"}
-    stop                   why every process stops now (an init() that failed, a threshold passed)
-    plan.json              how many mini-batches, of what (written by process 0)
-
-A mini-batch claimed in an earlier attempt but neither done nor failed is taken again in the
-next (`max_restarts`); done and failed ones are kept.
+    done.jsonl    {"index", "process", "items", "lines", "failed_items"}: a mini-batch that ran
+    failed.jsonl  {"mini_batch", "process", "items", "tries", "error", ...}: one that failed every try
+    stop          why every process stops (an init() that failed, a threshold passed)
+    plan.json     how many mini-batches, of what (for the faces)
 """
 
 from __future__ import annotations
@@ -24,96 +19,90 @@ from typing import Any
 
 from distrun.core.file_modes import FILE_MODE, make_dirs
 
+DONE = "done.jsonl"
+FAILED = "failed.jsonl"
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The whole records of a log (a last line cut short by a killed process is left out)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in text.splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
+
 
 class Queue:
-    def __init__(self, folder: Path, attempt: int, count: int) -> None:
+    def __init__(self, folder: Path, count: int) -> None:
         self.folder = folder
         self.count = count
-        self.claims = folder / "claims" / str(attempt)
-        for sub in (self.claims, folder / "done", folder / "failed", folder / "short"):
-            make_dirs(sub)
+        make_dirs(folder)
+        done = read_log(folder / DONE)
+        self.failed_records = read_log(folder / FAILED)
+        self.ended = {int(r["index"]) for r in done} | {int(r["mini_batch"]) for r in self.failed_records}
+        self.done_count = len({int(r["index"]) for r in done})
+        self.short_items = sum(int(r.get("failed_items", 0)) for r in done)
+        self.taken: set[int] = set()
+        self.why: str | None = None  # an earlier attempt's stop is that attempt's
+        self._done = os.open(folder / DONE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
+        self._failed = os.open(folder / FAILED, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
 
-    def _taken(self, index: int) -> bool:
-        return (self.folder / "done" / str(index)).exists() or (self.folder / "failed" / str(index)).exists()
-
-    def claim(self, index: int, process: str) -> bool:
-        """Whether `process` now holds mini-batch `index` (not ended, not held in this attempt)."""
-        if self._taken(index):
+    def claim(self, index: int) -> bool:
+        """Whether mini-batch `index` is to be run now (not ended, not taken in this attempt)."""
+        if index in self.ended or index in self.taken:
             return False
-        try:
-            fd = os.open(self.claims / str(index), os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        except FileExistsError:
-            return False
-        os.write(fd, process.encode())
-        os.close(fd)
+        self.taken.add(index)
         return True
 
-    def _write(self, sub: str, index: int, record: dict[str, Any]) -> None:
-        final = self.folder / sub / str(index)
-        partial = final.with_name(f".{index}.{os.getpid()}")
-        partial.write_text(json.dumps(record))
-        os.replace(partial, final)
+    def _append(self, fd: int, record: dict[str, Any]) -> None:
+        os.write(fd, (json.dumps(record) + "\n").encode())  # one write: whole lines, appended
 
     def describe(self, plan: dict[str, Any]) -> None:
-        """plan.json: how many mini-batches there are, for the faces."""
         partial = self.folder / f".plan.json.{os.getpid()}"
         partial.write_text(json.dumps(plan))
         os.replace(partial, self.folder / "plan.json")
 
     def done(self, index: int, process: str, items: int, lines: list[str], missing: int = 0) -> None:
-        if missing:
-            self._write("short", index, {"process": process, "items": items, "failed_items": missing})
-        self._write("done", index, {"process": process, "items": items, "lines": lines})
+        record = {"index": index, "process": process, "items": items, "lines": lines, "failed_items": missing}
+        self._append(self._done, record)
+        self.ended.add(index)
+        self.done_count += 1
+        self.short_items += missing
+
+    def failed(self, index: int, record: dict[str, Any]) -> None:
+        self._append(self._failed, record)
+        self.failed_records.append(record)
+        self.ended.add(index)
 
     def failed_items(self) -> int:
         """Items of done mini-batches that `run` returned no row for."""
-        total = 0
-        for entry in os.listdir(self.folder / "short"):
-            if not entry.startswith("."):
-                total += int(json.loads((self.folder / "short" / entry).read_text()).get("failed_items", 0))
-        return total
-
-    def failed(self, index: int, record: dict[str, Any]) -> None:
-        self._write("failed", index, record)
+        return self.short_items
 
     def stop(self, why: str) -> None:
         """Every process stops; the first reason given is kept."""
-        try:
-            fd = os.open(self.folder / "stop", os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        except FileExistsError:
+        if self.why is not None:
             return
-        os.write(fd, why.encode())
-        os.close(fd)
+        self.why = why
+        (self.folder / "stop").write_text(why)
 
     def stopped(self) -> str | None:
-        try:
-            return (self.folder / "stop").read_text()
-        except FileNotFoundError:
-            return None
+        return self.why
 
     def counts(self) -> tuple[int, int]:
         """(done, failed) mini-batches."""
-        return _count(self.folder / "done"), _count(self.folder / "failed")
+        return self.done_count, len(self.failed_records)
 
     def failures(self) -> list[dict[str, Any]]:
-        found = []
-        for entry in sorted(os.listdir(self.folder / "failed"), key=_number):
-            if not entry.startswith("."):
-                found.append(json.loads((self.folder / "failed" / entry).read_text()))
-        return found
+        return sorted(self.failed_records, key=lambda r: int(r.get("mini_batch", -1)))
 
     def results(self) -> Iterator[dict[str, Any]]:
         """Every done mini-batch's result, in mini-batch order."""
-        for index in range(self.count):
-            try:
-                yield json.loads((self.folder / "done" / str(index)).read_text())
-            except FileNotFoundError:
-                continue
-
-
-def _count(folder: Path) -> int:
-    return sum(1 for name in os.listdir(folder) if not name.startswith("."))
-
-
-def _number(name: str) -> int:
-    return int(name) if name.isdigit() else -1
+        by_index = {int(r["index"]): r for r in read_log(self.folder / DONE)}
+        for index in sorted(by_index):
+            yield by_index[index]

@@ -48,7 +48,7 @@ class SharedQueue:
             while self.cursor < self.total:
                 index = self.cursor
                 self.cursor += 1
-                if self.queue.claim(index, process):
+                if self.queue.claim(index):
                     return index
             return None
 

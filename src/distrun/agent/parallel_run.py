@@ -61,7 +61,6 @@ class Worker:
         node = os.environ.get("NODE_RANK", "0")
         self.process_name = f"node {node} process {self.rank:03d}"
         job_dir = Path(os.environ.get("DISTRUN_JOB_DIR") or ".")
-        attempt = int(os.environ.get("DISTRUN_RESTART_COUNT", "0") or 0)
         count = len(split.batches)
         self.scratch = job_dir / "parallel"  # this node's copy of the job folder: mini-batch files
         self.scratch.mkdir(parents=True, exist_ok=True)
@@ -70,7 +69,7 @@ class Worker:
         self.queue: SharedQueue | RemoteQueue
         host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", "0") or 0)
         if self.rank == 0:
-            self.local = Queue(self.scratch, attempt, count)
+            self.local = Queue(self.scratch, count)
             self.queue = SharedQueue(self.local, options, count)
             if self.world > 1:
                 self.server = serve(self.queue, port)

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from distrun.agent.parallel_batches import split_input
+from distrun.agent.parallel_queue import DONE, FAILED
 from distrun.agent.parallel_run import arguments
 from distrun.core.errors import DistrunError
 from distrun.core.safe_files import read_regular
 from distrun.loading.parallel_step import WORKER_MODULE
 
-FAILURE_LIMIT = 1 << 20  # one failed mini-batch's record: its traceback and a few file names
+LOG_LIMIT = 1 << 28  # a queue log: every row the mini-batches returned (done), or their tracebacks
 SHOWN_FAILURES = 5
 
 
@@ -76,19 +77,35 @@ def show_lines(folder: Path) -> list[str]:
     if not _is_folder(queue):
         return []
     total = _total(queue)
-    done, failed = _names(queue / "done"), _names(queue / "failed")
+    done = {r.get("index") for r in _records(folder, queue / DONE)}
+    failed = sorted(_records(folder, queue / FAILED), key=lambda r: r.get("mini_batch") or 0)
     of = f"/{total}" if total is not None else ""
     lines = ["", f"Mini-batches: {len(done) + len(failed)}{of} ended, {len(done)} succeeded, {len(failed)} failed"]
-    for name in sorted(failed, key=lambda n: int(n) if n.isdigit() else -1)[:SHOWN_FAILURES]:
-        try:
-            record = json.loads(read_regular(queue / "failed" / name, FAILURE_LIMIT, root=folder))
-        except (OSError, ValueError):
-            continue
+    for record in failed[:SHOWN_FAILURES]:
         last = (str(record.get("error") or "").strip().splitlines() or ["?"])[-1]
-        lines.append(f"  mini-batch {name} in {record.get('process')}, {record.get('tries')} tries: {last}")
+        lines.append(
+            f"  mini-batch {record.get('mini_batch')} in {record.get('process')}, {record.get('tries')} tries: {last}"
+        )
     if len(failed) > SHOWN_FAILURES:
         lines.append(f"  ... and {len(failed) - SHOWN_FAILURES} more: {folder}/code/logs/job_error.txt")
     return lines
+
+
+def _records(folder: Path, path: Path) -> list[dict[str, Any]]:
+    """The whole JSON lines of a queue log, read through the safe path (a job may have replaced it)."""
+    try:
+        text = read_regular(path, LOG_LIMIT, root=folder).decode("utf-8", "replace")
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            found.append(record)
+    return found
 
 
 def _is_folder(path: Path) -> bool:
@@ -96,12 +113,6 @@ def _is_folder(path: Path) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-def _names(folder: Path) -> list[str]:
-    if not _is_folder(folder):
-        return []
-    return [name for name in os.listdir(folder) if name.isdigit()]
 
 
 def _total(queue: Path) -> int | None:

@@ -6,6 +6,7 @@ and the traceback, and a process that dies is replaced and its mini-batch tried 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from support.jobs import record
@@ -27,9 +28,10 @@ def test_two_nodes_of_two_processes_append_what_one_process_does(run_cli, distru
     files_job = distrun_home / "jobs" / "scored.files"
     logs = [(files_job / "user_logs" / f"std_log_process_{r:02d}.txt").read_text() for r in range(4)]
     assert [log.count(f"init on rank {r}") for r, log in enumerate(logs)] == [1] * 4
-    assert sorted(p.name for p in (files_job / "parallel" / "done").iterdir()) == [str(i) for i in range(6)]
-    table_batches = len(list((distrun_home / "jobs" / "scored.table" / "parallel" / "done").iterdir()))
-    assert 2 < table_batches < 40
+    done = [json.loads(line) for line in (files_job / "parallel" / "done.jsonl").read_text().splitlines()]
+    assert sorted(record["index"] for record in done) == list(range(6))
+    table_done = (distrun_home / "jobs" / "scored.table" / "parallel" / "done.jsonl").read_text().splitlines()
+    assert 2 < len(table_done) < 40
     # Azure ML's summary files, and the progress line in the run's output.
     result_text = (files_job / "code" / "logs" / "job_result.txt").read_text()
     assert "mini-batches: 6, succeeded: 6, failed: 0" in result_text
@@ -88,7 +90,7 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
     init_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.init" / "user_logs").glob("std_log*"))
     assert "init() of the entry script failed in node" in init_logs
     assert "RuntimeError: no model here" in init_logs
-    assert list((distrun_home / "jobs" / "broken.init" / "parallel" / "done").iterdir()) == []  # none was tried
+    assert (distrun_home / "jobs" / "broken.init" / "parallel" / "done.jsonl").read_text() == ""  # none was tried
     bad = distrun_home / "jobs" / "broken.bad"
     summary = "".join(p.read_text() for p in (bad / "user_logs").glob("std_log*"))
     assert "1 mini-batches failed, more than mini_batch_error_threshold (0)" in summary
