@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.agent import parallel_host
+from distrun.core.death_signal import setpriv_prefix
 
 
 @dataclass
@@ -45,8 +46,9 @@ class EntryProcess:
         to_child, from_us = os.pipe()
         to_us, from_child = os.pipe()
         env = dict(os.environ, **{parallel_host.FDS_VARIABLE: f"{to_child},{from_child}"})
+        # Killed with this worker however it ends (its requests pipe closing ends it too).
         self.process = subprocess.Popen(
-            [job_python(), parallel_host.__file__],
+            [*setpriv_prefix("KILL"), job_python(), parallel_host.__file__],
             env=env,
             pass_fds=(to_child, from_child),
             stdin=subprocess.DEVNULL,
