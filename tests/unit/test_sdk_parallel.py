@@ -69,7 +69,7 @@ def test_a_parallel_function_call_is_the_yaml_parallel_step(tmp_path: Path, monk
     )
 
     @pipeline()
-    def scoring() -> None:
+    def scoring() -> dict[str, object]:
         score = score_function(
             table=Input(type="mltable", path="./table"), model=Input(type="uri_folder", path="./model")
         )
@@ -77,6 +77,8 @@ def test_a_parallel_function_call_is_the_yaml_parallel_step(tmp_path: Path, monk
         score.resources.instance_count = 2
         score.max_concurrency_per_instance = 2
         score.mini_batch_error_threshold = 10
+        score.inputs.model.mode = "download"  # notebook 1g sets its inputs' modes
+        return {"scores": score.outputs.result}
 
     job = scoring()
     from_sdk = load_pipeline_data(job._to_data(), job._base_dir).steps["score"].document
@@ -84,7 +86,9 @@ def test_a_parallel_function_call_is_the_yaml_parallel_step(tmp_path: Path, monk
     for key in ("command", "distribution", "resources", "code", "environment_variables"):
         assert from_sdk[key] == from_yaml[key], key
     assert from_sdk["inputs"]["table"]["path"] == str(tmp_path / "table")
-    assert from_sdk["outputs"]["result"]["type"] == "uri_file"
+    # Its output is the pipeline's: the step writes it where the pipeline output is.
+    step = load_pipeline_data(job._to_data(), job._base_dir).steps["score"]
+    assert step.pipeline_outputs == {"result": "scores"} and from_sdk["outputs"]["result"]["type"] == "uri_file"
 
 
 def test_unknown_arguments_are_refused() -> None:

@@ -183,12 +183,11 @@ def _step_outputs(declared: Any, given: Any) -> dict[str, Any]:
     for name, declaration in (declared or {}).items():
         value = given.pop(name, None)
         kind = declaration.get("type", "uri_folder") if isinstance(declaration, dict) else "uri_folder"
-        result[name] = {"type": kind, **value} if isinstance(value, dict) else ({"type": kind} | _bound(value))
+        if isinstance(value, str):  # a binding: `${{parent.outputs.x}}`
+            result[name] = value
+        else:
+            result[name] = {"type": kind, **value} if isinstance(value, dict) else {"type": kind}
     return {**result, **given}
-
-
-def _bound(value: Any) -> dict[str, Any]:
-    return {} if value is None else {"path": value}
 
 
 def input_types(inputs: Any) -> dict[str, str]:

@@ -8,13 +8,14 @@ so a parallel step built in Python is checked and run exactly as one written in 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 from distrun.core.user_paths import current_folder
 from distrun.sdk.inputs_outputs import Input, Output
 from distrun.sdk.notices import caller_position
-from distrun.sdk.pipeline_nodes import NodeOutputs, absolute, building
+from distrun.sdk.pipeline_nodes import NodeOutput, NodeOutputs, absolute, building
 from distrun.sdk.plain import AttrDict, to_data
 from distrun.spec.parallel_settings import PARALLEL_KEYS
 
@@ -132,7 +133,9 @@ class ParallelNode:
         if unknown:
             raise TypeError(f"{function.name or 'the parallel function'} has no input {', '.join(unknown)}")
         self.function = function
-        self.inputs = AttrDict(inputs)
+        # A step's output given here is copied: `node.inputs.x.mode = ...` (Microsoft's notebook
+        # 1g sets eval_mount and direct) changes this step's input, not the other step's output.
+        self.inputs = AttrDict({k: copy.copy(v) if isinstance(v, NodeOutput) else v for k, v in inputs.items()})
         declared = {name: _declaration(value) for name, value in function.outputs.items()}
         self.outputs = NodeOutputs(self, declared)
         self.name: str | None = None
