@@ -229,3 +229,21 @@ def test_plan_shows_the_split_and_the_processes(tmp_path: Path, distrun_home: Pa
     text = pipeline_as_text(plan_pipeline(load_pipeline_file(folder(tmp_path, STEP)), Layout(distrun_home)))
     assert f"  mini-batches: 3 (1 to 3 files each; 7 files in {tmp_path / 'data'})\n" in text
     assert "pulled from one queue by 4 processes: rank_0 (node 0), rank_1 (node 0), rank_2 (node 1), rank_3" in text
+
+
+def test_a_restarted_attempt_takes_only_what_did_not_end(tmp_path: Path) -> None:
+    from distrun.agent.parallel_queue import Queue
+
+    first = Queue(tmp_path, 4)
+    assert [i for i in range(4) if first.claim(i)] == [0, 1, 2, 3]
+    first.done(0, "p0", 2, ["a", "b"])
+    first.failed(2, {"mini_batch": 2, "process": "p1", "items": 2, "tries": 3, "error": "boom"})
+    first.stop("a threshold")
+    with (tmp_path / "done.jsonl").open("a") as log:
+        log.write('{"index": 1, "proc')  # the last line of a process killed while writing
+    # The next attempt (max_restarts) reads what ended back: 1 and 3 were taken, never ended.
+    second = Queue(tmp_path, 4)
+    assert [i for i in range(4) if second.claim(i)] == [1, 3]
+    assert second.counts() == (1, 1) and second.stopped() is None
+    second.done(3, "p2", 1, ["c"])
+    assert [r["lines"] for r in second.results()] == [["a", "b"], ["c"]]

@@ -38,6 +38,16 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _open_log(path: Path) -> int:
+    """The log opened to append; a last line cut short (a killed attempt) is ended first, so the
+    next record starts a line of its own."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        os.write(fd, b"\n")
+    return fd
+
+
 class Queue:
     def __init__(self, folder: Path, count: int) -> None:
         self.folder = folder
@@ -50,8 +60,8 @@ class Queue:
         self.short_items = sum(int(r.get("failed_items", 0)) for r in done)
         self.taken: set[int] = set()
         self.why: str | None = None  # an earlier attempt's stop is that attempt's
-        self._done = os.open(folder / DONE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
-        self._failed = os.open(folder / FAILED, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
+        self._done = _open_log(folder / DONE)
+        self._failed = _open_log(folder / FAILED)
 
     def claim(self, index: int) -> bool:
         """Whether mini-batch `index` is to be run now (not ended, not taken in this attempt)."""

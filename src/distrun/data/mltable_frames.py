@@ -83,7 +83,9 @@ def _read(pd: Any, spec: MLTableSpec, reader: Any, files: list[Path]) -> Any:
 
 def _read_one(pd: Any, reader: Any, path: Path, position: int) -> Any:
     if isinstance(reader, ReadParquet):
-        return pd.read_parquet(path)
+        import pyarrow.parquet  # missing, the ImportError says what to install
+
+        return pyarrow.parquet.read_table(path).to_pandas()
     if isinstance(reader, ReadJsonLines):
         return pd.DataFrame(_json_records(path, reader))
     assert isinstance(reader, ReadDelimited)
