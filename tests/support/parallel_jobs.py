@@ -101,15 +101,15 @@ def parallel_step(input_name: str, input_type: str, path: str, batch: str, extra
     )
 
 
-def pipeline(folder: Path, compute: str = "local") -> Path:
+def pipeline(folder: Path, compute: str = "local", extra: str = "") -> Path:
     """A pipeline of two parallel steps: over the folder of files (`files`) and the MLTable (`table`)."""
     write_inputs(folder)
     text = (
         f"type: pipeline\nsettings:\n  default_compute: {compute}\njobs:\n"
         + "  files:\n"
-        + parallel_step("images", "uri_folder", "./files", "2")
+        + parallel_step("images", "uri_folder", "./files", "2", extra)
         + "  table:\n"
-        + parallel_step("rows", "mltable", "./table", "100b")
+        + parallel_step("rows", "mltable", "./table", "100b", extra)
     )
     path = folder / "pipeline.yml"
     path.write_text(text)

@@ -64,8 +64,8 @@ def test_an_inline_parallel_step_is_a_gang_of_workers(tmp_path: Path) -> None:
     assert document["distribution"] == {"type": "pytorch", "process_count_per_instance": 2}
     assert document["resources"] == {"instance_count": 2}
     assert document["code"] == str(tmp_path / "src") and document["environment_variables"] == {"A": "1"}
-    words = shlex.split(document["command"])
-    assert words[1:3] == ["-m", "distrun.agent.parallel_run"]
+    words = shlex.split(document["command"].split("; ", 2)[2])
+    assert words[:3] == ["$P", "-m", "distrun.agent.parallel_run"]
     options, program = arguments(words[3:])
     assert (options.entry_script, options.input_data, options.files_per_batch) == ("score.py", "${{inputs.data}}", 3)
     assert (options.max_retries, options.timeout, options.mini_batch_error_threshold) == (2, 45.0, 5)

@@ -16,6 +16,7 @@ every process at its next look.
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import socketserver
@@ -121,9 +122,16 @@ class _Server(socketserver.ThreadingTCPServer):
     shared: SharedQueue
 
 
-def serve(shared: SharedQueue, port: int) -> _Server:
-    """Serve `shared` on every address of this node at `port`, in a thread of this process."""
-    server = _Server(("", port), _Handler)
+def serve(shared: SharedQueue, host: str, port: int) -> _Server:
+    """Serve `shared` at `host:port` (the gang's MASTER_ADDR: on a machine whose simulated nodes
+    or emulated pods each have a loopback address of their own, two gangs may share a port), or on
+    every address of this node when `host` is none of its own, in a thread of this process."""
+    try:
+        server = _Server((host, port), _Handler)
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) and not isinstance(exc, socket.gaierror):
+            raise
+        server = _Server(("", port), _Handler)
     server.shared = shared
     threading.Thread(target=server.serve_forever, name="parallel-queue", daemon=True).start()
     return server

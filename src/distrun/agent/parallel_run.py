@@ -72,7 +72,7 @@ class Worker:
             self.local = Queue(self.scratch, count)
             self.queue = SharedQueue(self.local, options, count)
             if self.world > 1:
-                self.server = serve(self.queue, port)
+                self.server = serve(self.queue, host, port)
             items = sum(batch.size for batch in split.batches)
             self.local.describe({"mini_batches": count, "unit": split.kind, "items": items})
             self.progress = Progress(self.local, count, job_dir / "code" / "logs")

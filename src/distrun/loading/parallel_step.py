@@ -247,8 +247,11 @@ def processes_per_node(settings: ParallelSettings) -> int:
 
 def worker_command(settings: ParallelSettings, input_type: str) -> str:
     """The command each process of the gang runs: distrun's worker, with the step's settings."""
+    # distrun's own Python where it is (local compute, Slurm and Ray nodes: the job's environment
+    # does not have distrun); elsewhere (a Kubernetes pod) the `python` of the image, which must.
+    prefix = f'P={shlex.quote(sys.executable)}; [ -x "$P" ] || P=python; '
     words = [
-        shlex.quote(sys.executable),
+        '"$P"',
         "-m",
         WORKER_MODULE,
         "--entry-script",
@@ -280,4 +283,4 @@ def worker_command(settings: ParallelSettings, input_type: str) -> str:
         words += ["--append-row-to", f"${{{{outputs.{settings.append_row_to}}}}}"]
         words += ["--append-row-file-name", shlex.quote(settings.append_row_file_name)]
     arguments = " ".join(settings.program_arguments.splitlines())  # a folded YAML block is one line
-    return " ".join(words) + " -- " + arguments
+    return prefix + " ".join(words) + " -- " + arguments
