@@ -108,6 +108,17 @@ def _records(folder: Path, path: Path) -> list[dict[str, Any]]:
     return found
 
 
+def progress_line(folder: Path) -> str | None:
+    """The progress process 0 last wrote (`code/logs/job_progress_overview.txt`), for the web UI:
+    one short file, read every few seconds while the job runs."""
+    try:
+        text = read_regular(folder / "code" / "logs" / "job_progress_overview.txt", 4096, root=folder)
+    except OSError:
+        return None
+    line = text.decode("utf-8", "replace").strip()
+    return line or None
+
+
 def _is_folder(path: Path) -> bool:
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)

@@ -7,8 +7,13 @@ and the traceback, and a process that dies is replaced and its mini-batch tried 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+from starlette.testclient import TestClient  # the ui extra, installed by scripts/deps/60-ui.sh
+
+from distrun.store.layout import Layout
+from distrun.ui.app import UiSettings, create_app
 from support.jobs import record
 from support.parallel_jobs import appended, one_process_rows, parallel_step, pipeline, write_inputs
 
@@ -37,6 +42,12 @@ def test_two_nodes_of_two_processes_append_what_one_process_does(run_cli, distru
     assert "mini-batches: 6, succeeded: 6, failed: 0" in result_text
     assert "[files] [0/0] [distrun parallel] mini-batches 6/6, 0 failed," in result.stdout
     assert "Mini-batches: 6/6 ended, 6 succeeded, 0 failed" in run_cli("job", "show", "scored.files").stdout
+    # The web UI's job page shows the progress process 0 wrote last.
+    app = create_app(UiSettings(layout=Layout(distrun_home), token="t0k3n", allowed_hosts=()))
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+        assert client.get("/", params={"token": "t0k3n"}).status_code == 200
+        page = client.get("/jobs/scored.files").text
+    assert re.search(r'id="parallel-progress"><b>Mini-batches:</b> mini-batches 6/6, 0 failed, [0-9.]+ per s', page)
 
 
 FAILING = """\
