@@ -221,7 +221,8 @@ def _task(task: dict[str, Any], problem: ProblemAt) -> tuple[Any, str | None, st
             ("task", "append_row_to"),
             "write `append_row_to: ${{outputs.result}}` and declare `result` under outputs",
         )
-    arguments = task.get("program_arguments", "")
+    arguments = task.get("program_arguments")
+    arguments = "" if arguments is None else arguments  # `program_arguments:` with nothing: none
     if not isinstance(arguments, str):
         problem("program_arguments is one string", ("task", "program_arguments"), "write `program_arguments: --a 1`")
         arguments = ""

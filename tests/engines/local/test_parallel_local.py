@@ -76,6 +76,9 @@ def run(mini_batch):
 def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Path, tmp_path: Path) -> None:
     write_inputs(tmp_path)
     (tmp_path / "src" / "score.py").write_text(FAILING)
+    (tmp_path / "src" / "norun.py").write_text("def init():\n    pass\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "table" / "MLTable").write_text("paths:\n  - file: ./part_a.csv\ntransformations:\n  - filter: x\n")
 
     def step(arguments: str, threshold: int) -> str:
         text = parallel_step("images", "uri_folder", "./files", "2", f"mini_batch_error_threshold: {threshold}\n")
@@ -91,13 +94,22 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
         + step("--die-once", 0)
         + "  short:\n"
         + step("--short", 0).replace("mini_batch_error_threshold: 0", "error_threshold: 0")
+        + "  norun:\n"
+        + step("", 0).replace("entry_script: score.py", "entry_script: norun.py")
+        + "  empty:\n"
+        + step("", 0).replace("./files", "./empty")
+        + "  table:\n"
+        + step("", 0).replace("{type: uri_folder, path: ./files}", "{type: mltable, path: ./table}")
     )
     (tmp_path / "pipeline.yml").write_text(text)
     result = run_cli("run", str(tmp_path / "pipeline.yml"), "--name", "broken")
     assert result.returncode != 0
     steps = record(distrun_home, "broken")["steps"]
     statuses = {name: s["status"] for name, s in steps.items()}
-    assert statuses == {"init": "Failed", "bad": "Failed", "dies": "Completed", "short": "Failed"}
+    assert statuses == {
+        **{name: "Failed" for name in ("init", "bad", "short", "norun", "empty", "table")},
+        "dies": "Completed",
+    }
     init_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.init" / "user_logs").glob("std_log*"))
     assert "init() of the entry script failed in node" in init_logs
     assert "RuntimeError: no model here" in init_logs
@@ -117,3 +129,15 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
     # A run that returns fewer rows than it got items: those items failed, past error_threshold 0.
     short_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.short" / "user_logs").glob("std_log*"))
     assert "parallel step failed: 1 items failed, more than error_threshold (0)" in short_logs
+    # Bad input: an entry script without run(), an empty folder, an MLTable that does not parse.
+    for step_name, said in (
+        ("norun", "the entry script /"),
+        ("empty", "holds nothing to run: no file, no row"),
+        ("table", "MLTable:4: transformations[0]: transformation 'filter' is not read by distrun"),
+    ):
+        logs = "".join(
+            p.read_text() for p in (distrun_home / "jobs" / f"broken.{step_name}" / "user_logs").glob("std*")
+        )
+        assert said in logs, (step_name, logs[-2000:])
+    norun_logs = (distrun_home / "jobs" / "broken.norun" / "user_logs" / "std_log_process_00.txt").read_text()
+    assert "norun.py defines no run(mini_batch) function" in norun_logs
