@@ -61,6 +61,7 @@ COMMAND_KEYS = (
     "experiment_name",
     "identity",
     "properties",
+    "limits",  # distrun's timeout, max_restarts and hang_timeout, as a command step's
 )
 
 

@@ -53,6 +53,7 @@ def test_two_nodes_of_two_processes_append_what_one_process_does(run_cli, distru
 FAILING = """\
 import os
 import sys
+import time
 
 def init():
     if "--fail-init" in sys.argv:
@@ -69,6 +70,12 @@ def run(mini_batch):
         raise ValueError("cannot score f05.txt")
     if "--short" in sys.argv and "f07.txt" in names:
         return names[:1]
+    if "--kill-worker-once" in sys.argv and "f09.txt" in names:
+        marker = os.path.join(os.environ["DISTRUN_JOB_DIR"], "killed")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getppid(), 9)  # distrun's worker itself: the gang fails, the job restarts
+            time.sleep(30)
     return names
 """
 
@@ -94,6 +101,8 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
         + step("--die-once", 0)
         + "  short:\n"
         + step("--short", 0).replace("mini_batch_error_threshold: 0", "error_threshold: 0")
+        + "  restarts:\n"
+        + step("--kill-worker-once", 0).replace("resources:", "limits: {max_restarts: 1}\n    resources:")
         + "  norun:\n"
         + step("", 0).replace("entry_script: score.py", "entry_script: norun.py")
         + "  empty:\n"
@@ -109,6 +118,7 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
     assert statuses == {
         **{name: "Failed" for name in ("init", "bad", "short", "norun", "empty", "table")},
         "dies": "Completed",
+        "restarts": "Completed",
     }
     init_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.init" / "user_logs").glob("std_log*"))
     assert "init() of the entry script failed in node" in init_logs
@@ -141,3 +151,9 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
         assert said in logs, (step_name, logs[-2000:])
     norun_logs = (distrun_home / "jobs" / "broken.norun" / "user_logs" / "std_log_process_00.txt").read_text()
     assert "norun.py defines no run(mini_batch) function" in norun_logs
+    # A worker killed: the job's next attempt (max_restarts) runs only the mini-batches that had not ended.
+    restarted = distrun_home / "jobs" / "broken.restarts"
+    assert [a["status"] for a in record(distrun_home, "broken.restarts")["attempts"]] == ["Failed", "Completed"]
+    done = [json.loads(line)["index"] for line in (restarted / "parallel" / "done.jsonl").read_text().splitlines()]
+    assert sorted(done) == list(range(6))  # each mini-batch ran to its end once, over the two attempts
+    assert sorted(appended(distrun_home, "broken.restarts")) == [f"f{n:02d}.txt" for n in range(12)]
