@@ -1,7 +1,7 @@
-"""`azure.ai.ml.parallel` for distrun: parallel jobs (`parallel_run_function`, `RunFunction`) are
-not provided yet, so importing this module (`from distrun.parallel import ...`) says what to do
-instead, as `from distrun import parallel` does, rather than "No module named"."""
+"""`azure.ai.ml.parallel` for distrun: `from distrun.parallel import parallel_run_function, RunFunction`
+makes a parallel component in Python, whose call inside an `@pipeline` function is a `type: parallel`
+step (docs/parallel.md)."""
 
-from distrun.sdk import not_provided
+from distrun.sdk.parallel_job import ParallelFunction, ParallelNode, RunFunction, parallel_run_function
 
-raise not_provided.import_error(not_provided.ROOT, "parallel")
+__all__ = ["ParallelFunction", "ParallelNode", "RunFunction", "parallel_run_function"]

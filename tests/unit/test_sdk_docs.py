@@ -93,12 +93,12 @@ def failure_of(name: str, client: MLClient) -> BaseException:
 def test_each_name_not_there_says_what_it_is_and_what_to_do_instead(tmp_path: Path) -> None:
     client = MLClient(home=tmp_path)
     names = [name for name in missing_names() if not name.endswith("Error")]
-    assert {"distrun.parallel", "distrun.automl", "distrun.entities.JobService", "distrun.v1.Model"} <= set(names)
+    assert {"distrun.automl", "distrun.entities.JobService", "distrun.v1.Model"} <= set(names)
     for name in names:
         message = str(failure_of(name, client))
         module, _, short = name.rpartition(".")
         # "distrun does not provide NAME[ (azure's name)]: it runs ..., not WHAT; WHAT TO DO", NAME
-        # the name, or the module of it that distrun does not provide (distrun.parallel.X: parallel)
+        # the name, or the module of it that distrun does not provide (distrun.automl.X: automl)
         said = rf"(MLClient\.)?({short}|{module.rpartition('.')[2]})"
         assert re.match(rf"distrun does not provide {said}\b.*: it runs .*, not .+; \w+", message), (
             name,

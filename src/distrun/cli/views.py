@@ -271,7 +271,10 @@ def _pipeline_output_lines(record: JobRecord) -> list[str]:
 
 def _command_details(record: JobRecord) -> list[str]:
     """A command job's show: its processes, its outputs and where its logs are."""
+    from distrun.runner.parallel_view import show_lines
+
     lines = ["", process_table(record)] if record.processes else []
+    lines += show_lines(Path(record.folder)) if record.folder else []  # a parallel step's mini-batches
     outputs = _outputs(record)
     if outputs:
         lines += ["", "Outputs:", *outputs]

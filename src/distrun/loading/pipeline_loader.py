@@ -21,6 +21,7 @@ from typing import Any
 from distrun.core.errors import Problem, ValidationError
 from distrun.loading.component_reader import ComponentReader, StepComponents, load_component_data, load_component_file
 from distrun.loading.loader import candidate_problems, load_job_data
+from distrun.loading.parallel_step import parallel_steps_as_commands
 from distrun.loading.raw_checks import in_file_order
 from distrun.loading.sweep_step import load_step_sweep, sweep_step
 from distrun.spec import models, pipeline_models
@@ -169,6 +170,8 @@ class _PipelineLoader:
         components: dict[str, LoadedComponent | None] = {}
         runnable: list[str] = []
         problem = partial(self.problem, level)
+        # A parallel step runs as a command step (distrun.loading.parallel_step); None when refused.
+        jobs = parallel_steps_as_commands(jobs, problem, level.smap, level.base_dir, self.step_notes)
         for name, raw in jobs.items():
             if isinstance(raw, dict) and step_kind_ok(problem, str(name), raw):
                 at = (level.smap, level.source, level.base_dir)

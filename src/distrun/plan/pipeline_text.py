@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distrun.plan.parallel_text import parallel_lines
 from distrun.plan.text import plan_as_text
 
 
@@ -40,6 +41,8 @@ def pipeline_as_text(planned: dict[str, Any]) -> str:
             trial = f"trial component {step['component']}" if step["component"] else "inline trial component"
             lines.append(f"=== step {step['name']}: sweep {step['job']}, {trial}, {counted} per trial")
             lines += _sweep_lines(sweep)
+        if step.get("parallel"):
+            lines += parallel_lines(step["parallel"])
         lines.append(plan_as_text(rendered))
     return "\n".join(lines)
 

@@ -170,6 +170,7 @@ def check_pipeline(
 def plan_pipeline(pipeline: LoadedPipeline, layout: Layout, compute: str | None = None) -> dict[str, Any]:
     """The pipeline's graph and each step's job as `distrun plan` shows a job; nothing is written."""
     from distrun.runner.jobs import plan_job
+    from distrun.runner.parallel_view import parallel_plan
     from distrun.runner.sweep_run import plan_sweep
 
     check_pipeline(pipeline, layout, compute)  # every step's target problem at once, before any plan
@@ -202,6 +203,7 @@ def plan_pipeline(pipeline: LoadedPipeline, layout: Layout, compute: str | None 
                 "pipeline_outputs": dict(step.pipeline_outputs),
                 "rendered": rendered,
                 "sweep": sweep,
+                "parallel": parallel_plan(rendered),
             }
         )
     settings = pipeline.spec.settings

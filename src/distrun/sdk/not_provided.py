@@ -15,9 +15,9 @@ from typing import Any
 # What each is, and what to do instead.
 ELSEWHERE = "manage it with Microsoft's azure-ai-ml against an Azure ML workspace; distrun runs the jobs"
 SPARK = ("Spark jobs", "run the Spark program as a command job's command (spark-submit ...)")
-PARALLEL = (
-    "parallel jobs (parallel_run_function)",
-    "run each batch as a command job, or the batches as a pipeline's steps or a sweep's trials",
+PARALLEL_COMPONENT = (
+    "parallel component objects",
+    "make one with distrun.parallel.parallel_run_function, or write a `type: parallel` component file",
 )
 AUTOML = ("AutoML jobs", "train with your own script in a command job, and search with command(...).sweep(...)")
 MODELS = (
@@ -30,7 +30,6 @@ V1_COMPUTE = ("v1 compute objects", "pass the target's name as compute_target")
 # `from distrun import NAME` (azure.ai.ml's root names).
 ROOT: dict[str, tuple[str, str]] = {
     "spark": SPARK,
-    "parallel": PARALLEL,
     "automl": AUTOML,
     "load_batch_deployment": ("batch deployments", ELSEWHERE),
     "load_batch_endpoint": ("batch endpoints", ELSEWHERE),
@@ -62,7 +61,7 @@ ENTITIES: dict[str, tuple[str, str]] = {
     "BatchDeployment": ("batch deployments", ELSEWHERE),
     "Datastore": DATASTORES,
     "SparkJob": SPARK,
-    "ParallelComponent": PARALLEL,
+    "ParallelComponent": PARALLEL_COMPONENT,
 }
 
 # `ml_client.NAME` (MLClient's operations).

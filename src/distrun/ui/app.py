@@ -26,6 +26,7 @@ from distrun.core.safe_files import UnsafeFileError
 from distrun.metrics.history import History, metric_history
 from distrun.runner.job_kinds import row_of
 from distrun.runner.job_stacks import job_stacks as job_stacks_of
+from distrun.runner.parallel_view import progress_line
 from distrun.runner.sweep_run import is_trial_name
 from distrun.store.index import JobRecord
 from distrun.store.layout import JobFolder, Layout
@@ -197,6 +198,7 @@ async def job_page(request: Request) -> Response:
         "step_of": pipeline_view.step_of(record),
         "parent_kind": "sweep" if record.parent and is_trial_name(record.name, record.parent) else "pipeline",
         "hang": await ui.offload(stacks_view.hang_view, record, folder),
+        "parallel_progress": await ui.offload(progress_line, folder.root),
         **_summary(record, plan),
     }
     return ui.page(request, "job.html", context)
@@ -211,7 +213,9 @@ async def job_summary(request: Request) -> Response:
         return ui.page(request, f"{parent.template}_summary.html", context)
     plan, _ = await ui.offload(job_view.read_plan, ui.source.folder(record))
     hang = await ui.offload(stacks_view.hang_view, record, ui.source.folder(record))
-    context = {"job": record, "token": ui.cancel_token, "hang": hang, **_summary(record, plan)}
+    progress = await ui.offload(progress_line, ui.source.folder(record).root)  # a parallel step's
+    context = {"job": record, "token": ui.cancel_token, "hang": hang, "parallel_progress": progress}
+    context.update(_summary(record, plan))
     return ui.page(request, "job_summary.html", context)
 
 
