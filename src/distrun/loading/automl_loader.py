@@ -1,0 +1,111 @@
+"""Load an AutoML job (`type: automl`) into the command job that runs its search.
+
+The search is one process, `python -m distrun.automl_search`, run as the job's one rank: the
+node agent supervises it as any job's rank (cancel, `limits.timeout`, the hang watchdog, logs,
+restarts), its inputs are the job's MLTable folders and its `best_model` output is the job's. The
+AutoML settings travel to it as plain JSON in one environment variable (`SETTINGS_VARIABLE`).
+docs/automl.md says why the trials are runs of that process, not jobs of their own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from distrun.core.errors import DistrunError, Problem, ValidationError
+from distrun.loading.loader import load_job_data
+from distrun.spec.automl_models import REFUSED_TASKS, REFUSED_WHY, SETTINGS_VARIABLE, AutoMLJob
+from distrun.spec.automl_names import metric_problem
+from distrun.spec.loaded import LoadedJob
+from distrun.spec.model_errors import ModelError, translate
+from distrun.spec.overrides import overridden_mapping
+from distrun.spec.source_map import SourceMap
+
+__all__ = ["INSTALL_HINT", "SETTINGS_VARIABLE", "automl_job_document", "is_automl_document", "load_automl_data"]
+
+INSTALL_HINT = "pip install 'distrun[automl]'"
+DATA_INPUTS = ("training_data", "validation_data", "test_data")
+# The search's own margin past `timeout_minutes`: the best model is refit and saved after it.
+SAVE_MARGIN_S = 120.0
+
+
+def is_automl_document(data: Any) -> bool:
+    """`type: automl`, or an autoMLJob `$schema`."""
+    if not isinstance(data, dict):
+        return False
+    schema = str(data.get("$schema") or "").lower().rsplit("/", 1)[-1]
+    kind = data.get("type")
+    return (isinstance(kind, str) and kind.lower() == "automl") or "automljob" in schema
+
+
+def load_automl_data(
+    data: Any,
+    base_dir: Path,
+    source: str = "<python>",
+    overrides: list[str] | tuple[str, ...] = (),
+    smap: SourceMap | None = None,
+) -> LoadedJob:
+    smap = smap or SourceMap(source)
+    data = overridden_mapping(data, smap, overrides, "an AutoML job", "`type: automl`, `task:`")
+    job = automl_spec(data, smap)
+    if importlib.util.find_spec("flaml") is None:
+        raise DistrunError("AutoML jobs run with FLAML, which is not installed", INSTALL_HINT)
+    return load_job_data(automl_job_document(job), base_dir, source, (), smap)
+
+
+def automl_spec(data: dict[str, Any], smap: SourceMap) -> AutoMLJob:
+    """The job's settings, checked: an image or NLP task is said in one line."""
+    task = data.get("task")
+    if isinstance(task, str) and task.lower() in REFUSED_TASKS:
+        what = REFUSED_TASKS[task.lower()]
+        problem = Problem(
+            f"`task: {task}` is {what}, which distrun does not run", "task", smap.find(("task",)), REFUSED_WHY
+        )
+        raise ValidationError([problem])
+    try:
+        job = AutoMLJob.model_validate(data)
+    except ModelError as exc:
+        raise ValidationError(translate(exc, data, smap, AutoMLJob)) from None
+    problems = []
+    if (why := metric_problem(job)) is not None:
+        problems.append(Problem(why, "primary_metric", smap.find(("primary_metric",)), "use one of those names"))
+    if job.task == "forecasting" and job.forecasting is None:
+        hint = "add `forecasting: {time_column_name: ..., forecast_horizon: ...}`"
+        problems.append(Problem("a forecasting job needs its forecasting settings", "task", smap.find(("task",)), hint))
+    if problems:
+        raise ValidationError(problems)
+    return job
+
+
+def automl_job_document(job: AutoMLJob) -> dict[str, Any]:
+    """The command job that runs the search: its data inputs, `best_model` output and settings."""
+    inputs = {
+        key: value.model_dump(mode="json", exclude_none=True)
+        for key in DATA_INPUTS
+        if (value := getattr(job, key)) is not None
+    }
+    outputs: dict[str, Any] = {"best_model": {"type": "mlflow_model"}, "leaderboard": {"type": "uri_folder"}}
+    outputs.update({k: v.model_dump(mode="json", exclude_none=True) if v else None for k, v in job.outputs.items()})
+    arguments = " ".join(f"--{key} ${{{{inputs.{key}}}}}" for key in inputs)
+    command = (
+        f"{shlex.quote(sys.executable)} -m distrun.automl_search {arguments} --best_model ${{{{outputs.best_model}}}}"
+    )
+    command += " --leaderboard ${{outputs.leaderboard}}"
+    document: dict[str, Any] = {
+        "type": "command",
+        "command": command,
+        "inputs": inputs,
+        "outputs": outputs,
+        "environment_variables": {SETTINGS_VARIABLE: json.dumps(job.model_dump(mode="json", exclude_none=True))},
+    }
+    header = job.model_dump(mode="json", exclude_none=True, include={"name", "display_name", "experiment_name"})
+    document.update(header)
+    document.update({k: v for k, v in (("description", job.description), ("compute", job.compute)) if v})
+    document["tags"] = {**job.tags, "distrun.automl.task": job.task}
+    if job.limits.timeout_minutes:
+        document["limits"] = {"timeout": job.limits.timeout_minutes * 60 + SAVE_MARGIN_S}
+    return document
