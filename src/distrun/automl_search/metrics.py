@@ -55,6 +55,7 @@ def task_metrics(task: str, y_true: Any, model: Any, X: Any, labels: Any, target
     """Every metric of the task for `model` (FLAML's estimator or its AutoML) on `X`."""
     y_pred = model.predict(X)
     if task != "classification":
+        y_pred = np.asarray(y_pred).ravel()
         return regression_metrics(y_true, y_pred, target_range)
     proba = model.predict_proba(X) if hasattr(model, "predict_proba") else None
     if labels is None or len(labels) == 0:  # FLAML gives none with a validation set of its own
@@ -77,6 +78,8 @@ class AzureMetric:
         self, X_val: Any, y_val: Any, estimator: Any, labels: Any, *args: Any, **kwargs: Any
     ) -> tuple[float, dict[str, float]]:
         started = time.monotonic()
+        if hasattr(X_val, "test_data") and hasattr(X_val, "target_names"):  # FLAML's time series split
+            y_val = np.asarray(X_val.test_data[X_val.target_names]).ravel()
         found = task_metrics(self.task, y_val, estimator, X_val, labels, self.target_range)
         found["pred_time"] = (time.monotonic() - started) / max(len(y_val), 1)
         value = found.get(self.primary, float("nan"))

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from distrun.automl_search.forecast_features import CalendarModel, calendar_features, last_periods, regular
 from distrun.automl_search.tables import SearchError, Table, featurized, held_out, read_table, split
 from distrun.spec.automl_models import SETTINGS_VARIABLE, AutoMLJob
 from distrun.spec.automl_names import primary_metric
@@ -59,7 +60,14 @@ def run(job: AutoMLJob, args: argparse.Namespace) -> dict[str, Any]:
     given = split(featurized(read_table(args.validation_data), job), job) if args.validation_data else None
     metric = primary_metric(job)
     say(f"AutoML {job.task}: {len(train.y)} training rows, primary metric {metric.azure}")
-    searched = search(job, train, given, say, ray_address())
+    example = train.X  # what the best model scores: the training columns as read
+    calendar = by_calendar(job, train)
+    if calendar:
+        train, given = calendar_tables(job, train, given)
+    searched = search(job, train, given, say, ray_address(), calendar)
+    model = searched.automl
+    if calendar and job.forecasting is not None:
+        model = CalendarModel(searched.automl, job.forecasting.time_column_name, job.forecasting.id_columns())
     best = searched.trials.best()
     result: dict[str, Any] = {
         "task": job.task,
@@ -70,11 +78,11 @@ def run(job: AutoMLJob, args: argparse.Namespace) -> dict[str, Any]:
     if best is None or searched.automl.model is None:
         say("no trial completed: no best model")
     else:
-        save_best_model(searched.automl, Path(args.best_model), train.X)
+        save_best_model(model, Path(args.best_model), example)
         say(f"best: trial {best.number} {best.algorithm} {metric.azure}={best.score:.4f}")
     if best is not None and test_frame is not None:
         test = split(test_frame, job)
-        result["test_metrics"] = _test_metrics(job, searched, test)
+        result["test_metrics"] = _test_metrics(job, searched, model, test)
         value = result["test_metrics"].get(metric.azure, math.nan)
         say(f"test data: {metric.azure}={value:.4f}")
     if searched.trials.runs is not None:
@@ -87,10 +95,40 @@ def run(job: AutoMLJob, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _test_metrics(job: AutoMLJob, searched: Any, test: Table) -> dict[str, float]:
+def _test_metrics(job: AutoMLJob, searched: Any, model: Any, test: Table) -> dict[str, float]:
     from distrun.automl_search.metrics import task_metrics
 
-    return task_metrics(job.task, test.y, searched.automl, test.X, searched.labels, searched.target_range)
+    return task_metrics(job.task, test.y, model, test.X, searched.labels, searched.target_range)
+
+
+def by_calendar(job: AutoMLJob, train: Table) -> bool:
+    """A forecast FLAML's own forecasting cannot make: several series, or irregular times."""
+    settings = job.forecasting
+    if job.task != "forecasting" or settings is None:
+        return False
+    if settings.id_columns():
+        return True
+    if regular(train.X[settings.time_column_name]):
+        return False
+    say("note: the times are not one regular series: forecasting by a regression over calendar features")
+    return True
+
+
+def calendar_tables(job: AutoMLJob, train: Table, given: Table | None) -> tuple[Table, Table]:
+    """The tables of a calendar regression; without validation data, the last forecast_horizon
+    times of the training data validate it."""
+    assert job.forecasting is not None
+    time_column, ids = job.forecasting.time_column_name, job.forecasting.id_columns()
+    horizon = job.forecasting.forecast_horizon if isinstance(job.forecasting.forecast_horizon, int) else 1
+    if given is None:
+        before, after = last_periods(train.X, time_column, horizon)
+        given = Table(train.X.loc[after], train.y.loc[after])
+        weight = None if train.weight is None else train.weight.loc[before]
+        train = Table(train.X.loc[before], train.y.loc[before], weight)
+    return (
+        Table(calendar_features(train.X, time_column, ids), train.y, train.weight),
+        Table(calendar_features(given.X, time_column, ids), given.y),
+    )
 
 
 def ray_address() -> str | None:

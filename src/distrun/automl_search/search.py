@@ -40,7 +40,7 @@ def cores() -> int:
 
 
 def fit_settings(
-    job: AutoMLJob, train: Table, given_validation: Table | None, ray_address: str | None
+    job: AutoMLJob, train: Table, given_validation: Table | None, ray_address: str | None, calendar: bool = False
 ) -> dict[str, Any]:
     """FLAML's `fit` arguments for the job (the data aside)."""
     limits = job.limits
@@ -48,7 +48,7 @@ def fit_settings(
     span = float(train.y.max() - train.y.min()) if job.task != "classification" else 1.0
     chosen, _ = estimators(job)
     settings: dict[str, Any] = {
-        "task": FLAML_TASKS[job.task],
+        "task": "regression" if calendar else FLAML_TASKS[job.task],
         "metric": AzureMetric(job.task, metric.azure, metric.greater_is_better, span),
         "estimator_list": chosen,
         "time_budget": limits.timeout_minutes * 60 if limits.timeout_minutes else -1,
@@ -71,7 +71,7 @@ def fit_settings(
     )
     if train.weight is not None:
         settings["sample_weight"] = train.weight
-    if job.task == "forecasting" and job.forecasting is not None:
+    if job.task == "forecasting" and job.forecasting is not None and not calendar:
         horizon = job.forecasting.forecast_horizon
         settings["period"] = horizon if isinstance(horizon, int) else 1
         if job.forecasting.frequency:
@@ -85,10 +85,11 @@ def search(
     given_validation: Table | None,
     say: Callable[[str], None],
     ray_address: str | None = None,
+    calendar: bool = False,
 ) -> Searched:
     from flaml import AutoML
 
-    settings = fit_settings(job, train, given_validation, ray_address)
+    settings = fit_settings(job, train, given_validation, ray_address, calendar)
     metric = primary_metric(job)
     automl = AutoML()
     with tempfile.TemporaryDirectory(prefix="distrun-automl-") as folder:

@@ -77,6 +77,11 @@ def _forecast_notes(job: AutoMLJob) -> list[str]:
     ]
     if ignored:
         said.append(f"forecasting {', '.join(ignored)}: FLAML makes its own time features and lags")
+    if settings.id_columns():
+        said.append(
+            "several series (time_series_id_column_names): forecast by a regression over calendar features and "
+            "the series ids, validated on the last forecast_horizon times (FLAML's forecasting takes one series)"
+        )
     if settings.forecast_horizon in (None, "auto"):
         said.append("forecast_horizon auto: distrun forecasts 1 period ahead")
     return said
