@@ -144,3 +144,44 @@ def test_without_flaml_the_job_says_what_to_install(tmp_path: Path, monkeypatch:
     with pytest.raises(DistrunError) as caught:
         load_document_file(_folder(tmp_path, BANK))
     assert caught.value.hint == "pip install 'distrun[automl]'"
+
+
+PIPELINE = """\
+type: pipeline
+inputs:
+  raw: {type: mltable, path: ./training-mltable-folder}
+jobs:
+  prep:
+    type: command
+    command: cp -r ${{inputs.raw}}/. ${{outputs.table}}
+    inputs: {raw: "${{parent.inputs.raw}}"}
+    outputs: {table: {type: mltable}}
+  classify:
+    type: automl
+    task: classification
+    primary_metric: accuracy
+    target_column_name: "y"
+    training_data: ${{parent.jobs.prep.outputs.table}}
+    limits: {max_trials: 2}
+    outputs:
+      best_model: {type: mlflow_model}
+  score:
+    type: command
+    command: ls ${{inputs.model}}
+    inputs: {model: "${{parent.jobs.classify.outputs.best_model}}"}
+"""
+
+
+def test_an_automl_step_of_a_pipeline_reads_another_steps_output_and_gives_its_best_model(tmp_path: Path) -> None:
+    loaded = load_document_file(_folder(tmp_path, PIPELINE))
+    step = loaded.steps["classify"]
+    assert "-m distrun.automl_search" in step.document["command"]
+    assert step.depends_on == ("prep",) and loaded.steps["score"].depends_on == ("classify",)
+    assert step.upstream["training_data"].step == "prep" and step.upstream["training_data"].output == "table"
+
+
+def test_an_automl_steps_wrong_setting_is_said_at_its_key_in_the_pipeline(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as caught:
+        load_document_file(_folder(tmp_path, PIPELINE.replace("max_trials: 2", "max_trialz: 2")))
+    (problem,) = caught.value.problems
+    assert problem.key_path == "jobs.classify.limits.max_trialz" and problem.position.line == 16

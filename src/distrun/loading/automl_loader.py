@@ -13,6 +13,7 @@ import importlib.util
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,17 @@ from distrun.spec.automl_names import metric_problem
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.overrides import overridden_mapping
-from distrun.spec.source_map import SourceMap
+from distrun.spec.pipeline_steps import copy_positions
+from distrun.spec.source_map import KeyPath, SourceMap
 
-__all__ = ["INSTALL_HINT", "SETTINGS_VARIABLE", "automl_job_document", "is_automl_document", "load_automl_data"]
+__all__ = [
+    "INSTALL_HINT",
+    "SETTINGS_VARIABLE",
+    "automl_job_document",
+    "automl_step",
+    "is_automl_document",
+    "load_automl_data",
+]
 
 INSTALL_HINT = "pip install 'distrun[automl]'"
 DATA_INPUTS = ("training_data", "validation_data", "test_data")
@@ -42,6 +51,34 @@ def is_automl_document(data: Any) -> bool:
     return (isinstance(kind, str) and kind.lower() == "automl") or "automljob" in schema
 
 
+def automl_step(
+    raw: dict[str, Any], smap: SourceMap, at: KeyPath, problem: Callable[[str, KeyPath, str], None]
+) -> dict[str, Any] | None:
+    """A pipeline's AutoML step (`type: automl` under `jobs:`) as the inline command step that runs
+    its search; None when its settings have problems (each said through `problem`). Its data may
+    be another step's output (`${{parent.jobs.prep.outputs.train}}`): bound as any step's input."""
+    data = dict(raw)
+    bindings = {key: data[key] for key in DATA_INPUTS if isinstance(data.get(key), str)}
+    data.update({key: {"type": "mltable", "path": "."} for key in bindings})  # checked once bound
+    step_map = SourceMap(smap.source)
+    copy_positions(smap, at, step_map, ())
+    try:
+        job = automl_spec(data, step_map)
+    except ValidationError as exc:
+        for found in exc.problems:
+            problem(found.message, (*at, *found.key_path.split(".")), found.hint)
+        return None
+    _need_flaml()
+    document = automl_job_document(job)
+    document["inputs"].update(bindings)
+    return document
+
+
+def _need_flaml() -> None:
+    if importlib.util.find_spec("flaml") is None:
+        raise DistrunError("AutoML jobs run with FLAML, which is not installed", INSTALL_HINT)
+
+
 def load_automl_data(
     data: Any,
     base_dir: Path,
@@ -52,8 +89,7 @@ def load_automl_data(
     smap = smap or SourceMap(source)
     data = overridden_mapping(data, smap, overrides, "an AutoML job", "`type: automl`, `task:`")
     job = automl_spec(data, smap)
-    if importlib.util.find_spec("flaml") is None:
-        raise DistrunError("AutoML jobs run with FLAML, which is not installed", INSTALL_HINT)
+    _need_flaml()
     return load_job_data(automl_job_document(job), base_dir, source, (), smap)
 
 

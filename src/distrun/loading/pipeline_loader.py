@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
+from distrun.loading.automl_loader import automl_step, is_automl_document
 from distrun.loading.component_reader import ComponentReader, StepComponents, load_component_data, load_component_file
 from distrun.loading.loader import load_job_data, semantic_problems
 from distrun.loading.raw_checks import in_file_order, raw_problems
@@ -171,7 +172,10 @@ class _PipelineLoader:
         components: dict[str, LoadedComponent | None] = {}
         runnable: list[str] = []
         problem = partial(self.problem, level)
+        jobs = dict(jobs)
         for name, raw in jobs.items():
+            if is_automl_document(raw):  # the inline command step that runs its search
+                raw = jobs[name] = automl_step(raw, level.smap, ("jobs", name), problem)
             if isinstance(raw, dict) and step_kind_ok(problem, str(name), raw):
                 at = (level.smap, level.source, level.base_dir)
                 components[name] = self.components.of(*at, str(name), raw, component_key(raw))
