@@ -19,6 +19,7 @@ from typing import Any
 
 from distrun.core.errors import DistrunError, Problem, ValidationError
 from distrun.loading.loader import load_job_data
+from distrun.loading.raw_checks import in_file_order
 from distrun.spec.automl_models import REFUSED_TASKS, REFUSED_WHY, SETTINGS_VARIABLE, AutoMLJob
 from distrun.spec.automl_names import metric_problem
 from distrun.spec.loaded import LoadedJob
@@ -58,6 +59,8 @@ def automl_step(
     its search; None when its settings have problems (each said through `problem`). Its data may
     be another step's output (`${{parent.jobs.prep.outputs.train}}`): bound as any step's input."""
     data = dict(raw)
+    given = data.pop("inputs", None)  # an @pipeline function's step gives its data as inputs
+    data.update({key: value for key, value in (given or {}).items() if key in DATA_INPUTS})
     bindings = {key: data[key] for key in DATA_INPUTS if isinstance(data.get(key), str)}
     data.update({key: {"type": "mltable", "path": "."} for key in bindings})  # checked once bound
     step_map = SourceMap(smap.source)
@@ -102,13 +105,13 @@ def automl_spec(data: dict[str, Any], smap: SourceMap) -> AutoMLJob:
             f"`task: {task}` is {what}, which distrun does not run", "task", smap.find(("task",)), REFUSED_WHY
         )
         raise ValidationError([problem])
+    problems = []
+    if (why := metric_problem(data.get("task"), data.get("primary_metric"))) is not None:
+        problems.append(Problem(why, "primary_metric", smap.find(("primary_metric",)), "use one of those names"))
     try:
         job = AutoMLJob.model_validate(data)
-    except ModelError as exc:
-        raise ValidationError(translate(exc, data, smap, AutoMLJob)) from None
-    problems = []
-    if (why := metric_problem(job)) is not None:
-        problems.append(Problem(why, "primary_metric", smap.find(("primary_metric",)), "use one of those names"))
+    except ModelError as exc:  # said with the metric's problem, in file order
+        raise ValidationError(in_file_order([*translate(exc, data, smap, AutoMLJob), *problems])) from None
     if job.task == "forecasting" and job.forecasting is None:
         hint = "add `forecasting: {time_column_name: ..., forecast_horizon: ...}`"
         problems.append(Problem("a forecasting job needs its forecasting settings", "task", smap.find(("task",)), hint))

@@ -19,7 +19,6 @@ PARALLEL = (
     "parallel jobs (parallel_run_function)",
     "run each batch as a command job, or the batches as a pipeline's steps or a sweep's trials",
 )
-AUTOML = ("AutoML jobs", "train with your own script in a command job, and search with command(...).sweep(...)")
 MODELS = ("model assets", "keep a model as a job's output (outputs.NAME) and pass its path on")
 DATASTORES = ("datastores", "give a job's data as a local path or a URL")
 V1_COMPUTE = ("v1 compute objects", "pass the target's name as compute_target")
@@ -28,7 +27,6 @@ V1_COMPUTE = ("v1 compute objects", "pass the target's name as compute_target")
 ROOT: dict[str, tuple[str, str]] = {
     "spark": SPARK,
     "parallel": PARALLEL,
-    "automl": AUTOML,
     "load_batch_deployment": ("batch deployments", ELSEWHERE),
     "load_batch_endpoint": ("batch endpoints", ELSEWHERE),
     "load_online_deployment": ("online deployments", ELSEWHERE),

@@ -108,20 +108,21 @@ def metric(name: str) -> Metric | None:
 
 
 def primary_metric(job: AutoMLJob) -> Metric:
-    """The job's primary metric (its task's default when not given); checked by `metric_problem`."""
+    """The job's primary metric (its task's default when not given); checked by `metric_problem` when loaded."""
     found = metric(job.primary_metric or DEFAULT_METRIC[job.task])
     assert found is not None, "checked by metric_problem when loaded"
     return found
 
 
-def metric_problem(job: AutoMLJob) -> str | None:
-    """Why the primary metric cannot be used for the task; None when it can."""
-    if job.primary_metric is None:
+def metric_problem(task: object, name: object) -> str | None:
+    """Why `primary_metric` cannot be used for the task; None when it can (or either is not text:
+    the schema says so)."""
+    if not isinstance(name, str) or not isinstance(task, str):
         return None
-    found = metric(job.primary_metric)
-    if found is None or job.task not in found.tasks:
-        names = ", ".join(m.azure for m in METRICS if job.task in m.tasks)
-        return f"`{job.primary_metric}` is not a primary metric of {job.task}: {names}"
+    found = metric(name)
+    if found is None or task not in found.tasks:
+        names = ", ".join(m.azure for m in METRICS if task in m.tasks)
+        return f"`{name}` is not a primary metric of {task}: {names}" if names else None
     return None
 
 
