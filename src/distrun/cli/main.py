@@ -359,7 +359,17 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
 
     data.update(last_metric_values(_layout().job(record.name)))
     metrics = data.get("metrics") or {}
-    emit(data, output, lambda: views().job_show_text(record, _parent_kind(record), metrics))
+    from distrun.runner.automl_results import automl_results, results_lines
+
+    automl = automl_results(_layout(), record)  # an AutoML job's leaderboard
+    if automl is not None:
+        data["automl"] = automl
+
+    def text() -> str:
+        shown = views().job_show_text(record, _parent_kind(record), metrics)
+        return "\n".join([shown, *results_lines(automl)]) if automl is not None else shown
+
+    emit(data, output, text)
 
 
 def _parent_kind(record: Any) -> Any:

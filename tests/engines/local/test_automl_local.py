@@ -104,3 +104,16 @@ def test_each_trial_is_a_child_run_with_its_algorithm_hyperparameters_and_metric
     assert best in {run.info.run_id for run in children}
     history = client.get_metric_history(tracking["run_id"], "AUC_weighted")
     assert sorted(point.step for point in history) == list(range(len(children)))
+
+
+@pytest.mark.slow
+def test_job_show_gives_the_leaderboard_and_names_the_best_trial(finished) -> None:
+    home, _, _ = finished
+    name = _record(home)["name"]
+    shown = distrun_cli(home, "job", "show", name)
+    board = json.loads((home / "jobs" / name / "named-outputs" / "leaderboard" / "leaderboard.json").read_text())
+    best = board["best"]
+    assert f"Best:     trial {best['trial']} {best['algorithm']} AUC_weighted={best['score']:.4f}" in shown.stdout
+    assert shown.stdout.count("\n  trial ") == len(board["leaderboard"])
+    as_json = json.loads(distrun_cli(home, "job", "show", name, "-o", "json").stdout)
+    assert as_json["automl"]["best"]["trial"] == best["trial"]
