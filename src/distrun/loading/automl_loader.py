@@ -21,12 +21,12 @@ from distrun.core.errors import DistrunError, Problem, ValidationError
 from distrun.loading.loader import load_job_data
 from distrun.loading.raw_checks import in_file_order
 from distrun.spec.automl_models import REFUSED_TASKS, REFUSED_WHY, SETTINGS_VARIABLE, AutoMLJob
-from distrun.spec.automl_names import metric_problem
+from distrun.spec.automl_names import estimators, metric_problem
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.overrides import overridden_mapping
 from distrun.spec.pipeline_steps import copy_positions
-from distrun.spec.source_map import KeyPath, SourceMap
+from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 
 __all__ = [
     "INSTALL_HINT",
@@ -112,6 +112,11 @@ def automl_spec(data: dict[str, Any], smap: SourceMap) -> AutoMLJob:
         job = AutoMLJob.model_validate(data)
     except ModelError as exc:  # said with the metric's problem, in file order
         raise ValidationError(in_file_order([*translate(exc, data, smap, AutoMLJob), *problems])) from None
+    chosen, said = estimators(job)
+    if not chosen:
+        key = ("training", "allowed_training_algorithms")
+        hint = "; ".join(said) or "allow at least one algorithm FLAML has (docs/automl.md lists them)"
+        problems.append(Problem("no training algorithm is left to run", format_key_path(key), smap.find(key), hint))
     if job.task == "forecasting" and job.forecasting is None:
         hint = "add `forecasting: {time_column_name: ..., forecast_horizon: ...}`"
         problems.append(Problem("a forecasting job needs its forecasting settings", "task", smap.find(("task",)), hint))
