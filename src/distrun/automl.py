@@ -8,15 +8,29 @@ ml_client.jobs.create_or_update(job)
 """
 
 from distrun.sdk.automl_job import AutoMLJob, ColumnTransformer, classification, forecasting, regression
+from distrun.sdk.automl_names import (
+    ClassificationModels,
+    ClassificationPrimaryMetrics,
+    ForecastingModels,
+    ForecastingPrimaryMetrics,
+    RegressionModels,
+    RegressionPrimaryMetrics,
+)
 
 ClassificationJob = RegressionJob = ForecastingJob = AutoMLJob
 
 __all__ = [
     "AutoMLJob",
     "ClassificationJob",
+    "ClassificationModels",
+    "ClassificationPrimaryMetrics",
     "ColumnTransformer",
     "ForecastingJob",
+    "ForecastingModels",
+    "ForecastingPrimaryMetrics",
     "RegressionJob",
+    "RegressionModels",
+    "RegressionPrimaryMetrics",
     "classification",
     "forecasting",
     "regression",

@@ -35,7 +35,7 @@ def test_an_sdk_regression_is_submitted_runs_and_gives_its_best_model(
         experiment_name="hardware",
     )
     job.set_limits(timeout_minutes=0.05, max_trials=2)
-    job.set_training(allowed_training_algorithms=["LightGBM", "RandomForest"], enable_stack_ensemble=False)
+    job.set_training(allowed_training_algorithms=[automl.RegressionModels.LIGHT_GBM, "RandomForest"])
     job.set_featurization(mode="custom", column_name_and_types={"cache": "Categorical"})
     client = MLClient(compute="local")
     returned = client.jobs.create_or_update(job)
