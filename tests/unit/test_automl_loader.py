@@ -193,3 +193,13 @@ def test_a_job_whose_algorithms_have_no_flaml_equivalent_is_refused_naming_them(
         load_document_file(_folder(tmp_path, text))
     (problem,) = caught.value.problems
     assert problem.key_path == "training.allowed_training_algorithms" and "TCNForecaster" in problem.hint
+
+
+def test_cloud_settings_are_accepted_and_said_once_as_not_used(tmp_path: Path) -> None:
+    # Microsoft's serverless bank-marketing job writes its resources as text.
+    text = BANK + 'resources:\n  instance_type="Standard_E4s_v3"\n  instance_count=5\n'
+    loaded = load_document_file(_folder(tmp_path, text))
+    job = AutoMLJob.model_validate(json.loads(loaded.spec.environment_variables[SETTINGS_VARIABLE]))
+    assert [line for line in setting_notes(job) if line.startswith("resources")] == [
+        "resources is an Azure ML cloud setting: not used"
+    ]

@@ -125,4 +125,4 @@ class AutoMLJob(JobHeader):
     outputs: dict[str, OutputSpec | None] = Field(default_factory=dict)
     identity: dict[str, Any] | None = None
     queue_settings: dict[str, Any] | None = None
-    resources: dict[str, Any] | None = None
+    resources: Any = None  # an Azure ML cloud setting (said, not used); the examples even write it as text
