@@ -22,6 +22,11 @@ def setting_notes(job: AutoMLJob) -> list[str]:
         said.append("the best model is saved as an MLflow model, not ONNX")
     if training.enable_dnn_training or features.enable_dnn_featurization:
         said.append("no deep learning models or featurizers: FLAML's table models only")
+    if limits.max_concurrent_trials and limits.max_concurrent_trials > 1:
+        said.append(
+            "max_concurrent_trials: trials run one at a time, each on the job's cores "
+            "(several at once only when the search runs on a Ray cluster)"
+        )
     if limits.max_nodes and limits.max_nodes > 1:
         said.append("max_nodes: trials spread over nodes only on a Ray target (max_concurrent_trials > 1)")
     if features.mode == "off":
