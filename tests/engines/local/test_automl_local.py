@@ -117,3 +117,22 @@ def test_job_show_gives_the_leaderboard_and_names_the_best_trial(finished) -> No
     assert shown.stdout.count("\n  trial ") == len(board["leaderboard"])
     as_json = json.loads(distrun_cli(home, "job", "show", name, "-o", "json").stdout)
     assert as_json["automl"]["best"]["trial"] == best["trial"]
+
+
+@pytest.mark.slow
+def test_the_web_uis_job_page_shows_the_leaderboard(finished) -> None:
+    home, _, _ = finished
+    from starlette.testclient import TestClient
+
+    from distrun.store.layout import Layout
+    from distrun.ui.app import UiSettings, create_app
+
+    name = _record(home)["name"]
+    board = json.loads((home / "jobs" / name / "named-outputs" / "leaderboard" / "leaderboard.json").read_text())
+    app = create_app(UiSettings(layout=Layout(home), token="t0ken", allowed_hosts=()))
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+        assert client.get("/", params={"token": "t0ken"}).status_code == 200
+        page = client.get(f"/jobs/{name}").text
+    table = page[page.index('id="leaderboard"') : page.index("</table>", page.index('id="leaderboard"'))]
+    assert table.count("<tr><td>") == len(board["leaderboard"])
+    assert f"Best: trial {board['best']['trial']} {board['best']['algorithm']}" in page
