@@ -67,8 +67,8 @@ def task_metrics(task: str, y_true: Any, model: Any, X: Any, labels: Any, target
 
 class AzureMetric:
     """FLAML's custom metric: the loss of Azure's primary metric (its negative when greater is
-    better), with every metric of the task logged for the trial. A plain object, so that Ray can
-    send it to the trials it runs elsewhere."""
+    better), with every metric of the task logged for the trial. A plain object: it is pickled
+    with the best model (FLAML keeps it), by value (`distrun.automl_search.model`)."""
 
     def __init__(self, task: str, primary: str, greater_is_better: bool, target_range: float) -> None:
         self.task, self.primary, self.greater_is_better = task, primary, greater_is_better

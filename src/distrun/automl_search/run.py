@@ -64,7 +64,7 @@ def run(job: AutoMLJob, args: argparse.Namespace) -> dict[str, Any]:
     calendar = by_calendar(job, train)
     if calendar:
         train, given = calendar_tables(job, train, given)
-    searched = search(job, train, given, say, ray_address(), calendar)
+    searched = search(job, train, given, say, calendar)
     model = searched.automl
     if calendar and job.forecasting is not None:
         model = CalendarModel(searched.automl, job.forecasting.time_column_name, job.forecasting.id_columns())
@@ -129,8 +129,3 @@ def calendar_tables(job: AutoMLJob, train: Table, given: Table | None) -> tuple[
         Table(calendar_features(train.X, time_column, ids), train.y, train.weight),
         Table(calendar_features(given.X, time_column, ids), given.y),
     )
-
-
-def ray_address() -> str | None:
-    """The Ray cluster the job runs on (a Ray target sets RAY_ADDRESS), or None."""
-    return os.environ.get("RAY_ADDRESS") or None

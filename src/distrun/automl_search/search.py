@@ -1,7 +1,7 @@
 """One AutoML search with FLAML, as the job's settings say: the estimators and metric in FLAML's
 words (`distrun.spec.automl_names`), the limits (time budget, trials, per-trial time, exit score,
-early termination), the validation Azure ML would use, the job's cores or, with
-max_concurrent_trials > 1 on a Ray cluster, trials spread over it."""
+early termination), the validation Azure ML would use, and the job's cores (one trial at a
+time: spreading trials over a Ray cluster is not done yet, docs/automl.md)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def cores() -> int:
 
 
 def fit_settings(
-    job: AutoMLJob, train: Table, given_validation: Table | None, ray_address: str | None, calendar: bool = False
+    job: AutoMLJob, train: Table, given_validation: Table | None, calendar: bool = False
 ) -> dict[str, Any]:
     """FLAML's `fit` arguments for the job (the data aside)."""
     limits = job.limits
@@ -63,12 +63,7 @@ def fit_settings(
     if limits.trial_timeout_minutes:
         settings["train_time_limit"] = limits.trial_timeout_minutes * 60
     per_trial = limits.max_cores_per_trial
-    concurrent = limits.max_concurrent_trials or 1
-    if concurrent > 1 and ray_address:
-        settings.update(n_concurrent_trials=concurrent, use_ray=True)
-    settings["n_jobs"] = (
-        per_trial if per_trial and per_trial > 0 else max(1, cores() // (concurrent if ray_address else 1))
-    )
+    settings["n_jobs"] = per_trial if per_trial and per_trial > 0 else cores()
     if train.weight is not None:
         settings["sample_weight"] = train.weight
     if job.task == "forecasting" and job.forecasting is not None and not calendar:
@@ -84,12 +79,11 @@ def search(
     train: Table,
     given_validation: Table | None,
     say: Callable[[str], None],
-    ray_address: str | None = None,
     calendar: bool = False,
 ) -> Searched:
     from flaml import AutoML
 
-    settings = fit_settings(job, train, given_validation, ray_address, calendar)
+    settings = fit_settings(job, train, given_validation, calendar)
     metric = primary_metric(job)
     automl = AutoML()
     with tempfile.TemporaryDirectory(prefix="distrun-automl-") as folder:

@@ -23,12 +23,9 @@ def setting_notes(job: AutoMLJob) -> list[str]:
     if training.enable_dnn_training or features.enable_dnn_featurization:
         said.append("no deep learning models or featurizers: FLAML's table models only")
     if limits.max_concurrent_trials and limits.max_concurrent_trials > 1:
-        said.append(
-            "max_concurrent_trials: trials run one at a time, each on the job's cores "
-            "(several at once only when the search runs on a Ray cluster)"
-        )
+        said.append("max_concurrent_trials: trials run one at a time, each on the job's cores")
     if limits.max_nodes and limits.max_nodes > 1:
-        said.append("max_nodes: trials spread over nodes only on a Ray target (max_concurrent_trials > 1)")
+        said.append("max_nodes: the search runs on one node")
     if features.mode == "off":
         said.append("featurization off: FLAML still encodes text columns as categories, as its models need")
     if features.blocked_transformers:
