@@ -137,11 +137,19 @@ def test_azure_algorithm_names_map_to_flaml_estimators_and_the_rest_is_said_once
     assert azure_name("xgboost", "regression") == "XGBoostRegressor" and azure_name("lgbm", "regression") == "LightGBM"
 
 
+class _NoFlaml:
+    """An import finder that finds no `flaml`, as in a Python without it."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "flaml" or name.startswith("flaml."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
 def test_without_flaml_the_job_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # As where it is not installed: not imported, and not on the path.
+    # As where it is not installed: not imported, and not found by any import.
     for name in [name for name in sys.modules if name == "flaml" or name.startswith("flaml.")]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if "-packages" not in entry])
+    monkeypatch.setattr(sys, "meta_path", [_NoFlaml(), *sys.meta_path])
     with pytest.raises(DistrunError) as caught:
         load_document_file(_folder(tmp_path, BANK))
     assert caught.value.hint == "pip install 'distrun[automl]'"

@@ -78,7 +78,11 @@ def automl_step(
 
 
 def _need_flaml() -> None:
-    if importlib.util.find_spec("flaml") is None:
+    try:
+        found = importlib.util.find_spec("flaml")  # found, not imported: FLAML takes seconds to import
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
         raise DistrunError("AutoML jobs run with FLAML, which is not installed", INSTALL_HINT)
 
 
