@@ -47,8 +47,8 @@ class Sizes:
     pipeline_steps: int = 20  # B10: steps in the chain and in the fan-out
     sweep_trials: int = 100  # B11: no-op trials of the sweep
     hang_ranks: tuple[int, ...] = (8, 64)  # B12: ranks of the hung job
-    automl_budget: float = 60.0  # B14: the AutoML search's time budget, seconds
-    automl_rows: int = 30_000  # B14: training rows of the synthetic table (Microsoft's has 29,999)
+    automl_budget: float = 60.0  # B15: the AutoML search's time budget, seconds
+    automl_rows: int = 30_000  # B15: training rows of the synthetic table (Microsoft's has 29,999)
 
     @classmethod
     def tiny(cls) -> Sizes:

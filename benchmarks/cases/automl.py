@@ -1,4 +1,4 @@
-"""B14 AutoML: the bank-marketing classification job with a 60 s budget, against FLAML called
+"""B15 AutoML: the bank-marketing classification job with a 60 s budget, against FLAML called
 directly on the same data, split and budget.
 
 distrun: `distrun run job.yml` of a `type: automl` job (training and validation MLTable folders,
@@ -39,7 +39,7 @@ MLTABLE = "paths:\n  - file: ./data.csv\ntransformations:\n  - read_delimited:\n
 
 def tables(bench: Bench) -> tuple[Path, Path, str]:
     """The training and validation MLTable folders (each `data.csv` beside its MLTable), and where they came from."""
-    folder = bench.folder("b14-data")
+    folder = bench.folder("b15-data")
     checkout = os.environ.get("AZUREML_EXAMPLES")
     sources = {}
     if checkout and (Path(checkout) / EXAMPLE).is_dir():
@@ -86,7 +86,7 @@ def job_file(folder: Path, budget: float) -> Path:
 
 
 def run(bench: Bench) -> CaseResult:
-    result = CaseResult("B14", TITLE)
+    result = CaseResult("B15", TITLE)
     reps = bench.reps(1)
     budget = bench.sizes.automl_budget
     train, valid, where = tables(bench)
@@ -95,9 +95,9 @@ def run(bench: Bench) -> CaseResult:
 
     def distrun() -> dict[str, float]:
         env = bench.distrun_env()
-        home = bench.folder("b14-home")
+        home = bench.folder("b15-home")
         env["DISTRUN_HOME"] = str(home)
-        done, _ = bench.run("b14-distrun", [bench.distrun("run", str(yml))], env, timeout=budget * 3 + 300)
+        done, _ = bench.run("b15-distrun", [bench.distrun("run", str(yml))], env, timeout=budget * 3 + 300)
         (job,) = (home / "jobs").iterdir()
         board = json.loads((job / "named-outputs" / "leaderboard" / "leaderboard.json").read_text())
         if not board.get("best"):
@@ -105,14 +105,14 @@ def run(bench: Bench) -> CaseResult:
         return {WALL: done.wall, ACCURACY: float(board["best"]["score"])}
 
     def direct() -> dict[str, float]:
-        out = bench.folder("b14-flaml") / "best.json"
+        out = bench.folder("b15-flaml") / "best.json"
         argv = [bench.python, bench.workload("flaml_direct.py"), str(train / "data.csv"), str(valid / "data.csv")]
         argv += ["y", str(budget), str(out)]
-        done, _ = bench.run("b14-direct", [argv], bench.base_env(), timeout=budget * 3 + 300)
+        done, _ = bench.run("b15-direct", [argv], bench.base_env(), timeout=budget * 3 + 300)
         return {WALL: done.wall, ACCURACY: float(json.loads(out.read_text())["best_accuracy"])}
 
     methods = [Method(DISTRUN, distrun), Method(PEER, direct)]
-    bench.log(f"  B14 {case}")
+    bench.log(f"  B15 {case}")
     samples = alternate(methods, reps, bench.log)
     for method in methods:
         for metric in (WALL, ACCURACY):
@@ -124,13 +124,13 @@ def run(bench: Bench) -> CaseResult:
     gap = result.median(case, PEER, ACCURACY) - result.median(case, DISTRUN, ACCURACY)
     result.targets += [
         Target(
-            "B14",
+            "B15",
             f"distrun's overhead at most {MAX_OVERHEAD:.0%} of the wall time",
             f"{share:.1%} (median)",
             None if math.isnan(share) else share <= MAX_OVERHEAD,
         ),
         Target(
-            "B14",
+            "B15",
             f"best accuracy within {MAX_ACCURACY_GAP:.0%} of FLAML's own",
             f"{gap:+.4f} below FLAML's (median)",
             None if math.isnan(gap) else gap <= MAX_ACCURACY_GAP,
