@@ -13,7 +13,7 @@ import pytest
 from distrun.core.errors import DistrunError, ValidationError
 from distrun.loading.documents import load_document_file
 from distrun.spec.automl_models import SETTINGS_VARIABLE, AutoMLJob
-from distrun.spec.automl_names import azure_name, estimators, primary_metric
+from distrun.spec.automl_names import azure_name, estimators, metric, primary_metric
 from distrun.spec.automl_notes import setting_notes
 
 # Microsoft's bank-marketing classification job, but for the compute.
@@ -134,6 +134,8 @@ def test_azure_algorithm_names_map_to_flaml_estimators_and_the_rest_is_said_once
     assert any("ensembles" in line for line in notes) and any("blocked_transformers" in line for line in notes)
     assert len(notes) == len(set(notes))
     assert primary_metric(job).azure == "normalized_root_mean_squared_error"
+    # azure-ai-ml's notebooks name metrics as its enums do.
+    assert metric("R2Score").azure == "r2_score" and metric("AUCWeighted").azure == "AUC_weighted"
     assert azure_name("xgboost", "regression") == "XGBoostRegressor" and azure_name("lgbm", "regression") == "LightGBM"
 
 

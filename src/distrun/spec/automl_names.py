@@ -104,7 +104,8 @@ DEFAULT_METRIC = {
 
 
 def metric(name: str) -> Metric | None:
-    return next((found for found in METRICS if found.azure.lower() == name.lower()), None)
+    """Azure ML's metric by its YAML name (`r2_score`) or its SDK's (`R2Score`, `AUCWeighted`)."""
+    return next((found for found in METRICS if _key(found.azure) == _key(name)), None)
 
 
 def primary_metric(job: AutoMLJob) -> Metric:
