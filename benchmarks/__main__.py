@@ -38,6 +38,7 @@ CASES = {
     "B12": "benchmarks.cases.hangs",
     "B13": "benchmarks.cases.first_metric",
     "B14": "benchmarks.cases.parallel",
+    "B15": "benchmarks.cases.automl",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -47,6 +47,8 @@ class Sizes:
     pipeline_steps: int = 20  # B10: steps in the chain and in the fan-out
     sweep_trials: int = 100  # B11: no-op trials of the sweep
     hang_ranks: tuple[int, ...] = (8, 64)  # B12: ranks of the hung job
+    automl_budget: float = 60.0  # B15: the AutoML search's time budget, seconds
+    automl_rows: int = 30_000  # B15: training rows of the synthetic table (Microsoft's has 29,999)
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -69,6 +71,8 @@ class Sizes:
             pipeline_steps=3,
             sweep_trials=4,
             hang_ranks=(4,),
+            automl_budget=5.0,
+            automl_rows=3_000,
         )
 
     def up_to(self, max_ranks: int | None) -> Sizes:

@@ -41,7 +41,7 @@ _SDK_EXPORTS = {
 
 # Modules of `azure.ai.ml` that distrun mirrors (`from azure.ai.ml import dsl` -> `from distrun import
 # dsl`, `from azure.ai.ml.sweep import Choice` -> `from distrun.sweep import Choice`).
-_SUBMODULES = ("dsl", "sweep", "parallel")
+_SUBMODULES = ("dsl", "sweep", "parallel", "automl")
 
 __all__ = [*_ERRORS, "__version__", *_SDK_EXPORTS]
 

@@ -1,7 +1,37 @@
-"""`azure.ai.ml.automl` for distrun: AutoML jobs (`automl.classification(...)`, ...) are not
-provided yet, so importing this module (`from distrun.automl import ...`) says what to do instead,
-as `from distrun import automl` does, rather than "No module named"."""
+"""`azure.ai.ml.automl` for distrun: AutoML jobs for tables, run with FLAML (docs/automl.md).
 
-from distrun.sdk import not_provided
+from distrun import automl
+job = automl.classification(training_data=Input(type="mltable", path="./train"),
+                            target_column_name="y", primary_metric="accuracy")
+job.set_limits(timeout_minutes=5, max_trials=10)
+ml_client.jobs.create_or_update(job)
+"""
 
-raise not_provided.import_error(not_provided.ROOT, "automl")
+from distrun.sdk.automl_job import AutoMLJob, ColumnTransformer, classification, forecasting, regression
+from distrun.sdk.automl_names import (
+    ClassificationModels,
+    ClassificationPrimaryMetrics,
+    ForecastingModels,
+    ForecastingPrimaryMetrics,
+    RegressionModels,
+    RegressionPrimaryMetrics,
+)
+
+ClassificationJob = RegressionJob = ForecastingJob = AutoMLJob
+
+__all__ = [
+    "AutoMLJob",
+    "ClassificationJob",
+    "ClassificationModels",
+    "ClassificationPrimaryMetrics",
+    "ColumnTransformer",
+    "ForecastingJob",
+    "ForecastingModels",
+    "ForecastingPrimaryMetrics",
+    "RegressionJob",
+    "RegressionModels",
+    "RegressionPrimaryMetrics",
+    "classification",
+    "forecasting",
+    "regression",
+]

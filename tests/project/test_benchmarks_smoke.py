@@ -157,6 +157,9 @@ def test_tiny_run_of_every_case_writes_the_report(tmp_path):
         assert f"| 4 no-op trials, 4 at once | {method} | wall s | 1 |" in text, text
     assert "| 4 no-op trials, 4 at once | distrun | per trial over the loop s | 1 |" in text, text
     assert "| B11 | at most 0.3 s per trial over the shell loop |" in text
+    # B15 at its smallest (5 s budget): the AutoML job beside FLAML called directly, both with a best accuracy.
+    for method in ("distrun", "FLAML directly"):
+        assert f"| bank-marketing classification, 5 s budget | {method} | best validation accuracy | 1 |" in text
     # Every case was either measured or says why not.
     for section in text.split("\n## ")[2:]:
         assert "| distrun |" in section or "Skipped: " in section, section[:400]

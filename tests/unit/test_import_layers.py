@@ -64,6 +64,8 @@ LAYERS = {
     "distrun.data": 4,
     "distrun.environments": 4,
     "distrun.metrics": 4,
+    # the search of an AutoML job, run as the job's one process: it reads tables (data) with FLAML.
+    "distrun.automl_search": 4,
     # 5 job loading: a job, pipeline or sweep file read and checked against this machine (paths, data, environments).
     "distrun.loading": 5,
     # 6 preparation: compute types and targets, a job recorded with its folder filled (PreparedJob),

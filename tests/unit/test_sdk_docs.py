@@ -93,7 +93,7 @@ def failure_of(name: str, client: MLClient) -> BaseException:
 def test_each_name_not_there_says_what_it_is_and_what_to_do_instead(tmp_path: Path) -> None:
     client = MLClient(home=tmp_path)
     names = [name for name in missing_names() if not name.endswith("Error")]
-    assert {"distrun.automl", "distrun.entities.JobService", "distrun.v1.Model"} <= set(names)
+    assert {"distrun.entities.JobService", "distrun.v1.Model"} <= set(names)
     for name in names:
         message = str(failure_of(name, client))
         module, _, short = name.rpartition(".")

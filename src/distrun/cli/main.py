@@ -363,7 +363,19 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     registered = _registered_models(record.name)
     if registered:
         data["registered_models"] = registered
-    emit(data, output, lambda: views().job_show_text(record, _parent_kind(record), metrics) + _models_text(registered))
+    from distrun.runner.automl_results import automl_results, results_lines
+
+    automl = automl_results(_layout(), record)  # an AutoML job's leaderboard
+    if automl is not None:
+        data["automl"] = automl
+
+    def text() -> str:
+        shown = views().job_show_text(record, _parent_kind(record), metrics)
+        if automl is not None:
+            shown = "\n".join([shown, *results_lines(automl)])
+        return shown + _models_text(registered)
+
+    emit(data, output, text)
 
 
 def _registered_models(job_name: str) -> list[dict[str, str]]:

@@ -1,9 +1,11 @@
-"""Load the document a file holds, as the file says: a command job, a pipeline job or a sweep job."""
+"""Load the document a file holds, as the file says: a command job, a pipeline job, a sweep job or
+an AutoML job."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from distrun.loading.automl_loader import is_automl_document, load_automl_data
 from distrun.loading.pipeline_loader import load_document_data
 from distrun.loading.sweep_loader import load_sweep_data
 from distrun.spec.job_kind import is_sweep_document
@@ -22,6 +24,8 @@ def load_document_file(
     (`distrun.loading.pipeline_loader.load_document_file`). The file is read once."""
     file = Path(path)
     data, smap = read_yaml_file(file)
+    if is_automl_document(data):  # the command job that runs its search (docs/automl.md)
+        return load_automl_data(data, file.resolve().parent, str(file), overrides, smap)
     if isinstance(data, dict) and is_sweep_document(data):
         return load_sweep_data(data, file.resolve().parent, str(file), overrides, smap)
     return load_document_data(data, file, overrides, smap)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import Problem, ValidationError
+from distrun.loading.automl_loader import automl_step, is_automl_document
 from distrun.loading.component_reader import ComponentReader, StepComponents, load_component_data, load_component_file
 from distrun.loading.loader import candidate_problems, load_job_data
 from distrun.loading.parallel_step import parallel_steps_as_commands
@@ -173,6 +174,8 @@ class _PipelineLoader:
         # A parallel step runs as a command step (distrun.loading.parallel_step); None when refused.
         jobs = parallel_steps_as_commands(jobs, problem, level.smap, level.base_dir, self.step_notes)
         for name, raw in jobs.items():
+            if is_automl_document(raw):  # the inline command step that runs its search
+                raw = jobs[name] = automl_step(raw, level.smap, ("jobs", name), problem)
             if isinstance(raw, dict) and step_kind_ok(problem, str(name), raw):
                 at = (level.smap, level.source, level.base_dir)
                 components[name] = self.components.of(*at, str(name), raw, component_key(raw))

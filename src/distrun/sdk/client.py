@@ -90,10 +90,11 @@ class MLClient:
         return Layout(self._home)
 
     def create_or_update(self, entity: Any, **kwargs: Any) -> Any:
+        from distrun.sdk.automl_job import AutoMLJob
         from distrun.sdk.components import Component
         from distrun.sdk.pipeline_job import PipelineJob
 
-        if isinstance(entity, (Command, PipelineJob, SweepJob)):
+        if isinstance(entity, (Command, PipelineJob, SweepJob, AutoMLJob)):
             return self.jobs.create_or_update(entity, **kwargs)
         if isinstance(entity, Component):
             return self.components.create_or_update(entity, **kwargs)
@@ -165,9 +166,11 @@ class JobOperations:
         experiment_name: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Validate and start the job (or pipeline job, or sweep job) in the background; returns
-        it with its name and status."""
-        if not isinstance(job, (Command, PipelineJob, SweepJob)):
+        """Validate and start the job (or pipeline job, sweep job or AutoML job) in the background;
+        returns it with its name and status."""
+        from distrun.sdk.automl_job import AutoMLJob
+
+        if not isinstance(job, (Command, PipelineJob, SweepJob, AutoMLJob)):
             raise DistrunError(
                 "create_or_update takes a job built with command(...) or load_job(...), a pipeline job "
                 f"from an @pipeline function, or a sweep from job.sweep(...), not {type(job).__name__}"

@@ -19,7 +19,6 @@ PARALLEL_COMPONENT = (
     "parallel component objects",
     "make one with distrun.parallel.parallel_run_function, or write a `type: parallel` component file",
 )
-AUTOML = ("AutoML jobs", "train with your own script in a command job, and search with command(...).sweep(...)")
 MODELS = (
     "model YAML files loaded in Python",
     "build distrun.entities.Model(...) for ml_client.models.create_or_update, or `distrun model create -f FILE`",
@@ -30,7 +29,6 @@ V1_COMPUTE = ("v1 compute objects", "pass the target's name as compute_target")
 # `from distrun import NAME` (azure.ai.ml's root names).
 ROOT: dict[str, tuple[str, str]] = {
     "spark": SPARK,
-    "automl": AUTOML,
     "load_batch_deployment": ("batch deployments", ELSEWHERE),
     "load_batch_endpoint": ("batch endpoints", ELSEWHERE),
     "load_online_deployment": ("online deployments", ELSEWHERE),

@@ -24,6 +24,7 @@ from distrun.core.errors import DistrunError, JobNotFoundError
 from distrun.core.job_status import JobStatus
 from distrun.core.safe_files import UnsafeFileError
 from distrun.metrics.history import History, metric_history
+from distrun.runner.automl_results import automl_results
 from distrun.runner.job_kinds import row_of
 from distrun.runner.job_stacks import job_stacks as job_stacks_of
 from distrun.runner.parallel_view import progress_line
@@ -199,6 +200,7 @@ async def job_page(request: Request) -> Response:
         "parent_kind": "sweep" if record.parent and is_trial_name(record.name, record.parent) else "pipeline",
         "hang": await ui.offload(stacks_view.hang_view, record, folder),
         "parallel_progress": await ui.offload(progress_line, folder.root),
+        "automl": await ui.offload(automl_results, ui.source.layout, record),  # an AutoML job's leaderboard
         **_summary(record, plan),
     }
     return ui.page(request, "job.html", context)

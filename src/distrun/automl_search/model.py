@@ -1,0 +1,38 @@
+"""The best trial's model as the job's `best_model` output: an MLflow model folder
+(`mlflow.pyfunc.load_model(folder).predict(frame)` scores a table with the training columns),
+holding FLAML's AutoML object, whose `predict` applies the featurization it learned. It loads
+with FLAML, mlflow and scikit-learn installed, without distrun."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+def save_best_model(model: Any, folder: Path, example: pd.DataFrame) -> None:
+    import mlflow.sklearn
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for leftover in folder.iterdir():  # a restarted job's: the model is saved again whole
+        if leftover.is_file() and not leftover.is_symlink():
+            leftover.unlink()
+    # mlflow warns that a pickled model runs code when loaded: any MLflow model of this flavour does.
+    logging.getLogger("mlflow.sklearn").setLevel(logging.ERROR)
+    # The model holds objects of this package (the metric FLAML ranked with, a forecast's calendar
+    # features): pickled by value, so that it loads where distrun is not installed.
+    import cloudpickle
+
+    import distrun.automl_search
+
+    cloudpickle.register_pickle_by_value(distrun.automl_search)
+    # No signature: mlflow would refuse a time column read as text, which the model reads itself.
+    model.predict(example.head(5))  # a model that cannot score its own columns fails here, not when loaded
+    mlflow.sklearn.save_model(
+        model,
+        str(folder),
+        serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+        pip_requirements=["flaml[automl]>=2.7", "mlflow", "pandas", "scikit-learn"],
+    )

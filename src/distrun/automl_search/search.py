@@ -1,0 +1,120 @@
+"""One AutoML search with FLAML, as the job's settings say: the estimators and metric in FLAML's
+words (`distrun.spec.automl_names`), the limits (time budget, trials, per-trial time, exit score,
+early termination), the validation Azure ML would use, and the job's cores (one trial at a
+time: spreading trials over a Ray cluster is not done yet, docs/automl.md)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distrun.automl_search.metrics import AzureMetric
+from distrun.automl_search.tables import Table, validation
+from distrun.automl_search.trials import Follower, Trials, child_runs
+from distrun.spec.automl_models import AutoMLJob
+from distrun.spec.automl_names import estimators, primary_metric
+
+FLAML_TASKS = {"classification": "classification", "regression": "regression", "forecasting": "ts_forecast"}
+# Azure ML's max_trials when none is given.
+DEFAULT_MAX_TRIALS = 1000
+
+
+@dataclass
+class Searched:
+    automl: Any  # FLAML's AutoML, its best model refit
+    trials: Trials
+    target_range: float
+    labels: list[Any]
+
+
+def cores() -> int:
+    """The cores this process may use (the job's, where its compute limits them)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def fit_settings(
+    job: AutoMLJob, train: Table, given_validation: Table | None, calendar: bool = False
+) -> dict[str, Any]:
+    """FLAML's `fit` arguments for the job (the data aside)."""
+    limits = job.limits
+    metric = primary_metric(job)
+    span = float(train.y.max() - train.y.min()) if job.task != "classification" else 1.0
+    chosen, _ = estimators(job)
+    settings: dict[str, Any] = {
+        "task": "regression" if calendar else FLAML_TASKS[job.task],
+        "metric": AzureMetric(job.task, metric.azure, metric.greater_is_better, span),
+        "estimator_list": chosen,
+        "time_budget": limits.timeout_minutes * 60 if limits.timeout_minutes else -1,
+        "max_iter": limits.max_trials or DEFAULT_MAX_TRIALS,
+        "early_stop": limits.enable_early_termination is not False,
+        "seed": 0,
+        # FLAML's own log of each iteration only when asked for: distrun says a line per trial.
+        "verbose": 3 if job.log_verbosity == "debug" else 0,
+        "retrain_full": True,
+        "log_type": "all",  # every trial in the training log (FLAML's default keeps only the improving ones)
+        **validation(job, len(train.y), given_validation),
+    }
+    if limits.trial_timeout_minutes:
+        settings["train_time_limit"] = limits.trial_timeout_minutes * 60
+    per_trial = limits.max_cores_per_trial
+    settings["n_jobs"] = per_trial if per_trial and per_trial > 0 else cores()
+    if train.weight is not None:
+        settings["sample_weight"] = train.weight
+    if job.task == "forecasting" and job.forecasting is not None and not calendar:
+        horizon = job.forecasting.forecast_horizon
+        settings["period"] = horizon if isinstance(horizon, int) else 1
+        if job.forecasting.frequency:
+            settings["freq"] = job.forecasting.frequency
+    return settings
+
+
+def search(
+    job: AutoMLJob,
+    train: Table,
+    given_validation: Table | None,
+    say: Callable[[str], None],
+    calendar: bool = False,
+) -> Searched:
+    from flaml import AutoML
+
+    settings = fit_settings(job, train, given_validation, calendar)
+    metric = primary_metric(job)
+    automl = AutoML()
+    with tempfile.TemporaryDirectory(prefix="distrun-automl-") as folder:
+        log = Path(folder) / "trials.log"
+        trials = Trials(job.task, metric.azure, metric.greater_is_better, log, say, runs=child_runs(metric.azure))
+        if job.limits.exit_score is not None:
+            trials.on_score = _exit_score(automl, job.limits.exit_score, metric.greater_is_better, say)
+        follower = Follower(trials)
+        follower.start()
+        try:
+            automl.fit(X_train=train.X, y_train=train.y, log_file_name=str(log), **settings)
+        finally:
+            follower.stop()
+    classes = getattr(automl, "classes_", None) if job.task == "classification" else None
+    labels = [] if classes is None else list(classes)
+    return Searched(automl, trials, float(settings["metric"].target_range), labels)
+
+
+def _exit_score(
+    automl: Any, exit_score: float, greater_is_better: bool, say: Callable[[str], None]
+) -> Callable[[float], None]:
+    """`limits.exit_score`: once the best trial reaches it, FLAML's search loop ends after the
+    trial in progress (its time budget is spent: FLAML has no stop call of its own)."""
+    said = []
+
+    def reached(best: float) -> None:
+        if said or not (best >= exit_score if greater_is_better else best <= exit_score):
+            return
+        said.append(best)
+        say(f"exit_score {exit_score} reached ({best:.4f}): no further trials")
+        automl._state.time_budget = 0  # the loop's own end: time_from_start >= time_budget >= 0
+
+    return reached
