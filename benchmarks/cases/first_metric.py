@@ -1,4 +1,5 @@
-"""B13 the first metric: a rank's first `mlflow.log_metric` until the point is in the job's run.
+"""B13 the first metric: a rank's first `mlflow.log_metric` until the point is in the job's run
+(and its first `mlflow.log_param` with a `set_tag` after it, until both are in the run).
 
 One rank (workloads/first_metric.py) imports mlflow, stamps the moment before its first
 `mlflow.log_metric` call and the moment the call returned: the server has then written the point
@@ -25,22 +26,26 @@ from benchmarks.results import DISTRUN, CaseResult, Row, Target
 
 TITLE = "the first metric: a rank's first mlflow.log_metric to the point in the run"
 CALL = "first log_metric s"
+PARAM = "first log_param+set_tag s"
 OVER = "over the file store s"
 TARGET_COLD = 1.0
 TARGET_WARM = 0.1
 IDLE = "120"
 
 
-def _stamps(out: Path) -> float:
+def _stamps(out: Path) -> dict[str, float]:
     data = json.loads((out / "first_metric.json").read_text())
-    return float(data["returned"]) - float(data["called"])
+    return {
+        CALL: float(data["returned"]) - float(data["called"]),
+        PARAM: float(data["param_returned"]) - float(data["param_called"]),
+    }
 
 
 def _job(bench: Bench, out: Path) -> Path:
     return bench.job_file(f"python {WORKLOADS / 'first_metric.py'}", env={"BENCH_OUT": str(out)})
 
 
-def _distrun_pair(bench: Bench) -> dict[str, float]:
+def _distrun_pair(bench: Bench) -> dict[str, dict[str, float]]:
     """The cold job of a fresh DISTRUN_HOME, then a warm one on the same server: one sample's
     command (the harness ends whatever a sample leaves running, the server's keeper included)."""
     home = bench.folder("b13-home") / "home"
@@ -67,7 +72,7 @@ def _file_store(bench: Bench) -> dict[str, float]:
     uri = (store / "mlruns").as_uri()
     env = bench.base_env({"BENCH_OUT": str(out), "MLFLOW_TRACKING_URI": uri, "MLFLOW_ALLOW_FILE_STORE": "true"})
     bench.run("b13 file store", [[bench.python, str(WORKLOADS / "first_metric.py")]], env, cwd=store, timeout=120)
-    return {CALL: _stamps(out)}
+    return _stamps(out)
 
 
 def run(bench: Bench) -> CaseResult:
@@ -76,12 +81,10 @@ def run(bench: Bench) -> CaseResult:
         result.skipped = "not run with --tiny: a cold MLflow server costs tens of seconds a sample"
         return result
     reps = bench.reps(3)
-    pairs: list[dict[str, float]] = []
 
     def distrun_sample() -> dict[str, float]:
         pair = _distrun_pair(bench)
-        pairs.append(pair)
-        return {"cold " + CALL: pair["cold"], "warm " + CALL: pair["warm"]}
+        return {f"{which} {call}": pair[which][call] for which in ("cold", "warm") for call in (CALL, PARAM)}
 
     collected = alternate(
         [Method("distrun", distrun_sample), Method("file store", lambda: _file_store(bench))], reps, bench.log
@@ -94,6 +97,8 @@ def run(bench: Bench) -> CaseResult:
         result.rows.append(Row(case, DISTRUN, CALL, values))
         result.rows.append(Row(case, "file store", CALL, floor))
         result.rows.append(Row(case, DISTRUN, OVER, [value - base for value in values]))
+        result.rows.append(Row(case, DISTRUN, PARAM, collected["distrun"].values[f"{which} {PARAM}"]))
+        result.rows.append(Row(case, "file store", PARAM, collected["file store"].values[PARAM]))
         over = result.row(case, DISTRUN, OVER)
         if over is not None:
             result.targets.append(
@@ -109,6 +114,8 @@ def run(bench: Bench) -> CaseResult:
     result.notes.append(
         "cold: the first job of a fresh DISTRUN_HOME (its first `distrun run` also makes mlflow.db, before the "
         "rank starts: not in the figure); warm: the next job, on the same server. The rank's call returns once "
-        "the server wrote the point; every sample checks that `distrun metrics` shows it"
+        "the server (or its keeper, while the server starts) wrote the point; every sample checks that "
+        "`distrun metrics` shows it. The log_param+set_tag rows time the rank's first param and tag, "
+        "sent right after the metric"
     )
     return result

@@ -1,7 +1,7 @@
 """Waiting on distrun's own tracking server is never a hang.
 
-A rank's first call that `mlflow server` must answer itself (here `mlflow.log_param`: its first
-metrics the server's keeper writes while the server starts) in a DISTRUN_HOME's first job waits
+A rank's first call that `mlflow server` must answer itself (here `mlflow.get_experiment`: its
+first metrics, params and tags the server's keeper writes while the server starts) in a DISTRUN_HOME's first job waits
 while `mlflow server` starts (seconds of CPU; more than ten on a loaded machine). Under a hang
 timeout shorter than that wait, the job used to end as hung with its stack in distrun's server call. Here the rank
 says nothing while it waits, so nothing but the wait on distrun's server can keep it alive.
@@ -34,7 +34,7 @@ RANK = """
     print("calling mlflow", flush=True)
     mlflow.log_metric("loss", 0.5)
     began = time.monotonic()
-    mlflow.log_param("lr", "0.1")
+    mlflow.get_experiment(mlflow.active_run().info.experiment_id)
     print(f"logged after {time.monotonic() - began:.1f} s", flush=True)
 """
 JOB = f"""

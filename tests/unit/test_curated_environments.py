@@ -161,7 +161,12 @@ def test_packages_that_only_talk_to_the_azure_ml_service_are_left_out_each_said(
         assert not names & {"azureml-core", "azureml-defaults", "azureml-mlflow", "azureml-telemetry"}, names
         assert {"scikit-learn", "pandas", "azureml-inference-server-http"} <= names
         assert "left out azureml-core (it only talks to the Azure ML service)" in changes
-        assert "left out azureml-mlflow (it only talks to the Azure ML service)" in changes
+        # What azureml-mlflow brings that a job's `import mlflow` uses is kept: MLflow's client.
+        assert "mlflow-skinny" in names
+        assert (
+            "azureml-mlflow -> mlflow-skinny (it only talks to the Azure ML service; mlflow-skinny, which it brings, "
+            "is kept)" in changes
+        )
     spec = {"dependencies": ["python=3.10", {"pip": ["azureml_core==1.60.0", "azure-ai-ml[designer]>=1.2", "numpy"]}]}
     data, changes = cpu_conda_file(spec, cuda=True)
     assert data["dependencies"][-1] == {"pip": ["numpy"]}
@@ -169,6 +174,11 @@ def test_packages_that_only_talk_to_the_azure_ml_service_are_left_out_each_said(
         "left out azureml_core==1.60.0 (it only talks to the Azure ML service)",
         "left out azure-ai-ml[designer]>=1.2 (it only talks to the Azure ML service)",
     ]
+    # A specification that asks for MLflow itself keeps its own and gets no second one.
+    spec = {"dependencies": ["python=3.10", {"pip": ["azureml-mlflow", "mlflow==2.18.0"]}]}
+    data, changes = cpu_conda_file(spec, cuda=True)
+    assert data["dependencies"][-1] == {"pip": ["mlflow==2.18.0"]}
+    assert changes == ["left out azureml-mlflow (it only talks to the Azure ML service)"]
 
 
 def test_a_later_install_step_of_the_same_package_replaces_the_earlier_one() -> None:

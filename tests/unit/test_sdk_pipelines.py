@@ -106,6 +106,39 @@ def test_a_nested_pipeline_function_is_a_pipeline_step(monkeypatch: pytest.Monke
     }
 
 
+def test_a_nested_pipeline_fed_by_another_steps_output_reads_it_through_its_own_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Microsoft's nyc-taxi notebook: one `@pipeline` function's output given to another's call."""
+    monkeypatch.chdir(CHAIN)
+    prepare_component = load_component(source="prepare.yml")
+    train_component = load_component(source="train.yml")
+
+    @pipeline
+    def data_stage(raw):
+        prepare = prepare_component(raw=raw)
+        return {"prepared": prepare.outputs.prepared}
+
+    @pipeline
+    def train_stage(data, compute_node: str):
+        train = train_component(data=data, epochs=2)
+        train.compute = compute_node
+        return {"model": train.outputs.model}
+
+    @pipeline(default_compute="local")
+    def two_stages(raw, compute_node: str):
+        data_node = data_stage(raw=raw)
+        train_node = train_stage(data=data_node.outputs.prepared, compute_node=compute_node)
+        return {"model": train_node.outputs.model}
+
+    job = two_stages(raw=Input(path="./data"), compute_node="local")
+    text = str(job)  # printing it raised: the calling pipeline's step output read inside the inner one
+    assert "data: ${{parent.jobs.data_node.outputs.prepared}}" in text
+    steps = loaded(job).steps
+    assert steps["train_node.train"].depends_on == ("data_node.prepare",)
+    assert steps["train_node.train"].document["compute"] == "local"
+
+
 def test_steps_held_by_no_variable_are_named_after_their_component(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(CHAIN)
     prepare_component = load_component(source="prepare.yml")

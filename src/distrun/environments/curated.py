@@ -53,6 +53,9 @@ AZURE_SERVICE_ONLY = frozenset(
         "azure-ml",
     }
 )
+# What a left-out package brings that a job uses here too: azureml-mlflow installs MLflow's client
+# (`import mlflow` in a job of that image), which distrun's own tracking server answers.
+_SERVICE_ONLY_BRINGS = {"azureml-mlflow": ("mlflow-skinny", ("mlflow", "mlflow-skinny"))}
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ def cpu_conda_file(conda_file: dict[str, Any], cuda: bool) -> tuple[dict[str, An
     dependencies: list[Any] = []
     for dep in conda_file.get("dependencies") or []:
         if isinstance(dep, dict):
-            kept = [str(line) for line in dep.get("pip") or [] if not _service_only(str(line), changes)]
+            kept = _without_service_only([str(line) for line in dep.get("pip") or []], changes)
             lines = [_cpu_pip_line(line, changes) if not cuda else line for line in _later_steps_win(kept, changes)]
             dependencies.append({"pip": [line for line in lines if line]})
             continue
@@ -186,12 +189,26 @@ def _later_steps_win(lines: list[str], changes: list[str]) -> list[str]:
     return kept
 
 
-def _service_only(line: str, changes: list[str]) -> bool:
-    name = _distribution(line)
-    if name in AZURE_SERVICE_ONLY:
+def _without_service_only(lines: list[str], changes: list[str]) -> list[str]:
+    """`lines` less the packages that only talk to the Azure ML service, each said; what one of
+    them brings that a job uses here (`_SERVICE_ONLY_BRINGS`) is kept in its place."""
+    present = {_distribution(line) for line in lines}
+    kept: list[str] = []
+    for line in lines:
+        name = _distribution(line)
+        if name not in AZURE_SERVICE_ONLY:
+            kept.append(line)
+            continue
+        brought, already = _SERVICE_ONLY_BRINGS.get(name, ("", ()))
+        if brought and not present & set(already):
+            changes.append(
+                f"{line} -> {brought} (it only talks to the Azure ML service; {brought}, which it brings, is kept)"
+            )
+            kept.append(brought)
+            present.add(brought)
+            continue
         changes.append(f"left out {line} (it only talks to the Azure ML service)")
-        return True
-    return False
+    return kept
 
 
 def _cpu_pip_line(line: str, changes: list[str]) -> str:

@@ -2,15 +2,17 @@
 
 A rank's first `mlflow.log_metric` in a job sends, in this order (the real client, MLFLOW_RUN_ID
 set by distrun): `GET runs/get`, `POST runs/update` (status RUNNING), `GET runs/get` again, then
-`POST runs/log-metric` (`log-batch` for `log_metrics` and asynchronous logging). Starting
+`POST runs/log-metric` (`log-batch` for `log_metrics` and asynchronous logging); its first
+`log_param` and `set_tag` send `POST runs/log-parameter` and `runs/set-tag` (`log-batch` for
+`log_params` and `set_tags`). Starting
 `mlflow server` costs seconds of CPU (tens of seconds on a loaded machine), so the keeper answers
-these four itself from distrun's store (DISTRUN_HOME/mlflow.db) until the server serves, as
+these itself from distrun's store (DISTRUN_HOME/mlflow.db) until the server serves, as
 `sqlite_store` already writes runs, and relays everything after that to the server.
 
 Only the job runs distrun holds open (`distrun_open_runs`), only requests whose every field is
-understood here, only metric names MLflow would take: anything else (params, tags, artifacts, a
-run name, another run, a malformed body) gets None and waits for the server, whose answer
-(error included) is MLflow's own. Each request is one SQLite transaction committed before the
+understood here, only names and values MLflow would take: anything else (artifacts, a run name,
+a param changed from its logged value, another run, a malformed body) gets None and waits for
+the server, whose answer (error included) is MLflow's own. Each request is one SQLite transaction committed before the
 answer is sent, so a request the client sends next (to the keeper or to the server) sees it; the
 rows are those MLflow's SQL store writes (`metrics`, `latest_metrics` kept as MLflow keeps it,
 a NaN as 0 with `is_nan`, an infinity as the largest float), so `distrun metrics`, sweeps' live
@@ -28,12 +30,15 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from distrun.core.safe_files import refuse_special_store
+from distrun.metrics.early_params import Entry, entries, entry, write_params, write_tags
 
 API = "/api/2.0/mlflow/"
 RUNS_GET = API + "runs/get"
 RUNS_UPDATE = API + "runs/update"
 LOG_METRIC = API + "runs/log-metric"
 LOG_BATCH = API + "runs/log-batch"
+LOG_PARAM = API + "runs/log-parameter"
+SET_TAG = API + "runs/set-tag"
 BODY_LIMIT = 1 << 20  # a log-batch of MLflow's largest (1000 metrics) is well under this
 _BATCH_LIMIT = 1000  # MLflow's own limit of metrics in one log-batch
 _STATUSES = frozenset({"RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED"})
@@ -65,7 +70,9 @@ def body_length(method: str, target: str, headers: dict[str, str]) -> int | None
     length = headers.get("content-length", "0")
     if not length.isdigit() or int(length) > BODY_LIMIT:
         return None
-    if (method, path) == ("GET", RUNS_GET) or (method == "POST" and path in (RUNS_UPDATE, LOG_METRIC, LOG_BATCH)):
+    if (method, path) == ("GET", RUNS_GET) or (
+        method == "POST" and path in (RUNS_UPDATE, LOG_METRIC, LOG_BATCH, LOG_PARAM, SET_TAG)
+    ):
         return int(length)
     return None
 
@@ -91,11 +98,22 @@ def answer(db: Path, method: str, target: str, body: bytes) -> bytes | None:
         return None
     if parts.path == RUNS_UPDATE:
         return _update(db, fields)
-    points = _points(fields, batch=parts.path == LOG_BATCH)
     run_id = _run_id(fields)
-    if points is None or run_id is None:
+    if parts.path in (LOG_PARAM, SET_TAG):
+        one = entry(fields, tag=parts.path == SET_TAG)
+        if one is None or run_id is None:
+            return None
+        params, tags = ([one], []) if parts.path == LOG_PARAM else ([], [one])
+        return _with_store(db, lambda conn: _log(conn, run_id, [], params, tags))
+    if parts.path not in (LOG_METRIC, LOG_BATCH):
         return None
-    return _with_store(db, lambda conn: _log(conn, run_id, points))
+    batch = parts.path == LOG_BATCH
+    points = _points(fields, batch)
+    params = entries(fields.get("params"), tag=False) if batch else []
+    tags = entries(fields.get("tags"), tag=True) if batch else []
+    if points is None or params is None or tags is None or run_id is None:
+        return None
+    return _with_store(db, lambda conn: _log(conn, run_id, points, params, tags))
 
 
 def _run_id(fields: dict[str, object]) -> str | None:
@@ -134,7 +152,7 @@ def _points(fields: dict[str, object], batch: bool) -> list[Point] | None:
         point = _point(fields)
         return None if point is None else [point]
     metrics = fields.get("metrics") or []
-    if fields.get("params") or fields.get("tags") or set(fields) - {"run_id", "run_uuid", "metrics", "params", "tags"}:
+    if set(fields) - {"run_id", "run_uuid", "metrics", "params", "tags"}:
         return None
     if not isinstance(metrics, list) or len(metrics) > _BATCH_LIMIT:
         return None
@@ -235,9 +253,12 @@ def _update(db: Path, fields: dict[str, object]) -> bytes | None:
     return _with_store(db, work)
 
 
-def _log(conn: sqlite3.Connection, run_id: str, points: list[Point]) -> dict[str, object] | None:
-    if _open_run(conn, run_id) is None:
+def _log(
+    conn: sqlite3.Connection, run_id: str, points: list[Point], params: list[Entry], tags: list[Entry]
+) -> dict[str, object] | None:
+    if _open_run(conn, run_id) is None or not write_params(conn, run_id, params):
         return None
+    write_tags(conn, run_id, tags)
     for key, value, timestamp, step in points:
         is_nan = int(math.isnan(value))
         stored = 0.0 if is_nan else max(-_LARGEST, min(_LARGEST, value))

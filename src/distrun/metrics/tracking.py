@@ -8,8 +8,9 @@ user's own MLFLOW_TRACKING_URI names another.
 
 Only the supervising distrun sets the run's final status (see sqlite_store for how a rank that
 exits early is kept from closing it). mlflow is optional: without it this module does nothing.
-distrun's own store is written directly (sqlite_store), so `distrun run` imports mlflow only
-for the very first job of a DISTRUN_HOME (mlflow creates its tables) or for another store.
+distrun's own store is written directly (sqlite_store), and a new DISTRUN_HOME's store is a copy
+of an empty one made once per MLflow release (store_template), so `distrun run` imports mlflow
+only to make that one or for another store.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from distrun.core.file_modes import copied_mode, make_dirs, open_append, write_file_beneath
 from distrun.core.safe_files import read_text, unreadable_because
-from distrun.metrics import sqlite_store, tracking_server
+from distrun.metrics import sqlite_store, store_template, tracking_server
 from distrun.metrics.rank_route import UNREACHABLE_URI
 from distrun.metrics.rank_token import write_token
 from distrun.store.layout import JobFolder
@@ -107,6 +108,10 @@ def start_run(
         return _started_run(folder, home, job_name, experiment_name, uri)
     began = time.monotonic()
     print(f"distrun: MLflow: {STARTING_NOTE} ...", file=sys.stderr, flush=True)
+    try:
+        store_template.place_store(home / "mlflow.db", home / "mlartifacts")
+    except Exception:  # mlflow, SQLite, the file system: MLflow's client then makes the store
+        pass
     run = _started_run(folder, home, job_name, experiment_name, uri)
     if run is not None:  # otherwise it said why
         print(f"distrun: MLflow: ready in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)

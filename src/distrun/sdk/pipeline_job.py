@@ -130,7 +130,7 @@ class PipelineJob(JobHeader):
 
     def _to_data(self) -> dict[str, Any]:
         """The pipeline YAML document of this job (plain data, local paths absolute)."""
-        names = StepNames({id(node): step for step, node in self.jobs.items()}, self._function)
+        names = self._step_names()
         data: dict[str, Any] = {"type": "pipeline"}
         for key in _PLAIN_FIELDS:
             if getattr(self, key) is not None:
@@ -150,8 +150,14 @@ class PipelineJob(JobHeader):
             data["inputs"] = inputs
         if self.outputs:
             data["outputs"] = {key: self._output_data(key) for key in self.outputs}
-        data["jobs"] = {step: self._step_data(step, node, names) for step, node in self.jobs.items()}
+        data["jobs"] = self._jobs_data(names)
         return data
+
+    def _step_names(self) -> StepNames:
+        return StepNames({id(node): step for step, node in self.jobs.items()}, self._function)
+
+    def _jobs_data(self, names: StepNames) -> dict[str, Any]:
+        return {step: self._step_data(step, node, names) for step, node in self.jobs.items()}
 
     def _positions(self) -> dict[tuple[str | int, ...], Any]:
         """Where the user's code built the pipeline, and each step: problems point there. A nested
@@ -203,8 +209,9 @@ class PipelineJob(JobHeader):
         return data
 
     def _component_data(self) -> dict[str, Any]:
-        """This pipeline as an inline pipeline component (a step of another pipeline)."""
-        data = self._to_data()
+        """This pipeline as an inline pipeline component (a step of another pipeline). Its inputs'
+        values are the calling step's, given there (another step's output of the calling pipeline
+        among them), so only their types are read here."""
         declared_inputs = {}
         for key, value in self.inputs.items():
             declaration: dict[str, Any] = {"type": io_type(value)}
@@ -217,7 +224,7 @@ class PipelineJob(JobHeader):
             **({"description": self.description} if self.description else {}),
             "inputs": declared_inputs,
             "outputs": {key: {"type": io_type(out)} for key, out in self._output_sources.items()},
-            "jobs": data["jobs"],
+            "jobs": self._jobs_data(self._step_names()),
         }
 
     def __str__(self) -> str:
