@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import ValidationError
+from distrun.core.job_kind import JobKind
 from distrun.spec.parallel_settings import PARALLEL_KEYS, ParallelSettings, parallel_settings
 from distrun.spec.pipeline_models import DATA_TYPES
 from distrun.spec.pipeline_paths import absolute, absolute_environment
@@ -239,6 +240,12 @@ def command_step(
     for key, source in moves.items():
         smap.set(at + (key,), smap.find(at + source))
     return step, settings
+
+
+def runs_as(command: str | None) -> JobKind:
+    """The kind a command job's record holds: PARALLEL when its processes are distrun's parallel
+    worker (what `worker_command` writes), else COMMAND."""
+    return JobKind.PARALLEL if command and f"-m {WORKER_MODULE} " in command else JobKind.COMMAND
 
 
 def processes_per_node(settings: ParallelSettings) -> int:

@@ -41,12 +41,22 @@ def test_two_nodes_of_two_processes_append_what_one_process_does(run_cli, distru
     result_text = (files_job / "code" / "logs" / "job_result.txt").read_text()
     assert "mini-batches: 6, succeeded: 6, failed: 0" in result_text
     assert "[files] [0/0] [distrun parallel] mini-batches 6/6, 0 failed," in result.stdout
-    assert "Mini-batches: 6/6 ended, 6 succeeded, 0 failed" in run_cli("job", "show", "scored.files").stdout
+    shown = run_cli("job", "show", "scored.files").stdout
+    assert "Mini-batches: 6/6 ended, 6 succeeded, 0 failed" in shown and "Compute:  local (parallel job)" in shown
+    # The record knows its kind, stored at submit: the list, the show and its JSON say it.
+    assert child["kind"] == "parallel"
+    listed = run_cli("job", "list", "--parent-job-name", "scored").stdout
+    assert "scored.files" in listed and "local (parallel job)" in listed
+    as_json = json.loads(run_cli("job", "show", "scored.files", "-o", "json").stdout)
+    assert as_json["kind"] == "parallel"
+    assert as_json["mini_batches"] == {"total": 6, "ended": 6, "succeeded": 6, "failed": 0, "failures": []}
     # The web UI's job page shows the progress process 0 wrote last.
     app = create_app(UiSettings(layout=Layout(distrun_home), token="t0k3n", allowed_hosts=()))
     with TestClient(app, base_url="http://127.0.0.1:8000") as client:
         assert client.get("/", params={"token": "t0k3n"}).status_code == 200
         page = client.get("/jobs/scored.files").text
+        listed_page = client.get("/fragments/jobs").text
+    assert "parallel job, " in listed_page
     assert re.search(r'id="parallel-progress"><b>Mini-batches:</b> mini-batches 6/6, 0 failed, [0-9.]+ per s', page)
 
 
@@ -132,6 +142,9 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
     shown = run_cli("job", "show", "broken.bad").stdout
     assert "Mini-batches: " in shown and "mini-batch 2 in node" in shown
     assert "2 tries: ValueError: cannot score f05.txt" in shown
+    failures = json.loads(run_cli("job", "show", "broken.bad", "-o", "json").stdout)["mini_batches"]["failures"]
+    assert [(f["mini_batch"], f["tries"]) for f in failures] == [(2, 2)]
+    assert "cannot score f05.txt" in failures[0]["error"]
     # The dead process was replaced; its mini-batch ran again and every file is in the output.
     assert sorted(appended(distrun_home, "broken.dies")) == [f"f{n:02d}.txt" for n in range(12)]
     dies_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.dies" / "user_logs").glob("std_log*"))
