@@ -2,7 +2,8 @@
 folder of files and of an MLTable from one queue, appending what one process appends over the
 same input (order aside); and their failures: an init() that fails stops the step at once, a
 mini-batch that fails every try fails it past its threshold naming the mini-batch, the process
-and the traceback, and a process that dies is replaced and its mini-batch tried again."""
+and the traceback, and a process that dies is replaced and its mini-batch tried again (that
+step names a parallel component registered with `distrun component create`)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,28 @@ def run(mini_batch):
 """
 
 
+DIES_COMPONENT = """\
+type: parallel
+name: dies
+version: 1
+inputs:
+  images: {type: uri_folder}
+outputs:
+  out: {type: uri_file}
+input_data: ${{inputs.images}}
+mini_batch_size: "2"
+max_concurrency_per_instance: 2
+mini_batch_error_threshold: 0
+retry_settings: {max_retries: 1, timeout: 30}
+task:
+  type: run_function
+  code: ./src
+  entry_script: score.py
+  program_arguments: --die-once
+  append_row_to: ${{outputs.out}}
+"""
+
+
 def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Path, tmp_path: Path) -> None:
     write_inputs(tmp_path)
     (tmp_path / "src" / "score.py").write_text(FAILING)
@@ -107,8 +130,9 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
         + step("--fail-init", 5)
         + "  bad:\n"
         + step("--bad-file", 0)
-        + "  dies:\n"
-        + step("--die-once", 0)
+        + "  dies:\n"  # a registered parallel component, named as azureml:NAME:VERSION
+        + "    type: parallel\n    component: azureml:dies:1\n    inputs: {images: ./files}\n"
+        + "    resources: {instance_count: 2}\n"
         + "  short:\n"
         + step("--short", 0).replace("mini_batch_error_threshold: 0", "error_threshold: 0")
         + "  restarts:\n"
@@ -121,6 +145,9 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
         + step("", 0).replace("{type: uri_folder, path: ./files}", "{type: mltable, path: ./table}")
     )
     (tmp_path / "pipeline.yml").write_text(text)
+    (tmp_path / "dies.yml").write_text(DIES_COMPONENT)
+    registered = run_cli("component", "create", "-f", str(tmp_path / "dies.yml"))
+    assert registered.returncode == 0, registered.stdout + registered.stderr
     result = run_cli("run", str(tmp_path / "pipeline.yml"), "--name", "broken")
     assert result.returncode != 0
     steps = record(distrun_home, "broken")["steps"]
