@@ -1,5 +1,6 @@
-"""`distrun component create | list | show`: command components registered here, which pipeline
-steps name as `component: azureml:NAME:VERSION` or `azureml:NAME@latest` (as `az ml component`)."""
+"""`distrun component create | list | show`: command, pipeline and parallel components registered
+here, which pipeline steps name as `component: azureml:NAME:VERSION` or `azureml:NAME@latest` (as
+`az ml component`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def _home() -> Path:
 
 @click.group("component")
 def component_group() -> None:
-    """Command components, registered by name and version for pipeline steps (azureml:NAME:VERSION)."""
+    """Components (command, parallel), registered by name and version for pipeline steps (azureml:NAME:VERSION)."""
 
 
 @component_group.command("create")
