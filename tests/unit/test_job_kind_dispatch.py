@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from distrun.cli.views import job_list_text, job_show_text
 from distrun.core.errors import DistrunError
 from distrun.core.job_kind import JobKind, inferred_kind
+from distrun.loading.parallel_step import runs_as
 from distrun.runner import job_kinds
 from distrun.runner.job_kinds import KINDS, kind_row, row_of, row_of_document
 from distrun.spec.loaded import LoadedJob
@@ -93,9 +95,9 @@ def test_the_check_finds_each_way_of_guessing_a_kind(source: str) -> None:
 
 
 def test_every_kind_distrun_runs_has_a_row_and_each_row_is_its_kinds() -> None:
-    assert set(KINDS) == {JobKind.COMMAND, JobKind.PIPELINE, JobKind.SWEEP}
+    assert set(KINDS) == {JobKind.COMMAND, JobKind.PIPELINE, JobKind.SWEEP, JobKind.PARALLEL}
     assert all(row.kind is kind for kind, row in KINDS.items())
-    assert [row.has_children for row in KINDS.values()] == [False, True, True]
+    assert [row.has_children for row in KINDS.values()] == [False, False, True, True]
     assert all((row.policy is None) is (not row.has_children) for row in KINDS.values())
     assert {row.view for row in KINDS.values()} == {"command", "pipeline", "sweep"}
 
@@ -121,8 +123,19 @@ def test_a_document_is_looked_up_by_the_kind_its_class_runs_as() -> None:
 def test_a_kind_distrun_records_but_does_not_run_is_said_so() -> None:
     with pytest.raises(DistrunError, match="this is an AutoML job: this version of distrun does not run or show them"):
         kind_row(JobKind.AUTOML)
-    with pytest.raises(DistrunError, match="this is a parallel job"):
-        row_of(_record(JobKind.PARALLEL))
+
+
+def test_a_parallel_job_is_a_gang_shown_as_a_command_job_and_named_by_its_kind() -> None:
+    row = row_of(_record(JobKind.PARALLEL))
+    assert row.view == "command" and not row.has_children and row.policy is None
+    command = '"$P" -m distrun.agent.parallel_run --entry-script score.py -- --model m'
+    assert runs_as(f"P=python; {command}") is JobKind.PARALLEL
+    assert runs_as("python -m distrun.agent.parallel_runner x") is JobKind.COMMAND
+    assert runs_as("python train.py") is runs_as(None) is JobKind.COMMAND
+    shown = job_show_text(_record(JobKind.PARALLEL, distribution="pytorch"))
+    assert "Compute:  local (parallel job)" in shown
+    assert "local (parallel job)" in job_list_text([_record(JobKind.PARALLEL)])
+    assert "local (parallel job)" not in job_list_text([_record(JobKind.COMMAND)])
 
 
 def test_kinds_name_themselves_and_their_children() -> None:
@@ -134,7 +147,7 @@ def test_kinds_name_themselves_and_their_children() -> None:
         "an AutoML job",
         "a Spark job",
     ]
-    assert [kind.children for kind in JobKind] == ["", "steps", "trials", "mini-batches", "trials", ""]
+    assert [kind.children for kind in JobKind] == ["", "steps", "trials", "", "trials", ""]
     assert inferred_kind(None, None) is JobKind.COMMAND
 
 

@@ -247,3 +247,28 @@ def test_a_restarted_attempt_takes_only_what_did_not_end(tmp_path: Path) -> None
     assert second.counts() == (1, 1) and second.stopped() is None
     second.done(3, "p2", 1, ["c"])
     assert [r["lines"] for r in second.results()] == [["a", "b"], ["c"]]
+
+
+def test_a_registered_parallel_component_is_named_by_a_step(tmp_path: Path, distrun_home: Path) -> None:
+    from click.testing import CliRunner
+
+    from distrun.cli.components import component_group
+
+    pipeline = "type: pipeline\njobs:\n  score:\n    type: parallel\n    component: azureml:score_files:1\n"
+    pipeline += "    inputs:\n      data: ./data\n"
+    path = folder(tmp_path, pipeline, COMPONENT.replace("name: score_files\n", "name: score_files\nversion: 1\n"))
+    created = CliRunner().invoke(component_group, ["create", "-f", str(tmp_path / "score.yml"), "-o", "json"])
+    assert created.exit_code == 0, created.output
+    (tmp_path / "src" / "score.py").unlink()  # the registered version has its own copy of the code
+    document = load_pipeline_file(path).steps["score"].document
+    assert document["code"] == str(distrun_home / "components" / "score_files" / "1" / "code")
+    assert document["distribution"]["process_count_per_instance"] == 3 and "--files-per-batch 2" in document["command"]
+    # A parallel component is checked before it is registered: its entry script must be in its code.
+    broken = CliRunner().invoke(component_group, ["create", "-f", str(tmp_path / "score.yml"), "-v", "2"])
+    assert isinstance(broken.exception, ValidationError)  # the CLI prints it with the file, line and key
+    assert "entry script 'score.py' is not a file in" in str(broken.exception)
+    assert "score.yml:" in str(broken.exception) and "task.entry_script" in str(broken.exception)
+    (tmp_path / "pipeline.yml").write_text(pipeline.replace(":1\n", ":7\n"))
+    with pytest.raises(ValidationError, match="score_files") as refused:
+        load_pipeline_file(path)
+    assert "pipeline.yml:5" in str(refused.value) and "jobs.score.component" in str(refused.value)

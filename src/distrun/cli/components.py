@@ -1,9 +1,11 @@
-"""`distrun component create | list | show`: command components registered here, which pipeline
-steps name as `component: azureml:NAME:VERSION` or `azureml:NAME@latest` (as `az ml component`)."""
+"""`distrun component create | list | show`: command, pipeline and parallel components registered
+here, which pipeline steps name as `component: azureml:NAME:VERSION` or `azureml:NAME@latest` (as
+`az ml component`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,7 +22,7 @@ def _home() -> Path:
 
 @click.group("component")
 def component_group() -> None:
-    """Command components, registered by name and version for pipeline steps (azureml:NAME:VERSION)."""
+    """Components (command, parallel), registered by name and version for pipeline steps (azureml:NAME:VERSION)."""
 
 
 @component_group.command("create")
@@ -30,7 +32,7 @@ def component_group() -> None:
     "file",
     required=True,
     type=click.Path(dir_okay=False, exists=True),
-    help="A command or pipeline component YAML (type: command, type: pipeline).",
+    help="A command, pipeline or parallel component YAML (type: command, pipeline, parallel).",
 )
 @click.option("--name", "-n", default=None, help="The component's name (default: the file's `name`).")
 @click.option("--version", "-v", default=None, help="Default: the file's `version`, else one more than the highest.")
@@ -45,16 +47,34 @@ def component_create(file: str, name: str | None, version: str | None, overrides
     from distrun.spec.overrides import parse_override
     from distrun.store.components import register_component
 
-    component = load_component_file(file, overrides)
-    name = name or component.spec.name
+    parallel = _parallel_component(file, overrides)
+    if parallel is not None:  # checked as a step naming it is
+        data, base_dir = parallel, Path(file).resolve().parent
+        name, version = name or data.get("name"), version if version is not None else data.get("version")
+    else:
+        component = load_component_file(file, overrides)
+        data, base_dir = component.data, component.base_dir
+        name, version = name or component.spec.name, version if version is not None else component.spec.version
     if not name:
         raise DistrunError("the component has no name", "add `name:` to the file, or give --name NAME")
-    if version is None and component.spec.version is not None:
-        version = str(component.spec.version)
+    version = None if version is None else str(version)
     text = Path(file).read_text(encoding="utf-8")  # read and checked as YAML just above
     changes = {".".join(map(str, path)): value for path, value in map(parse_override, overrides)}
-    registered = register_component(_home(), component.data, text, component.base_dir, name, version, changes)
+    registered = register_component(_home(), data, text, base_dir, str(name), version, changes)
     emit(registered.to_dict(), output, lambda: fields_table(registered.to_dict()))
+
+
+def _parallel_component(file: str, overrides: tuple[str, ...]) -> dict[str, Any] | None:
+    """A `type: parallel` component file's data, checked; None for any other component."""
+    from distrun.loading.parallel_step import check_component_file
+    from distrun.spec.yaml_source import read_yaml_file
+
+    data, _ = read_yaml_file(Path(file))
+    if not isinstance(data, dict) or str(data.get("type", "")).lower() != "parallel":
+        return None
+    if overrides:
+        raise DistrunError("--set is for command components", "edit the parallel component's file")
+    return check_component_file(Path(file).resolve())
 
 
 @component_group.command("list")

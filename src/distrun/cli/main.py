@@ -24,6 +24,7 @@ from distrun.cli.output import echo_json, emit, output_option
 from distrun.cli.shown import echo
 from distrun.cli.stdout_reader import QuietWhenUnread
 from distrun.core.errors import DistrunError, JobAlreadyEndedError
+from distrun.core.job_kind import JobKind
 from distrun.core.job_status import JobStatus
 from distrun.core.safe_files import UnsafeFileError
 from distrun.prepare.compute import USER_KINDS
@@ -368,6 +369,10 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
     automl = automl_results(_layout(), record)  # an AutoML job's leaderboard
     if automl is not None:
         data["automl"] = automl
+    if record.kind is JobKind.PARALLEL and record.folder:  # the counts and failures `job show` prints
+        from distrun.runner.parallel_view import mini_batches
+
+        data["mini_batches"] = mini_batches(Path(record.folder))
 
     def text() -> str:
         shown = views().job_show_text(record, _parent_kind(record), metrics)

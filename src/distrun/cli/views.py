@@ -53,6 +53,11 @@ def _compute(record: JobRecord) -> str:
     return _VIEWS[row_of(record).view].compute(record)
 
 
+def _command_compute(record: JobRecord) -> str:
+    """A job that runs processes: its compute, and its kind when it is not a command job's."""
+    return record.compute if record.kind is JobKind.COMMAND else f"{record.compute} ({record.kind.noun})"
+
+
 def _sweep_compute(record: JobRecord) -> str:
     if not record.terminal:
         return f"sweep: {progress_text(record)}"
@@ -192,7 +197,8 @@ def job_show_text(
         lines.append(f"Display:  {record.display_name}")
     row = row_of(record)
     if not row.has_children:
-        lines.append(f"Compute:  {record.compute}" + (f" ({record.distribution})" if record.distribution else ""))
+        shape = record.distribution if record.kind is JobKind.COMMAND else record.kind.noun  # "parallel job"
+        lines.append(f"Compute:  {record.compute}" + (f" ({shape})" if shape else ""))
     if record.parent:
         noun = _parent_noun(record, parent_kind)
         lines.append(f"{noun[0].upper()}{noun[1:]}: {record.parent}")
@@ -345,7 +351,7 @@ class _View:
 
 
 _VIEWS = {
-    "command": _View(lambda record: record.compute, _command_details, _command_created),
+    "command": _View(_command_compute, _command_details, _command_created),
     "pipeline": _View(_pipeline_compute, _pipeline_details, _pipeline_created),
     "sweep": _View(_sweep_compute, _sweep_details, _sweep_created),
 }

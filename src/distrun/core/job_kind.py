@@ -15,9 +15,10 @@ from typing import Any
 class JobKind(str, Enum):
     """Azure ML's job types that distrun records. A `str`: it compares, stores and prints as its value.
 
-    COMMAND runs processes; the others are parents whose children (steps, trials, mini-batch
-    workers) are jobs of their own. PARALLEL, AUTOML and SPARK are named so that a record from a
-    later distrun reads back with its kind; nothing here runs them yet.
+    COMMAND and PARALLEL run processes (a parallel job's gang pulls mini-batches from a queue
+    instead of running one command); PIPELINE and SWEEP are parents whose children (steps,
+    trials) are jobs of their own. AUTOML and SPARK are named so that a record from a later
+    distrun reads back with its kind.
     """
 
     COMMAND = "command"
@@ -50,12 +51,12 @@ class JobKind(str, Enum):
         return f"{'an' if self.noun[0].lower() in 'aeiou' else 'a'} {self.noun}"
 
 
-# A parent's children are jobs of their own (a pipeline's steps, a sweep's trials, a parallel
-# job's mini-batch workers, an AutoML job's trials). A Spark job is driven from a job of its own.
+# A parent's children are jobs of their own (a pipeline's steps, a sweep's trials, an AutoML
+# job's trials). A parallel job's mini-batches are not: its own processes run them. A Spark job is
+# driven from a job of its own.
 _CHILDREN = {
     JobKind.PIPELINE: "steps",
     JobKind.SWEEP: "trials",
-    JobKind.PARALLEL: "mini-batches",
     JobKind.AUTOML: "trials",
 }
 _NOUNS = {

@@ -24,7 +24,7 @@ from distrun.spec.pipeline_steps import copy_positions
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
 from distrun.spec.yaml_source import read_yaml_file
 
-__all__ = ["ComponentReader", "StepComponents", "load_component_data", "load_component_file"]
+__all__ = ["ComponentReader", "StepComponents", "load_component_data", "load_component_file", "registered_file"]
 
 
 class ComponentReader:
@@ -207,20 +207,25 @@ class StepComponents:
     def _registered(self, smap: SourceMap, ref: str, at: KeyPath) -> Path | None:
         """The file of a component registered with `distrun component create`."""
         from distrun.core.errors import DistrunError
-        from distrun.store.components import get_component, parse_reference
-        from distrun.store.layout import distrun_home
 
-        parsed = parse_reference(ref)
-        if parsed is None:
-            self.problem(
-                smap,
-                f"{ref!r} is not a component distrun can find (components in Azure ML registries are not supported)",
-                at,
-                "name a component registered here, azureml:NAME:VERSION or azureml:NAME@latest, or a file",
-            )
-            return None
         try:
-            return get_component(distrun_home(), *parsed).file
+            return registered_file(ref)
         except DistrunError as exc:
             self.problem(smap, exc.message, at, exc.hint)
             return None
+
+
+def registered_file(ref: str) -> Path:
+    """The file of a component registered with `distrun component create` (`azureml:NAME:VERSION`,
+    `azureml:NAME@latest`, `azureml:NAME`); a `DistrunError` saying why there is none."""
+    from distrun.core.errors import DistrunError
+    from distrun.store.components import get_component, parse_reference
+    from distrun.store.layout import distrun_home
+
+    parsed = parse_reference(ref)
+    if parsed is None:
+        raise DistrunError(
+            f"{ref!r} is not a component distrun can find (components in Azure ML registries are not supported)",
+            "name a component registered here, azureml:NAME:VERSION or azureml:NAME@latest, or a file",
+        )
+    return get_component(distrun_home(), *parsed).file

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import ValidationError
+from distrun.core.job_kind import JobKind
 from distrun.spec.parallel_settings import PARALLEL_KEYS, ParallelSettings, parallel_settings
 from distrun.spec.pipeline_models import DATA_TYPES
 from distrun.spec.pipeline_paths import absolute, absolute_environment
@@ -111,14 +112,20 @@ def _with_component(
         inline = SourceMap(smap.source)
         copy_positions(smap, at + ("component",), inline, ())
         return _merged(raw, ref, inline, smap, at, problem, "the inline component"), base_dir
-    if not isinstance(ref, str) or ref.startswith("azureml:"):
+    if not isinstance(ref, str):
         problem(
-            "a parallel step names its parallel component as a local file",
+            "a parallel step names its parallel component as a file or azureml:NAME:VERSION",
             ("component",),
             "write `component: ./score.yml`, or write the task inline",
         )
         return None, None
-    path = Path(absolute(ref.removeprefix("file:"), base_dir))
+    path = (
+        _registered_file(ref, problem)
+        if ref.startswith("azureml:")
+        else Path(absolute(ref.removeprefix("file:"), base_dir))
+    )
+    if path is None:
+        return None, None
     try:
         data, component_map = read_yaml_file(path)
     except ValidationError as exc:
@@ -127,6 +134,48 @@ def _with_component(
         return None, None
     merged = _merged(raw, data, component_map, smap, at, problem, f"component {ref}")
     return merged, path.parent if merged is not None else None
+
+
+def _registered_file(ref: str, problem: ProblemAt) -> Path | None:
+    """The file of a parallel component registered with `distrun component create` (its code
+    folder copied in beside it)."""
+    from distrun.core.errors import DistrunError
+    from distrun.loading.component_reader import registered_file
+
+    try:
+        return registered_file(ref)
+    except DistrunError as exc:
+        problem(exc.message, ("component",), exc.hint)
+        return None
+
+
+def check_component_file(path: Path) -> dict[str, Any]:
+    """A parallel component file on its own (`distrun component create`), checked as a step
+    naming it is: its keys, its task (its entry script in its code folder) and its settings.
+    Its data; a `ValidationError` naming each problem at its file, line and key."""
+    from distrun.core.errors import Problem
+
+    data, component_map = read_yaml_file(path)
+    problems: list[Problem] = []
+
+    def problem(message: str, key: KeyPath, hint: str) -> None:
+        at = ".".join(str(k) for k in key if k != "component")
+        problems.append(Problem(message, at, component_map.find(tuple(k for k in key if k != "component")), hint))
+
+    smap = SourceMap(str(path))
+    declared = data.get("inputs") if isinstance(data, dict) and isinstance(data.get("inputs"), dict) else {}
+    # Each input as a step would give it (a path for data): a step's values are checked when it runs.
+    given = {name: "." for name, declaration in declared.items() if not _has_default(declaration)}
+    merged, folder = _with_component({"component": str(path), "inputs": given}, problem, smap, path.parent, ())
+    if merged is not None and folder is not None:
+        command_step(merged, problem, smap, (), folder)
+    if problems:
+        raise ValidationError(problems)
+    return data  # type: ignore[no-any-return]
+
+
+def _has_default(declaration: Any) -> bool:
+    return isinstance(declaration, dict) and "default" in declaration
 
 
 def _merged(
@@ -239,6 +288,12 @@ def command_step(
     for key, source in moves.items():
         smap.set(at + (key,), smap.find(at + source))
     return step, settings
+
+
+def runs_as(command: str | None) -> JobKind:
+    """The kind a command job's record holds: PARALLEL when its processes are distrun's parallel
+    worker (what `worker_command` writes), else COMMAND."""
+    return JobKind.PARALLEL if command and f"-m {WORKER_MODULE} " in command else JobKind.COMMAND
 
 
 def processes_per_node(settings: ParallelSettings) -> int:

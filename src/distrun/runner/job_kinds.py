@@ -18,7 +18,7 @@ orchestrator (`distrun.runner.jobs`) and by every face.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -181,18 +181,23 @@ def _sweep_policy() -> type[ParentPolicy]:
 
 # ---------------------------------------------------------------- the table
 
+_COMMAND_ROW = KindRow(
+    JobKind.COMMAND,
+    view="command",
+    summary=_command_summary,
+    plan=_plan_command,
+    plan_text=_command_plan_text,
+    validate=_validate_command,
+    download=_download_job,
+)
+
 KINDS: dict[JobKind, KindRow] = {
     row.kind: row
     for row in (
-        KindRow(
-            JobKind.COMMAND,
-            view="command",
-            summary=_command_summary,
-            plan=_plan_command,
-            plan_text=_command_plan_text,
-            validate=_validate_command,
-            download=_download_job,
-        ),
+        _COMMAND_ROW,
+        # A parallel job is a gang, as a command job is: shown, planned and downloaded as one; the
+        # faces say its kind, and `job show` adds its mini-batches (`distrun.runner.parallel_view`).
+        replace(_COMMAND_ROW, kind=JobKind.PARALLEL),
         KindRow(
             JobKind.PIPELINE,
             view="pipeline",

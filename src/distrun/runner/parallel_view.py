@@ -71,23 +71,38 @@ def parallel_plan(rendered: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def show_lines(folder: Path) -> list[str]:
-    """`job show`'s lines for a parallel step's job: its counts and its failed mini-batches."""
+def mini_batches(folder: Path) -> dict[str, Any] | None:
+    """A parallel job's mini-batches as plain data (`job show -o json`): how many there are
+    (None before process 0 split the input), ended, succeeded and failed, and each failure (the
+    mini-batch, its process, its tries, its error); None when the job's folder has no queue."""
     queue = folder / "parallel"
     if not _is_folder(queue):
-        return []
-    total = _total(queue)
+        return None
     done = {r.get("index") for r in _records(folder, queue / DONE)}
     failed = sorted(_records(folder, queue / FAILED), key=lambda r: r.get("mini_batch") or 0)
-    of = f"/{total}" if total is not None else ""
-    lines = ["", f"Mini-batches: {len(done) + len(failed)}{of} ended, {len(done)} succeeded, {len(failed)} failed"]
-    for record in failed[:SHOWN_FAILURES]:
-        last = (str(record.get("error") or "").strip().splitlines() or ["?"])[-1]
-        lines.append(
-            f"  mini-batch {record.get('mini_batch')} in {record.get('process')}, {record.get('tries')} tries: {last}"
-        )
-    if len(failed) > SHOWN_FAILURES:
-        lines.append(f"  ... and {len(failed) - SHOWN_FAILURES} more: {folder}/code/logs/job_error.txt")
+    failures = [{key: record.get(key) for key in ("mini_batch", "process", "tries", "error")} for record in failed]
+    return {
+        "total": _total(queue),
+        "ended": len(done) + len(failed),
+        "succeeded": len(done),
+        "failed": len(failed),
+        "failures": failures,
+    }
+
+
+def show_lines(folder: Path) -> list[str]:
+    """`job show`'s lines for a parallel step's job: its counts and its failed mini-batches."""
+    counts = mini_batches(folder)
+    if counts is None:
+        return []
+    of = f"/{counts['total']}" if counts["total"] is not None else ""
+    ended = f"{counts['ended']}{of} ended, {counts['succeeded']} succeeded, {counts['failed']} failed"
+    lines = ["", f"Mini-batches: {ended}"]
+    for failure in counts["failures"][:SHOWN_FAILURES]:
+        last = (str(failure["error"] or "").strip().splitlines() or ["?"])[-1]
+        lines.append(f"  mini-batch {failure['mini_batch']} in {failure['process']}, {failure['tries']} tries: {last}")
+    if counts["failed"] > SHOWN_FAILURES:
+        lines.append(f"  ... and {counts['failed'] - SHOWN_FAILURES} more: {folder}/code/logs/job_error.txt")
     return lines
 
 

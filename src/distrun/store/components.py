@@ -100,16 +100,19 @@ def register_component(
             (folder / CREATED).write_text(str(time.time()), encoding="utf-8")
             return get_component(home, name, version)
         changes: dict[str, Any] = {**(overrides or {}), "name": name, "version": version}
-        code = data.get("code")
+        # A parallel component's code and environment are its task's.
+        task = data.get("task") if data.get("type") == "parallel" else None
+        holder, prefix = (task, "task.") if isinstance(task, dict) else (data, "")
+        code = holder.get("code")
         if isinstance(code, str) and _is_local(code):
             snapshot_code(_local(base_dir, code), folder / "code", skip=(home,))
-            changes["code"] = "./code"
-        environment = data.get("environment")
+            changes[f"{prefix}code"] = "./code"
+        environment = holder.get("environment")
         conda = environment.get("conda_file") if isinstance(environment, dict) else None
         if isinstance(conda, str) and _is_local(conda):
             source = _local(base_dir, conda)
             shutil.copyfile(source, folder / source.name)
-            changes["environment.conda_file"] = f"./{source.name}"
+            changes[f"{prefix}environment.conda_file"] = f"./{source.name}"
         (folder / COMPONENT_FILE).write_text(_with_changes(text, changes), encoding="utf-8")
         (folder / CREATED).write_text(str(time.time()), encoding="utf-8")
     except BaseException:

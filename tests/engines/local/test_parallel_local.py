@@ -2,7 +2,8 @@
 folder of files and of an MLTable from one queue, appending what one process appends over the
 same input (order aside); and their failures: an init() that fails stops the step at once, a
 mini-batch that fails every try fails it past its threshold naming the mini-batch, the process
-and the traceback, and a process that dies is replaced and its mini-batch tried again."""
+and the traceback, and a process that dies is replaced and its mini-batch tried again (that
+step names a parallel component registered with `distrun component create`)."""
 
 from __future__ import annotations
 
@@ -41,12 +42,22 @@ def test_two_nodes_of_two_processes_append_what_one_process_does(run_cli, distru
     result_text = (files_job / "code" / "logs" / "job_result.txt").read_text()
     assert "mini-batches: 6, succeeded: 6, failed: 0" in result_text
     assert "[files] [0/0] [distrun parallel] mini-batches 6/6, 0 failed," in result.stdout
-    assert "Mini-batches: 6/6 ended, 6 succeeded, 0 failed" in run_cli("job", "show", "scored.files").stdout
+    shown = run_cli("job", "show", "scored.files").stdout
+    assert "Mini-batches: 6/6 ended, 6 succeeded, 0 failed" in shown and "Compute:  local (parallel job)" in shown
+    # The record knows its kind, stored at submit: the list, the show and its JSON say it.
+    assert child["kind"] == "parallel"
+    listed = run_cli("job", "list", "--parent-job-name", "scored").stdout
+    assert "scored.files" in listed and "local (parallel job)" in listed
+    as_json = json.loads(run_cli("job", "show", "scored.files", "-o", "json").stdout)
+    assert as_json["kind"] == "parallel"
+    assert as_json["mini_batches"] == {"total": 6, "ended": 6, "succeeded": 6, "failed": 0, "failures": []}
     # The web UI's job page shows the progress process 0 wrote last.
     app = create_app(UiSettings(layout=Layout(distrun_home), token="t0k3n", allowed_hosts=()))
     with TestClient(app, base_url="http://127.0.0.1:8000") as client:
         assert client.get("/", params={"token": "t0k3n"}).status_code == 200
         page = client.get("/jobs/scored.files").text
+        listed_page = client.get("/fragments/jobs").text
+    assert "parallel job, " in listed_page
     assert re.search(r'id="parallel-progress"><b>Mini-batches:</b> mini-batches 6/6, 0 failed, [0-9.]+ per s', page)
 
 
@@ -80,6 +91,28 @@ def run(mini_batch):
 """
 
 
+DIES_COMPONENT = """\
+type: parallel
+name: dies
+version: 1
+inputs:
+  images: {type: uri_folder}
+outputs:
+  out: {type: uri_file}
+input_data: ${{inputs.images}}
+mini_batch_size: "2"
+max_concurrency_per_instance: 2
+mini_batch_error_threshold: 0
+retry_settings: {max_retries: 1, timeout: 30}
+task:
+  type: run_function
+  code: ./src
+  entry_script: score.py
+  program_arguments: --die-once
+  append_row_to: ${{outputs.out}}
+"""
+
+
 def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Path, tmp_path: Path) -> None:
     write_inputs(tmp_path)
     (tmp_path / "src" / "score.py").write_text(FAILING)
@@ -97,8 +130,9 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
         + step("--fail-init", 5)
         + "  bad:\n"
         + step("--bad-file", 0)
-        + "  dies:\n"
-        + step("--die-once", 0)
+        + "  dies:\n"  # a registered parallel component, named as azureml:NAME:VERSION
+        + "    type: parallel\n    component: azureml:dies:1\n    inputs: {images: ./files}\n"
+        + "    resources: {instance_count: 2}\n"
         + "  short:\n"
         + step("--short", 0).replace("mini_batch_error_threshold: 0", "error_threshold: 0")
         + "  restarts:\n"
@@ -111,6 +145,9 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
         + step("", 0).replace("{type: uri_folder, path: ./files}", "{type: mltable, path: ./table}")
     )
     (tmp_path / "pipeline.yml").write_text(text)
+    (tmp_path / "dies.yml").write_text(DIES_COMPONENT)
+    registered = run_cli("component", "create", "-f", str(tmp_path / "dies.yml"))
+    assert registered.returncode == 0, registered.stdout + registered.stderr
     result = run_cli("run", str(tmp_path / "pipeline.yml"), "--name", "broken")
     assert result.returncode != 0
     steps = record(distrun_home, "broken")["steps"]
@@ -132,6 +169,9 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
     shown = run_cli("job", "show", "broken.bad").stdout
     assert "Mini-batches: " in shown and "mini-batch 2 in node" in shown
     assert "2 tries: ValueError: cannot score f05.txt" in shown
+    failures = json.loads(run_cli("job", "show", "broken.bad", "-o", "json").stdout)["mini_batches"]["failures"]
+    assert [(f["mini_batch"], f["tries"]) for f in failures] == [(2, 2)]
+    assert "cannot score f05.txt" in failures[0]["error"]
     # The dead process was replaced; its mini-batch ran again and every file is in the output.
     assert sorted(appended(distrun_home, "broken.dies")) == [f"f{n:02d}.txt" for n in range(12)]
     dies_logs = "".join(p.read_text() for p in (distrun_home / "jobs" / "broken.dies" / "user_logs").glob("std_log*"))
