@@ -179,6 +179,16 @@ def _sweep_policy() -> type[ParentPolicy]:
     return SweepPolicy
 
 
+# ---------------------------------------------------------------- Spark jobs
+
+
+def _validate_spark(loaded: Any, layout: Layout, compute: str | None) -> dict[str, Any]:
+    from distrun.runner.jobs import check_target
+
+    check_target(loaded, layout, compute)
+    return loaded.spark.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
+
+
 # ---------------------------------------------------------------- the table
 
 KINDS: dict[JobKind, KindRow] = {
@@ -191,6 +201,16 @@ KINDS: dict[JobKind, KindRow] = {
             plan=_plan_command,
             plan_text=_command_plan_text,
             validate=_validate_command,
+            download=_download_job,
+        ),
+        # A Spark job runs as the command job that runs spark-submit (`distrun.spec.spark_submit`).
+        KindRow(
+            JobKind.SPARK,
+            view="command",
+            summary=_command_summary,
+            plan=_plan_command,
+            plan_text=_command_plan_text,
+            validate=_validate_spark,
             download=_download_job,
         ),
         KindRow(
