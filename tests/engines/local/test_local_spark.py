@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,14 @@ def test_no_jvm_is_left_after_a_sigkill_of_distrun(tmp_path: Path) -> None:
     finally:
         if run.poll() is None:
             run.kill()
+
+
+def test_without_java_the_error_says_what_to_install(tmp_path: Path) -> None:
+    home, _ = spark_home(tmp_path)
+    job = write_spark_job(tmp_path / "job", "count.py", WORD_COUNT)
+    python_only = str(Path(sys.executable).parent)  # bash and the rest stay found by their full paths
+    result = distrun_cli(home, "run", str(job), env={"PATH": python_only, "JAVA_HOME": ""})
+    assert result.returncode != 0
+    assert "a Spark job needs Java, which is not installed" in result.stderr
+    assert "sudo apt-get install openjdk-17-jre-headless" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
