@@ -60,12 +60,11 @@ def load_spark_data(
         raise ValidationError(in_file_order(translate(exc, data, smap, root=SparkJobSpec))) from None
     cores = local_cores(spark.conf, os.cpu_count() or 1)
     spec = command_job(spark, f"local[{cores.given}]")
-    loaded = LoadedSparkJob(spec, base_dir, source, smap, spark=spark, local_cores=cores.given)
+    loaded = LoadedSparkJob(spec, base_dir, source, smap, spark=spark, local_cores=cores.given, local_note=cores.note)
     problems = spark_problems(loaded)
     if problems:
         raise ValidationError(in_file_order(problems))
-    said = [note for note in (cores.note, IDENTITY_NOTE if spark.identity else None) if note]
-    return dataclasses.replace(loaded, notes=tuple(said))
+    return dataclasses.replace(loaded, notes=(IDENTITY_NOTE,) if spark.identity else ())
 
 
 def spark_problems(loaded: LoadedSparkJob) -> list[Problem]:

@@ -86,6 +86,11 @@ def check_target(loaded: LoadedJob, layout: Layout, compute: str | None = None) 
     from distrun.prepare.submission import choose_target
 
     target = choose_target(loaded, layout, compute)
+    if target.type == "spark" and loaded.kind is not JobKind.SPARK:
+        raise DistrunError(
+            f"compute target {target.name!r} is a Spark standalone cluster: it runs Spark jobs (`type: spark`)",
+            "run this job on another compute target (`--compute local`)",
+        )
     backend = backend_of(target)
     _check_restarts(backend, target, loaded.spec)
     return target, backend

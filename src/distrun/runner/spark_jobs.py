@@ -75,6 +75,8 @@ def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     java_found()
     (port,) = free_ports(1, address="127.0.0.1")
     extra = {"spark.ui.port": str(port), "spark.ui.showConsoleProgress": "false"}
+    if target.type == SPARK_TARGET and target.settings.get("driver_host"):
+        extra["spark.driver.host"] = str(target.settings["driver_host"])
     spec = command_job(loaded.spark, master_of(loaded, target), extra)
     variables = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
     if target.type != SPARK_TARGET:  # local mode talks to no other machine
@@ -82,5 +84,6 @@ def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     variables.update(spec.environment_variables)
     spec = spec.model_copy(update={"environment_variables": variables})
     ui = f"http://127.0.0.1:{loaded.spark.conf.get('spark.ui.port', port)}"
-    notes = (*loaded.notes, f"Spark UI while the job runs: {ui}")
+    local = () if target.type == SPARK_TARGET or not loaded.local_note else (loaded.local_note,)
+    notes = (*local, *loaded.notes, f"Spark UI while the job runs: {ui}")
     return SparkRun(dataclasses.replace(loaded, spec=spec), ui, notes)

@@ -23,4 +23,5 @@ class LoadedSparkJob(LoadedJob):
     kind: ClassVar[JobKind] = JobKind.SPARK
     spark: SparkJobSpec = field(kw_only=True)
     local_cores: int = field(kw_only=True, default=1)  # Spark's local mode: local[N]
+    local_note: str | None = field(kw_only=True, default=None)  # N is less than conf asks for: said on local compute
     notes: tuple[str, ...] = field(kw_only=True, default=())
