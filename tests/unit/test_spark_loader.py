@@ -146,3 +146,60 @@ def test_an_unknown_key_is_named_with_the_spark_jobs_keys(tmp_path: Path) -> Non
 def test_a_spark_component_file_is_named_as_one(tmp_path: Path) -> None:
     said = _problems(tmp_path, "type: spark\nversion: 1\nname: prep\n" + JOB.split("type: spark\n", 1)[1])
     assert "this file is a spark component, not a command job" in said
+
+
+COMPONENT = """\
+type: spark
+version: 1
+code: ./src
+entry: {file: prep.py}
+inputs:
+  raw: {type: uri_file, mode: direct}
+outputs:
+  prepared: {type: uri_folder, mode: direct}
+args: --raw ${{inputs.raw}} --prepared ${{outputs.prepared}}
+conf:
+  spark.driver.cores: 1
+  spark.driver.memory: 1g
+  spark.executor.cores: 1
+  spark.executor.memory: 1g
+  spark.dynamicAllocation.enabled: true
+"""
+
+PIPELINE = """\
+type: pipeline
+jobs:
+  prep:
+    type: spark
+    component: ./prep.yml
+    inputs:
+      raw: {type: uri_file, path: ./raw.csv, mode: direct}
+    conf:
+      spark.dynamicAllocation.minExecutors: 1
+      spark.dynamicAllocation.maxExecutors: 2
+  other:
+    type: spark
+    component: ./command.yml
+"""
+
+
+def test_a_spark_step_takes_its_components_program_and_is_checked_as_a_spark_job(tmp_path: Path) -> None:
+    from distrun.loading.documents import load_document_file
+
+    _write(tmp_path, "")
+    (tmp_path / "prep.yml").write_text(COMPONENT)
+    (tmp_path / "command.yml").write_text("command: echo hi\n")
+    (tmp_path / "pipeline.yml").write_text(PIPELINE.split("  other:")[0])
+    pipeline = load_document_file(tmp_path / "pipeline.yml")
+    step = pipeline.steps["prep"].document  # type: ignore[union-attr]
+    assert (step["type"], step["entry"], step["conf"]["spark.dynamicAllocation.maxExecutors"]) == (
+        "spark",
+        {"file": "prep.py"},
+        2,
+    )
+    (tmp_path / "pipeline.yml").write_text(PIPELINE.replace("      spark.dynamicAllocation.minExecutors: 1\n", ""))
+    with pytest.raises(ValidationError) as caught:
+        load_document_file(tmp_path / "pipeline.yml")
+    said = str(caught.value)
+    assert "jobs.prep.conf: dynamic allocation needs its bounds" in said
+    assert "jobs.other.type: the step is `type: spark` but its component is not one" in said

@@ -22,6 +22,7 @@ from distrun.spec.overrides import apply_overrides
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import copy_positions
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
+from distrun.spec.spark_models import SparkComponent
 from distrun.spec.yaml_source import read_yaml_file
 
 __all__ = ["ComponentReader", "StepComponents", "load_component_data", "load_component_file"]
@@ -79,6 +80,8 @@ class ComponentReader:
             model = pipeline_models.PipelineComponent
         elif kind == "command":
             model = pipeline_models.CommandComponent
+        elif kind == "spark" or "sparkcomponent" in schema:
+            model = SparkComponent  # type: ignore[assignment]
         else:
             self.problems.append(
                 Problem(

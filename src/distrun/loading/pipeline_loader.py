@@ -22,6 +22,7 @@ from distrun.core.errors import Problem, ValidationError
 from distrun.loading.component_reader import ComponentReader, StepComponents, load_component_data, load_component_file
 from distrun.loading.loader import load_job_data, semantic_problems
 from distrun.loading.raw_checks import in_file_order, raw_problems
+from distrun.loading.spark_loader import is_spark_document, spark_document_problems
 from distrun.loading.sweep_step import load_step_sweep, sweep_step
 from distrun.spec import models, pipeline_models
 from distrun.spec.derived_names import pipeline_name_problems
@@ -334,14 +335,16 @@ def step_problems(step: PipelineStep, source: str) -> list[Problem]:
             later_paths = _datastore_inputs(document) if step.depends_on else []
             load_step_sweep(step, document, source, (*step.upstream, *later_paths))
             return []
-        document = normalize(document, smap)
-        spec = models.JobSpec.model_validate(document)
+        if is_spark_document(document):  # a spark step: checked as a Spark job file is
+            found = spark_document_problems(document, step.base_dir, source, smap)
+        else:
+            document = normalize(document, smap)
+            spec = models.JobSpec.model_validate(document)
+            found = semantic_problems(LoadedJob(spec, step.base_dir, source, smap))
     except ValidationError as exc:
         found = exc.problems
     except ModelError as exc:
         found = [*translate(exc, document, smap), *raw_problems(document, smap)]
-    else:
-        found = semantic_problems(LoadedJob(spec, step.base_dir, source, smap))
     upstream = tuple(f"inputs.{name}.path" for name in step.upstream)
     # A datastore path a step after others reads may be written by one of them (Microsoft's
     # 4b: the first step's output is a datastore folder, the second reads a file in it), so

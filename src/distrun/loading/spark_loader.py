@@ -26,7 +26,7 @@ from distrun.spec.spark_conf import conf_problems, local_cores
 from distrun.spec.spark_models import SparkJobSpec
 from distrun.spec.spark_submit import command_job
 
-__all__ = ["is_spark_document", "load_spark_data", "spark_problems"]
+__all__ = ["is_spark_document", "load_spark_data", "loaded_spark_job", "spark_document_problems", "spark_problems"]
 
 IDENTITY_NOTE = "identity is not used here: the job reads and writes its data as the user running distrun"
 DIRECT_HINT = "Spark reads and writes the data itself: write `mode: direct`"
@@ -54,17 +54,45 @@ def load_spark_data(
 ) -> LoadedSparkJob:
     smap = smap or SourceMap(source)
     data = apply_overrides(data, smap, list(overrides))
+    loaded = loaded_spark_job(data, base_dir, source, smap)
+    problems = spark_problems(loaded)
+    if problems:
+        raise ValidationError(in_file_order(problems))
+    return loaded
+
+
+def loaded_spark_job(
+    data: Any, base_dir: Path, source: str, smap: SourceMap, name: str | None = None
+) -> LoadedSparkJob:
+    """The Spark job `data` as its model reads it, not checked further (a pipeline's step once the
+    pipeline was checked: what its inputs read exists only once the steps before it ran)."""
     try:
         spark = SparkJobSpec.model_validate(data)
     except ModelError as exc:
         raise ValidationError(in_file_order(translate(exc, data, smap, root=SparkJobSpec))) from None
+    if name:
+        spark = spark.model_copy(update={"name": name})
     cores = local_cores(spark.conf, os.cpu_count() or 1)
     spec = command_job(spark, f"local[{cores.given}]")
-    loaded = LoadedSparkJob(spec, base_dir, source, smap, spark=spark, local_cores=cores.given, local_note=cores.note)
-    problems = spark_problems(loaded)
-    if problems:
-        raise ValidationError(in_file_order(problems))
-    return dataclasses.replace(loaded, notes=(IDENTITY_NOTE,) if spark.identity else ())
+    return LoadedSparkJob(
+        spec,
+        base_dir,
+        source,
+        smap,
+        spark=spark,
+        local_cores=cores.given,
+        local_note=cores.note,
+        notes=(IDENTITY_NOTE,) if spark.identity else (),
+    )
+
+
+def spark_document_problems(document: Any, base_dir: Path, source: str, smap: SourceMap) -> list[Problem]:
+    """The problems of a Spark job document (a pipeline's spark step), as its file would have."""
+    try:
+        load_spark_data(document, base_dir, source, smap=smap)
+    except ValidationError as exc:
+        return list(exc.problems)
+    return []
 
 
 def spark_problems(loaded: LoadedSparkJob) -> list[Problem]:
@@ -132,19 +160,16 @@ def _mode_problems(spark: SparkJobSpec, find: Any) -> list[Problem]:
     problems = []
     for kind, table in (("inputs", spark.inputs), ("outputs", spark.outputs)):
         for name, value in table.items():
-            data = isinstance(value, (models.DataInput, models.OutputSpec))
+            # A mode left out is Spark's own reading and writing (`direct`); a pipeline step's
+            # input bound to another step's output has none.
+            data = isinstance(value, (models.DataInput, models.OutputSpec)) and "mode" in value.model_fields_set
             if data and value.mode != "direct":  # type: ignore[union-attr]
                 problems.append(
                     Problem(
                         f"{kind[:-1]} {name!r} is in {value.mode!r} mode; a Spark job's data is `direct`",  # type: ignore[union-attr]
                         f"{kind}.{name}.mode",
-                        find((kind, name, "mode")) if _written(spark, kind, name) else find((kind, name)),
+                        find((kind, name, "mode")),
                         DIRECT_HINT,
                     )
                 )
     return problems
-
-
-def _written(spark: SparkJobSpec, kind: str, name: str) -> bool:
-    value = getattr(spark, kind)[name]
-    return "mode" in value.model_fields_set

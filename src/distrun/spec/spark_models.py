@@ -23,8 +23,9 @@ from distrun.spec.models import (
     StrictModel,
     checked_io_names,
 )
+from distrun.spec.pipeline_models import _Component
 
-__all__ = ["SparkEntry", "SparkJobSpec", "SparkResources"]
+__all__ = ["SparkComponent", "SparkEntry", "SparkJobSpec", "SparkResources"]
 
 
 class SparkEntry(StrictModel):
@@ -98,3 +99,27 @@ class SparkJobSpec(JobHeader):
     @classmethod
     def _names(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
         return checked_io_names(value, info.field_name)
+
+
+# What a spark step takes from its spark component; the step's own keys come over these.
+SPARK_COMPONENT_KEYS = (
+    "code", "entry", "py_files", "jars", "files", "archives", "conf", "args", "environment", "environment_variables",
+)  # fmt: skip
+
+
+class SparkComponent(_Component):
+    """A spark component: a Spark job's program with declared inputs and outputs, which a
+    `type: spark` step of a pipeline names; the step's job is checked as a Spark job file is."""
+
+    type: Literal["spark"] = "spark"
+    code: str | None = None
+    entry: SparkEntry
+    py_files: list[str] = Field(default_factory=list)
+    jars: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+    archives: list[str] = Field(default_factory=list)
+    conf: dict[str, Any] = Field(default_factory=dict)
+    args: str | None = None
+    environment: str | EnvironmentSpec | None = None
+    environment_variables: dict[str, Any] = Field(default_factory=dict)
+    resources: dict[str, Any] | None = None
