@@ -24,6 +24,7 @@ from distrun.sdk.job_settings import (
     ResourceConfiguration,
 )
 from distrun.sdk.pipeline_job import PipelineJob, PipelineJobSettings
+from distrun.sdk.spark_job import Spark, SparkJob
 from distrun.sdk.workspaces import Workspace
 
 __all__ = [
@@ -50,6 +51,8 @@ __all__ = [
     "PyTorchDistribution",
     "RayDistribution",
     "ResourceConfiguration",
+    "Spark",
+    "SparkJob",
     "TensorFlowDistribution",
     "UserIdentityConfiguration",
     "Workspace",

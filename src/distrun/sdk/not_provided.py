@@ -14,7 +14,6 @@ from typing import Any
 
 # What each is, and what to do instead.
 ELSEWHERE = "manage it with Microsoft's azure-ai-ml against an Azure ML workspace; distrun runs the jobs"
-SPARK = ("Spark jobs", "run the Spark program as a command job's command (spark-submit ...)")
 PARALLEL = (
     "parallel jobs (parallel_run_function)",
     "run each batch as a command job, or the batches as a pipeline's steps or a sweep's trials",
@@ -26,7 +25,6 @@ V1_COMPUTE = ("v1 compute objects", "pass the target's name as compute_target")
 
 # `from distrun import NAME` (azure.ai.ml's root names).
 ROOT: dict[str, tuple[str, str]] = {
-    "spark": SPARK,
     "parallel": PARALLEL,
     "automl": AUTOML,
     "load_batch_deployment": ("batch deployments", ELSEWHERE),
@@ -59,7 +57,6 @@ ENTITIES: dict[str, tuple[str, str]] = {
     "BatchEndpoint": ("batch endpoints", ELSEWHERE),
     "BatchDeployment": ("batch deployments", ELSEWHERE),
     "Datastore": DATASTORES,
-    "SparkJob": SPARK,
     "ParallelComponent": PARALLEL,
 }
 
