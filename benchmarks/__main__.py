@@ -37,6 +37,7 @@ CASES = {
     "B11": "benchmarks.cases.sweeps",
     "B12": "benchmarks.cases.hangs",
     "B13": "benchmarks.cases.first_metric",
+    "B14": "benchmarks.cases.spark",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

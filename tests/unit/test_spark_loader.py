@@ -203,3 +203,18 @@ def test_a_spark_step_takes_its_components_program_and_is_checked_as_a_spark_job
     said = str(caught.value)
     assert "jobs.prep.conf: dynamic allocation needs its bounds" in said
     assert "jobs.other.type: the step is `type: spark` but its component is not one" in said
+
+
+def test_a_spark_3_runtime_gets_spark_3s_sql_defaults_unless_its_conf_says(tmp_path: Path) -> None:
+    from distrun.runner.spark_jobs import runtime_defaults, runtime_note
+
+    loaded = load_job_file(_write(tmp_path, JOB))
+    assert runtime_defaults(loaded) == {"spark.sql.ansi.enabled": "false"}  # runtime_version "3.4"
+    assert "resources.runtime_version 3.4" in runtime_note(loaded)
+    ansi = JOB.replace("  spark.sql.shuffle", "  spark.sql.ansi.enabled: true\n  spark.sql.shuffle")
+    assert runtime_defaults(load_job_file(_write(tmp_path, ansi))) == {}
+    newer = JOB.replace('runtime_version: "3.4"', 'runtime_version: "4.0"')
+    assert runtime_defaults(load_job_file(_write(tmp_path, newer))) == {}
+    unnamed = load_job_file(_write(tmp_path, JOB.replace('  runtime_version: "3.4"\n', "")))
+    assert runtime_defaults(unnamed) == {"spark.sql.ansi.enabled": "false"}
+    assert "no resources.runtime_version (Azure ML's are 3.x)" in runtime_note(unnamed)

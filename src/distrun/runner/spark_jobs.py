@@ -27,6 +27,7 @@ __all__ = ["INSTALL_JAVA", "INSTALL_SPARK", "SparkRun", "ready_to_run", "spark_h
 INSTALL_SPARK = "pip install 'distrun[spark]'  (pyspark, which carries spark-submit)"
 INSTALL_JAVA = "install Java 17 or later, e.g. `sudo apt-get install openjdk-17-jre-headless`, or set JAVA_HOME to one"
 SPARK_TARGET = "spark"
+SPARK_3_DEFAULTS = {"spark.sql.ansi.enabled": "false"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,31 @@ def master_of(loaded: LoadedSparkJob, target: ComputeTarget) -> str:
     return f"local[{loaded.local_cores}]"
 
 
+def _runtime_version(loaded: LoadedSparkJob) -> str:
+    resources = loaded.spark.resources
+    return (resources.runtime_version or "") if resources else ""
+
+
+def runtime_defaults(loaded: LoadedSparkJob) -> dict[str, str]:
+    """Spark 3's defaults that Spark 4 changed, for a job written for a 3.x runtime (Azure ML's
+    runtimes, serverless and Synapse, are 3.x: a job that names none is one): ANSI SQL, on by
+    default since 4.0, which pandas on Spark refuses to run under. The job's conf wins."""
+    version = _runtime_version(loaded)
+    if version and not version.startswith("3"):
+        return {}
+    return {key: value for key, value in SPARK_3_DEFAULTS.items() if key not in loaded.spark.conf}
+
+
+def runtime_note(loaded: LoadedSparkJob) -> str:
+    settings = ", ".join(f"{k}={v}" for k, v in runtime_defaults(loaded).items())
+    version = _runtime_version(loaded)
+    asked = f"resources.runtime_version {version}" if version else "no resources.runtime_version (Azure ML's are 3.x)"
+    return (
+        f"{asked}: the job runs on this machine's Spark (pyspark's), with Spark 3's defaults where 4 "
+        f"changed them ({settings})"
+    )
+
+
 def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     """The job's command for `target`, with Spark's home, the driver's Python and a free UI port."""
     from distrun.backends.ports import free_ports
@@ -74,7 +100,7 @@ def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     home = spark_home()
     java_found()
     (port,) = free_ports(1, address="127.0.0.1")
-    extra = {"spark.ui.port": str(port), "spark.ui.showConsoleProgress": "false"}
+    extra = {"spark.ui.port": str(port), "spark.ui.showConsoleProgress": "false", **runtime_defaults(loaded)}
     if target.type == SPARK_TARGET and target.settings.get("driver_host"):
         extra["spark.driver.host"] = str(target.settings["driver_host"])
     spec = command_job(loaded.spark, master_of(loaded, target), extra)
@@ -85,5 +111,6 @@ def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     spec = spec.model_copy(update={"environment_variables": variables})
     ui = f"http://127.0.0.1:{loaded.spark.conf.get('spark.ui.port', port)}"
     local = () if target.type == SPARK_TARGET or not loaded.local_note else (loaded.local_note,)
-    notes = (*local, *loaded.notes, f"Spark UI while the job runs: {ui}")
+    runtime = (runtime_note(loaded),) if runtime_defaults(loaded) else ()
+    notes = (*local, *runtime, *loaded.notes, f"Spark UI while the job runs: {ui}")
     return SparkRun(dataclasses.replace(loaded, spec=spec), ui, notes)
