@@ -53,3 +53,19 @@ def test_what_azure_ml_refuses_is_said_with_the_line_that_built_it(tmp_path: Pat
     assert not result.passed
     assert "dynamic allocation needs its bounds" in str(result.error)
     assert "test_sdk_spark.py" in str(result.error)
+
+
+def test_a_spark_job_called_in_a_pipeline_function_is_its_spark_step(tmp_path: Path, monkeypatch) -> None:
+    from distrun import dsl
+
+    component = _job(tmp_path, monkeypatch, inputs={"raw": Input(type="uri_file", mode="direct")})
+
+    @dsl.pipeline()
+    def prepare(data: Input) -> None:
+        component(raw=data)
+
+    job = prepare(data=Input(type="uri_file", path="./raw.csv", mode="direct"))
+    result = MLClient().jobs.validate(job)
+    assert result.passed, result.error
+    (step,) = job.jobs.values()
+    assert step._to_data()["type"] == "spark"
