@@ -218,3 +218,14 @@ def test_a_spark_3_runtime_gets_spark_3s_sql_defaults_unless_its_conf_says(tmp_p
     unnamed = load_job_file(_write(tmp_path, JOB.replace('  runtime_version: "3.4"\n', "")))
     assert runtime_defaults(unnamed) == {"spark.sql.ansi.enabled": "false"}
     assert "no resources.runtime_version (Azure ML's are 3.x)" in runtime_note(unnamed)
+
+
+def test_a_spark_component_file_loads_on_its_own_with_its_args_references_checked(tmp_path: Path) -> None:
+    from distrun.loading.component_reader import load_component_file
+
+    _write(tmp_path, "")
+    (tmp_path / "prep.yml").write_text(COMPONENT)
+    assert load_component_file(tmp_path / "prep.yml").spec.entry.file == "prep.py"  # type: ignore[union-attr]
+    (tmp_path / "prep.yml").write_text(COMPONENT.replace("${{outputs.prepared}}", "${{outputs.prepard}}"))
+    with pytest.raises(ValidationError, match="refers to an undefined output 'prepard'"):
+        load_component_file(tmp_path / "prep.yml")

@@ -131,7 +131,9 @@ def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...]
     if component is not None:
         position = lambda *key: component.source_map.find(tuple(key))  # noqa: E731
         spec = component.spec
-        problems += reference_problems(spec.command, spec.inputs, spec.outputs, position)
+        # A command component's references are in its command, a spark component's in its args.
+        text = spec.args or "" if isinstance(spec, SparkComponent) else spec.command
+        problems += reference_problems(text, spec.inputs, spec.outputs, position)
     if problems or component is None:
         overridden = lambda p: bool(p.position and p.position.source.startswith("--set"))  # noqa: E731
         raise ValidationError(sorted(in_file_order(problems), key=overridden))
