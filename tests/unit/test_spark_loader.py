@@ -229,3 +229,10 @@ def test_a_spark_component_file_loads_on_its_own_with_its_args_references_checke
     (tmp_path / "prep.yml").write_text(COMPONENT.replace("${{outputs.prepared}}", "${{outputs.prepard}}"))
     with pytest.raises(ValidationError, match="refers to an undefined output 'prepard'"):
         load_component_file(tmp_path / "prep.yml")
+
+
+def test_a_uri_file_input_that_is_a_folder_is_read_in_place_by_spark(tmp_path: Path) -> None:
+    # Spark writes a uri_file output as a folder of part files; the step after it reads that.
+    (tmp_path / "written.csv").mkdir()
+    text = JOB.replace("path: ./raw.csv", "path: ./written.csv")
+    assert load_job_file(_write(tmp_path, text)).spec.inputs["raw"].path == "./written.csv"  # type: ignore[union-attr]

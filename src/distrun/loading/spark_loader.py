@@ -115,10 +115,21 @@ def spark_problems(loaded: LoadedSparkJob) -> list[Problem]:
 
     for problem in checks.semantic_problems(loaded.spec, loaded.base_dir, position):
         key = problem.key_path
+        if _file_or_folder(problem):
+            continue
         problems.append(
             dataclasses.replace(problem, key_path="args" + key[7:]) if key.startswith("command") else problem
         )
     return problems
+
+
+def _file_or_folder(problem: Problem) -> bool:
+    """A uri_file input that is a folder, or the reverse: Spark reads both in place (`direct`), and
+    writes a uri_file output as a folder of part files, which the next step reads as its file."""
+    message = problem.message
+    return problem.key_path.endswith(".path") and (
+        " is a uri_file but " in message or " is a uri_folder but " in message
+    )
 
 
 def _entry_problems(loaded: LoadedSparkJob) -> list[Problem]:
