@@ -39,6 +39,7 @@ CASES = {
     "B13": "benchmarks.cases.first_metric",
     "B14": "benchmarks.cases.parallel",
     "B15": "benchmarks.cases.automl",
+    "B16": "benchmarks.cases.spark",
 }
 DEFAULT_RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

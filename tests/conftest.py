@@ -30,7 +30,7 @@ apply_test_time_knobs()  # shorter restart pauses and polls for this process and
 # side by side on two cores their 4-rank jobs ran past their timeouts), and the Kubernetes tests,
 # whose emulated pods are local processes on ports and loopback names every emulated cluster
 # picks the same way.
-CLUSTER_GROUPS = {"slurm_cluster": "slurm", "ray_cluster": "ray"}
+CLUSTER_GROUPS = {"slurm_cluster": "slurm", "ray_cluster": "ray", "spark_cluster": "spark"}
 FOLDER_GROUPS = {TESTS / "frameworks": "frameworks", TESTS / "engines" / "kubernetes": "kubernetes"}
 
 

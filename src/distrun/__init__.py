@@ -25,6 +25,7 @@ _ERRORS = ("DistrunError", "JobFailedError", "ValidationError", "ResourceNotFoun
 # root that concern command jobs, so `from azure.ai.ml import X` becomes `from distrun import X`.
 _SDK_EXPORTS = {
     "command": "distrun.sdk.command_job",
+    "spark": "distrun.sdk.spark_job",
     "load_job": "distrun.sdk.command_job",
     "load_component": "distrun.sdk.components",
     "Input": "distrun.sdk.inputs_outputs",

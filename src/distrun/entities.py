@@ -25,6 +25,7 @@ from distrun.sdk.job_settings import (
 )
 from distrun.sdk.models import Model
 from distrun.sdk.pipeline_job import PipelineJob, PipelineJobSettings
+from distrun.sdk.spark_job import Spark, SparkJob
 from distrun.sdk.workspaces import Workspace
 
 __all__ = [
@@ -52,6 +53,8 @@ __all__ = [
     "PyTorchDistribution",
     "RayDistribution",
     "ResourceConfiguration",
+    "Spark",
+    "SparkJob",
     "TensorFlowDistribution",
     "UserIdentityConfiguration",
     "Workspace",

@@ -61,7 +61,7 @@ def test_an_identity_is_kept_with_the_job():
     ("statement", "what"),
     [
         ("from distrun import load_online_endpoint", "online endpoints"),
-        ("from distrun import spark", "Spark jobs"),
+        ("from distrun import load_batch_endpoint", "batch endpoints"),
     ],
 )
 def test_names_distrun_cannot_honour_raise_an_import_error_that_says_so(statement, what):

@@ -22,6 +22,7 @@ from distrun.spec.overrides import apply_overrides
 from distrun.spec.paths import local_path
 from distrun.spec.pipeline_steps import copy_positions
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
+from distrun.spec.spark_models import SparkComponent
 from distrun.spec.yaml_source import read_yaml_file
 
 __all__ = ["ComponentReader", "StepComponents", "load_component_data", "load_component_file", "registered_file"]
@@ -79,6 +80,8 @@ class ComponentReader:
             model = pipeline_models.PipelineComponent
         elif kind == "command":
             model = pipeline_models.CommandComponent
+        elif kind == "spark" or "sparkcomponent" in schema:
+            model = SparkComponent  # type: ignore[assignment]
         else:
             self.problems.append(
                 Problem(
@@ -121,7 +124,9 @@ def load_component_file(path: str | Path, overrides: list[str] | tuple[str, ...]
     elif component is not None:
         position = lambda *key: component.source_map.find(tuple(key))  # noqa: E731
         spec = component.spec
-        problems += reference_problems(spec.command, spec.inputs, spec.outputs, position)
+        # A command component's references are in its command, a spark component's in its args.
+        text = spec.args or "" if isinstance(spec, SparkComponent) else spec.command
+        problems += reference_problems(text, spec.inputs, spec.outputs, position)
     if problems or component is None:
         overridden = lambda p: bool(p.position and p.position.source.startswith("--set"))  # noqa: E731
         raise ValidationError(sorted(in_file_order(problems), key=overridden))

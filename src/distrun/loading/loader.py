@@ -15,6 +15,7 @@ from distrun.core.errors import Problem, ValidationError
 from distrun.loading import checks
 from distrun.loading.checks_tensorflow import tensorflow_problems
 from distrun.loading.raw_checks import in_file_order, raw_problems
+from distrun.loading.spark_loader import is_spark_document, load_spark_data
 from distrun.spec import models, paths
 from distrun.spec.job_kind import not_a_command_job
 from distrun.spec.loaded import LoadedJob
@@ -42,6 +43,8 @@ def load_job_data(
     overrides: list[str] | tuple[str, ...] = (),
     smap: SourceMap | None = None,
 ) -> LoadedJob:
+    if is_spark_document(data):  # `type: spark`: the command job that runs spark-submit
+        return load_spark_data(data, base_dir, source, overrides, smap)
     smap = smap or SourceMap(source)
     written = data
     data = apply_overrides(data, smap, list(overrides))

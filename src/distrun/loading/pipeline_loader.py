@@ -24,6 +24,7 @@ from distrun.loading.component_reader import ComponentReader, StepComponents, lo
 from distrun.loading.loader import candidate_problems, load_job_data
 from distrun.loading.parallel_step import parallel_steps_as_commands
 from distrun.loading.raw_checks import in_file_order
+from distrun.loading.spark_loader import is_spark_document, spark_document_problems
 from distrun.loading.sweep_step import load_step_sweep, sweep_step
 from distrun.spec import models, pipeline_models
 from distrun.spec.derived_names import pipeline_name_problems
@@ -339,6 +340,8 @@ def step_problems(step: PipelineStep, source: str) -> list[Problem]:
             return []
         except ValidationError as exc:
             found = exc.problems
+    elif is_spark_document(document):  # a spark step: checked as a Spark job file is
+        found = spark_document_problems(document, step.base_dir, source, step.source_map)
     else:
         found = candidate_problems(document, step.base_dir, source, step.source_map)
     upstream = tuple(f"inputs.{name}.path" for name in step.upstream)

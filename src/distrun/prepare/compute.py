@@ -52,6 +52,8 @@ BACKENDS: dict[str, BackendEntry] = {
     "slurm": BackendEntry("distrun.backends.slurm.backend"),
     "ray": BackendEntry("distrun.backends.ray.backend", extra="ray", shares_job_folders=False),
     "kubernetes": BackendEntry("distrun.backends.kubernetes.backend", extra="kubernetes", shares_job_folders=False),
+    # A Spark standalone cluster: Spark jobs' drivers run here in client mode, their executors there.
+    "spark": BackendEntry("distrun.backends.spark.backend", extra="spark"),
 }
 COMPUTE_TYPES = tuple(BACKENDS)
 USER_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.user_created)  # `compute create --type`

@@ -179,6 +179,16 @@ def _sweep_policy() -> type[ParentPolicy]:
     return SweepPolicy
 
 
+# ---------------------------------------------------------------- Spark jobs
+
+
+def _validate_spark(loaded: Any, layout: Layout, compute: str | None) -> dict[str, Any]:
+    from distrun.runner.jobs import check_target
+
+    check_target(loaded, layout, compute)
+    return loaded.spark.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
+
+
 # ---------------------------------------------------------------- the table
 
 _COMMAND_ROW = KindRow(
@@ -198,6 +208,8 @@ KINDS: dict[JobKind, KindRow] = {
         # A parallel job is a gang, as a command job is: shown, planned and downloaded as one; the
         # faces say its kind, and `job show` adds its mini-batches (`distrun.runner.parallel_view`).
         replace(_COMMAND_ROW, kind=JobKind.PARALLEL),
+        # A Spark job runs as the command job that runs spark-submit (`distrun.spec.spark_submit`).
+        replace(_COMMAND_ROW, kind=JobKind.SPARK, validate=_validate_spark),
         KindRow(
             JobKind.PIPELINE,
             view="pipeline",

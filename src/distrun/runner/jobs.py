@@ -16,6 +16,7 @@ backend (`distrun.backends.registry`) through the contract in `distrun.backends.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
 from distrun.core.errors import DistrunError
+from distrun.core.job_kind import JobKind
 
 if TYPE_CHECKING:
     from distrun.backends.base import Backend, RenderedJob
@@ -84,6 +86,11 @@ def check_target(loaded: LoadedJob, layout: Layout, compute: str | None = None) 
     from distrun.prepare.submission import choose_target
 
     target = choose_target(loaded, layout, compute)
+    if target.type == "spark" and loaded.kind is not JobKind.SPARK:
+        raise DistrunError(
+            f"compute target {target.name!r} is a Spark standalone cluster: it runs Spark jobs (`type: spark`)",
+            "run this job on another compute target (`--compute local`)",
+        )
     backend = backend_of(target)
     _check_restarts(backend, target, loaded.spec)
     return target, backend
@@ -97,8 +104,6 @@ def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> R
 
 def with_timeout_notes(rendered: RenderedJob) -> RenderedJob:
     """The rendered job with a note (and a warning, for the SDK) on which of its timeouts fires first."""
-    import dataclasses
-
     from distrun.prepare.timeouts import spec_timeouts, timeout_notes
 
     said = tuple(timeout_notes(spec_timeouts(rendered.job.spec)))
@@ -111,6 +116,12 @@ def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str 
     from distrun.prepare.submission import prepare_job
 
     target, backend = check_target(loaded, layout, compute)
+    said: tuple[str, ...] = ()
+    if loaded.kind is JobKind.SPARK:  # spark-submit with the target's master (`distrun.runner.spark_jobs`)
+        from distrun.runner.spark_jobs import ready_to_run
+
+        spark = ready_to_run(loaded, target)  # type: ignore[arg-type]
+        loaded, said = spark.loaded, spark.notes
     backend.preflight(target, loaded.spec)  # an engine that cannot take the job: error, nothing recorded
     prepared = prepare_job(loaded, layout, target, name)
     try:
@@ -121,6 +132,8 @@ def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str 
     except KeyboardInterrupt:
         _canceled_before_running(layout, prepared.name)
         raise
+    if said:
+        rendered = dataclasses.replace(rendered, notes=rendered.notes + said, warnings=rendered.warnings + said)
     return backend, with_timeout_notes(rendered)
 
 
@@ -189,6 +202,8 @@ def run_job(
     # SIGTERM and SIGHUP raise KeyboardInterrupt, so the record can end Canceled.
     with interrupts_raised():
         backend, rendered = _prepared(loaded, layout, compute, name)
+        if loaded.kind is JobKind.SPARK:  # its notes and the Spark UI's address, before the stream
+            out.write("".join(f"distrun: note: {text}\n" for text in rendered.warnings).encode())
         try:
             return run_attached(backend, rendered, layout, out, color)
         except KeyboardInterrupt:

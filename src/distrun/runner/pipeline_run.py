@@ -16,9 +16,6 @@ if TYPE_CHECKING:
 
 def process_count_of(pipeline: LoadedPipeline, step: str, count: Callable[[Any], int]) -> int:
     """How many processes a step's job runs (its document was validated with the pipeline)."""
-    from distrun.spec import models
-    from distrun.spec.normalize import normalize
-
     pipeline_step = pipeline.steps[step]
     if pipeline_step.is_sweep:  # each trial's
         from distrun.plan.sweep_search import example_parameters
@@ -27,8 +24,9 @@ def process_count_of(pipeline: LoadedPipeline, step: str, count: Callable[[Any],
         sweep = step_sweep(pipeline, pipeline_step, lambda up: "unused", step)
         example = example_parameters(sweep.search_space, sweep.algorithm)
         return count(unchecked_trial_job(sweep, example, step).spec)
-    document = normalize(pipeline_step.bound_document(lambda up: "unused"), pipeline_step.source_map)
-    return count(models.JobSpec.model_validate(document))
+    from distrun.runner.pipelines import step_job
+
+    return count(step_job(pipeline, pipeline_step, lambda up: "unused", step).spec)
 
 
 def gpus_asked(spec: Any) -> int:

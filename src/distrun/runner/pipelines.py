@@ -92,12 +92,16 @@ def step_job(
     The document was validated with the pipeline; its upstream inputs' paths exist only once
     those steps ran, so it is not checked against the file system again here (a run loads it
     with `load_job_data` once they did)."""
+    from distrun.loading.spark_loader import is_spark_document, loaded_spark_job
     from distrun.spec import models
     from distrun.spec.loaded import LoadedJob
     from distrun.spec.normalize import normalize
 
     smap = step.source_map
-    document = normalize(step.bound_document(path_of), smap)
+    document = step.bound_document(path_of)
+    if is_spark_document(document):  # a spark step: the command job that runs spark-submit
+        return loaded_spark_job(document, step.base_dir, pipeline.source, smap, job_name)
+    document = normalize(document, smap)
     spec = models.JobSpec.model_validate(document).model_copy(update={"name": job_name})
     return LoadedJob(spec, step.base_dir, pipeline.source, smap)
 

@@ -14,7 +14,6 @@ from typing import Any
 
 # What each is, and what to do instead.
 ELSEWHERE = "manage it with Microsoft's azure-ai-ml against an Azure ML workspace; distrun runs the jobs"
-SPARK = ("Spark jobs", "run the Spark program as a command job's command (spark-submit ...)")
 PARALLEL_COMPONENT = (
     "parallel component objects",
     "make one with distrun.parallel.parallel_run_function, or write a `type: parallel` component file",
@@ -28,7 +27,6 @@ V1_COMPUTE = ("v1 compute objects", "pass the target's name as compute_target")
 
 # `from distrun import NAME` (azure.ai.ml's root names).
 ROOT: dict[str, tuple[str, str]] = {
-    "spark": SPARK,
     "load_batch_deployment": ("batch deployments", ELSEWHERE),
     "load_batch_endpoint": ("batch endpoints", ELSEWHERE),
     "load_online_deployment": ("online deployments", ELSEWHERE),
@@ -58,7 +56,6 @@ ENTITIES: dict[str, tuple[str, str]] = {
     "BatchEndpoint": ("batch endpoints", ELSEWHERE),
     "BatchDeployment": ("batch deployments", ELSEWHERE),
     "Datastore": DATASTORES,
-    "SparkJob": SPARK,
     "ParallelComponent": PARALLEL_COMPONENT,
 }
 

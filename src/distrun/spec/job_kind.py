@@ -25,6 +25,8 @@ _KINDS = (
 )
 _TYPES = {"pipeline": "a pipeline job", "sweep": "a sweep job", "spark": "a spark job", "parallel": "a parallel job"}
 _HINTS = {
+    "spark component": "use it as a pipeline step's `component:`, or run it as a `type: spark` job file without "
+    "`version`",
     "component": "distrun runs command jobs: put the component's `command`, `code`, `environment`, `inputs` "
     "and `outputs` in a job file, without `version`",
     "pipeline": "`distrun run FILE` runs a pipeline, `distrun plan FILE` and `distrun job validate -f FILE` "
@@ -34,8 +36,8 @@ _HINTS = {
 }
 # The job types distrun runs, as a job of another type is told (one line, not a problem per key).
 RUN_TYPES_HINT = (
-    "distrun runs command jobs (`type: command`, or no `type`), pipeline jobs (`type: pipeline`) "
-    "and sweep jobs (`type: sweep`)"
+    "distrun runs command jobs (`type: command`, or no `type`), pipeline jobs (`type: pipeline`), "
+    "sweep jobs (`type: sweep`) and Spark jobs (`type: spark`)"
 )
 
 
@@ -46,6 +48,8 @@ def not_a_command_job(data: dict[str, Any], smap: SourceMap) -> Problem | None:
     key = "$schema"
     if kind is None and isinstance(data.get("type"), str) and data["type"].lower() in _TYPES:
         kind, key = _TYPES[data["type"].lower()], "type"
+        if kind == "a spark job" and "version" in data:  # a spark job has no version; its component has
+            kind = "a spark component"
     if kind is None and isinstance(data.get("type"), str) and data["type"].lower() != "command":
         # A job type distrun does not know (`finetuning`, `automl`, a typo): its other keys are that
         # type's, so reporting each as unknown would say nothing useful.

@@ -20,15 +20,16 @@ from distrun.core.job_kind import JobKind
 from distrun.spec import pipeline_graph
 from distrun.spec.pipeline_models import CommandComponent, PipelineComponent, PipelineJob
 from distrun.spec.source_map import SourceMap
+from distrun.spec.spark_models import SparkComponent
 
 __all__ = ["LoadedComponent", "LoadedPipeline", "PipelineStep", "UpstreamOutput"]
 
 
 @dataclass
 class LoadedComponent:
-    """A command or pipeline component, validated, with its document and where its keys were written."""
+    """A command, pipeline or spark component, validated, with its document and where its keys were written."""
 
-    spec: CommandComponent | PipelineComponent
+    spec: CommandComponent | PipelineComponent | SparkComponent
     data: dict[str, Any]
     source_map: SourceMap
     base_dir: Path  # its file's folder: its `code` and conda file resolve here

@@ -14,6 +14,7 @@ from typing import Any
 from distrun.spec import pipeline_models
 from distrun.spec.loaded_pipeline import LoadedComponent
 from distrun.spec.source_map import KeyPath
+from distrun.spec.spark_models import SparkComponent
 
 ProblemAt = Callable[[str, KeyPath, str], None]
 
@@ -55,6 +56,15 @@ def component_fits(problem: ProblemAt, name: str, raw: dict[str, Any], component
     pipeline_step = str(raw.get("type", "command")).lower() == "pipeline"
     if is_sweep_step(raw):
         return _trial_fits(problem, name, raw, component)
+    spark_step = str(raw.get("type", "command")).lower() == "spark"
+    if component is not None and spark_step != isinstance(component.spec, SparkComponent):
+        kind = "spark" if not spark_step else "command or pipeline"
+        problem(
+            f"the step is `type: {raw.get('type', 'command')}` but its component is not one: it is a {kind} component",
+            ("jobs", name, "type"),
+            "a `type: spark` step names a spark component, a command step a command component",
+        )
+        return False
     if "component" in raw and component is None:
         return False  # its problem is said
     if pipeline_step and component is None:

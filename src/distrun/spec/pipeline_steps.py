@@ -23,13 +23,14 @@ from distrun.spec.pipeline_inputs import InputBinder, close_match, mapping
 from distrun.spec.pipeline_models import DATA_TYPES, InputDeclaration, PipelineJob, job_output_type
 from distrun.spec.pipeline_paths import absolute, absolute_environment
 from distrun.spec.source_map import KeyPath, SourceMap, format_key_path
+from distrun.spec.spark_models import SPARK_COMPONENT_KEYS, SparkComponent
 
 __all__ = ["FROM_COMPONENT", "StepBuilder", "copy_positions", "outputs_of_step"]
 
 # What a command step takes from its component; the step's own keys come over these.
 FROM_COMPONENT = ("command", "code", "environment", "environment_variables", "resources", "distribution")
 # Mappings a step's own value is merged into (key by key) rather than replacing.
-MERGED = ("environment_variables", "resources")
+MERGED = ("environment_variables", "resources", "conf")
 # Keys of a step that are the pipeline's, not its command job's.
 STEP_ONLY = ("type", "component", "force_rerun")
 
@@ -121,6 +122,8 @@ class StepBuilder:
                 value = {**ours, **value} if same else value
             self.document[key] = value
             copy_positions(self.smap, self.path + (key,), self.positions, (key,))
+        if str(self.raw.get("type", "")).lower() == "spark":  # loaded as a Spark job (`spark_loader`)
+            self.document["type"] = "spark"
         self.document.setdefault("display_name", self.name)
         if self.pipeline.experiment_name and "experiment_name" not in self.document:
             self.document["experiment_name"] = self.pipeline.experiment_name
@@ -167,7 +170,8 @@ class StepBuilder:
                 self.compute_key = format_key_path(where)
 
     def _from_component(self, component: LoadedComponent) -> None:
-        for key in FROM_COMPONENT:
+        spark = isinstance(component.spec, SparkComponent)
+        for key in SPARK_COMPONENT_KEYS if spark else FROM_COMPONENT:
             if key not in component.data:
                 continue
             value = copy.deepcopy(component.data[key])

@@ -1,0 +1,116 @@
+"""A Spark job made ready to run on its compute target: Spark found, its master and UI chosen.
+
+On local compute the driver runs `spark-submit` in local mode (`local[N]`, N sized at load from
+`conf`). On a Spark standalone cluster (`distrun compute create --type spark --set
+master=spark://HOST:PORT`) it runs in **client** deploy mode: the driver stays the one process
+distrun supervises on this machine (its logs, cancel, timeouts and no-orphan guarantees hold,
+and the executors end with it), and Spark's standalone cluster mode does not run Python
+applications. Without pyspark or without Java the error says what to install.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from distrun.core.errors import DistrunError
+from distrun.prepare.compute import ComputeTarget
+from distrun.spec.loaded_spark import LoadedSparkJob
+from distrun.spec.spark_submit import command_job
+
+__all__ = ["INSTALL_JAVA", "INSTALL_SPARK", "SparkRun", "ready_to_run", "spark_home"]
+
+INSTALL_SPARK = "pip install 'distrun[spark]'  (pyspark, which carries spark-submit)"
+INSTALL_JAVA = "install Java 17 or later, e.g. `sudo apt-get install openjdk-17-jre-headless`, or set JAVA_HOME to one"
+SPARK_TARGET = "spark"
+SPARK_3_DEFAULTS = {"spark.sql.ansi.enabled": "false"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkRun:
+    """The job as it runs (its command with the master and UI port) and what is said before it starts."""
+
+    loaded: LoadedSparkJob
+    ui: str
+    notes: tuple[str, ...]
+
+
+def spark_home() -> Path:
+    """The folder of pyspark's distribution (`bin/spark-submit`); an error saying what to install."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise DistrunError("a Spark job needs Spark, which is not installed", INSTALL_SPARK)
+    home = Path(spec.origin).parent
+    if not (home / "bin" / "spark-submit").is_file():
+        raise DistrunError(f"pyspark at {home} has no bin/spark-submit", INSTALL_SPARK)
+    return home
+
+
+def java_found() -> None:
+    """Java is there (JAVA_HOME's, else on PATH); else an error saying what to install."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and Path(java_home, "bin", "java").is_file():
+        return
+    if shutil.which("java") is None:
+        raise DistrunError(
+            "a Spark job needs Java, which is not installed (no `java` on PATH, no JAVA_HOME)", INSTALL_JAVA
+        )
+
+
+def master_of(loaded: LoadedSparkJob, target: ComputeTarget) -> str:
+    """local[N] on this machine; the standalone cluster's master on a Spark target."""
+    if target.type == SPARK_TARGET:
+        return str(target.settings["master"])
+    return f"local[{loaded.local_cores}]"
+
+
+def _runtime_version(loaded: LoadedSparkJob) -> str:
+    resources = loaded.spark.resources
+    return (resources.runtime_version or "") if resources else ""
+
+
+def runtime_defaults(loaded: LoadedSparkJob) -> dict[str, str]:
+    """Spark 3's defaults that Spark 4 changed, for a job written for a 3.x runtime (Azure ML's
+    runtimes, serverless and Synapse, are 3.x: a job that names none is one): ANSI SQL, on by
+    default since 4.0, which pandas on Spark refuses to run under. The job's conf wins."""
+    version = _runtime_version(loaded)
+    if version and not version.startswith("3"):
+        return {}
+    return {key: value for key, value in SPARK_3_DEFAULTS.items() if key not in loaded.spark.conf}
+
+
+def runtime_note(loaded: LoadedSparkJob) -> str:
+    settings = ", ".join(f"{k}={v}" for k, v in runtime_defaults(loaded).items())
+    version = _runtime_version(loaded)
+    asked = f"resources.runtime_version {version}" if version else "no resources.runtime_version (Azure ML's are 3.x)"
+    return (
+        f"{asked}: the job runs on this machine's Spark (pyspark's), with Spark 3's defaults where 4 "
+        f"changed them ({settings})"
+    )
+
+
+def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
+    """The job's command for `target`, with Spark's home, the driver's Python and a free UI port."""
+    from distrun.backends.ports import free_ports
+
+    home = spark_home()
+    java_found()
+    (port,) = free_ports(1, address="127.0.0.1")
+    extra = {"spark.ui.port": str(port), "spark.ui.showConsoleProgress": "false", **runtime_defaults(loaded)}
+    if target.type == SPARK_TARGET and target.settings.get("driver_host"):
+        extra["spark.driver.host"] = str(target.settings["driver_host"])
+    spec = command_job(loaded.spark, master_of(loaded, target), extra)
+    variables = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
+    if target.type != SPARK_TARGET:  # local mode talks to no other machine
+        variables["SPARK_LOCAL_IP"] = "127.0.0.1"
+    variables.update(spec.environment_variables)
+    spec = spec.model_copy(update={"environment_variables": variables})
+    ui = f"http://127.0.0.1:{loaded.spark.conf.get('spark.ui.port', port)}"
+    local = () if target.type == SPARK_TARGET or not loaded.local_note else (loaded.local_note,)
+    runtime = (runtime_note(loaded),) if runtime_defaults(loaded) else ()
+    notes = (*local, *runtime, *loaded.notes, f"Spark UI while the job runs: {ui}")
+    return SparkRun(dataclasses.replace(loaded, spec=spec), ui, notes)

@@ -1,0 +1,64 @@
+"""A Spark job as the command job distrun supervises: `spark-submit` running its entry.
+
+The driver is the job's one process (`spark-submit` in client mode: the JVM execs in place of
+bash, and a Python entry's driver is its child), so its logs, cancel, `limits.timeout`,
+`hang_timeout` and the no-orphan guarantees are those of every distrun job. `args` stay as
+written: their `${{inputs.x}}`/`${{outputs.y}}` are substituted as a command's are, never
+becoming shell syntax. Pure functions; the master and the settings distrun adds (the UI's port)
+are given by who runs it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+
+from distrun.spec import models
+from distrun.spec.spark_models import SparkJobSpec
+
+__all__ = ["SPARK_SUBMIT", "command_job", "submit_command"]
+
+# bash expands SPARK_HOME, which distrun sets for the job once it found Spark on this machine.
+SPARK_SUBMIT = '"$SPARK_HOME/bin/spark-submit"'
+
+
+def _listed(option: str, items: list[str]) -> list[str]:
+    return [option, shlex.quote(",".join(items))] if items else []
+
+
+def submit_command(spark: SparkJobSpec, master: str, extra_conf: Mapping[str, str] = {}) -> str:
+    """`exec spark-submit ...` with the job's master, conf (its own win over `extra_conf`), files and args."""
+    words = ["exec", SPARK_SUBMIT, "--master", shlex.quote(master)]
+    for key, value in {**extra_conf, **spark.conf}.items():
+        words += ["--conf", shlex.quote(f"{key}={value}")]
+    jars = list(spark.jars)
+    if spark.entry.class_name:
+        words += ["--class", shlex.quote(spark.entry.class_name)]
+        primary = jars.pop(0) if not spark.entry.file and jars else spark.entry.file or ""
+    else:
+        primary = spark.entry.file or ""
+    words += _listed("--py-files", spark.py_files) + _listed("--jars", jars)
+    words += _listed("--files", spark.files) + _listed("--archives", spark.archives)
+    words.append(shlex.quote(primary))
+    command = " ".join(words)
+    return f"{command} {spark.args.strip()}" if spark.args and spark.args.strip() else command
+
+
+def command_job(spark: SparkJobSpec, master: str, extra_conf: Mapping[str, str] = {}) -> models.JobSpec:
+    """The command job that runs the Spark job with `master`: its code, data, environment and limits."""
+    return models.JobSpec(
+        name=spark.name,
+        display_name=spark.display_name,
+        experiment_name=spark.experiment_name,
+        description=spark.description,
+        tags=spark.tags,
+        properties=spark.properties,
+        command=submit_command(spark, master, extra_conf),
+        code=spark.code,
+        environment=spark.environment,
+        environment_variables=spark.environment_variables,
+        inputs=spark.inputs,
+        outputs=spark.outputs,
+        compute=spark.compute,
+        limits=spark.limits,
+    )

@@ -1,0 +1,50 @@
+"""`type: spark` on a Spark standalone cluster target: the driver supervised here in client mode,
+two executors on the cluster's two workers. One job run is shared by the assertions."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.cli import distrun_cli
+from support.clusters.spark_cluster import SparkCluster
+from support.jobs import only_job, record
+from support.spark_jobs import COUNTS, WORD_COUNT, read_counts, spark_home, write_spark_job
+
+
+@pytest.fixture(scope="module")
+def on_cluster(
+    tmp_path_factory: pytest.TempPathFactory, spark_cluster: SparkCluster
+) -> tuple[Path, Path, subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    root = tmp_path_factory.mktemp("spark_standalone")
+    home, store = spark_home(root)
+    created = distrun_cli(
+        home, "compute", "create", "--name", "pool", "--type", "spark",
+        "--set", f"master={spark_cluster.master}", "--set", "driver_host=127.0.0.1",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stdout + created.stderr
+    job = write_spark_job(root / "job", "count.py", WORD_COUNT, executors=2, extra="compute: azureml:pool\n")
+    return home, store, created, distrun_cli(home, "run", str(job), timeout=240)
+
+
+def test_the_job_runs_on_the_clusters_two_executors(on_cluster, spark_cluster: SparkCluster) -> None:
+    home, store, _, result = on_cluster
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "executors 2" in result.stdout
+    assert read_counts(store / "counts") == COUNTS
+    rec = record(home, only_job(home))
+    assert (str(rec["kind"]), rec["compute"]) == ("spark", "pool")
+    assert len(spark_cluster.executor_logs()) >= 2  # each worker ran one of the job's executors
+
+
+def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster, tmp_path: Path) -> None:
+    home, _, _, _ = on_cluster
+    wrong = distrun_cli(home, "compute", "create", "--name", "bad", "--type", "spark", "--set", "master=10.0.0.5:7077")
+    assert wrong.returncode != 0 and "'10.0.0.5:7077' is not a Spark master's URL" in wrong.stderr
+    job = tmp_path / "job.yml"
+    job.write_text("command: echo hi\ncompute: pool\n")
+    refused = distrun_cli(home, "run", str(job))
+    assert refused.returncode != 0
+    assert "compute target 'pool' is a Spark standalone cluster: it runs Spark jobs (`type: spark`)" in refused.stderr
