@@ -81,6 +81,26 @@ def test_an_automl_job_runs_its_search_as_a_command_job_with_its_data_and_best_m
     ]
 
 
+def test_an_automl_job_is_recorded_shown_and_planned_as_an_automl_job(tmp_path: Path) -> None:
+    from distrun.core.job_kind import JobKind
+    from distrun.plan.text import plan_as_text
+    from distrun.runner.job_kinds import row_of_document
+    from distrun.store.layout import Layout
+
+    loaded = load_document_file(_folder(tmp_path, BANK))
+    row = row_of_document(loaded)
+    # Its search is one process: run, logged and canceled as a command job, named as an AutoML job.
+    assert loaded.kind is JobKind.AUTOML and row.view == "automl" and not row.has_children
+    planned = row.plan(loaded, Layout(tmp_path / "home"), None)
+    text = row.plan_text(planned)
+    # `distrun plan` says the settings it cannot honour exactly, as the search says them when it runs.
+    settings = AutoMLJob.model_validate(json.loads(loaded.spec.environment_variables[SETTINGS_VARIABLE]))
+    for note in setting_notes(settings):
+        assert f"note: {note}" in text
+    assert "note: model explanations are not computed (enable_model_explainability)" in text
+    assert plan_as_text(planned) == text
+
+
 def test_image_and_nlp_tasks_are_refused_in_one_line(tmp_path: Path) -> None:
     text = BANK.replace("task: classification", "task: image_object_detection")
     with pytest.raises(ValidationError) as caught:

@@ -93,11 +93,11 @@ def test_the_check_finds_each_way_of_guessing_a_kind(source: str) -> None:
 
 
 def test_every_kind_distrun_runs_has_a_row_and_each_row_is_its_kinds() -> None:
-    assert set(KINDS) == {JobKind.COMMAND, JobKind.PIPELINE, JobKind.SWEEP}
+    assert set(KINDS) == {JobKind.COMMAND, JobKind.PIPELINE, JobKind.SWEEP, JobKind.AUTOML}
     assert all(row.kind is kind for kind, row in KINDS.items())
-    assert [row.has_children for row in KINDS.values()] == [False, True, True]
+    assert [row.has_children for row in KINDS.values()] == [False, True, True, False]
     assert all((row.policy is None) is (not row.has_children) for row in KINDS.values())
-    assert {row.view for row in KINDS.values()} == {"command", "pipeline", "sweep"}
+    assert {row.view for row in KINDS.values()} == {"command", "pipeline", "sweep", "automl"}
 
 
 def _record(kind: JobKind, **fields: object) -> JobRecord:
@@ -119,8 +119,8 @@ def test_a_document_is_looked_up_by_the_kind_its_class_runs_as() -> None:
 
 
 def test_a_kind_distrun_records_but_does_not_run_is_said_so() -> None:
-    with pytest.raises(DistrunError, match="this is an AutoML job: this version of distrun does not run or show them"):
-        kind_row(JobKind.AUTOML)
+    with pytest.raises(DistrunError, match="this is a Spark job: this version of distrun does not run or show them"):
+        kind_row(JobKind.SPARK)
     with pytest.raises(DistrunError, match="this is a parallel job"):
         row_of(_record(JobKind.PARALLEL))
 
@@ -134,7 +134,7 @@ def test_kinds_name_themselves_and_their_children() -> None:
         "an AutoML job",
         "a Spark job",
     ]
-    assert [kind.children for kind in JobKind] == ["", "steps", "trials", "mini-batches", "trials", ""]
+    assert [kind.children for kind in JobKind] == ["", "steps", "trials", "mini-batches", "", ""]
     assert inferred_kind(None, None) is JobKind.COMMAND
 
 
@@ -143,3 +143,16 @@ def test_the_table_imports_no_runner_module_when_it_is_imported() -> None:
     tree = ast.parse(Path(job_kinds.__file__).read_text())
     top = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert all(not (getattr(node, "module", "") or "").startswith("distrun.runner") for node in top)
+
+
+def test_an_automl_jobs_record_is_listed_and_shown_as_one() -> None:
+    from distrun.cli.views import job_list_text, job_show_text
+    from distrun.runner.automl_results import TASK_TAG
+
+    record = _record(JobKind.AUTOML, tags={TASK_TAG: "classification"})
+    row = row_of(record)
+    # One process runs its search: its logs, cancel and download are a command job's.
+    assert row.view == "automl" and not row.has_children and row.download is KINDS[JobKind.COMMAND].download
+    assert "local (automl)" in job_list_text([record])
+    shown = job_show_text(record)
+    assert "AutoML job: classification with FLAML" in shown and "Logs: /nowhere/j/user_logs" in shown

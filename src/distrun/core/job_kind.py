@@ -15,9 +15,10 @@ from typing import Any
 class JobKind(str, Enum):
     """Azure ML's job types that distrun records. A `str`: it compares, stores and prints as its value.
 
-    COMMAND runs processes; the others are parents whose children (steps, trials, mini-batch
-    workers) are jobs of their own. PARALLEL, AUTOML and SPARK are named so that a record from a
-    later distrun reads back with its kind; nothing here runs them yet.
+    COMMAND runs processes; PIPELINE, SWEEP and PARALLEL are parents whose children (steps,
+    trials, mini-batch workers) are jobs of their own. AUTOML runs processes as COMMAND does: its
+    search is one process, whose trials are runs of that process, not jobs. SPARK is named so that
+    a record from a later distrun reads back with its kind.
     """
 
     COMMAND = "command"
@@ -51,12 +52,12 @@ class JobKind(str, Enum):
 
 
 # A parent's children are jobs of their own (a pipeline's steps, a sweep's trials, a parallel
-# job's mini-batch workers, an AutoML job's trials). A Spark job is driven from a job of its own.
+# job's mini-batch workers). An AutoML job's trials are runs of its one process, not jobs (it has
+# none); a Spark job is driven from a job of its own.
 _CHILDREN = {
     JobKind.PIPELINE: "steps",
     JobKind.SWEEP: "trials",
     JobKind.PARALLEL: "mini-batches",
-    JobKind.AUTOML: "trials",
 }
 _NOUNS = {
     JobKind.COMMAND: "job",

@@ -22,7 +22,7 @@ from distrun.loading.loader import load_job_data
 from distrun.loading.raw_checks import in_file_order
 from distrun.spec.automl_models import REFUSED_TASKS, REFUSED_WHY, SETTINGS_VARIABLE, AutoMLJob
 from distrun.spec.automl_names import estimators, metric_problem
-from distrun.spec.loaded import LoadedJob
+from distrun.spec.loaded import LoadedAutoMLJob
 from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.overrides import overridden_mapping
 from distrun.spec.pipeline_steps import copy_positions
@@ -92,12 +92,13 @@ def load_automl_data(
     source: str = "<python>",
     overrides: list[str] | tuple[str, ...] = (),
     smap: SourceMap | None = None,
-) -> LoadedJob:
+) -> LoadedAutoMLJob:
     smap = smap or SourceMap(source)
     data = overridden_mapping(data, smap, overrides, "an AutoML job", "`type: automl`, `task:`")
     job = automl_spec(data, smap)
     _need_flaml()
-    return load_job_data(automl_job_document(job), base_dir, source, (), smap)
+    loaded = load_job_data(automl_job_document(job), base_dir, source, (), smap)
+    return LoadedAutoMLJob(loaded.spec, loaded.base_dir, loaded.source, loaded.source_map)
 
 
 def automl_spec(data: dict[str, Any], smap: SourceMap) -> AutoMLJob:

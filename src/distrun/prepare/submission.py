@@ -25,7 +25,6 @@ from pathlib import Path
 
 from distrun.core.errors import DistrunError
 from distrun.core.file_modes import DIR_MODE, copied_mode, make_dirs, write_file
-from distrun.core.job_kind import JobKind
 from distrun.core.safe_files import read_text
 from distrun.core.user_paths import current_folder
 from distrun.loading.loader import LoadedJob, local_path
@@ -117,7 +116,7 @@ def prepare_job(loaded: LoadedJob, layout: Layout, target: ComputeTarget, name: 
         launcher_started=process_start_time(os.getpid()),
         target=target.stored(),
         timeouts=spec_timeouts(spec),
-        kind=JobKind.COMMAND,
+        kind=loaded.kind,  # a command job, or an AutoML job's search
     )
     if folder.root.exists():
         raise DistrunError(f"a job folder for {job_name!r} already exists at {folder.root}", "choose another name")

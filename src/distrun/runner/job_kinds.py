@@ -40,7 +40,7 @@ class KindRow:
     """What the faces need of one kind of job."""
 
     kind: JobKind  # also says how one is named and what its children are called
-    view: str  # the view the faces show it with: "command", "pipeline" or "sweep"
+    view: str  # the view the faces show it with: "command", "automl", "pipeline" or "sweep"
     summary: Callable[[JobRecord], str]  # what `distrun run` prints when it has ended
     plan: Check  # `distrun plan`: the dry run, as plain data
     plan_text: Callable[[dict[str, Any]], str]  # the dry run for people
@@ -179,6 +179,23 @@ def _sweep_policy() -> type[ParentPolicy]:
     return SweepPolicy
 
 
+# ---------------------------------------------------------------- AutoML jobs
+# One process runs the search (`distrun.automl_search`): run, shown and downloaded as a command
+# job; its plan also says the settings it cannot honour exactly, as its run says them.
+
+
+def _plan_automl(loaded: Any, layout: Layout, compute: str | None) -> dict[str, Any]:
+    import json
+
+    from distrun.spec.automl_models import SETTINGS_VARIABLE, AutoMLJob
+    from distrun.spec.automl_notes import setting_notes
+
+    planned = _plan_command(loaded, layout, compute)
+    job = AutoMLJob.model_validate(json.loads(loaded.spec.environment_variables[SETTINGS_VARIABLE]))
+    planned["notes"] = [*planned.get("notes", []), *setting_notes(job)]
+    return planned
+
+
 # ---------------------------------------------------------------- the table
 
 KINDS: dict[JobKind, KindRow] = {
@@ -212,6 +229,15 @@ KINDS: dict[JobKind, KindRow] = {
             validate=_validate_sweep,
             download=_download_children,
             policy=_sweep_policy,
+        ),
+        KindRow(
+            JobKind.AUTOML,
+            view="automl",
+            summary=_command_summary,
+            plan=_plan_automl,
+            plan_text=_command_plan_text,
+            validate=_validate_command,
+            download=_download_job,
         ),
     )
 }

@@ -15,7 +15,7 @@ from distrun.core.job_kind import JobKind
 from distrun.spec import models
 from distrun.spec.source_map import SourceMap
 
-__all__ = ["LoadedJob"]
+__all__ = ["LoadedAutoMLJob", "LoadedJob"]
 
 
 @dataclass
@@ -28,3 +28,11 @@ class LoadedJob:
 
     def position(self, *path: str | int) -> Position:
         return self.source_map.find(tuple(path))
+
+
+@dataclass
+class LoadedAutoMLJob(LoadedJob):
+    """An AutoML job: the command job that runs its search (`distrun.loading.automl_loader`),
+    recorded as an AutoML job so that the faces name it and plan it as one."""
+
+    kind: ClassVar[JobKind] = JobKind.AUTOML
