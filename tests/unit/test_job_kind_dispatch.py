@@ -156,3 +156,11 @@ def test_an_automl_jobs_record_is_listed_and_shown_as_one() -> None:
     assert "local (automl)" in job_list_text([record])
     shown = job_show_text(record)
     assert "AutoML job: classification with FLAML" in shown and "Logs: /nowhere/j/user_logs" in shown
+
+
+def test_every_view_a_kind_names_is_one_each_face_has() -> None:
+    from distrun.cli.views import _VIEWS
+    from distrun.sdk.client import _JOB_OF_VIEW
+
+    views = {row.view for row in KINDS.values()}
+    assert views <= set(_VIEWS) and views <= set(_JOB_OF_VIEW)
