@@ -58,6 +58,7 @@ def fit_settings(
         # FLAML's own log of each iteration only when asked for: distrun says a line per trial.
         "verbose": 3 if job.log_verbosity == "debug" else 0,
         "retrain_full": True,
+        "mlflow_logging": False,  # distrun records each trial as a child run itself (trials.py)
         "log_type": "all",  # every trial in the training log (FLAML's default keeps only the improving ones)
         **validation(job, len(train.y), given_validation),
     }
