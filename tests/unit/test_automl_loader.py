@@ -234,3 +234,18 @@ def test_cloud_settings_are_accepted_and_said_once_as_not_used(tmp_path: Path) -
     assert [line for line in setting_notes(job) if line.startswith("resources")] == [
         "resources is an Azure ML cloud setting: not used"
     ]
+
+
+def test_max_concurrent_trials_is_honoured_in_a_ray_cluster_and_said_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    from distrun.automl_search.search import on_ray_cluster
+
+    job = AutoMLJob.model_validate(
+        {"task": "regression", "target_column_name": "y", "training_data": {"path": ".", "type": "mltable"},
+         "limits": {"max_concurrent_trials": 2}}
+    )  # fmt: skip
+    monkeypatch.delenv("DISTRUN_RAY_CLUSTER", raising=False)
+    assert not on_ray_cluster(job)
+    assert any(note.startswith("max_concurrent_trials: trials run one at a time") for note in setting_notes(job))
+    monkeypatch.setenv("DISTRUN_RAY_CLUSTER", "10.0.0.1:6379")
+    assert on_ray_cluster(job)
+    assert not any("max_concurrent_trials" in note for note in setting_notes(job, on_ray_cluster=True))
