@@ -209,6 +209,13 @@ def test_an_automl_step_of_a_pipeline_reads_another_steps_output_and_gives_its_b
     assert "-m distrun.automl_search" in step.document["command"]
     assert step.depends_on == ("prep",) and loaded.steps["score"].depends_on == ("classify",)
     assert step.upstream["training_data"].step == "prep" and step.upstream["training_data"].output == "table"
+    # The step's job, loaded as a run loads it once its data is bound, is recorded as an AutoML job.
+    from distrun.core.job_kind import JobKind
+    from distrun.loading.loader import load_job_data
+
+    document = {**step.document, "inputs": {"training_data": {"type": "mltable", "path": "./training-mltable-folder"}}}
+    assert load_job_data(document, tmp_path).kind is JobKind.AUTOML
+    assert load_job_data(loaded.steps["prep"].document, tmp_path, "<p>").kind is JobKind.COMMAND
 
 
 def test_an_automl_steps_wrong_setting_is_said_at_its_key_in_the_pipeline(tmp_path: Path) -> None:

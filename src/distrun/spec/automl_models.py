@@ -19,6 +19,7 @@ from distrun.spec.models import DataInput, JobHeader, OutputSpec, StrictModel, W
 # The Ray cluster a rank runs in (its GCS address), set by the Ray backend: an AutoML search with
 # max_concurrent_trials > 1 runs its trials across that cluster.
 RAY_CLUSTER_VARIABLE = "DISTRUN_RAY_CLUSTER"
+TASK_TAG = "distrun.automl.task"  # an AutoML job's record says its task
 SETTINGS_VARIABLE = "AUTOML_JOB_SETTINGS"
 TABLE_TASKS = ("classification", "regression", "forecasting")
 # Azure ML's other AutoML tasks, refused in one line each: what they are.
