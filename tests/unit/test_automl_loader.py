@@ -81,6 +81,26 @@ def test_an_automl_job_runs_its_search_as_a_command_job_with_its_data_and_best_m
     ]
 
 
+def test_an_automl_job_is_recorded_shown_and_planned_as_an_automl_job(tmp_path: Path) -> None:
+    from distrun.core.job_kind import JobKind
+    from distrun.plan.text import plan_as_text
+    from distrun.runner.job_kinds import row_of_document
+    from distrun.store.layout import Layout
+
+    loaded = load_document_file(_folder(tmp_path, BANK))
+    row = row_of_document(loaded)
+    # Its search is one process: run, logged and canceled as a command job, named as an AutoML job.
+    assert loaded.kind is JobKind.AUTOML and row.view == "automl" and not row.has_children
+    planned = row.plan(loaded, Layout(tmp_path / "home"), None)
+    text = row.plan_text(planned)
+    # `distrun plan` says the settings it cannot honour exactly, as the search says them when it runs.
+    settings = AutoMLJob.model_validate(json.loads(loaded.spec.environment_variables[SETTINGS_VARIABLE]))
+    for note in setting_notes(settings):
+        assert f"note: {note}" in text
+    assert "note: model explanations are not computed (enable_model_explainability)" in text
+    assert plan_as_text(planned) == text
+
+
 def test_image_and_nlp_tasks_are_refused_in_one_line(tmp_path: Path) -> None:
     text = BANK.replace("task: classification", "task: image_object_detection")
     with pytest.raises(ValidationError) as caught:
@@ -189,6 +209,13 @@ def test_an_automl_step_of_a_pipeline_reads_another_steps_output_and_gives_its_b
     assert "-m distrun.automl_search" in step.document["command"]
     assert step.depends_on == ("prep",) and loaded.steps["score"].depends_on == ("classify",)
     assert step.upstream["training_data"].step == "prep" and step.upstream["training_data"].output == "table"
+    # The step's job, loaded as a run loads it once its data is bound, is recorded as an AutoML job.
+    from distrun.core.job_kind import JobKind
+    from distrun.loading.loader import load_job_data
+
+    document = {**step.document, "inputs": {"training_data": {"type": "mltable", "path": "./training-mltable-folder"}}}
+    assert load_job_data(document, tmp_path).kind is JobKind.AUTOML
+    assert load_job_data(loaded.steps["prep"].document, tmp_path, "<p>").kind is JobKind.COMMAND
 
 
 def test_an_automl_steps_wrong_setting_is_said_at_its_key_in_the_pipeline(tmp_path: Path) -> None:
@@ -214,3 +241,18 @@ def test_cloud_settings_are_accepted_and_said_once_as_not_used(tmp_path: Path) -
     assert [line for line in setting_notes(job) if line.startswith("resources")] == [
         "resources is an Azure ML cloud setting: not used"
     ]
+
+
+def test_max_concurrent_trials_is_honoured_in_a_ray_cluster_and_said_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    from distrun.automl_search.search import on_ray_cluster
+
+    job = AutoMLJob.model_validate(
+        {"task": "regression", "target_column_name": "y", "training_data": {"path": ".", "type": "mltable"},
+         "limits": {"max_concurrent_trials": 2}}
+    )  # fmt: skip
+    monkeypatch.delenv("DISTRUN_RAY_CLUSTER", raising=False)
+    assert not on_ray_cluster(job)
+    assert any(note.startswith("max_concurrent_trials: trials run one at a time") for note in setting_notes(job))
+    monkeypatch.setenv("DISTRUN_RAY_CLUSTER", "10.0.0.1:6379")
+    assert on_ray_cluster(job)
+    assert not any("max_concurrent_trials" in note for note in setting_notes(job, on_ray_cluster=True))

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from distrun.cli.views import job_list_text, job_show_text
-from distrun.core.errors import DistrunError
 from distrun.core.job_kind import JobKind, inferred_kind
 from distrun.loading.parallel_step import runs_as
 from distrun.runner import job_kinds
-from distrun.runner.job_kinds import KINDS, kind_row, row_of, row_of_document
+from distrun.runner.job_kinds import KINDS, row_of, row_of_document
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.loaded_pipeline import LoadedPipeline
 from distrun.spec.loaded_sweep import LoadedSweep
@@ -95,11 +94,11 @@ def test_the_check_finds_each_way_of_guessing_a_kind(source: str) -> None:
 
 
 def test_every_kind_distrun_runs_has_a_row_and_each_row_is_its_kinds() -> None:
-    assert set(KINDS) == {JobKind.COMMAND, JobKind.PARALLEL, JobKind.SPARK, JobKind.PIPELINE, JobKind.SWEEP}
+    assert set(KINDS) == set(JobKind)
     assert all(row.kind is kind for kind, row in KINDS.items())
-    assert [row.has_children for row in KINDS.values()] == [False, False, False, True, True]
+    assert {kind for kind, row in KINDS.items() if row.has_children} == {JobKind.PIPELINE, JobKind.SWEEP}
     assert all((row.policy is None) is (not row.has_children) for row in KINDS.values())
-    assert {row.view for row in KINDS.values()} == {"command", "pipeline", "sweep"}
+    assert {row.view for row in KINDS.values()} == {"command", "pipeline", "sweep", "automl"}
 
 
 def _record(kind: JobKind, **fields: object) -> JobRecord:
@@ -118,11 +117,6 @@ def test_a_document_is_looked_up_by_the_kind_its_class_runs_as() -> None:
     assert LoadedPipeline.kind is JobKind.PIPELINE
     assert LoadedSweep.kind is JobKind.SWEEP
     assert row_of_document(LoadedSweep).kind is JobKind.SWEEP
-
-
-def test_a_kind_distrun_records_but_does_not_run_is_said_so() -> None:
-    with pytest.raises(DistrunError, match="this is an AutoML job: this version of distrun does not run or show them"):
-        kind_row(JobKind.AUTOML)
 
 
 def test_a_parallel_job_is_a_gang_shown_as_a_command_job_and_named_by_its_kind() -> None:
@@ -147,7 +141,7 @@ def test_kinds_name_themselves_and_their_children() -> None:
         "an AutoML job",
         "a Spark job",
     ]
-    assert [kind.children for kind in JobKind] == ["", "steps", "trials", "", "trials", ""]
+    assert [kind.children for kind in JobKind] == ["", "steps", "trials", "", "", ""]
     assert inferred_kind(None, None) is JobKind.COMMAND
 
 
@@ -156,3 +150,24 @@ def test_the_table_imports_no_runner_module_when_it_is_imported() -> None:
     tree = ast.parse(Path(job_kinds.__file__).read_text())
     top = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert all(not (getattr(node, "module", "") or "").startswith("distrun.runner") for node in top)
+
+
+def test_an_automl_jobs_record_is_listed_and_shown_as_one() -> None:
+    from distrun.cli.views import job_list_text, job_show_text
+    from distrun.runner.automl_results import TASK_TAG
+
+    record = _record(JobKind.AUTOML, tags={TASK_TAG: "classification"})
+    row = row_of(record)
+    # One process runs its search: its logs, cancel and download are a command job's.
+    assert row.view == "automl" and not row.has_children and row.download is KINDS[JobKind.COMMAND].download
+    assert "local (automl)" in job_list_text([record])
+    shown = job_show_text(record)
+    assert "AutoML job: classification with FLAML" in shown and "Logs: /nowhere/j/user_logs" in shown
+
+
+def test_every_view_a_kind_names_is_one_each_face_has() -> None:
+    from distrun.cli.views import _VIEWS
+    from distrun.sdk.client import _JOB_OF_VIEW
+
+    views = {row.view for row in KINDS.values()}
+    assert views <= set(_VIEWS) and views <= set(_JOB_OF_VIEW)

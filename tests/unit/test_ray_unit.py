@@ -128,6 +128,19 @@ def test_a_ray_node_without_the_built_environment_says_what_it_needs(tmp_path: P
     assert rank_base_env({"RAY_JOB_ID": "01", "PATH": "/bin"}) == {"PATH": "/bin"}
 
 
+def test_a_rank_is_told_the_ray_cluster_it_runs_in_under_distruns_own_name(tmp_path: Path) -> None:
+    from distrun.backends.ray.node_agent import node_facts
+
+    request = {
+        "node_rank": 0, "names": ["n0"], "hosts": ["10.0.0.1"], "master_port": 1, "task_ports": [2],
+        "job_name": "j", "engine_job_id": "r1", "ray_cluster": "10.0.0.1:6379",
+    }  # fmt: skip
+    env = node_facts(request, tmp_path, {"RAY_ADDRESS": "auto", "PATH": "/bin"}).base_env
+    # Not RAY_ADDRESS: a `type: ray` job's rank starts a cluster of its own.
+    assert env == {"PATH": "/bin", "DISTRUN_RAY_CLUSTER": "10.0.0.1:6379"}
+    assert "DISTRUN_RAY_CLUSTER" not in node_facts({**request, "ray_cluster": None}, tmp_path, {}).base_env
+
+
 def test_first_failure_across_nodes_is_the_root_cause() -> None:
     victim = {
         "status": "Canceled",

@@ -48,9 +48,9 @@ def main(argv: list[str]) -> int:
 
 def run(job: AutoMLJob, args: argparse.Namespace) -> dict[str, Any]:
     from distrun.automl_search.model import save_best_model
-    from distrun.automl_search.search import search
+    from distrun.automl_search.search import on_ray_cluster, search
 
-    for note in setting_notes(job):
+    for note in setting_notes(job, on_ray_cluster(job)):
         say(f"note: {note}")
     frame = featurized(read_table(args.training_data), job)
     test_frame = featurized(read_table(args.test_data), job) if args.test_data else None

@@ -15,7 +15,7 @@ from typing import Any
 from distrun.automl_search.metrics import AzureMetric
 from distrun.automl_search.tables import Table, validation
 from distrun.automl_search.trials import Follower, Trials, child_runs
-from distrun.spec.automl_models import AutoMLJob
+from distrun.spec.automl_models import RAY_CLUSTER_VARIABLE, AutoMLJob
 from distrun.spec.automl_names import estimators, primary_metric
 
 FLAML_TASKS = {"classification": "classification", "regression": "regression", "forecasting": "ts_forecast"}
@@ -39,6 +39,12 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def on_ray_cluster(job: AutoMLJob) -> bool:
+    """Whether the trials run concurrently across the Ray cluster this process runs in."""
+    concurrent = job.limits.max_concurrent_trials
+    return bool(concurrent and concurrent > 1 and os.environ.get(RAY_CLUSTER_VARIABLE))
+
+
 def fit_settings(
     job: AutoMLJob, train: Table, given_validation: Table | None, calendar: bool = False
 ) -> dict[str, Any]:
@@ -58,6 +64,7 @@ def fit_settings(
         # FLAML's own log of each iteration only when asked for: distrun says a line per trial.
         "verbose": 3 if job.log_verbosity == "debug" else 0,
         "retrain_full": True,
+        "mlflow_logging": False,  # distrun records each trial as a child run itself (trials.py)
         "log_type": "all",  # every trial in the training log (FLAML's default keeps only the improving ones)
         **validation(job, len(train.y), given_validation),
     }
@@ -65,6 +72,9 @@ def fit_settings(
         settings["train_time_limit"] = limits.trial_timeout_minutes * 60
     per_trial = limits.max_cores_per_trial
     settings["n_jobs"] = per_trial if per_trial and per_trial > 0 else cores()
+    if on_ray_cluster(job):  # trials spread over the Ray cluster, each on one core unless said
+        settings.update(n_concurrent_trials=limits.max_concurrent_trials, use_ray=True)
+        settings["n_jobs"] = per_trial if per_trial and per_trial > 0 else 1
     if train.weight is not None:
         settings["sample_weight"] = train.weight
     if job.task == "forecasting" and job.forecasting is not None and not calendar:
@@ -87,8 +97,15 @@ def search(
     settings = fit_settings(job, train, given_validation, calendar)
     metric = primary_metric(job)
     automl = AutoML()
+    if settings.get("use_ray"):
+        import ray
+
+        ray.init(address=os.environ[RAY_CLUSTER_VARIABLE], ignore_reinit_error=True, log_to_driver=False)
+        say(f"trials run {settings['n_concurrent_trials']} at a time across the Ray cluster")
     with tempfile.TemporaryDirectory(prefix="distrun-automl-") as folder:
         log = Path(folder) / "trials.log"
+        if settings.get("use_ray"):  # Ray Tune's results here, not in the user's ~/ray_results
+            settings["use_ray"] = {"storage_path": str(Path(folder) / "ray")}
         trials = Trials(job.task, metric.azure, metric.greater_is_better, log, say, runs=child_runs(metric.azure))
         if job.limits.exit_score is not None:
             trials.on_score = _exit_score(automl, job.limits.exit_score, metric.greater_is_better, say)

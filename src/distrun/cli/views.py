@@ -287,6 +287,14 @@ def _command_details(record: JobRecord) -> list[str]:
     return [*lines, "", f"Logs: {record.folder}/user_logs"]
 
 
+def _automl_details(record: JobRecord) -> list[str]:
+    """An AutoML job's show: what it searches, then a command job's lines (its search is one process)."""
+    from distrun.runner.automl_results import TASK_TAG
+
+    task = (record.tags or {}).get(TASK_TAG)
+    return ["", f"AutoML job: {task or 'search'} with FLAML", *_command_details(record)]
+
+
 def _timeouts_line(timeouts: list[dict[str, Any]]) -> str:
     """`limits.hang_timeout 120 s, gloo collective timeout 1800 s`: the timeouts that are set."""
     said = []
@@ -352,6 +360,7 @@ class _View:
 
 _VIEWS = {
     "command": _View(_command_compute, _command_details, _command_created),
+    "automl": _View(lambda record: f"{record.compute} (automl)", _automl_details, _command_created),
     "pipeline": _View(_pipeline_compute, _pipeline_details, _pipeline_created),
     "sweep": _View(_sweep_compute, _sweep_details, _sweep_created),
 }

@@ -15,10 +15,10 @@ from typing import Any
 class JobKind(str, Enum):
     """Azure ML's job types that distrun records. A `str`: it compares, stores and prints as its value.
 
-    COMMAND and PARALLEL run processes (a parallel job's gang pulls mini-batches from a queue
-    instead of running one command); PIPELINE and SWEEP are parents whose children (steps,
-    trials) are jobs of their own. AUTOML and SPARK are named so that a record from a later
-    distrun reads back with its kind.
+    COMMAND, PARALLEL, AUTOML and SPARK run processes: a parallel job's gang pulls mini-batches
+    from a queue instead of running one command, an AutoML job's search is one process whose
+    trials are runs of that process (not jobs), a Spark job's driver is its process. PIPELINE and
+    SWEEP are parents whose children (steps, trials) are jobs of their own.
     """
 
     COMMAND = "command"
@@ -51,13 +51,12 @@ class JobKind(str, Enum):
         return f"{'an' if self.noun[0].lower() in 'aeiou' else 'a'} {self.noun}"
 
 
-# A parent's children are jobs of their own (a pipeline's steps, a sweep's trials, an AutoML
-# job's trials). A parallel job's mini-batches are not: its own processes run them. A Spark job is
-# driven from a job of its own.
+# A parent's children are jobs of their own (a pipeline's steps, a sweep's trials). A parallel
+# job's mini-batches are not (its own processes run them), nor are an AutoML job's trials (runs of
+# its one process); a Spark job's executors are Spark's.
 _CHILDREN = {
     JobKind.PIPELINE: "steps",
     JobKind.SWEEP: "trials",
-    JobKind.AUTOML: "trials",
 }
 _NOUNS = {
     JobKind.COMMAND: "job",

@@ -20,7 +20,7 @@ from typing import Any
 from distrun.core.errors import DistrunError, Problem, ValidationError
 from distrun.loading.loader import load_job_data
 from distrun.loading.raw_checks import in_file_order
-from distrun.spec.automl_models import REFUSED_TASKS, REFUSED_WHY, SETTINGS_VARIABLE, AutoMLJob
+from distrun.spec.automl_models import REFUSED_TASKS, REFUSED_WHY, SETTINGS_VARIABLE, TASK_TAG, AutoMLJob
 from distrun.spec.automl_names import estimators, metric_problem
 from distrun.spec.loaded import LoadedJob
 from distrun.spec.model_errors import ModelError, translate
@@ -97,7 +97,7 @@ def load_automl_data(
     data = overridden_mapping(data, smap, overrides, "an AutoML job", "`type: automl`, `task:`")
     job = automl_spec(data, smap)
     _need_flaml()
-    return load_job_data(automl_job_document(job), base_dir, source, (), smap)
+    return load_job_data(automl_job_document(job), base_dir, source, (), smap)  # a LoadedAutoMLJob
 
 
 def automl_spec(data: dict[str, Any], smap: SourceMap) -> AutoMLJob:
@@ -153,7 +153,7 @@ def automl_job_document(job: AutoMLJob) -> dict[str, Any]:
     header = job.model_dump(mode="json", exclude_none=True, include={"name", "display_name", "experiment_name"})
     document.update(header)
     document.update({k: v for k, v in (("description", job.description), ("compute", job.compute)) if v})
-    document["tags"] = {**job.tags, "distrun.automl.task": job.task}
+    document["tags"] = {**job.tags, TASK_TAG: job.task}
     if job.limits.timeout_minutes:
         document["limits"] = {"timeout": job.limits.timeout_minutes * 60 + SAVE_MARGIN_S}
     return document

@@ -18,7 +18,7 @@ from distrun.loading.raw_checks import in_file_order, raw_problems
 from distrun.loading.spark_loader import is_spark_document, load_spark_data
 from distrun.spec import models, paths
 from distrun.spec.job_kind import not_a_command_job
-from distrun.spec.loaded import LoadedJob
+from distrun.spec.loaded import LoadedJob, loaded_job
 from distrun.spec.model_errors import ModelError, translate
 from distrun.spec.normalize import normalize
 from distrun.spec.overrides import apply_overrides
@@ -83,7 +83,7 @@ def _validated(data: Any, base_dir: Path, source: str, smap: SourceMap) -> Loade
     except ModelError as exc:
         # What can be checked without a valid schema is reported in the same round.
         raise ValidationError(in_file_order([*translate(exc, data, smap), *raw_problems(data, smap)])) from None
-    loaded = LoadedJob(spec, base_dir, source, smap)
+    loaded = loaded_job(spec, base_dir, source, smap)  # an AutoML job's search is one
     problems = semantic_problems(loaded)
     if problems:
         raise ValidationError(in_file_order(problems))

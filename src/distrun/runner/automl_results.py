@@ -8,11 +8,12 @@ import json
 from typing import Any
 
 from distrun.core.safe_files import read_text
+from distrun.spec.automl_models import TASK_TAG  # an AutoML job's record says its task
 from distrun.store.index import JobRecord
 from distrun.store.layout import Layout
 
 LEADERBOARD = ("leaderboard", "leaderboard.json")  # the output, and the search's file in it
-TASK_TAG = "distrun.automl.task"  # an AutoML job's record says its task
+
 LIMIT = 4 << 20
 SHOWN = 10  # trials `job show` lists
 

@@ -297,6 +297,7 @@ class JobOperations:
 
 _JOB_OF_VIEW = {
     "command": JobOperations._command_of,
+    "automl": JobOperations._command_of,  # its search's one process: its status, outputs and logs are a job's
     "pipeline": JobOperations._pipeline_of,
     "sweep": JobOperations._sweep_of,
 }

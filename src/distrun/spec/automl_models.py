@@ -16,6 +16,10 @@ from pydantic import Field
 from distrun.spec.models import DataInput, JobHeader, OutputSpec, StrictModel, Whole
 
 # The job's settings, as JSON, for the search process (`distrun.automl_search`).
+# The Ray cluster a rank runs in (its GCS address), set by the Ray backend: an AutoML search with
+# max_concurrent_trials > 1 runs its trials across that cluster.
+RAY_CLUSTER_VARIABLE = "DISTRUN_RAY_CLUSTER"
+TASK_TAG = "distrun.automl.task"  # an AutoML job's record says its task
 SETTINGS_VARIABLE = "AUTOML_JOB_SETTINGS"
 TABLE_TASKS = ("classification", "regression", "forecasting")
 # Azure ML's other AutoML tasks, refused in one line each: what they are.

@@ -11,7 +11,8 @@ IMPUTER_STRATEGIES = ("mean", "median", "most_frequent", "constant", "ffill")
 COLUMN_TYPES = ("categorical", "numeric", "text", "datetime")
 
 
-def setting_notes(job: AutoMLJob) -> list[str]:
+def setting_notes(job: AutoMLJob, on_ray_cluster: bool = False) -> list[str]:
+    """`on_ray_cluster`: the search runs in a Ray cluster, where max_concurrent_trials is honoured."""
     said = estimators(job)[1]
     training, limits, features = job.training, job.limits, job.featurization
     if training.enable_stack_ensemble or training.enable_vote_ensemble:
@@ -22,8 +23,11 @@ def setting_notes(job: AutoMLJob) -> list[str]:
         said.append("the best model is saved as an MLflow model, not ONNX")
     if training.enable_dnn_training or features.enable_dnn_featurization:
         said.append("no deep learning models or featurizers: FLAML's table models only")
-    if limits.max_concurrent_trials and limits.max_concurrent_trials > 1:
-        said.append("max_concurrent_trials: trials run one at a time, each on the job's cores")
+    if limits.max_concurrent_trials and limits.max_concurrent_trials > 1 and not on_ray_cluster:
+        said.append(
+            "max_concurrent_trials: trials run one at a time, each on the job's cores "
+            "(on a Ray target: across its cluster)"
+        )
     if limits.max_nodes and limits.max_nodes > 1:
         said.append("max_nodes: the search runs on one node")
     if features.mode == "off":

@@ -61,7 +61,7 @@ def test_the_search_runs_as_a_job_and_says_a_line_per_trial(finished) -> None:
     home, _, result = finished
     assert result.returncode == 0, result.stdout + result.stderr
     record = _record(home)
-    assert record["status"] == "Completed"
+    assert record["status"] == "Completed" and record["kind"] == "automl"  # recorded at submit as what it is
     trials = [line for line in result.stdout.splitlines() if "] trial " in line]
     assert 1 <= len(trials) <= 3 and all("AUC_weighted=" in line and "best so far" in line for line in trials)
     # What distrun cannot honour is said once, before the first trial.
@@ -115,8 +115,22 @@ def test_job_show_gives_the_leaderboard_and_names_the_best_trial(finished) -> No
     best = board["best"]
     assert f"Best:     trial {best['trial']} {best['algorithm']} AUC_weighted={best['score']:.4f}" in shown.stdout
     assert shown.stdout.count("\n  trial ") == len(board["leaderboard"])
+    assert "AutoML job: classification with FLAML" in shown.stdout
     as_json = json.loads(distrun_cli(home, "job", "show", name, "-o", "json").stdout)
-    assert as_json["automl"]["best"]["trial"] == best["trial"]
+    assert as_json["kind"] == "automl" and as_json["automl"]["best"]["trial"] == best["trial"]
+    assert as_json["automl"]["best"]["score"] == best["score"]
+    listed = distrun_cli(home, "job", "list").stdout
+    assert name in listed and "local (automl)" in listed
+
+
+@pytest.mark.slow
+def test_distrun_plan_says_the_settings_it_cannot_honour_as_the_run_does(finished) -> None:
+    home, folder, result = finished
+    planned = distrun_cli(home, "plan", str(folder / "job.yml"))
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    for said in ("ensembles are not built", "has no FLAML equivalent"):
+        (line,) = [line for line in result.stdout.splitlines() if said in line]
+        assert line.split("] ", 1)[1] in planned.stdout  # the run's note, word for word
 
 
 @pytest.mark.slow
@@ -131,7 +145,9 @@ def test_the_web_uis_job_page_shows_the_leaderboard(finished) -> None:
     board = json.loads((home / "jobs" / name / "named-outputs" / "leaderboard" / "leaderboard.json").read_text())
     app = create_app(UiSettings(layout=Layout(home), token="t0ken", allowed_hosts=()))
     with TestClient(app, base_url="http://127.0.0.1:8000") as client:
-        assert client.get("/", params={"token": "t0ken"}).status_code == 200
+        listed = client.get("/", params={"token": "t0ken"})
+        assert listed.status_code == 200
+        assert "AutoML job, " in client.get("/fragments/jobs").text  # the jobs list names its kind
         page = client.get(f"/jobs/{name}").text
     table = page[page.index('id="leaderboard"') : page.index("</table>", page.index('id="leaderboard"'))]
     assert table.count("<tr><td>") == len(board["leaderboard"])

@@ -128,6 +128,10 @@ class RayNodeAgent:
         (self.workdir / CHANNEL).mkdir()
         unpack_into(files, job)
         # The owner's alone: it holds the ranks' MLflow token and the remote-start token.
+        import ray
+
+        # The cluster this node is in, for a rank that spreads work over it (an AutoML search).
+        request = {**request, "ray_cluster": ray.get_runtime_context().gcs_address}
         write_owner_only(self.workdir / REQUEST, json.dumps(request))
         argv = [python or sys.executable, "-m", "distrun.backends.ray.node_agent", str(self.workdir)]
         started = threading.Event()

@@ -72,6 +72,14 @@ def rank_base_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not k.startswith("RAY_")}
 
 
+def with_cluster(env: dict[str, str], cluster: str | None) -> dict[str, str]:
+    """The ranks' environment with the address of the Ray cluster they run in, under distrun's own
+    name (not RAY_ADDRESS: a `type: ray` job's rank starts a cluster of its own)."""
+    from distrun.spec.automl_models import RAY_CLUSTER_VARIABLE
+
+    return {**env, RAY_CLUSTER_VARIABLE: cluster} if cluster else env
+
+
 def node_facts(request: Mapping[str, Any], workdir: Path, env: Mapping[str, str]) -> Any:
     from distrun.agent.node_facts import NodeFacts
     from distrun.metrics.rank_token import with_token
@@ -83,7 +91,9 @@ def node_facts(request: Mapping[str, Any], workdir: Path, env: Mapping[str, str]
         master_port=int(request["master_port"]),
         task_ports=tuple(int(p) for p in request["task_ports"]),
         job_dir=job_folder(workdir, request["job_name"]),
-        base_env=with_token(rank_base_env(env), request.get("tracking_token")),
+        base_env=with_token(
+            with_cluster(rank_base_env(env), request.get("ray_cluster")), request.get("tracking_token")
+        ),
         engine="Ray",
         engine_job_id=str(request["engine_job_id"]),
     )
