@@ -37,7 +37,7 @@ _HINTS = {
 # The job types distrun runs, as a job of another type is told (one line, not a problem per key).
 RUN_TYPES_HINT = (
     "distrun runs command jobs (`type: command`, or no `type`), pipeline jobs (`type: pipeline`), "
-    "sweep jobs (`type: sweep`) and Spark jobs (`type: spark`)"
+    "sweep jobs (`type: sweep`), AutoML jobs (`type: automl`) and Spark jobs (`type: spark`)"
 )
 
 

@@ -38,7 +38,6 @@ def job_output_type(declared: str) -> str:
 # What a step may be (`type:`), and what distrun runs of them.
 STEP_TYPES_RUN = ("command", "pipeline", "sweep", "spark")
 STEP_TYPES_LATER = {
-    "automl": "AutoML steps are not supported by distrun",
     "data_transfer": "data transfer steps are not supported by distrun",
     "import": "import steps are not supported by distrun",
 }

@@ -39,14 +39,15 @@ def step_kind_ok(problem: ProblemAt, name: str, raw: dict[str, Any]) -> bool:
             f"step {name!r} is a {text} step: {later}",
             ("jobs", name, "type"),
             "distrun runs `type: command` steps (inline, or `component: ./file.yml`), "
-            "`type: pipeline` steps naming a pipeline component, `type: sweep` and `type: parallel` steps",
+            "`type: pipeline` steps naming a pipeline component, and `type: sweep`, `type: parallel`, "
+            "`type: automl` and `type: spark` steps",
         )
     else:
         problem(
             f"unknown step type {kind!r}",
             ("jobs", name, "type"),
             "use `type: command`, `type: pipeline` naming a pipeline component, `type: sweep` "
-            "with `trial: ./train.yml`, or `type: parallel` with its `task`",
+            "with `trial: ./train.yml`, `type: parallel` with its `task`, `type: automl` or `type: spark`",
         )
     return False
 
