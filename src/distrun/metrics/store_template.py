@@ -12,7 +12,6 @@ the store as before.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import sqlite3
 import tempfile
@@ -25,6 +24,8 @@ CACHE_VARIABLE = "XDG_CACHE_HOME"
 
 def template_path() -> Path | None:
     """Where this MLflow release's empty store is kept; None when no MLflow release is installed."""
+    import importlib.metadata  # here: `distrun run` of a job without metrics never needs it
+
     try:
         version = importlib.metadata.version("mlflow")
     except importlib.metadata.PackageNotFoundError:

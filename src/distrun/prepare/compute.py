@@ -43,6 +43,9 @@ class BackendEntry:
     # nodes (Ray, Kubernetes): an input that is another job's output is then copied into the job
     # folder, to travel with the job's code (`distrun.prepare.submission.bind`).
     shares_job_folders: bool = True
+    # The one kind of job a target of this type runs ("spark": a Spark cluster runs Spark jobs
+    # only); None for every kind.
+    only_kind: str | None = None
 
 
 # Each entry names the module that defines `BACKEND` (an instance of `distrun.backends.base.Backend`;
@@ -53,7 +56,7 @@ BACKENDS: dict[str, BackendEntry] = {
     "ray": BackendEntry("distrun.backends.ray.backend", extra="ray", shares_job_folders=False),
     "kubernetes": BackendEntry("distrun.backends.kubernetes.backend", extra="kubernetes", shares_job_folders=False),
     # A Spark standalone cluster: Spark jobs' drivers run here in client mode, their executors there.
-    "spark": BackendEntry("distrun.backends.spark.backend", extra="spark"),
+    "spark": BackendEntry("distrun.backends.spark.backend", extra="spark", only_kind="spark"),
 }
 COMPUTE_TYPES = tuple(BACKENDS)
 USER_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.user_created)  # `compute create --type`
@@ -63,6 +66,17 @@ def runs_on_this_machine(target_type: str) -> bool:
     """Whether a target of this type runs its jobs on this machine (its nodes simulated)."""
     entry = BACKENDS.get(target_type)
     return entry is not None and entry.on_this_machine
+
+
+def refuse_other_kinds(target: ComputeTarget, kind: str) -> None:
+    """Refuse a job of a kind its target's type does not run (a command job on a Spark cluster)."""
+    entry = BACKENDS.get(target.type)
+    if entry is not None and entry.only_kind is not None and kind != entry.only_kind:
+        raise DistrunError(
+            f"compute target {target.name!r} is a {target.type} target: it runs {entry.only_kind} jobs"
+            f" (`type: {entry.only_kind}`) only",
+            "run this job on another compute target (`--compute local`)",
+        )
 
 
 def shares_job_folders(target_type: str) -> bool:

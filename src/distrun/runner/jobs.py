@@ -83,14 +83,11 @@ def check_target(loaded: LoadedJob, layout: Layout, compute: str | None = None) 
     """The job's target (`compute`, else the job's own, else local) and its backend, checked as every
     command that starts or plans a job checks them: the target exists, its settings are valid, its
     backend can honour the job's restarts. The engine itself is not asked (submit's preflight does)."""
+    from distrun.prepare.compute import refuse_other_kinds
     from distrun.prepare.submission import choose_target
 
     target = choose_target(loaded, layout, compute)
-    if target.type == "spark" and loaded.kind is not JobKind.SPARK:
-        raise DistrunError(
-            f"compute target {target.name!r} is a Spark standalone cluster: it runs Spark jobs (`type: spark`)",
-            "run this job on another compute target (`--compute local`)",
-        )
+    refuse_other_kinds(target, str(loaded.kind))
     backend = backend_of(target)
     _check_restarts(backend, target, loaded.spec)
     return target, backend

@@ -47,4 +47,4 @@ def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster,
     job.write_text("command: echo hi\ncompute: pool\n")
     refused = distrun_cli(home, "run", str(job))
     assert refused.returncode != 0
-    assert "compute target 'pool' is a Spark standalone cluster: it runs Spark jobs (`type: spark`)" in refused.stderr
+    assert "compute target 'pool' is a spark target: it runs spark jobs (`type: spark`) only" in refused.stderr
