@@ -70,7 +70,13 @@ def test_a_spark_job_loads_as_the_command_job_that_runs_spark_submit(tmp_path: P
     loaded = load_job_file(_write(tmp_path, JOB))
     assert isinstance(loaded, LoadedSparkJob) and loaded.kind is JobKind.SPARK
     words = shlex.split(loaded.spec.command.replace("${{", "<").replace("}}", ">"))
-    assert words[:4] == ["exec", "$SPARK_HOME/bin/spark-submit", "--master", f"local[{loaded.local_cores}]"]
+    # Spark's event log goes to the job's folder (the driver names its application id opening it)
+    assert words[:8] == ["mkdir", "-p", "$DISTRUN_JOB_DIR/spark-events", "&&", "exec"] + [
+        "$SPARK_HOME/bin/spark-submit",
+        "--master",
+        f"local[{loaded.local_cores}]",
+    ]
+    assert "spark.eventLog.dir=$DISTRUN_JOB_DIR/spark-events" in words
     assert "spark.sql.shuffle.partitions=4" in words and words[words.index("--py-files") + 1] == "helpers.py"
     assert words[-5:] == ["prep.py", "--raw", "<inputs.raw>", "--prepared", "<outputs.prepared>"]
     assert loaded.spec.code == "./src" and set(loaded.spec.inputs) == {"raw"}
