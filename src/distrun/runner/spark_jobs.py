@@ -96,6 +96,7 @@ def runtime_note(loaded: LoadedSparkJob) -> str:
 def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     """The job's command for `target`, with Spark's home, the driver's Python and a free UI port."""
     from distrun.backends.ports import free_ports
+    from distrun.plan.pytorch import PROCESS_LABEL_VAR
 
     home = spark_home()
     java_found()
@@ -104,7 +105,7 @@ def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     if target.type == SPARK_TARGET and target.settings.get("driver_host"):
         extra["spark.driver.host"] = str(target.settings["driver_host"])
     spec = command_job(loaded.spark, master_of(loaded, target), extra)
-    variables = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
+    variables = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable, PROCESS_LABEL_VAR: "driver"}
     if target.type != SPARK_TARGET:  # local mode talks to no other machine
         variables["SPARK_LOCAL_IP"] = "127.0.0.1"
     variables.update(spec.environment_variables)
