@@ -14,7 +14,6 @@ from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, Proces
 from distrun.plan.mpi import user_launcher
 from distrun.plan.plan_job import PlanJob
 
-
 # A job of one process that distrun runs in a role of its own (a Spark job's driver) names the
 # role here, for its stream prefix and log labels (`[driver]`, not `[0/0]`). The DISTRUN_ prefix
 # is refused in a job file, so only distrun sets it.
