@@ -31,6 +31,8 @@ def test_the_ui_is_shown_only_while_the_job_runs() -> None:
         "Spark UI:          http://127.0.0.1:4041",
     ]
     assert spark_lines(found, running=False) == ["Spark application: local-1796582967367"]
+    on_cluster = spark_lines(application_of(STANDALONE), running=False, on_cluster=True)
+    assert on_cluster[-1].endswith("on the cluster's workers, SPARK_WORKER_DIR/app-20261206184900-0003/N/stderr")
 
 
 def test_a_driver_log_swapped_for_a_link_is_not_followed(tmp_path: Path) -> None:

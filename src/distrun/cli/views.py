@@ -294,7 +294,8 @@ def _spark_lines(record: JobRecord) -> list[str]:
         return []
     from distrun.runner.spark_app import spark_application, spark_lines
 
-    found = spark_lines(spark_application(record.folder), running=not record.terminal)
+    on_cluster = (record.target or {}).get("type") == "spark"  # a standalone cluster's executors are remote
+    found = spark_lines(spark_application(record.folder), running=not record.terminal, on_cluster=on_cluster)
     return ["", *found] if found else []
 
 

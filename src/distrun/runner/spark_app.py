@@ -60,9 +60,14 @@ def spark_application(folder: str | Path | None) -> dict[str, str]:
     return application_of(_driver_log_head(Path(folder))) if folder else {}
 
 
-def spark_lines(found: dict[str, str], running: bool) -> list[str]:
-    """`job show`'s lines: the application id, and the UI's address while the job runs (it ends with it)."""
-    lines = [f"Spark application: {found['application_id']}"] if "application_id" in found else []
+def spark_lines(found: dict[str, str], running: bool, on_cluster: bool = False) -> list[str]:
+    """`job show`'s lines: the application id, and the UI's address while the job runs (it ends
+    with it); on a standalone cluster, where its executors' logs are: each worker writes them in
+    its own work folder, on its own machine, which distrun does not reach."""
+    app = found.get("application_id")
+    lines = [f"Spark application: {app}"] if app else []
     if running and "ui" in found:
         lines.append(f"Spark UI:          {found['ui']}")
+    if on_cluster and app:
+        lines.append(f"Executors' logs:   on the cluster's workers, SPARK_WORKER_DIR/{app}/N/stderr")
     return lines

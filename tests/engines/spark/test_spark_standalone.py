@@ -42,6 +42,8 @@ def test_the_job_runs_on_the_clusters_two_executors(on_cluster, spark_cluster: S
     assert app_id.startswith("app-")
     ran = [log for log in spark_cluster.executor_logs() if log.parent.parent.name == app_id]
     assert len(ran) >= 2  # each worker ran one of the job's executors
+    shown = distrun_cli(home, "job", "show", rec["name"]).stdout
+    assert f"Executors' logs:   on the cluster's workers, SPARK_WORKER_DIR/{app_id}/N/stderr" in shown
 
 
 def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster, tmp_path: Path) -> None:
