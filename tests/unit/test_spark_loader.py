@@ -11,6 +11,8 @@ import pytest
 from distrun.core.errors import ValidationError
 from distrun.core.job_kind import JobKind
 from distrun.loading.loader import load_job_file
+from distrun.prepare.compute import ComputeTarget
+from distrun.runner.spark_jobs import ready_to_run
 from distrun.spec.loaded_spark import LoadedSparkJob
 from distrun.spec.spark_conf import local_cores
 
@@ -242,3 +244,12 @@ def test_a_uri_file_input_that_is_a_folder_is_read_in_place_by_spark(tmp_path: P
     (tmp_path / "written.csv").mkdir()
     text = JOB.replace("path: ./raw.csv", "path: ./written.csv")
     assert load_job_file(_write(tmp_path, text)).spec.inputs["raw"].path == "./written.csv"  # type: ignore[union-attr]
+
+
+def test_on_an_engines_target_the_job_is_said_to_run_in_local_mode_on_one_node(tmp_path: Path) -> None:
+    loaded = load_job_file(_write(tmp_path, JOB))
+    on_slurm = ready_to_run(loaded, ComputeTarget("hpc", "slurm", {}))  # type: ignore[arg-type]
+    assert "--master 'local[" in on_slurm.loaded.spec.command
+    assert any(note.startswith("compute 'hpc' is slurm: the job runs in Spark's local mode") for note in on_slurm.notes)
+    on_this_machine = ready_to_run(loaded, ComputeTarget("local", "local", {}))  # type: ignore[arg-type]
+    assert not any("is slurm" in note or "on one node" in note for note in on_this_machine.notes)
