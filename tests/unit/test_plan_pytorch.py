@@ -184,3 +184,12 @@ def test_the_plan_is_deterministic_and_leaves_its_inputs_alone(case: tuple[JobSp
 def test_rank_of_numbers_node_major(per_node: int, nodes: int) -> None:
     ranks = [rank_of(n, local, per_node) for n in range(nodes) for local in range(per_node)]
     assert ranks == list(range(nodes * per_node))
+
+
+def test_a_one_process_job_in_a_role_of_its_own_is_labelled_by_it() -> None:
+    placement = Placement(hosts=("127.0.0.1",), master_port=29500, job_dir="/jobs/j", run_id="j")
+    driver = {"command": "spark-submit x.py", "environment_variables": {"DISTRUN_PROCESS_LABEL": "driver"}}
+    two = {**driver, "distribution": {"type": "pytorch", "process_count_per_instance": 2}}
+    for data, expected in ((driver, ["driver"]), (two, ["0/0", "0/1"])):  # a role never names a gang's ranks
+        plan = plan_pytorch(PlanJob.of(JobSpec.model_validate(data)), placement, Bindings())
+        assert [p.label for node in plan.nodes for p in node.processes] == expected

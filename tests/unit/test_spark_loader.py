@@ -11,6 +11,8 @@ import pytest
 from distrun.core.errors import ValidationError
 from distrun.core.job_kind import JobKind
 from distrun.loading.loader import load_job_file
+from distrun.prepare.compute import ComputeTarget
+from distrun.runner.spark_jobs import ready_to_run
 from distrun.spec.loaded_spark import LoadedSparkJob
 from distrun.spec.spark_conf import local_cores
 
@@ -70,7 +72,13 @@ def test_a_spark_job_loads_as_the_command_job_that_runs_spark_submit(tmp_path: P
     loaded = load_job_file(_write(tmp_path, JOB))
     assert isinstance(loaded, LoadedSparkJob) and loaded.kind is JobKind.SPARK
     words = shlex.split(loaded.spec.command.replace("${{", "<").replace("}}", ">"))
-    assert words[:4] == ["exec", "$SPARK_HOME/bin/spark-submit", "--master", f"local[{loaded.local_cores}]"]
+    # Spark's event log goes to the job's folder (the driver names its application id opening it)
+    assert words[:8] == ["mkdir", "-p", "$DISTRUN_JOB_DIR/spark-events", "&&", "exec"] + [
+        "$SPARK_HOME/bin/spark-submit",
+        "--master",
+        f"local[{loaded.local_cores}]",
+    ]
+    assert "spark.eventLog.dir=$DISTRUN_JOB_DIR/spark-events" in words
     assert "spark.sql.shuffle.partitions=4" in words and words[words.index("--py-files") + 1] == "helpers.py"
     assert words[-5:] == ["prep.py", "--raw", "<inputs.raw>", "--prepared", "<outputs.prepared>"]
     assert loaded.spec.code == "./src" and set(loaded.spec.inputs) == {"raw"}
@@ -236,3 +244,12 @@ def test_a_uri_file_input_that_is_a_folder_is_read_in_place_by_spark(tmp_path: P
     (tmp_path / "written.csv").mkdir()
     text = JOB.replace("path: ./raw.csv", "path: ./written.csv")
     assert load_job_file(_write(tmp_path, text)).spec.inputs["raw"].path == "./written.csv"  # type: ignore[union-attr]
+
+
+def test_on_an_engines_target_the_job_is_said_to_run_in_local_mode_on_one_node(tmp_path: Path) -> None:
+    loaded = load_job_file(_write(tmp_path, JOB))
+    on_slurm = ready_to_run(loaded, ComputeTarget("hpc", "slurm", {}))  # type: ignore[arg-type]
+    assert "--master 'local[" in on_slurm.loaded.spec.command
+    assert any(note.startswith("compute 'hpc' is slurm: the job runs in Spark's local mode") for note in on_slurm.notes)
+    on_this_machine = ready_to_run(loaded, ComputeTarget("local", "local", {}))  # type: ignore[arg-type]
+    assert not any("is slurm" in note or "on one node" in note for note in on_this_machine.notes)

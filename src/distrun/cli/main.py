@@ -373,6 +373,10 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
         from distrun.runner.parallel_view import mini_batches
 
         data["mini_batches"] = mini_batches(Path(record.folder))
+    if record.kind is JobKind.SPARK:  # its application id and UI, as its driver's log names them
+        from distrun.runner.spark_app import spark_application
+
+        data["spark"] = spark_application(record.folder)
 
     def text() -> str:
         shown = views().job_show_text(record, _parent_kind(record), metrics)

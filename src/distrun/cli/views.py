@@ -279,12 +279,24 @@ def _command_details(record: JobRecord) -> list[str]:
     """A command job's show: its processes, its outputs and where its logs are."""
     from distrun.runner.parallel_view import show_lines
 
-    lines = ["", process_table(record)] if record.processes else []
+    lines = _spark_lines(record)
+    lines += ["", process_table(record)] if record.processes else []
     lines += show_lines(Path(record.folder)) if record.folder else []  # a parallel step's mini-batches
     outputs = _outputs(record)
     if outputs:
         lines += ["", "Outputs:", *outputs]
     return [*lines, "", f"Logs: {record.folder}/user_logs"]
+
+
+def _spark_lines(record: JobRecord) -> list[str]:
+    """A Spark job's application id, and its UI's address while it runs (`distrun.runner.spark_app`)."""
+    if record.kind is not JobKind.SPARK:
+        return []
+    from distrun.runner.spark_app import spark_application, spark_lines
+
+    on_cluster = (record.target or {}).get("type") == "spark"  # a standalone cluster's executors are remote
+    found = spark_lines(spark_application(record.folder), running=not record.terminal, on_cluster=on_cluster)
+    return ["", *found] if found else []
 
 
 def _automl_details(record: JobRecord) -> list[str]:

@@ -14,9 +14,19 @@ from distrun.plan.model import Bindings, LaunchPlan, NodePlan, Placement, Proces
 from distrun.plan.mpi import user_launcher
 from distrun.plan.plan_job import PlanJob
 
+# A job of one process that distrun runs in a role of its own (a Spark job's driver) names the
+# role here, for its stream prefix and log labels (`[driver]`, not `[0/0]`). The DISTRUN_ prefix
+# is refused in a job file, so only distrun sets it.
+PROCESS_LABEL_VAR = "DISTRUN_PROCESS_LABEL"
+
 
 def rank_of(node_rank: int, local_rank: int, per_node: int) -> int:
     return node_rank * per_node + local_rank
+
+
+def _label(job: PlanJob, world: int, node_rank: int, rank: int) -> str:
+    role = job.environment_variables.get(PROCESS_LABEL_VAR)
+    return role if role and world == 1 else f"{node_rank}/{rank}"
 
 
 def plan_pytorch(job: PlanJob, placement: Placement, bindings: Bindings) -> LaunchPlan:
@@ -71,7 +81,7 @@ def plan_pytorch(job: PlanJob, placement: Placement, bindings: Bindings) -> Laun
                     env_defaults=defaults,
                     cwd=cwd,
                     log_name=process_log_name(rank),
-                    label=f"{node_rank}/{rank}",
+                    label=_label(job, world, node_rank, rank),
                 )
             )
         nodes.append(NodePlan(node_rank=node_rank, host=host, processes=tuple(procs), gpus=gpus.of(node_rank)))

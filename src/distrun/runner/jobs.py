@@ -170,12 +170,18 @@ def submit_job(
 
 
 def start_child(
-    child: LoadedJob | DetachedParent, layout: Layout, compute: str | None, name: str, parent: str
+    child: LoadedJob | DetachedParent,
+    layout: Layout,
+    compute: str | None,
+    name: str,
+    parent: str,
+    say: Callable[[str], None] | None = None,
 ) -> JobRecord:
     """Start a parent's child as the job `name`, its record naming `parent`: the one entry every
     child starts through (`distrun.runner.parent_run`). A job is submitted as `submit_job` submits
     one; a child that is a parent itself (a pipeline's sweep step) is recorded and supervised in
-    the background, as `distrun run -d` starts one. Returns the child's record as started."""
+    the background, as `distrun run -d` starts one. Returns the child's record as started; a Spark
+    child's notes (what it does not honour, its UI) go to `say`, as `distrun run` prints a Spark job's."""
     from distrun.runner.detached_parent import start_detached
     from distrun.runner.parent_policy import DetachedParent
     from distrun.store.index import JobIndex
@@ -183,7 +189,10 @@ def start_child(
     if isinstance(child, DetachedParent):
         record = start_detached(layout, child)
     else:
-        record, _ = submit_job(child, layout, compute, name)
+        record, rendered = submit_job(child, layout, compute, name)
+        if say is not None and child.kind is JobKind.SPARK:
+            for text in rendered.warnings:
+                say(text)
     JobIndex(layout.db_path).update(name, only_if_not_terminal=False, parent=parent)
     return record
 

@@ -23,6 +23,7 @@ server (`launchers_for`).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -141,7 +142,8 @@ class ParentRun:
             if child is None:
                 self._save()
                 return
-            record = jobs.start_child(child, self.layout, self.compute, job, self.name)
+            said = functools.partial(self._note, key)
+            record = jobs.start_child(child, self.layout, self.compute, job, self.name, said)
         except DistrunError as exc:
             self._ended(key, JobStatus.FAILED, f"not started: {exc.render()}")
             return
@@ -150,6 +152,9 @@ class ParentRun:
         self.exits.watch(key, record)
         self.policy.started(key, record)
         self._save()
+
+    def _note(self, key: str, text: str) -> None:
+        self.say(f"[{key}] note: {text}")
 
     def _follow(self) -> None:
         """Look at each running child: its record when due (an engine's at most every

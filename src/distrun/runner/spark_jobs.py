@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from distrun.core.errors import DistrunError
-from distrun.prepare.compute import ComputeTarget
+from distrun.prepare.compute import LOCAL, ComputeTarget
 from distrun.spec.loaded_spark import LoadedSparkJob
 from distrun.spec.spark_submit import command_job
 
@@ -93,9 +93,18 @@ def runtime_note(loaded: LoadedSparkJob) -> str:
     )
 
 
+def engine_note(target: ComputeTarget) -> str:
+    """What a Spark job does on an engine's target (Slurm, Ray, Kubernetes): local mode on one node."""
+    return (
+        f"compute {target.name!r} is {target.type}: the job runs in Spark's local mode on one node of it (a "
+        "standalone Spark cluster across the job's nodes is not started there), its UI on that node"
+    )
+
+
 def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     """The job's command for `target`, with Spark's home, the driver's Python and a free UI port."""
     from distrun.backends.ports import free_ports
+    from distrun.plan.pytorch import PROCESS_LABEL_VAR
 
     home = spark_home()
     java_found()
@@ -104,13 +113,15 @@ def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     if target.type == SPARK_TARGET and target.settings.get("driver_host"):
         extra["spark.driver.host"] = str(target.settings["driver_host"])
     spec = command_job(loaded.spark, master_of(loaded, target), extra)
-    variables = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
+    variables = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable, PROCESS_LABEL_VAR: "driver"}
     if target.type != SPARK_TARGET:  # local mode talks to no other machine
         variables["SPARK_LOCAL_IP"] = "127.0.0.1"
     variables.update(spec.environment_variables)
     spec = spec.model_copy(update={"environment_variables": variables})
     ui = f"http://127.0.0.1:{loaded.spark.conf.get('spark.ui.port', port)}"
     local = () if target.type == SPARK_TARGET or not loaded.local_note else (loaded.local_note,)
+    if target.type not in (SPARK_TARGET, LOCAL):
+        local = (*local, engine_note(target))
     runtime = (runtime_note(loaded),) if runtime_defaults(loaded) else ()
     notes = (*local, *runtime, *loaded.notes, f"Spark UI while the job runs: {ui}")
     return SparkRun(dataclasses.replace(loaded, spec=spec), ui, notes)

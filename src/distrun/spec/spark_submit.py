@@ -20,6 +20,10 @@ __all__ = ["SPARK_SUBMIT", "command_job", "submit_command"]
 
 # bash expands SPARK_HOME, which distrun sets for the job once it found Spark on this machine.
 SPARK_SUBMIT = '"$SPARK_HOME/bin/spark-submit"'
+# Spark's event log, in the job's folder (bash expands DISTRUN_JOB_DIR, set for every process):
+# the driver names its application id when it opens it (local mode logs it nowhere else), and
+# the folder is what Spark's history server reads. A job whose conf sets spark.eventLog.* keeps it.
+EVENT_LOG = "$DISTRUN_JOB_DIR/spark-events"
 
 
 def _listed(option: str, items: list[str]) -> list[str]:
@@ -31,6 +35,9 @@ def submit_command(spark: SparkJobSpec, master: str, extra_conf: Mapping[str, st
     words = ["exec", SPARK_SUBMIT, "--master", shlex.quote(master)]
     for key, value in {**extra_conf, **spark.conf}.items():
         words += ["--conf", shlex.quote(f"{key}={value}")]
+    if not any(key.startswith("spark.eventLog.") for key in spark.conf):
+        words = ["mkdir", "-p", f'"{EVENT_LOG}"', "&&", *words]
+        words += ["--conf", "spark.eventLog.enabled=true", "--conf", f'"spark.eventLog.dir={EVENT_LOG}"']
     jars = list(spark.jars)
     if spark.entry.class_name:
         words += ["--class", shlex.quote(spark.entry.class_name)]

@@ -5,6 +5,8 @@ a datastore folder, its notes, its record; one waiting job is SIGKILLed with dis
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import subprocess
 import sys
@@ -29,7 +31,7 @@ def test_the_job_runs_in_local_mode_and_writes_its_direct_output_where_it_resolv
     _, store, result = word_count
     assert result.returncode == 0, result.stdout + result.stderr
     assert read_counts(store / "counts") == COUNTS
-    assert "executors 0" in result.stdout  # local mode: the executor is the driver's JVM
+    assert "[driver] executors 0" in result.stdout  # local mode: the executor is the driver's JVM
 
 
 def test_what_is_not_honoured_is_said_once_and_the_ui_is_named(word_count) -> None:
@@ -46,6 +48,14 @@ def test_the_record_is_a_spark_jobs(word_count) -> None:
     assert (rec["status"], str(rec["kind"])) == ("Completed", "spark")
     shown = distrun_cli(home, "job", "show", rec["name"])
     assert shown.returncode == 0 and "Completed" in shown.stdout
+    as_json = json.loads(distrun_cli(home, "job", "show", rec["name"], "-o", "json").stdout)
+    app_id = as_json["spark"]["application_id"]  # named by the driver as it opened its event log
+    assert re.fullmatch(r"local-[0-9]{13}", app_id)
+    assert f"Spark application: {app_id}" in shown.stdout
+    assert "Spark UI:" not in shown.stdout  # it ended with the driver
+    assert any(Path(rec["folder"], "spark-events").iterdir())  # what Spark's history server reads
+    streamed = distrun_cli(home, "job", "stream", rec["name"]).stdout  # the kept log, by its role
+    assert "[driver] executors 0" in streamed and "[0/0]" not in streamed
 
 
 def test_no_jvm_is_left_after_a_sigkill_of_distrun(tmp_path: Path) -> None:
@@ -55,9 +65,11 @@ def test_no_jvm_is_left_after_a_sigkill_of_distrun(tmp_path: Path) -> None:
     try:
         assert run.stdout is not None
         for line in run.stdout:  # the driver's SparkContext is up and its tasks run
-            if line.startswith("[0/0] started"):
+            if line.startswith("[driver] started"):  # the driver, by its role
                 break
         assert len(processes_of_job("waits", home)) >= 2  # the JVM and its Python driver at least
+        shown = distrun_cli(home, "job", "show", "waits").stdout  # while it runs: its UI's address
+        assert re.search(r"^Spark UI: +http://127\.0\.0\.1:[0-9]+$", shown, re.MULTILINE), shown
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
         wait_for(lambda: not processes_of_job("waits", home), timeout=30)

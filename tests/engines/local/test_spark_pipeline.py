@@ -83,4 +83,7 @@ def test_a_spark_step_prepares_what_a_two_node_pytorch_step_trains_on(tmp_path: 
     assert f"[train] [0/0] rank 0 read {words} words, all {2 * words}" in result.stdout
     assert f"[train] [1/1] rank 1 read {words} words, all {2 * words}" in result.stdout
     assert result.stdout.index("[prepare] Completed") < result.stdout.index("[train] started as job")
+    # the spark step's notes, as `distrun run` says a Spark job's, and its driver by its role
+    assert "[prepare] note: Spark UI while the job runs: http://127.0.0.1:" in result.stdout
+    assert "[prepare] [driver] executors 0" in result.stdout
     assert str(record(home, "prep_train.prepare")["kind"]) == "spark"

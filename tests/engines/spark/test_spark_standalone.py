@@ -3,6 +3,7 @@ two executors on the cluster's two workers. One job run is shared by the asserti
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -36,7 +37,13 @@ def test_the_job_runs_on_the_clusters_two_executors(on_cluster, spark_cluster: S
     assert read_counts(store / "counts") == COUNTS
     rec = record(home, only_job(home))
     assert (str(rec["kind"]), rec["compute"]) == ("spark", "pool")
-    assert len(spark_cluster.executor_logs()) >= 2  # each worker ran one of the job's executors
+    shown = json.loads(distrun_cli(home, "job", "show", rec["name"], "-o", "json").stdout)
+    app_id = shown["spark"]["application_id"]  # the cluster's id, as the driver registered
+    assert app_id.startswith("app-")
+    ran = [log for log in spark_cluster.executor_logs() if log.parent.parent.name == app_id]
+    assert len(ran) >= 2  # each worker ran one of the job's executors
+    shown = distrun_cli(home, "job", "show", rec["name"]).stdout
+    assert f"Executors' logs:   on the cluster's workers, SPARK_WORKER_DIR/{app_id}/N/stderr" in shown
 
 
 def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster, tmp_path: Path) -> None:

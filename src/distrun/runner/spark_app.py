@@ -1,0 +1,73 @@
+"""A Spark job's application id and UI address, as its driver's log names them.
+
+The driver (the job's one process, `user_logs/std_log_process_00.txt`) says its application id
+when it opens Spark's event log (`Logging events to file:.../eventlog_v2_local-1765...`; distrun
+turns the event log on, `distrun.spec.spark_submit`) and, on a standalone cluster, when it
+registers (`Connected to Spark cluster with app ID app-2026...`); its UI's address when Jetty
+starts (`Start Jetty 127.0.0.1:4041 for SparkUI`). The log is job-written: it is read through the
+safe path (no link followed, a bounded head), and only Spark's own lines are matched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from distrun.core.safe_files import open_beneath
+
+__all__ = ["DRIVER_LOG", "spark_application", "spark_lines"]
+
+DRIVER_LOG = "user_logs/std_log_process_00.txt"
+# Spark names both before the application's first task: its first lines are enough.
+_HEAD_BYTES = 4 << 20
+_APP_ID = re.compile(
+    rb"(?:Logging events to \S*?/(?:eventlog_v2_)?|Connected to Spark cluster with app ID )"
+    rb"((?:local|app)-[0-9]+(?:-[0-9]+)?)"
+)
+_UI = re.compile(rb"Start Jetty ([0-9A-Za-z.\-]+):([0-9]{1,5}) for SparkUI")
+_ANY_ADDRESS = {"0.0.0.0", "::"}
+
+
+def _driver_log_head(folder: Path) -> bytes:
+    try:
+        fd = open_beneath(folder, DRIVER_LOG)
+    except OSError:  # not started yet, or not a regular file: nothing is said
+        return b""
+    try:
+        return os.pread(fd, _HEAD_BYTES, 0)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def application_of(log: bytes) -> dict[str, str]:
+    """`application_id` and `ui` (http://HOST:PORT), each where the log names it."""
+    found: dict[str, str] = {}
+    app = _APP_ID.search(log)
+    if app:
+        found["application_id"] = app.group(1).decode()
+    ui = _UI.search(log)
+    if ui:
+        host = ui.group(1).decode()
+        found["ui"] = f"http://{'127.0.0.1' if host in _ANY_ADDRESS else host}:{ui.group(2).decode()}"
+    return found
+
+
+def spark_application(folder: str | Path | None) -> dict[str, str]:
+    """The job's application id and UI address from its driver's log ({} before the driver says them)."""
+    return application_of(_driver_log_head(Path(folder))) if folder else {}
+
+
+def spark_lines(found: dict[str, str], running: bool, on_cluster: bool = False) -> list[str]:
+    """`job show`'s lines: the application id, and the UI's address while the job runs (it ends
+    with it); on a standalone cluster, where its executors' logs are: each worker writes them in
+    its own work folder, on its own machine, which distrun does not reach."""
+    app = found.get("application_id")
+    lines = [f"Spark application: {app}"] if app else []
+    if running and "ui" in found:
+        lines.append(f"Spark UI:          {found['ui']}")
+    if on_cluster and app:
+        lines.append(f"Executors' logs:   on the cluster's workers, SPARK_WORKER_DIR/{app}/N/stderr")
+    return lines

@@ -1,0 +1,47 @@
+"""Reading a Spark job's application id and UI address from its driver's log."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from distrun.runner.spark_app import DRIVER_LOG, application_of, spark_application, spark_lines
+
+LOCAL = (
+    b"26/12/06 18:48:45 INFO JettyUtils: Start Jetty 127.0.0.1:4041 for SparkUI\n"
+    b"26/12/06 18:49:28 INFO RollingEventLogFilesWriter: Logging events to "
+    b"file:/jobs/j1/spark-events/eventlog_v2_local-1796582967367/events_1_local-1796582967367.zstd\n"
+)
+STANDALONE = (
+    b"INFO JettyUtils: Start Jetty 0.0.0.0:4040 for SparkUI\n"
+    b"INFO StandaloneSchedulerBackend: Connected to Spark cluster with app ID app-20261206184900-0003\n"
+)
+
+
+def test_the_id_and_ui_are_read_from_sparks_own_lines() -> None:
+    assert application_of(LOCAL) == {"application_id": "local-1796582967367", "ui": "http://127.0.0.1:4041"}
+    assert application_of(STANDALONE) == {"application_id": "app-20261206184900-0003", "ui": "http://127.0.0.1:4040"}
+    assert application_of(b"print('app-1 local-2')\n") == {}
+
+
+def test_the_ui_is_shown_only_while_the_job_runs() -> None:
+    found = application_of(LOCAL)
+    assert spark_lines(found, running=True) == [
+        "Spark application: local-1796582967367",
+        "Spark UI:          http://127.0.0.1:4041",
+    ]
+    assert spark_lines(found, running=False) == ["Spark application: local-1796582967367"]
+    on_cluster = spark_lines(application_of(STANDALONE), running=False, on_cluster=True)
+    assert on_cluster[-1].endswith("on the cluster's workers, SPARK_WORKER_DIR/app-20261206184900-0003/N/stderr")
+
+
+def test_a_driver_log_swapped_for_a_link_is_not_followed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_bytes(LOCAL)
+    (tmp_path / "user_logs").mkdir()
+    os.symlink(elsewhere, tmp_path / DRIVER_LOG)
+    assert spark_application(tmp_path) == {}
+    os.unlink(tmp_path / DRIVER_LOG)
+    (tmp_path / DRIVER_LOG).write_bytes(LOCAL)
+    assert spark_application(tmp_path)["application_id"] == "local-1796582967367"
+    assert spark_application(tmp_path / "missing") == {}
