@@ -114,11 +114,15 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
             conda.append(str(dep))
     base = ""
     later: list[str] = []  # what pip steps after the first one install: they upgrade past earlier pins
+    args: dict[str, str] = {}  # ARG defaults: `sglang==${SGLANG_VERSION}` is sglang==0.5.11
     for instruction in parse_dockerfile(dockerfile):
-        if instruction.keyword == "FROM":
+        if instruction.keyword == "ARG" and "=" in instruction.arguments:
+            key, _, value = instruction.arguments.partition("=")
+            args[key.strip()] = value.strip().strip("\"'")
+        elif instruction.keyword == "FROM":
             base = instruction.arguments.split()[0]
         elif instruction.keyword == "RUN" and instruction.json_form is None:
-            for argv in commands(instruction.arguments):
+            for argv in commands(expand(instruction.arguments, args)):
                 before = len(pip)
                 take_command(argv, repo, context, conda, pip)
                 if before:
@@ -152,6 +156,11 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
     if later_pins:
         entry["later_pins"] = later_pins
     return entry
+
+
+def expand(text: str, args: dict[str, str]) -> str:
+    """`${NAME}` and `$NAME` of an ARG with a default replaced by it; others are left as written."""
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), m.group(0)), text)
 
 
 def commands(arguments: str) -> list[list[str]]:

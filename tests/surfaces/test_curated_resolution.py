@@ -83,7 +83,8 @@ NOT_RESOLVED_YET = {
     "ai-ml-automl-dnn-vision-gpu": "azureml-automl-dnn-vision pins numpy<=1.22.3 and pycocotools 2.0.6; the file "
     "asks numpy 1.23 and pycocotools 2.0.4",
     "ai-ml-automl-gpu": "distributed>=2026.1.0 needs dask 2026; azureml-train-automl-runtime pins dask<=2023.2.0",
-    "automl-dnn-vision-gpu": "azureml-responsibleai pins numpy<1.20; the file asks numpy 1.23",
+    "automl-dnn-vision-gpu": "the numpy pins of azureml-responsibleai and azureml-automl-runtime leave no solution "
+    "with the file's numpy 1.23 and torch 2.10",
 }
 RESOLVED = sorted(set(table()["environments"]) - set(NOT_FROM_PYPI) - set(NOT_RESOLVED_YET))
 WORKERS = 8  # resolution waits on the network, not on this machine's cores
