@@ -51,13 +51,13 @@ def test_links_and_pipes_in_an_output_are_left_out_and_later_changes_reach_no_ve
     assert (files / "weights").read_text() == "weights\n" and (files / "sub" / "inner").read_text() == "inner\n"
     assert not any(p.is_symlink() for p in files.rglob("*"))
     assert all(p.stat().st_mode & 0o222 == 0 for p in [files, *files.rglob("*")])  # read-only
-    assert json.loads(run_cli("model", "show", "-n", "m").stdout)["files_unchanged"] is True
+    assert json.loads(run_cli("model", "show", "-n", "m", "-o", "json").stdout)["files_unchanged"] is True
     # A job reading the version by path as the same user could make a file writable and change it:
     # `model show` reads the files again and says so.
     (files / "sub").chmod(0o755)
     (files / "sub" / "inner").chmod(0o644)
     (files / "sub" / "inner").write_text("tampered\n")
-    assert json.loads(run_cli("model", "show", "-n", "m").stdout)["files_unchanged"] is False
+    assert json.loads(run_cli("model", "show", "-n", "m", "-o", "json").stdout)["files_unchanged"] is False
 
     # An output the job swapped for a link as a whole is refused, not followed.
     elsewhere = tmp_path / "elsewhere"

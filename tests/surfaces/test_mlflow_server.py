@@ -84,7 +84,9 @@ def test_an_mlflow_client_in_the_jobs_own_environment_logs_into_the_jobs_run(
     assert (registered["version"], registered["type"], registered["job"]) == ("1", "mlflow_model", "client")
     assert (Path(registered["path"]) / "MLmodel").is_file()
     # The job's artifacts, as Azure ML names them, include what its run logged.
-    logged = run_cli("model", "create", "-n", "logged", "-p", "azureml://jobs/client/outputs/artifacts/paths/model")
+    logged = run_cli(
+        "model", "create", "-n", "logged", "-p", "azureml://jobs/client/outputs/artifacts/paths/model", "-o", "json"
+    )
     assert logged.returncode == 0, logged.stderr
     assert (Path(json.loads(logged.stdout)["path"]) / "MLmodel").is_file()
 

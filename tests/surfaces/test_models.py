@@ -99,20 +99,21 @@ def test_cli_registers_versions_from_a_folder_and_a_model_file_and_mlflow_sees_t
     bad = write(work / "bad.yml", "name: iris\npath: ./plain\ntyep: custom_model\n")
     problem = failed(cli("model", "create", "-f", str(bad)))
     assert f"{bad}:3:1" in problem and "tyep" in problem and "hint:" in problem
-    as_az = cli("model", "create", "-n", "plain", "--path", "plain/weights.bin", "--workspace-name", "ws", "-g", "rg")
+    workspace = ("--workspace-name", "ws", "-g", "rg")
+    as_az = cli("model", "create", "-n", "plain", "--path", "plain/weights.bin", *workspace, "-o", "json")
     assert "--workspace-name, --resource-group name an Azure ML workspace" in as_az.stderr
     plain = json.loads(ok(as_az))
     assert plain["version"] == "1" and Path(plain["path"]).name == "weights.bin"
 
-    assert json.loads(ok(cli("model", "show", "-n", "azureml:iris@latest")))["version"] == "2.0-rc"
-    shown = json.loads(ok(cli("model", "show", "-n", "iris", "-v", "1")))
+    assert json.loads(ok(cli("model", "show", "-n", "azureml:iris@latest", "-o", "json")))["version"] == "2.0-rc"
+    shown = json.loads(ok(cli("model", "show", "-n", "iris", "-v", "1", "-o", "json")))
     assert sorted(shown["files"]) == ["MLmodel", "model.pkl"] and shown["files_unchanged"] is True
     listed = json.loads(ok(cli("model", "list", "-o", "json")))
     assert [(m["name"], m["version"]) for m in listed] == [("iris", "1"), ("iris", "2.0-rc"), ("plain", "1")]
     assert "iris" in ok(cli("model", "list", "-n", "iris"))  # the table
 
     ok(cli("model", "archive", "-n", "azureml:iris:2.0-rc"))
-    assert json.loads(ok(cli("model", "show", "-n", "iris", "-l", "latest")))["version"] == "1"
+    assert json.loads(ok(cli("model", "show", "-n", "iris", "-l", "latest", "-o", "json")))["version"] == "1"
     assert [m["version"] for m in json.loads(ok(cli("model", "list", "-n", "iris", "-o", "json")))] == ["1"]
     stages = _mlflow_versions(home)
     assert stages[("iris", "2.0-rc")] == "Archived" and stages[("iris", "1")] == "None"
@@ -211,7 +212,8 @@ def test_a_jobs_output_registers_shows_on_the_job_and_feeds_a_two_node_job(
         """,
     )
     ok(cli("run", str(pipeline), "--name", "pipe_1"))
-    piped = json.loads(ok(cli("model", "create", "-n", "piped", "-p", "azureml://jobs/pipe_1/outputs/final")))
+    final = "azureml://jobs/pipe_1/outputs/final"
+    piped = json.loads(ok(cli("model", "create", "-n", "piped", "-p", final, "-o", "json")))
     assert (Path(piped["path"]) / "weights").read_text() == "piped\n" and piped["job"] == "pipe_1"
     registry = write(
         work / "registry.yml",

@@ -78,7 +78,7 @@ def model_group() -> None:
 @click.option("--tags", multiple=True, metavar="KEY=VALUE", help="Tags: KEY=VALUE (repeat, or several in one).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key of the file.")
 @_workspace_options
-@output_option(default="json", what="the registered version")
+@output_option(what="the registered version")
 def model_create(
     file: str | None,
     name: str | None,
@@ -145,7 +145,7 @@ def model_list(name: str | None, include_archived: bool, archived_only: bool, ou
 
 @model_group.command("show")
 @_version_options
-@output_option(default="json", what="the version")
+@output_option(what="the version")
 def model_show(name: str, version: str | None, label: str | None, output: str) -> None:
     """One version of a model (default: the latest): its facts, where its files are, and its files."""
     from distrun.data.model_versions import FILES, files_digest

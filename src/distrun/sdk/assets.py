@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from distrun.core.user_paths import current_folder
-from distrun.sdk.notices import Recorded, note_ignored
-from distrun.sdk.plain import path_text, present
+from distrun.sdk.notices import note_ignored
+from distrun.sdk.plain import path_text
+from distrun.sdk.versioned import VersionedAsset
 
 if TYPE_CHECKING:
     from distrun.data.assets import DataAsset
@@ -22,7 +23,7 @@ class _Client(Protocol):
     def layout(self) -> Layout: ...
 
 
-class Data(Recorded):
+class Data(VersionedAsset):
     """A data asset: `Data(name=, version=, path=, type="uri_folder")`."""
 
     def __init__(
@@ -42,15 +43,6 @@ class Data(Recorded):
         self.description = description
         self.creation_context: Any = None
         self._accept(kwargs)
-
-    @property
-    def id(self) -> str:
-        """The reference a job input takes: `azureml:NAME:VERSION`."""
-        return f"azureml:{self.name}:{self.version}"
-
-    def __repr__(self) -> str:
-        fields = present(name=self.name, version=self.version, type=self.type, path=self.path)
-        return f"Data({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
 
 
 def _data_of(asset: DataAsset) -> Data:

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from distrun.core.user_paths import current_folder
-from distrun.sdk.notices import Recorded, note_ignored
-from distrun.sdk.plain import path_text, present
+from distrun.sdk.notices import note_ignored
+from distrun.sdk.plain import path_text
+from distrun.sdk.versioned import VersionedAsset
 
 if TYPE_CHECKING:
     from distrun.data.model_versions import ModelVersion
@@ -20,7 +21,7 @@ class _Client(Protocol):
     def layout(self) -> Layout: ...
 
 
-class Model(Recorded):
+class Model(VersionedAsset):
     """A model: `Model(name=, version=, path=, type="custom_model", description=, tags=, properties=)`.
 
     `path`: a local file or folder, `azureml://jobs/JOB/outputs/OUTPUT`, `runs:/RUN/PATH`, or a
@@ -50,15 +51,6 @@ class Model(Recorded):
         self.job_name: str | None = None
         self.stage: str | None = None
         self._accept(kwargs)
-
-    @property
-    def id(self) -> str:
-        """The reference a job input takes: `azureml:NAME:VERSION`."""
-        return f"azureml:{self.name}:{self.version}"
-
-    def __repr__(self) -> str:
-        fields = present(name=self.name, version=self.version, type=self.type, path=self.path)
-        return f"Model({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
 
 
 def _path_of(value: Any) -> Any:

@@ -59,24 +59,32 @@ def _read(path: Path, overrides: list[str], what: str, example: str) -> tuple[di
     return data, smap
 
 
-def read_data_file(path: Path, overrides: list[str]) -> ResourceFile:
-    """A data asset's YAML; `path` in it is relative to the file's folder, as in `az ml`."""
-    data, smap = _read(path, overrides, "data asset", "name: cifar10, version: 1, type: uri_folder, path: ./data")
+def _key_problems(
+    data: dict[str, Any], smap: Any, what: str, known: tuple[str, ...], ignored: tuple[str, ...], left_out: str
+) -> list[Problem]:
+    """A resource file's unknown keys and its missing `name` and `path` (data assets, models)."""
     problems = [
         Problem(
-            f"{key}: unknown key of a data asset",
+            f"{key}: unknown key of {what}",
             str(key),
             smap.find((key,)),
-            f"a data asset file has {', '.join(DATA_KEYS)} (and {', '.join(DATA_IGNORED)}, which distrun keeps out)",
+            f"{what} file has {', '.join(known)} (and {', '.join(ignored)}, which distrun {left_out})",
         )
         for key in data
-        if key not in DATA_KEYS and key not in DATA_IGNORED
+        if key not in known and key not in ignored
     ]
     for key in ("name", "path"):
         if data.get(key) in (None, ""):
             problems.append(
                 Problem(f"{key}: missing", key, smap.find(()), f"add `{key}:` to the file, or give --set {key}=...")
             )
+    return problems
+
+
+def read_data_file(path: Path, overrides: list[str]) -> ResourceFile:
+    """A data asset's YAML; `path` in it is relative to the file's folder, as in `az ml`."""
+    data, smap = _read(path, overrides, "data asset", "name: cifar10, version: 1, type: uri_folder, path: ./data")
+    problems = _key_problems(data, smap, "a data asset", DATA_KEYS, DATA_IGNORED, "keeps out")
     if problems:
         raise ValidationError(problems)
     values = {key: data[key] for key in DATA_KEYS if data.get(key) is not None}
@@ -116,21 +124,7 @@ MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
 def read_model_file(path: Path, overrides: list[str]) -> ResourceFile:
     """A model's YAML (Azure ML's model schema); its `path` is relative to the file's folder."""
     data, smap = _read(path, overrides, "model", "name: my-model, version: 1, type: mlflow_model, path: ./model")
-    problems = [
-        Problem(
-            f"{key}: unknown key of a model",
-            str(key),
-            smap.find((key,)),
-            f"a model file has {', '.join(MODEL_KEYS)} (and {', '.join(MODEL_IGNORED)}, which distrun leaves out)",
-        )
-        for key in data
-        if key not in MODEL_KEYS and key not in MODEL_IGNORED
-    ]
-    for key in ("name", "path"):
-        if data.get(key) in (None, ""):
-            problems.append(
-                Problem(f"{key}: missing", key, smap.find(()), f"add `{key}:` to the file, or give --set {key}=...")
-            )
+    problems = _key_problems(data, smap, "a model", MODEL_KEYS, MODEL_IGNORED, "leaves out")
     if data.get("type") is not None and data["type"] not in MODEL_TYPES:
         problems.append(
             Problem(

@@ -57,20 +57,31 @@ def _conf_text(value: Any) -> Any:
     return out
 
 
-class SparkJobSpec(JobHeader):
-    """An Azure ML Spark job, as distrun runs it."""
+class SparkProgram(StrictModel):
+    """What a Spark job and a spark component both say: the program and the files Spark ships."""
 
-    type: Literal["spark"] = "spark"
-    tags: dict[str, str] = Field(default_factory=dict)
     code: str | None = None
     entry: SparkEntry
     py_files: list[str] = Field(default_factory=list)
     jars: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
     archives: list[str] = Field(default_factory=list)
-    conf: dict[str, str] = Field(default_factory=dict)
     args: str | None = None
     environment: str | EnvironmentSpec | None = None
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> Any:
+        # `args: 10` is the text "10", as Azure ML reads it.
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+class SparkJobSpec(JobHeader, SparkProgram):
+    """An Azure ML Spark job, as distrun runs it."""
+
+    type: Literal["spark"] = "spark"
+    tags: dict[str, str] = Field(default_factory=dict)
+    conf: dict[str, str] = Field(default_factory=dict)
     environment_variables: dict[str, str] = Field(default_factory=dict)
     inputs: dict[str, InputValue] = Field(default_factory=dict)
     outputs: dict[str, OutputSpec | None] = Field(default_factory=dict)
@@ -89,12 +100,6 @@ class SparkJobSpec(JobHeader):
     def _texts(cls, value: Any) -> Any:
         return _conf_text(value)
 
-    @field_validator("args", mode="before")
-    @classmethod
-    def _args(cls, value: Any) -> Any:
-        # `args: 10` is the text "10", as Azure ML reads it.
-        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-
     @field_validator("inputs", "outputs")
     @classmethod
     def _names(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
@@ -107,19 +112,11 @@ SPARK_COMPONENT_KEYS = (
 )  # fmt: skip
 
 
-class SparkComponent(_Component):
+class SparkComponent(_Component, SparkProgram):
     """A spark component: a Spark job's program with declared inputs and outputs, which a
     `type: spark` step of a pipeline names; the step's job is checked as a Spark job file is."""
 
     type: Literal["spark"] = "spark"
-    code: str | None = None
-    entry: SparkEntry
-    py_files: list[str] = Field(default_factory=list)
-    jars: list[str] = Field(default_factory=list)
-    files: list[str] = Field(default_factory=list)
-    archives: list[str] = Field(default_factory=list)
     conf: dict[str, Any] = Field(default_factory=dict)
-    args: str | None = None
-    environment: str | EnvironmentSpec | None = None
     environment_variables: dict[str, Any] = Field(default_factory=dict)
     resources: dict[str, Any] | None = None

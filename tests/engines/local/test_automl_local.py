@@ -70,6 +70,19 @@ def test_the_search_runs_as_a_job_and_says_a_line_per_trial(finished) -> None:
 
 
 @pytest.mark.slow
+def test_the_best_model_registers_as_an_mlflow_model(finished) -> None:
+    home, _, _ = finished
+    job = _record(home)["name"]
+    path = f"azureml://jobs/{job}/outputs/best_model"
+    made = distrun_cli(home, "model", "create", "-n", "best", "-t", "mlflow_model", "-p", path, "-o", "json")
+    assert made.returncode == 0, made.stderr
+    registered = json.loads(made.stdout)
+    assert registered["version"] == "1" and registered["type"] == "mlflow_model"
+    assert (Path(registered["path"]) / "MLmodel").is_file()
+    assert "best:1" in distrun_cli(home, "job", "show", job).stdout  # the job says what was registered from it
+
+
+@pytest.mark.slow
 def test_the_best_model_is_an_mlflow_model_that_scores_the_test_data(finished) -> None:
     home, folder, _ = finished
     import mlflow.pyfunc
