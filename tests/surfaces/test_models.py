@@ -88,6 +88,8 @@ def test_cli_registers_versions_from_a_folder_and_a_model_file_and_mlflow_sees_t
                 "mlflow_model",
                 "--tags",
                 "a=1 b=2",
+                "-o",
+                "json",
             )
         )
     )
@@ -172,6 +174,8 @@ def test_a_jobs_output_registers_shows_on_the_job_and_feeds_a_two_node_job(
                 "azureml://jobs/train_1/outputs/model",
                 "-t",
                 "mlflow_model",
+                "-o",
+                "json",
                 mlflow=True,
             )
         )
