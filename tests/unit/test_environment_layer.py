@@ -134,3 +134,6 @@ def test_the_layer_over_a_system_interpreter_includes_its_site_packages(tmp_path
     site = layer / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     assert site.is_dir() and os.listdir(site) == []
     assert (layer / "bin" / "pip3").read_bytes() == b"#!" + os.fsencode(layer / "bin" / "python") + b"\n" + BODY
+    # The interpreter's bin/ (/usr/bin, say) keeps its place on PATH: only the layer's comes first.
+    variables = layer_variables(None, layer)
+    assert variables["PATH"] == os.pathsep.join([str(layer / "bin"), os.environ.get("PATH") or os.defpath])

@@ -42,10 +42,12 @@ _HEAD = 4096  # a console script's launcher lines are in its first bytes
 _SHEBANG_LIMIT = 127  # longer `#!` lines are cut by older kernels: use the /bin/sh form then
 
 
-def layer_variables(built: Path, layer: Path) -> dict[str, str]:
-    """The ranks' PATH (the layer's bin/, then the built environment's) and VIRTUAL_ENV."""
+def layer_variables(built: Path | None, layer: Path) -> dict[str, str]:
+    """The ranks' PATH (the layer's bin/, then the built environment's) and VIRTUAL_ENV. `built`
+    None: a system interpreter's layer, whose bin/ (/usr/bin, say) keeps its place on PATH."""
     path = os.environ.get("PATH") or os.defpath
-    return {"PATH": os.pathsep.join((str(layer / "bin"), str(built / "bin"), path)), "VIRTUAL_ENV": str(layer)}
+    first = (str(layer / "bin"),) if built is None else (str(layer / "bin"), str(built / "bin"))
+    return {"PATH": os.pathsep.join((*first, path)), "VIRTUAL_ENV": str(layer)}
 
 
 def make_layer(built: Path, layer: Path, scripts: Collection[str] | None = None) -> None:

@@ -60,11 +60,10 @@ def own_layer(layer: Path, materialize: bool) -> tuple[dict[str, str], dict[str,
     if built is not None:
         if materialize:
             make_layer(built, layer, pip_scripts())
-    else:
-        interpreter = system_interpreter()
-        if interpreter is None:
-            return {}, {}
-        built = Path(sys.prefix)
-        if materialize:
-            make_system_layer(built, interpreter, layer, pip_scripts())
-    return layer_variables(built, layer), {"layer": str(layer), "built": str(built)}
+        return layer_variables(built, layer), {"layer": str(layer), "built": str(built)}
+    interpreter = system_interpreter()
+    if interpreter is None:
+        return {}, {}
+    if materialize:
+        make_system_layer(Path(sys.prefix), interpreter, layer, pip_scripts())
+    return layer_variables(None, layer), {"layer": str(layer), "built": sys.prefix}
