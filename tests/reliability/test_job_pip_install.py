@@ -13,10 +13,11 @@ import base64
 import hashlib
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
-from support.cli import distrun_cli
+from support.cli import REPO, cli_env, distrun_cli
 from support.reliability import job_file
 
 
@@ -83,6 +84,57 @@ def test_a_jobs_pip_install_lands_in_its_own_layer_only(tmp_path: Path) -> None:
     # ...nor does the next job.
     looks = job_file(tmp_path / "looks", LOOKS)
     after = distrun_cli(home, "run", str(looks), "--name", "looks", timeout=300)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "next job sees None None" in after.stdout
+
+
+SYSTEM_INSTALLS = """
+    command: >-
+      python -m pip install --no-index --no-deps --disable-pip-version-check -q {wheel} &&
+      python -c "import distrun_probe_one as one, sys; print('job sees', one.VERSION, one.__file__, sys.prefix)"
+"""
+
+
+def system_python() -> tuple[str, dict[str, str]]:
+    """The interpreter below the test environment (no virtual environment: sys.prefix is its
+    installation's), and the PYTHONPATH that gives it distrun and its packages."""
+    base = getattr(sys, "_base_executable", None)
+    assert sys.prefix != sys.base_prefix and base, "the tests run in a virtual environment"
+    packages = dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")])
+    return base, {"PYTHONPATH": ":".join([str(REPO / "src"), *packages])}
+
+
+def test_distrun_run_by_a_system_interpreter_gives_a_job_its_own_layer(tmp_path: Path) -> None:
+    """distrun run by an interpreter that is no virtual environment: the job's layer is a virtual
+    environment over it that sees its packages (distrun's own here) and takes the job's installs."""
+    python, path = system_python()
+    home = tmp_path / "home"
+
+    def distrun(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**cli_env(home), **path}
+        return subprocess.run([python, "-m", "distrun", *args], capture_output=True, text=True, timeout=300, env=env)
+
+    probe = "import importlib.util as u; print(u.find_spec('distrun_probe_one'))"
+
+    def interpreter_finds() -> str:
+        env = {**cli_env(home), **path}
+        found = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60, env=env)
+        return found.stdout.strip() + found.stderr
+
+    assert interpreter_finds() == "None", "an earlier run installed the probe into the interpreter itself"
+    wheel_path = wheel(tmp_path, "distrun_probe_one", "1.0")
+    done = distrun(
+        "run", str(job_file(tmp_path / "installs", SYSTEM_INSTALLS.format(wheel=wheel_path))), "--name", "sys"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = next(line for line in done.stdout.splitlines() if "job sees" in line).split("job sees ")[1].split()
+    layer = home / "jobs" / "sys" / "env"
+    # Installed in the job's layer, which is the job's sys.prefix.
+    assert said[0] == "1.0" and Path(said[1]).is_relative_to(layer) and said[2] == str(layer), said
+    assert "include-system-site-packages = true" in (layer / "pyvenv.cfg").read_text()
+
+    assert interpreter_finds() == "None"  # distrun's interpreter does not have it
+    after = distrun("run", str(job_file(tmp_path / "looks", LOOKS)), "--name", "looks")
     assert after.returncode == 0, after.stdout + after.stderr
     assert "next job sees None None" in after.stdout
 

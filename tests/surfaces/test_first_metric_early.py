@@ -31,6 +31,7 @@ RANK = """
 
     if rank == 0:
         assert not serving(), "the server already serves: this run proves nothing"
+        mlflow.start_run(run_name="named_early")  # distrun's run (MLFLOW_RUN_ID), renamed
         mlflow.log_metric("loss", 0.5, step=0)
         mlflow.log_metrics({"acc": 0.25, "gap": float("nan")}, step=1)
     else:
@@ -38,10 +39,12 @@ RANK = """
     mlflow.log_param("lr", "0.1")  # every rank the same value, as ranks log their arguments
     mlflow.log_params({"epochs": "3", f"seed_{rank}": str(rank)})
     mlflow.set_tag(f"rank_{rank}", "up")
-    early = mlflow.get_run(mlflow.active_run().info.run_id).data
+    early_run = mlflow.get_run(mlflow.active_run().info.run_id)
+    early = early_run.data
     if rank != 0:
         sys.exit(0)
     seen = {"serving": serving(), "metrics": early.metrics, "params": early.params, "tags": early.tags}
+    seen["name"] = early_run.info.run_name
     print("early", json.dumps(seen), flush=True)
     open(flag, "w").close()  # the other ranks now write while the server comes up
     mlflow.get_experiment(mlflow.active_run().info.experiment_id)  # the server's to answer: waits for it
@@ -88,6 +91,7 @@ def test_the_first_metrics_params_and_tags_of_every_rank_are_written_before_the_
     assert mine == {"loss": 0.5, "acc": 0.25, "gap": pytest.approx(float("nan"), nan_ok=True)}, out
     assert {"lr": "0.1", "epochs": "3", "seed_0": "0"}.items() <= early["params"].items(), out  # type: ignore[attr-defined]
     assert early["tags"]["rank_0"] == "up", out  # type: ignore[index]
+    assert early["name"] == early["tags"]["mlflow.runName"] == "named_early", out  # type: ignore[index]
     # The server, once up, reads the keeper's rows with its own.
     assert late["serving"] is True, out
     nan = pytest.approx(float("nan"), nan_ok=True)

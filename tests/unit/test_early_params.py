@@ -8,7 +8,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from distrun.metrics.early_answers import LOG_BATCH, LOG_PARAM, SET_TAG, answer
+from distrun.metrics.early_answers import LOG_BATCH, LOG_PARAM, RUNS_UPDATE, SET_TAG, answer
 
 RUN = "a" * 32
 
@@ -58,3 +58,19 @@ def test_params_and_tags_are_written_and_what_mlflow_refuses_is_left_to_the_serv
     assert post(db, LOG_PARAM, {"key": "big", "value": "v" * 6001}) is None
     assert answer(db, "POST", LOG_PARAM, json.dumps({"run_id": "b" * 32, "key": "k", "value": "1"}).encode()) is None
     assert rows(db, "params") == {"lr": "0.1", "epochs": "3"} and rows(db, "tags") == {"stage": "b", "t": "1"}
+
+
+def test_a_run_name_given_to_runs_update_renames_the_run_as_the_sql_store_does(tmp_path: Path) -> None:
+    """`mlflow.start_run(run_name=...)` of distrun's run sends `runs/update` with the name: the
+    run's name and its `mlflow.runName` tag change together; a name the column cannot hold, or
+    one that is no text, is the server's to answer."""
+    db = store(tmp_path)
+    answered = post(db, RUNS_UPDATE, {"status": "RUNNING", "run_name": "renamed"})
+    assert answered is not None and json.loads(answered.split(b"\r\n\r\n", 1)[1])["run_info"]["run_name"] == "renamed"
+    assert rows(db, "tags") == {"mlflow.runName": "renamed"}
+    assert post(db, RUNS_UPDATE, {"status": "RUNNING", "run_name": ""}) is not None  # no rename, as MLflow
+    assert post(db, RUNS_UPDATE, {"status": "RUNNING", "run_name": "n" * 251}) is None
+    assert post(db, RUNS_UPDATE, {"status": "RUNNING", "run_name": 7}) is None
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT name FROM runs WHERE run_uuid = ?", (RUN,)).fetchone() == ("renamed",)
+    assert rows(db, "tags") == {"mlflow.runName": "renamed"}

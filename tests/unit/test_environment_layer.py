@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from distrun.environments.layer import LINK_FILE, layer_variables, make_layer
+from distrun.environments.layer import LINK_FILE, layer_variables, make_layer, make_system_layer
 
 BODY = b"# -*- coding: utf-8 -*-\nimport sys\nfrom pkg import main\nsys.exit(main())\n"
 
@@ -104,3 +104,36 @@ def test_the_layer_is_made_only_in_a_new_folder(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         make_layer(built, layer)
     assert os.listdir(elsewhere) == []
+
+
+def test_a_script_that_links_to_a_taken_over_one_links_to_its_copy(tmp_path: Path) -> None:
+    """pyenv's pip is a link to pip3.11 beside it: the layer's pip is the same link to its copy."""
+    built = fake_built(tmp_path)
+    (built / "bin" / "pip").unlink()
+    (built / "bin" / "pip").symlink_to("pip3.11")
+    (built / "bin" / "elsewhere").symlink_to("/usr/bin/env")  # a link out of bin/: not taken over
+    layer = tmp_path / "env"
+    make_layer(built, layer, {"pip", "pip3.11", "elsewhere"})
+    assert os.readlink(layer / "bin" / "pip") == "pip3.11"
+    assert (layer / "bin" / "pip3.11").read_bytes().startswith(b"#!" + os.fsencode(layer / "bin" / "python") + b"\n")
+    assert not os.path.lexists(layer / "bin" / "elsewhere")
+
+
+def test_the_layer_over_a_system_interpreter_includes_its_site_packages(tmp_path: Path) -> None:
+    """No pyvenv.cfg to copy, no link file: Python adds the interpreter's own site-packages."""
+    prefix = tmp_path / "usr"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python3").symlink_to(sys.executable)
+    (prefix / "bin" / "pip3").write_bytes(b"#!" + os.fsencode(prefix / "bin" / "python3") + b"\n" + BODY)
+    layer = tmp_path / "env"
+    make_system_layer(prefix, prefix / "bin" / "python3", layer, {"pip3"})
+    config = (layer / "pyvenv.cfg").read_text()
+    assert "include-system-site-packages = true\n" in config
+    assert f"home = {os.path.dirname(os.path.realpath(sys.executable))}\n" in config
+    assert os.readlink(layer / "bin" / "python") == os.path.realpath(sys.executable)
+    site = layer / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    assert site.is_dir() and os.listdir(site) == []
+    assert (layer / "bin" / "pip3").read_bytes() == b"#!" + os.fsencode(layer / "bin" / "python") + b"\n" + BODY
+    # The interpreter's bin/ (/usr/bin, say) keeps its place on PATH: only the layer's comes first.
+    variables = layer_variables(None, layer)
+    assert variables["PATH"] == os.pathsep.join([str(layer / "bin"), os.environ.get("PATH") or os.defpath])

@@ -16,6 +16,11 @@ seal) stays as it was built. The layer is removed with the job folder and never 
                                         its .pth files) after the layer's own
     <layer>/lib64 -> lib            where the built environment has one
 
+Over a system interpreter (one that is no virtual environment: the machine's python3, a
+pyenv or uv-managed install) the layer is the standard form of the same thing: its pyvenv.cfg
+says `include-system-site-packages = true` (Python itself then adds the interpreter's
+site-packages after the layer's own), and it has no link file.
+
 It is written here, not by `uv venv` or `python -m venv`: a few folders, links and small files,
 about a millisecond, paid at every job's start. distrun writes the layer once, into a folder it
 just created, and never reads it back: whatever a job does to it afterwards concerns that job only.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Collection
 from pathlib import Path
 
@@ -36,10 +42,12 @@ _HEAD = 4096  # a console script's launcher lines are in its first bytes
 _SHEBANG_LIMIT = 127  # longer `#!` lines are cut by older kernels: use the /bin/sh form then
 
 
-def layer_variables(built: Path, layer: Path) -> dict[str, str]:
-    """The ranks' PATH (the layer's bin/, then the built environment's) and VIRTUAL_ENV."""
+def layer_variables(built: Path | None, layer: Path) -> dict[str, str]:
+    """The ranks' PATH (the layer's bin/, then the built environment's) and VIRTUAL_ENV. `built`
+    None: a system interpreter's layer, whose bin/ (/usr/bin, say) keeps its place on PATH."""
     path = os.environ.get("PATH") or os.defpath
-    return {"PATH": os.pathsep.join((str(layer / "bin"), str(built / "bin"), path)), "VIRTUAL_ENV": str(layer)}
+    first = (str(layer / "bin"),) if built is None else (str(layer / "bin"), str(built / "bin"))
+    return {"PATH": os.pathsep.join((*first, path)), "VIRTUAL_ENV": str(layer)}
 
 
 def make_layer(built: Path, layer: Path, scripts: Collection[str] | None = None) -> None:
@@ -47,20 +55,48 @@ def make_layer(built: Path, layer: Path, scripts: Collection[str] | None = None)
     the only console scripts to run by the layer's python (None: every one)."""
     built_site = _site_packages(built)
     site_name = built_site.parent.name  # python3.11, python3.13t, pypy3.10
-    layer.mkdir(mode=DIR_MODE)  # never an existing folder, nor through a link
-    for folder in ("bin", "lib", f"lib/{site_name}", f"lib/{site_name}/site-packages"):
-        (layer / folder).mkdir(mode=DIR_MODE)
-    if (built / "lib64").is_symlink():
-        os.symlink("lib", layer / "lib64")
+    _make_folders(layer, site_name, lib64=(built / "lib64").is_symlink())
     create_file(layer / "pyvenv.cfg", (built / "pyvenv.cfg").read_bytes())
     site = layer / "lib" / site_name / "site-packages"
     line = f"import site; site.addsitedir({str(built_site)!r})\n"
     create_file(site / LINK_FILE, line.encode())
-    interpreter = os.path.realpath(built / "bin" / "python")
+    _link_interpreter(os.path.realpath(built / "bin" / "python"), built, layer, site_name)
+    _copy_scripts(built, layer, scripts)
+
+
+def make_system_layer(prefix: Path, executable: Path, layer: Path, scripts: Collection[str] | None = None) -> None:
+    """Create `layer` (which must not exist) over the system interpreter `executable` installed
+    under `prefix` (the Python running this code: its version names the layer's folders)."""
+    import sysconfig  # only here: a venv's layer, made at every job's start, does without it
+
+    site_name = Path(sysconfig.get_path("purelib", "posix_prefix", vars={"base": "/", "platbase": "/"})).parent.name
+    _make_folders(layer, site_name, lib64=False)
+    interpreter = os.path.realpath(executable)
+    config = (
+        f"home = {os.path.dirname(interpreter)}\n"
+        "include-system-site-packages = true\n"
+        f"version = {'.'.join(str(part) for part in sys.version_info[:3])}\n"
+        f"executable = {interpreter}\n"
+    )
+    create_file(layer / "pyvenv.cfg", config.encode())
+    _link_interpreter(interpreter, prefix, layer, site_name)
+    _copy_scripts(prefix, layer, scripts)
+
+
+def _make_folders(layer: Path, site_name: str, lib64: bool) -> None:
+    layer.mkdir(mode=DIR_MODE)  # never an existing folder, nor through a link
+    for folder in ("bin", "lib", f"lib/{site_name}", f"lib/{site_name}/site-packages"):
+        (layer / folder).mkdir(mode=DIR_MODE)
+    if lib64:
+        os.symlink("lib", layer / "lib64")
+
+
+def _link_interpreter(interpreter: str, built: Path, layer: Path, site_name: str) -> None:
+    """bin/python (a link to the interpreter: Python finds the layer's pyvenv.cfg beside the link)
+    and the other names the environment below gives it."""
     os.symlink(interpreter, layer / "bin" / "python")
     for name in _interpreter_names(built, site_name):
         os.symlink("python", layer / "bin" / name)
-    _copy_scripts(built, layer, scripts)
 
 
 def _site_packages(built: Path) -> Path:
@@ -85,10 +121,14 @@ def _copy_scripts(built: Path, layer: Path, only: Collection[str] | None = None)
     then sees what the job installed, and `pip` installs into the layer. Other programs in the
     built bin/ stay there (second on PATH)."""
     launcher = _launcher(layer / "bin" / "python")
+    links: dict[str, str] = {}
     for entry in os.scandir(built / "bin"):
-        if _is_interpreter_name(entry.name) or not entry.is_file(follow_symlinks=False):
+        if _is_interpreter_name(entry.name) or (only is not None and entry.name not in only):
             continue
-        if only is not None and entry.name not in only:
+        if entry.is_symlink():
+            links[entry.name] = os.readlink(entry.path)
+            continue
+        if not entry.is_file(follow_symlinks=False):
             continue
         with open(entry.path, "rb") as handle:
             head = handle.read(_HEAD)
@@ -97,6 +137,10 @@ def _copy_scripts(built: Path, layer: Path, only: Collection[str] | None = None)
                 continue
             rest = handle.read()
         create_file(layer / "bin" / entry.name, launcher + head[body:] + rest, _SCRIPT_MODE)
+    # pyenv's pip is a link to pip3.11 beside it: the same link to the layer's copy
+    for name, target in links.items():
+        if "/" not in target and (layer / "bin" / target).is_file():
+            os.symlink(target, layer / "bin" / name)
 
 
 def _script_body(head: bytes, built: Path) -> int | None:

@@ -10,13 +10,17 @@ the job's folder, and nowhere else. Of distrun's console scripts only pip's are 
 layer's python (copying all of them cost some 100 ms a job on a loaded machine); the others run
 distrun's python from its bin folder, second on PATH, and do not see what the job installed.
 
-Only a virtual environment (a `pyvenv.cfg` beside one lib/*/site-packages, as pip, uv and
-`python -m venv` make) can be layered so; distrun run from a system interpreter gives its jobs
-that interpreter as before.
+Over a virtual environment (a `pyvenv.cfg` beside one lib/*/site-packages, as pip, uv and
+`python -m venv` make) the layer is a built environment's; over a system interpreter (no
+virtual environment: the machine's python3, a pyenv or uv-managed install) it is a virtual
+environment with `include-system-site-packages = true`, which sees every package of that
+interpreter's and installs into itself. On Ray the node agent makes the layer on each node,
+over the Python that runs distrun there (`distrun.backends.ray.node_agent`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +35,15 @@ def own_environment() -> Path | None:
     return prefix
 
 
+def system_interpreter() -> Path | None:
+    """The interpreter distrun runs in when it is no virtual environment (sys.prefix is its
+    installation's), if it is a program a layer can link to."""
+    if Path(sys.prefix) != Path(sys.base_prefix) or not sys.executable:
+        return None
+    executable = Path(sys.executable)
+    return executable if executable.is_file() and os.access(executable, os.X_OK) else None
+
+
 def pip_scripts() -> frozenset[str]:
     """pip, pip3, pip3.11: the names pip installs itself under."""
     return frozenset({"pip", f"pip{sys.version_info[0]}", f"pip{sys.version_info[0]}.{sys.version_info[1]}"})
@@ -41,11 +54,16 @@ def own_layer(layer: Path, materialize: bool) -> tuple[dict[str, str], dict[str,
     ({"layer", "built"}, as for a built environment: a backend that copies the job folder makes
     it again), for a job that runs in distrun's own Python; ({}, {}) where no layer can be made.
     With `materialize` the layer is made now (`distrun plan` only names it)."""
-    built = own_environment()
-    if built is None:
-        return {}, {}
-    from distrun.environments.layer import layer_variables, make_layer
+    from distrun.environments.layer import layer_variables, make_layer, make_system_layer
 
+    built = own_environment()
+    if built is not None:
+        if materialize:
+            make_layer(built, layer, pip_scripts())
+        return layer_variables(built, layer), {"layer": str(layer), "built": str(built)}
+    interpreter = system_interpreter()
+    if interpreter is None:
+        return {}, {}
     if materialize:
-        make_layer(built, layer, pip_scripts())
-    return layer_variables(built, layer), {"layer": str(layer), "built": str(built)}
+        make_system_layer(Path(sys.prefix), interpreter, layer, pip_scripts())
+    return layer_variables(None, layer), {"layer": str(layer), "built": sys.prefix}

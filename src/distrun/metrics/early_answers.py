@@ -10,13 +10,14 @@ these itself from distrun's store (DISTRUN_HOME/mlflow.db) until the server serv
 `sqlite_store` already writes runs, and relays everything after that to the server.
 
 Only the job runs distrun holds open (`distrun_open_runs`), only requests whose every field is
-understood here, only names and values MLflow would take: anything else (artifacts, a run name,
-a param changed from its logged value, another run, a malformed body) gets None and waits for
-the server, whose answer (error included) is MLflow's own. Each request is one SQLite transaction committed before the
-answer is sent, so a request the client sends next (to the keeper or to the server) sees it; the
-rows are those MLflow's SQL store writes (`metrics`, `latest_metrics` kept as MLflow keeps it,
-a NaN as 0 with `is_nan`, an infinity as the largest float), so `distrun metrics`, sweeps' live
-reads and the hang watchdog (which asks `runs/get`) see the points as they see the server's.
+understood here, only names and values MLflow would take (a run name given to `runs/update`
+included): anything else (artifacts, a param changed from its logged value, another run, a
+malformed body) gets None and waits for the server, whose answer (error included) is MLflow's
+own. Each request is one SQLite transaction committed before the answer is sent, so a request
+the client sends next (to the keeper or to the server) sees it; the rows are those MLflow's SQL
+store writes (`metrics`, `latest_metrics` kept as MLflow keeps it, a NaN as 0 with `is_nan`, an
+infinity as the largest float), so `distrun metrics`, sweeps' live reads and the hang watchdog
+(which asks `runs/get`) see the points as they see the server's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from distrun.core.safe_files import refuse_special_store
-from distrun.metrics.early_params import Entry, entries, entry, write_params, write_tags
+from distrun.metrics.early_params import (
+    Entry,
+    entries,
+    entry,
+    new_run_name,
+    rename_run,
+    write_params,
+    write_tags,
+)
 
 API = "/api/2.0/mlflow/"
 RUNS_GET = API + "runs/get"
@@ -232,10 +241,10 @@ def _get_run(conn: sqlite3.Connection, run_id: str) -> dict[str, object] | None:
 
 
 def _update(db: Path, fields: dict[str, object]) -> bytes | None:
-    run_id, status = _run_id(fields), fields.get("status")
+    run_id, status, name = _run_id(fields), fields.get("status"), new_run_name(fields)
     end_time = _int(fields.get("end_time"))
-    if set(fields) - {"run_id", "run_uuid", "status", "end_time", "run_name"} or fields.get("run_name"):
-        return None  # a new run name is the server's (it also rewrites a tag)
+    if set(fields) - {"run_id", "run_uuid", "status", "end_time", "run_name"} or name is None:
+        return None
     if run_id is None or status not in _STATUSES or (fields.get("end_time") is not None and end_time is None):
         return None
 
@@ -247,6 +256,8 @@ def _update(db: Path, fields: dict[str, object]) -> bytes | None:
             "UPDATE runs SET status = ?, end_time = COALESCE(?, end_time) WHERE run_uuid = ?",
             (status, end_time, run_id),
         )
+        if name:  # `mlflow.start_run(run_name=...)`
+            rename_run(conn, run_id, name)
         info = _open_run(conn, run_id)
         return None if info is None else {"run_info": info}
 

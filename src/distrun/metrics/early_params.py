@@ -4,7 +4,9 @@ writes them (the keeper's early answers, `early_answers`, call these).
 A param, once logged, keeps its value: logging it again with the same value is accepted, with
 another value it is MLflow's error, so such a request is left to the server (which says it). A
 tag is replaced by a later one. `mlflow.runName` is not a plain tag (the server also renames the
-run): left to the server. Names follow MLflow's rules; values its length limits.
+run): a `set-tag` of it is left to the server, while a run name given to `runs/update` (what
+`mlflow.start_run(run_name=...)` sends) is written here as the SQL store writes it, the run's name
+and that tag together. Names follow MLflow's rules; values its length limits.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ _NAME = re.compile(r"^[\w.\- :/]{1,250}$")  # MLflow's param and tag names (no `
 _PARAM_VALUE_LIMIT = 6000  # MLflow's longest param value
 _TAG_VALUE_LIMIT = 8000  # and tag value
 _BATCH_LIMIT = 100  # MLflow's most params, and tags, in one log-batch
-_SERVER_TAGS = frozenset({"mlflow.runName"})
+RUN_NAME_TAG = "mlflow.runName"
+_SERVER_TAGS = frozenset({RUN_NAME_TAG})
+_RUN_NAME_LIMIT = 250  # the SQL store's `runs.name` column (SQLite would take more: the server then)
 
 
 def entry(fields: object, tag: bool) -> Entry | None:
@@ -67,3 +71,18 @@ def write_tags(conn: sqlite3.Connection, run_id: str, tags: list[Entry]) -> None
         "INSERT OR REPLACE INTO tags (key, value, run_uuid) VALUES (?, ?, ?)",
         [(key, value, run_id) for key, value in tags],
     )
+
+
+def new_run_name(fields: dict[str, object]) -> str | None:
+    """The run name a `runs/update` body sets: "" for none (MLflow renames only to a non-empty
+    name), None when it is one this module leaves to the server."""
+    name = fields.get("run_name")
+    if name is None or name == "":
+        return ""
+    return name if isinstance(name, str) and len(name) <= _RUN_NAME_LIMIT else None
+
+
+def rename_run(conn: sqlite3.Connection, run_id: str, name: str) -> None:
+    """The run's name and its `mlflow.runName` tag, as MLflow's SQL store renames a run."""
+    conn.execute("UPDATE runs SET name = ? WHERE run_uuid = ?", (name, run_id))
+    write_tags(conn, run_id, [(RUN_NAME_TAG, name)])

@@ -114,7 +114,10 @@ def run(workdir: Path) -> int:
     bindings = rebased(request["bindings"], request["driver_job_dir"], str(facts.job_dir))
     write_file(facts.job_dir / "bindings.json", json.dumps(bindings).encode("utf-8"))
     channel = FolderOutcomeChannel(NodeChannelPaths(workdir / CHANNEL), facts.node_count)
-    problem = make_python_layer(bindings.get("python_layer") or {})
+    layer = bindings.get("python_layer") or {}
+    problem = make_python_layer(layer) if layer else None
+    if not layer:
+        facts, problem = with_own_layer(facts)
     if problem is not None:
         from distrun.agent.node import setup_failure_outcome
 
@@ -154,6 +157,23 @@ def make_python_layer(layer: Mapping[str, str]) -> str | None:
             "on a shared filesystem), or run the job on local or Slurm compute"
         )
     return None
+
+
+def with_own_layer(facts: Any) -> tuple[Any, str | None]:
+    """A job whose ranks run in this node's own Python (it names no built environment) gets a
+    layer of its own over it in this node's copy of the job folder, first on the ranks' PATH, as
+    on local compute: its `pip install` never changes the Ray node's Python nor what a later job
+    gets there. What stops it, in words, when this node cannot make it."""
+    from dataclasses import replace
+
+    from distrun.environments.own_layer import own_layer
+    from distrun.store.layout import JobFolder
+
+    try:
+        variables, _ = own_layer(JobFolder(facts.job_dir).python_layer, materialize=True)
+    except OSError as exc:
+        return facts, f"cannot make the job's layer over this node's Python ({sys.executable}): {exc}"
+    return replace(facts, base_env={**facts.base_env, **variables}), None
 
 
 def serve_remote_starts(facts: Any, remote: Mapping[str, Any], launch_id: str) -> tuple[Any, Any]:
