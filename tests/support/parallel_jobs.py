@@ -17,6 +17,7 @@ from pathlib import Path
 ENTRY = """\
 import argparse
 import os
+import sys
 
 import pandas as pd
 
@@ -30,6 +31,7 @@ def init():
     args, _ = parser.parse_known_args()
     factor = args.factor
     print(f"init on rank {os.environ.get('RANK', '-')}")
+    print(f"warming up on rank {os.environ.get('RANK', '-')}", file=sys.stderr)
 
 
 def run(mini_batch):
