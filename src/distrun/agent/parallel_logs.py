@@ -42,19 +42,31 @@ def process_folder_names() -> tuple[str, str]:
 
 
 class BoundedLog:
-    """One log file beneath the job folder, appended to up to MAX_LOG_BYTES, then left as it is."""
+    """One log file beneath the job folder, appended to up to MAX_LOG_BYTES, then left as it is;
+    `lazy`: made at its first write only (an error log, there only where something failed)."""
 
-    def __init__(self, job_dir: Path, relative: str) -> None:
+    def __init__(self, job_dir: Path, relative: str, lazy: bool = False) -> None:
+        self.path = job_dir / relative
+        self.job_dir = job_dir
         self.fd: int | None = None
+        self.size = 0
+        self.opened = False
+        self.lock = threading.Lock()
+        if not lazy:
+            self._open()
+
+    def _open(self) -> None:
+        self.opened = True
         try:
-            self.fd = open_append_beneath(job_dir, job_dir / relative)
+            self.fd = open_append_beneath(self.job_dir, self.path)
             self.size = os.fstat(self.fd).st_size
         except OSError:  # a link or a pipe planted there: the rank's log still has everything
             self.fd = None
-        self.lock = threading.Lock()
 
     def write(self, data: bytes) -> None:
         with self.lock:
+            if not self.opened:
+                self._open()
             if self.fd is None:
                 return
             room = MAX_LOG_BYTES - self.size
@@ -101,7 +113,7 @@ class EntryLogs:
             thread.start()
             self.streams.append(write_end)
             self.threads.append(thread)
-        self.errors = BoundedLog(job_dir, f"{LOGS}/user/error/{self.node}/{self.process}.txt")
+        self.errors = BoundedLog(job_dir, f"{LOGS}/user/error/{self.node}/{self.process}.txt", lazy=True)
 
     def streams_pair(self) -> tuple[int, int]:
         """(stdout, stderr) for an entry-script process."""

@@ -49,6 +49,7 @@ def test_two_nodes_of_two_processes_append_what_one_process_does(run_cli, distru
         assert (user / "stdout" / f"{where}.stdout.txt").read_text().count(f"init on rank {rank}") == 1, where
         assert f"warming up on rank {rank}" in (user / "stderr" / f"{where}.stderr.txt").read_text(), where
         assert f"warming up on rank {rank}" in logs[rank]
+    assert not list((user / "error").glob("*/*"))  # an error log only where a try failed
     with open(files_job / "code" / "logs" / "sys" / "job_report" / "processed_mini-batches.csv") as report:
         rows = list(csv.DictReader(report))
     assert [(int(r["Mini-batch Id"]), r["Total"], r["Succeeded"], r["Status"]) for r in rows] == [
