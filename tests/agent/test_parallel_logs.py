@@ -1,6 +1,7 @@
 """Azure ML's per-process logs of a parallel step (`distrun.agent.parallel_logs`) where the job's
-processes can write: a link planted at a log's name is never written through, and a log stops
-growing at its limit while the rank's own output gets everything."""
+processes can write: a link planted at a log's name is never written through, a log stops
+growing at its limit while the rank's own output gets everything, and a summary that cannot be
+written is said once without failing the step."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 
 from distrun.agent import parallel_logs
 from distrun.agent.parallel_logs import BoundedLog, EntryLogs
+from distrun.agent.parallel_queue import Queue
+from distrun.agent.parallel_report import Progress, leave_summaries
 
 
 def test_a_planted_link_is_not_written_through(tmp_path: Path) -> None:
@@ -49,3 +52,21 @@ def test_output_reaches_the_rank_whole_and_the_file_up_to_its_limit(
     assert kept.startswith(line * 1024) and kept.endswith(b"the rest is in the rank's log, user_logs/\n")
     assert len(kept) < (1 << 20) + 200
     assert (tmp_path / "code/logs/user/stderr/node1/process002.stderr.txt").read_text() == "a warning\n"
+
+
+def test_a_summary_that_cannot_be_written_is_said_once_and_the_step_goes_on(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    elsewhere = tmp_path / "image-code"
+    elsewhere.mkdir()
+    (job / "code").symlink_to(elsewhere)  # `code` a link: a code folder in the image, or a planted one
+    progress = Progress(Queue(job / "parallel", 2), 2, job)
+    progress.tick(force=True)
+    progress.tick(force=True)
+    leave_summaries(progress.queue, job, None, "parallel_run_step.txt")
+    err = capfd.readouterr().err
+    assert err.count("code/logs/job_progress_overview.txt not written") == 1
+    assert "code/logs/user/error.txt not written" in err
+    assert not list(elsewhere.iterdir())

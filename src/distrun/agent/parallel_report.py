@@ -49,10 +49,24 @@ class Progress:
         _write(self.job_dir, "job_progress_overview.txt", text + "\n")
 
 
+_UNWRITABLE: set[str] = set()  # what was already said to be unwritable
+
+
+def _tolerant(what: str, write: Callable[[], None]) -> None:
+    """Write a summary; one that cannot be written (a link on the way: a `code` folder in the
+    image, or one the job planted) is said once, and the step goes on without it."""
+    try:
+        write()
+    except OSError as exc:
+        if what not in _UNWRITABLE:
+            _UNWRITABLE.add(what)
+            print(f"[distrun parallel] {what} not written: {exc}", file=sys.stderr, flush=True)
+
+
 def _write(job_dir: Path, name: str, text: str) -> None:
     """A summary file in the job's logs folder, which its processes can write: whole, never
     through a link they planted (`write_beneath`)."""
-    write_beneath(job_dir, LOGS, name, text.encode())
+    _tolerant(f"{LOGS}/{name}", lambda: write_beneath(job_dir, LOGS, name, text.encode()))
 
 
 def threshold_passed(queue: Queue, options: Namespace, total: int) -> str | None:
@@ -132,7 +146,7 @@ def leave_summaries(queue: Queue, job_dir: Path, target: Path | None, file_name:
     if failures:
         _write(job_dir, "job_error.txt", summary + "\n")
     ended, rows = _ended(queue, target, file_name)
-    write_summaries(job_dir, ended, failures, summary)
+    _tolerant(f"{LOGS}/user/error.txt", lambda: write_summaries(job_dir, ended, failures, summary))
     return rows
 
 
