@@ -17,6 +17,7 @@ from pathlib import Path
 ENTRY = """\
 import argparse
 import os
+import sys
 
 import pandas as pd
 
@@ -30,6 +31,7 @@ def init():
     args, _ = parser.parse_known_args()
     factor = args.factor
     print(f"init on rank {os.environ.get('RANK', '-')}")
+    print(f"warming up on rank {os.environ.get('RANK', '-')}", file=sys.stderr)
 
 
 def run(mini_batch):
@@ -140,3 +142,9 @@ def one_process_rows(folder: Path) -> dict[str, list[str]]:
 
 def appended(home: Path, job: str) -> list[str]:
     return (home / "jobs" / job / "named-outputs" / "out" / "out").read_text().splitlines()
+
+
+def entry_stdout(home: Path, job: str, rank: int, per_node: int = 2) -> str:
+    """What the entry script printed in process `rank`, from Azure ML's per-process log (docs/parallel.md)."""
+    where = f"node{rank // per_node}/process{rank % per_node:03d}.stdout.txt"
+    return (home / "jobs" / job / "code" / "logs" / "user" / "stdout" / where).read_text()

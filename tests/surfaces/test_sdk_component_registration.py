@@ -1,7 +1,8 @@
 """Components registered from Python run as steps, as Microsoft's notebooks register them:
-`ml_client.components.create_or_update(fn)` for an `@command_component` function, and for a
-`CommandComponent(name=..., command=...)` made with azure-ai-ml's arguments. Each is recorded
-as NAME:VERSION with a snapshot of its code, and a pipeline's step that names it runs it."""
+`ml_client.components.create_or_update(fn)` for an `@command_component` function, for a
+`CommandComponent(name=..., command=...)` made with azure-ai-ml's arguments, and for a
+`parallel_run_function(...)`. Each is recorded as NAME:VERSION with a snapshot of its code, and
+a pipeline's step that names it runs it."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from distrun import Input, MLClient, Output
+from distrun.core.errors import ValidationError
 from distrun.dsl import pipeline
 from distrun.entities import CommandComponent
+from distrun.parallel import RunFunction, parallel_run_function
 from support.sdk import sdk_env, write
 
 __all__ = ["sdk_env"]  # the fixture, imported for pytest
@@ -114,3 +119,62 @@ def test_a_pipeline_function_registers_and_runs_as_a_step_of_another_pipeline(sd
     name = completed(client, outer(numbers=Input(type="uri_folder", path="./data")), capsys)
     doubled = client.layout.job(f"{name}.inner.twice").named_output("doubled") / "doubled.txt"
     assert doubled.read_text() == "2 4 6"
+
+
+def test_a_parallel_function_registers_as_a_parallel_component_and_runs_as_a_step(sdk_env: Path, capsys) -> None:
+    score_py = write(
+        sdk_env / "score" / "score.py",
+        """
+        import argparse, os
+
+        def init():
+            global suffix
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--suffix")
+            suffix = parser.parse_known_args()[0].suffix
+
+        def run(mini_batch):
+            return [f"{os.path.basename(path)} {suffix}" for path in mini_batch]
+        """,
+    )
+    for n in range(4):
+        write(sdk_env / "files" / f"f{n}.txt", f"{n}\n")
+
+    def scorer(entry_script: str) -> Any:
+        return parallel_run_function(
+            name="scorer",
+            display_name="Scorer",
+            inputs={"files": Input(type="uri_folder")},
+            outputs={"scores": Output(type="uri_file")},
+            input_data="${{inputs.files}}",
+            mini_batch_size="1",
+            max_concurrency_per_instance=1,
+            task=RunFunction(
+                code="./score",
+                entry_script=entry_script,
+                program_arguments="--suffix ok",
+                append_row_to="${{outputs.scores}}",
+            ),
+        )
+
+    client = MLClient()
+    with pytest.raises(ValidationError, match=r"entry script 'missing\.py' is not a file"):  # as a file is
+        client.components.create_or_update(scorer("missing.py"))
+    registered = client.components.create_or_update(scorer("score.py"))
+    assert (registered.id, registered.type) == ("azureml:scorer:1", "parallel")
+    assert [c.id for c in client.components.list("scorer")] == ["azureml:scorer:1"]
+    score_py.write_text("raise SystemExit('the edited file ran')\n")  # the version keeps its own copy
+
+    @pipeline(default_compute="local")
+    def scoring(files):
+        scored = client.components.get("scorer", "1")(files=files)
+        scored.max_concurrency_per_instance = 2  # the step's settings over the component's
+        scored.mini_batch_size = "2"
+        return {"scores": scored.outputs.scores}
+
+    name = completed(client, scoring(files=Input(type="uri_folder", path="./files")), capsys)
+    step = client.layout.job(f"{name}.scored")
+    rows = (step.named_output("scores") / "scores").read_text().splitlines()
+    assert sorted(rows) == [f"f{n}.txt ok" for n in range(4)]
+    assert "mini-batches: 2, succeeded: 2" in (step.root / "code" / "logs" / "job_result.txt").read_text()
+    assert len(list((step.root / "user_logs").glob("std_log_process_*.txt"))) == 2

@@ -86,5 +86,5 @@ def test_a_pipeline_function_registers_as_a_pipeline_component_that_keeps_its_fi
     # A step of another pipeline names it, as a pipeline component.
     outer_step = client.components.get("prep")(raw=Input(type="uri_folder", path="./data"))
     assert outer_step._step_keys()["type"] == "pipeline" and outer_step._step_keys()["component"] == "azureml:prep:1"
-    with pytest.raises(TypeError, match=r"an @command_component function\), not int"):
+    with pytest.raises(TypeError, match=r"or a parallel_run_function\(\.\.\.\)\), not int"):
         client.components.create_or_update(3)

@@ -34,9 +34,10 @@ def job_python() -> str:
 
 
 class EntryProcess:
-    def __init__(self, entry: Path, argv: list[str]) -> None:
+    def __init__(self, entry: Path, argv: list[str], streams: tuple[int, int] | None = None) -> None:
         self.entry = entry
         self.argv = argv
+        self.streams = streams  # where its stdout and stderr go (`parallel_logs`); None: the rank's
         self.process: subprocess.Popen[bytes] | None = None
         self.buffer = b""
 
@@ -52,6 +53,8 @@ class EntryProcess:
             env=env,
             pass_fds=(to_child, from_child),
             stdin=subprocess.DEVNULL,
+            stdout=None if self.streams is None else self.streams[0],
+            stderr=None if self.streams is None else self.streams[1],
             start_new_session=True,  # its whole group is killed on a timeout
         )
         os.close(to_child)

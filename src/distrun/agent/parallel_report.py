@@ -1,6 +1,6 @@
 """What a parallel step says and leaves: its progress line ("mini-batches 120/400, 2 failed,
 3.1 per s"), the thresholds that fail it, the rows appended to `append_row_to`, and Azure ML's
-summary files in the job's `logs/` folder:
+summary files in the job's `code/logs/` folder (its `./logs`; the others: `parallel_logs`):
 
     logs/job_progress_overview.txt   the progress, rewritten as it goes
     logs/job_result.txt              the counts once every mini-batch ended
@@ -18,17 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from distrun.agent.parallel_batches import Split
+from distrun.agent.parallel_logs import LOGS, write_summaries
 from distrun.agent.parallel_queue import Queue
+from distrun.core.file_modes import write_beneath
 
 PROGRESS_EVERY = 2.0  # seconds between two progress lines
 WAIT_STEP = 0.05  # seconds between two looks while process 0 waits for the others
 
 
 class Progress:
-    def __init__(self, queue: Queue, total: int, logs: Path) -> None:
+    def __init__(self, queue: Queue, total: int, job_dir: Path) -> None:
         self.queue = queue
         self.total = total
-        self.logs = logs
+        self.job_dir = job_dir
         self.started = time.monotonic()
         self.last = self.started
 
@@ -44,14 +46,27 @@ class Progress:
         self.last = now
         text = self.line()
         print(f"[distrun parallel] {text}", flush=True)
-        _write(self.logs / "job_progress_overview.txt", text + "\n")
+        _write(self.job_dir, "job_progress_overview.txt", text + "\n")
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(text)
-    os.replace(partial, path)
+_UNWRITABLE: set[str] = set()  # what was already said to be unwritable
+
+
+def _tolerant(what: str, write: Callable[[], None]) -> None:
+    """Write a summary; one that cannot be written (a link on the way: a `code` folder in the
+    image, or one the job planted) is said once, and the step goes on without it."""
+    try:
+        write()
+    except OSError as exc:
+        if what not in _UNWRITABLE:
+            _UNWRITABLE.add(what)
+            print(f"[distrun parallel] {what} not written: {exc}", file=sys.stderr, flush=True)
+
+
+def _write(job_dir: Path, name: str, text: str) -> None:
+    """A summary file in the job's logs folder, which its processes can write: whole, never
+    through a link they planted (`write_beneath`)."""
+    _tolerant(f"{LOGS}/{name}", lambda: write_beneath(job_dir, LOGS, name, text.encode()))
 
 
 def threshold_passed(queue: Queue, options: Namespace, total: int) -> str | None:
@@ -102,21 +117,19 @@ def finish(queue: Queue, progress: Progress, split: Split, options: Namespace, o
         progress.tick()
         time.sleep(WAIT_STEP)
     progress.tick(force=True)
-    failures = queue.failures()
-    if failures:
-        _write(progress.logs / "job_error.txt", error_summary(failures) + "\n")
     if queue.stopped() is not None:
+        leave_summaries(queue, progress.job_dir, None, options.append_row_file_name)
         return say_stop(queue)
-    rows = 0
-    if options.append_row_to:
-        rows = _append_rows(queue, Path(options.append_row_to), options.append_row_file_name)
+    target = Path(options.append_row_to) if options.append_row_to else None
+    rows = leave_summaries(queue, progress.job_dir, target, options.append_row_file_name)
+    failures = queue.failures()
     done, failed = queue.counts()
     result = (
         f"mini-batches: {total}, succeeded: {done}, failed: {failed}\n"
         f"rows appended: {rows}{f' to {options.append_row_to}' if options.append_row_to else ''}\n"
         f"items without a returned row: {queue.failed_items()}\n"
     )
-    _write(progress.logs / "job_result.txt", result)
+    _write(progress.job_dir, "job_result.txt", result)
     for line in result.splitlines():
         print(f"[distrun parallel] {line}", flush=True)
     if failures:
@@ -124,16 +137,35 @@ def finish(queue: Queue, progress: Progress, split: Split, options: Namespace, o
     return 0
 
 
-def _append_rows(queue: Queue, target: Path, file_name: str) -> int:
-    """Every returned row, in mini-batch order, to the output: a uri_file output's file, or
-    `file_name` (Azure ML's parallel_run_step.txt) in a uri_folder output."""
-    if target.is_dir():
-        target = target / file_name
-    target.parent.mkdir(parents=True, exist_ok=True)
+def leave_summaries(queue: Queue, job_dir: Path, target: Path | None, file_name: str) -> int:
+    """Process 0, once no mini-batch runs any more (the step ended or stopped): the error
+    summaries and the report of the mini-batches that ended; the rows appended to `target`
+    where there is one (how many)."""
+    failures = queue.failures()
+    summary = error_summary(failures)
+    if failures:
+        _write(job_dir, "job_error.txt", summary + "\n")
+    ended, rows = _ended(queue, target, file_name)
+    _tolerant(f"{LOGS}/user/error.txt", lambda: write_summaries(job_dir, ended, failures, summary))
+    return rows
+
+
+def _ended(queue: Queue, target: Path | None, file_name: str) -> tuple[list[dict[str, Any]], int]:
+    """Each done mini-batch (without its rows), in order, and how many rows were appended: every
+    returned row, in mini-batch order, to the output `target` (a uri_file output's file, or
+    `file_name`, Azure ML's parallel_run_step.txt, in a uri_folder output), where there is one."""
+    ended: list[dict[str, Any]] = []
     count = 0
-    with open(target, "w", encoding="utf-8") as out:
+    if target is not None and target.is_dir():
+        target = target / file_name
+    if target is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target or os.devnull, "w", encoding="utf-8") as out:
         for result in queue.results():
-            for line in result["lines"]:
-                out.write(line + "\n")
-                count += 1
-    return count
+            lines = result.pop("lines", [])
+            ended.append(result)
+            if target is not None:
+                for line in lines:
+                    out.write(line + "\n")
+                    count += 1
+    return ended, count

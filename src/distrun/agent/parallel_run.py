@@ -22,9 +22,10 @@ from pathlib import Path
 
 from distrun.agent.parallel_batches import MiniBatch, Split, split_input
 from distrun.agent.parallel_entry import Answer, EntryProcess
+from distrun.agent.parallel_logs import EntryLogs
 from distrun.agent.parallel_queue import Queue
 from distrun.agent.parallel_queue_server import RemoteQueue, SharedQueue, serve
-from distrun.agent.parallel_report import Progress, finish, say_stop
+from distrun.agent.parallel_report import Progress, finish, leave_summaries, say_stop
 from distrun.core.errors import DistrunError
 
 INIT_TIMEOUT = 600.0  # seconds an entry script's import and init() may take
@@ -60,11 +61,12 @@ class Worker:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         node = os.environ.get("NODE_RANK", "0")
         self.process_name = f"node {node} process {self.rank:03d}"
-        job_dir = Path(os.environ.get("DISTRUN_JOB_DIR") or ".")
+        self.job_dir = job_dir = Path(os.environ.get("DISTRUN_JOB_DIR") or ".").absolute()
         count = len(split.batches)
         self.scratch = job_dir / "parallel"  # this node's copy of the job folder: mini-batch files
         self.scratch.mkdir(parents=True, exist_ok=True)
-        self.entry = EntryProcess(Path(options.entry_script).absolute(), program_arguments)
+        self.logs = EntryLogs(job_dir)  # Azure ML's per-process logs, beside the rank's own
+        self.entry = EntryProcess(Path(options.entry_script).absolute(), program_arguments, self.logs.streams_pair())
         self.local: Queue | None = None
         self.queue: SharedQueue | RemoteQueue
         host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", "0") or 0)
@@ -75,17 +77,25 @@ class Worker:
                 self.server = serve(self.queue, host, port)
             items = sum(batch.size for batch in split.batches)
             self.local.describe({"mini_batches": count, "unit": split.kind, "items": items})
-            self.progress = Progress(self.local, count, job_dir / "code" / "logs")
+            self.progress = Progress(self.local, count, job_dir)
         else:
             self.queue = RemoteQueue(host, port)
 
     def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            self.entry.close()
+            self.logs.close()
+
+    def _run(self) -> int:
         started = self.entry.start(INIT_TIMEOUT)
         if not started.ok:
             why = f"init() of the entry script failed in {self.process_name}:\n{started.error}"
+            self.logs.error("init() failed", started.error)
             self.queue.stop(why)
             self.entry.close()
-            return say_stop(self.queue, why)
+            return self._stopped(why)
         for index in self.queue.take(self.process_name):
             self._one(self.split.batches[index])
             if self.local is not None:
@@ -96,10 +106,16 @@ class Worker:
             self.queue.bye()
             return 0 if stopped is None else say_stop(self.queue, stopped)
         if self.queue.stopped() is not None:
-            return say_stop(self.queue)
+            return self._stopped()
         assert self.local is not None
         others = self.world - 1
         return finish(self.local, self.progress, self.split, self.options, lambda: self.queue.gone >= others)
+
+    def _stopped(self, why: str | None = None) -> int:
+        """The step stopped: process 0 leaves the summaries of what ended; each says why."""
+        if self.local is not None:
+            leave_summaries(self.local, self.job_dir, None, self.options.append_row_file_name)
+        return say_stop(self.queue, why)
 
     def _one(self, batch: MiniBatch) -> None:
         request = self._request(batch)
@@ -114,6 +130,7 @@ class Worker:
             answer = self.entry.ask(request, self.options.timeout)
             if answer.ok or self.queue.stopped() is not None:
                 break
+            self.logs.error(f"mini-batch {batch.index}, try {attempt + 1} of {tries}", answer.error)
             print(
                 f"[distrun parallel] mini-batch {batch.index} failed in {self.process_name} "
                 f"(try {attempt + 1} of {tries}):\n{answer.error}",

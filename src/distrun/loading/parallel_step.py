@@ -153,25 +153,34 @@ def check_component_file(path: Path) -> dict[str, Any]:
     """A parallel component file on its own (`distrun component create`), checked as a step
     naming it is: its keys, its task (its entry script in its code folder) and its settings.
     Its data; a `ValidationError` naming each problem at its file, line and key."""
+    data, component_map = read_yaml_file(path)
+    _check_component(data, str(path), component_map, SourceMap(str(path)), path.parent)
+    return data  # type: ignore[no-any-return]
+
+
+def check_component_data(data: dict[str, Any], base_dir: Path, source: str) -> None:
+    """A parallel component made in Python (`parallel_run_function`, registered with
+    `ml_client.components.create_or_update`), checked as a file is; its problems name `source`."""
+    _check_component(data, data, SourceMap(source), SourceMap(source), base_dir)
+
+
+def _check_component(data: Any, ref: Any, component_map: SourceMap, smap: SourceMap, base_dir: Path) -> None:
     from distrun.core.errors import Problem
 
-    data, component_map = read_yaml_file(path)
     problems: list[Problem] = []
 
     def problem(message: str, key: KeyPath, hint: str) -> None:
         at = ".".join(str(k) for k in key if k != "component")
         problems.append(Problem(message, at, component_map.find(tuple(k for k in key if k != "component")), hint))
 
-    smap = SourceMap(str(path))
     declared = data.get("inputs") if isinstance(data, dict) and isinstance(data.get("inputs"), dict) else {}
     # Each input as a step would give it (a path for data): a step's values are checked when it runs.
     given = {name: "." for name, declaration in declared.items() if not _has_default(declaration)}
-    merged, folder = _with_component({"component": str(path), "inputs": given}, problem, smap, path.parent, ())
+    merged, folder = _with_component({"component": ref, "inputs": given}, problem, smap, base_dir, ())
     if merged is not None and folder is not None:
         command_step(merged, problem, smap, (), folder)
     if problems:
         raise ValidationError(problems)
-    return data  # type: ignore[no-any-return]
 
 
 def _has_default(declaration: Any) -> bool:

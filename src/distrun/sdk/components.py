@@ -193,6 +193,10 @@ class ComponentNode:
         self.resources: dict[str, Any] | None = None
         self.distribution: dict[str, Any] | None = None
         self.force_rerun: bool | None = None
+        if component.type == "parallel":  # `step.resources.instance_count = 2`, as on a parallel function's step
+            from distrun.sdk.parallel_job import Resources
+
+            self.resources = Resources()
         self._base_dir = current_folder()
         self._source_where = caller_position()  # a problem of this step points at this call
         pipeline = building()
@@ -214,12 +218,18 @@ class ComponentNode:
         return sweep_of(self, primary_metric=primary_metric, goal=goal, **settings)
 
     def _step_keys(self) -> dict[str, Any]:
-        """What the step sets besides its inputs and outputs."""
+        """What the step sets besides its inputs and outputs (of a parallel component's step, also
+        its parallel settings set on it: `step.mini_batch_size = "1"`)."""
         from distrun.sdk.plain import to_data
 
         data: dict[str, Any] = {"type": self.type, "component": self.component._step_component()}
-        for key in STEP_SETTINGS:
-            value = getattr(self, key)
+        settings = STEP_SETTINGS
+        if self.type == "parallel":
+            from distrun.sdk.parallel_job import SETTINGS
+
+            settings = tuple(key for key in (*STEP_SETTINGS, *SETTINGS) if key != "distribution")
+        for key in dict.fromkeys(settings):
+            value = getattr(self, key, None)
             if value not in (None, {}):
                 data[key] = to_data(value)
         return data
@@ -284,7 +294,7 @@ class ComponentOperations:
         from distrun.store.components import get_component
 
         registered = get_component(self._home, name, None if version is None else str(version), label)
-        component = _registered_pipeline(registered.file) or load_component(registered.file)
+        component = _registered_by_document(registered.file) or load_component(registered.file)
         component._reference = f"azureml:{registered.name}:{registered.version}"
         return component
 
@@ -296,27 +306,49 @@ class ComponentOperations:
 
 def _registrable(component: Any) -> Component:
     """What `components.create_or_update` takes: a component (loaded, made in Python, or a
-    function's from `@command_component`); anything else is said plainly."""
+    function's from `@command_component`), or a `parallel_run_function`; anything else is said plainly."""
+    from distrun.sdk.parallel_job import ParallelFunction
+
     if isinstance(component, Component):
         return component
+    if isinstance(component, ParallelFunction):
+        return _parallel_component(component)
     if callable(component) and hasattr(component, "_pipeline_function"):
         return _pipeline_component(component)
     raise TypeError(
-        "components.create_or_update takes a component (load_component(...), CommandComponent(...) "
-        f"or an @command_component function), not {type(component).__name__}"
+        "components.create_or_update takes a component (load_component(...), CommandComponent(...), "
+        f"an @command_component function or a parallel_run_function(...)), not {type(component).__name__}"
     )
 
 
-def _registered_pipeline(file: Path) -> Component | None:
-    """A registered pipeline component (a step naming it is checked where its pipeline is); None
-    for a command component, which load_component checks."""
+def _registered_by_document(file: Path) -> Component | None:
+    """A registered pipeline or parallel component (a step naming it is checked where its pipeline
+    is); None for a command component, which load_component checks."""
     from distrun.core.safe_files import read_text
     from distrun.spec.yaml_source import parse_yaml_text
 
     document, _ = parse_yaml_text(read_text(file, 1 << 20), str(file))
-    if not isinstance(document, dict) or document.get("type") != "pipeline":
+    if not isinstance(document, dict) or document.get("type") not in ("pipeline", "parallel"):
         return None
     return Component(document, file)
+
+
+def _parallel_component(function: Any) -> Component:
+    """A `parallel_run_function(...)` as a `type: parallel` component, checked as `distrun
+    component create` checks a parallel component file (its task's code folder made absolute)."""
+    from distrun.loading.parallel_step import check_component_data
+
+    data = function._component_data()
+    for key in ("display_name", "description"):
+        if getattr(function, key):
+            data[key] = getattr(function, key)
+    if function.tags:
+        data["tags"] = dict(function.tags)
+    where = caller_position()
+    check_component_data(data, current_folder(), str(where))
+    component = Component(data, Path(where.source))
+    component._inline = True
+    return component
 
 
 def _pipeline_component(pipeline_function: Any) -> Component:

@@ -15,7 +15,7 @@ import pytest
 from support.cli import REPO
 from support.clusters.k8s_emulator import EmulatedCluster
 from support.jobs import record
-from support.parallel_jobs import appended, one_process_rows, pipeline
+from support.parallel_jobs import appended, entry_stdout, one_process_rows, pipeline
 
 pytestmark = pytest.mark.slow
 WAIT_S = 300
@@ -32,3 +32,5 @@ def test_parallel_steps_on_kubernetes_append_what_one_process_does(
         assert sorted(appended(distrun_home, f"scored.{step}")) == sorted(expected[step]), step
         child = record(distrun_home, f"scored.{step}")
         assert len({p["pod"] for p in child["processes"]}) == 2
+    # Each node's per-process logs came back with its ./logs, every process's init() in its own.
+    assert [entry_stdout(distrun_home, "scored.files", r).count(f"init on rank {r}") for r in range(4)] == [1] * 4

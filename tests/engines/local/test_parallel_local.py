@@ -7,6 +7,7 @@ step names a parallel component registered with `distrun component create`)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -41,6 +42,19 @@ def test_two_nodes_of_two_processes_append_what_one_process_does(run_cli, distru
     # Azure ML's summary files, and the progress line in the run's output.
     result_text = (files_job / "code" / "logs" / "job_result.txt").read_text()
     assert "mini-batches: 6, succeeded: 6, failed: 0" in result_text
+    # Azure ML's per-process logs of the entry script (node<N>/processNNN), beside the rank's own.
+    user = files_job / "code" / "logs" / "user"
+    for rank in range(4):
+        where = f"node{rank // 2}/process{rank % 2:03d}"
+        assert (user / "stdout" / f"{where}.stdout.txt").read_text().count(f"init on rank {rank}") == 1, where
+        assert f"warming up on rank {rank}" in (user / "stderr" / f"{where}.stderr.txt").read_text(), where
+        assert f"warming up on rank {rank}" in logs[rank]
+    assert not list((user / "error").glob("*/*"))  # an error log only where a try failed
+    with open(files_job / "code" / "logs" / "sys" / "job_report" / "processed_mini-batches.csv") as report:
+        rows = list(csv.DictReader(report))
+    assert [(int(r["Mini-batch Id"]), r["Total"], r["Succeeded"], r["Status"]) for r in rows] == [
+        (n, "2", "2", "DONE") for n in range(6)
+    ]
     assert "[files] [0/0] [distrun parallel] mini-batches 6/6, 0 failed," in result.stdout
     shown = run_cli("job", "show", "scored.files").stdout
     assert "Mini-batches: 6/6 ended, 6 succeeded, 0 failed" in shown and "Compute:  local (parallel job)" in shown
@@ -166,6 +180,17 @@ def test_init_failure_bad_mini_batch_and_dead_process(run_cli, distrun_home: Pat
     assert "1 mini-batches failed, more than mini_batch_error_threshold (0)" in summary
     assert "mini-batch 2 (" in summary and "f05.txt" in summary and "failed 2 tries in node" in summary
     assert "ValueError: cannot score f05.txt" in summary
+    # Azure ML's error summary, and each failed try's traceback in its process's error log.
+    assert "ValueError: cannot score f05.txt" in (bad / "code" / "logs" / "user" / "error.txt").read_text()
+    tries = "".join(p.read_text() for p in (bad / "code" / "logs" / "user" / "error").glob("node*/process*.txt"))
+    assert tries.count("mini-batch 2, try ") == 2 and "ValueError: cannot score f05.txt" in tries
+    with open(bad / "code" / "logs" / "sys" / "job_report" / "processed_mini-batches.csv") as report:
+        statuses = {int(r["Mini-batch Id"]): r["Status"] for r in csv.DictReader(report)}
+    assert statuses[2] == "FAILED" and "DONE" in statuses.values()
+    init_errors = "".join(
+        p.read_text() for p in (distrun_home / "jobs" / "broken.init" / "code" / "logs" / "user" / "error").glob("*/*")
+    )
+    assert "init() failed:" in init_errors and "RuntimeError: no model here" in init_errors
     shown = run_cli("job", "show", "broken.bad").stdout
     assert "Mini-batches: " in shown and "mini-batch 2 in node" in shown
     assert "2 tries: ValueError: cannot score f05.txt" in shown

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from support.jobs import record
-from support.parallel_jobs import appended, one_process_rows, pipeline
+from support.parallel_jobs import appended, entry_stdout, one_process_rows, pipeline
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 900  # a loaded machine starts Ray workers slowly
@@ -26,3 +26,5 @@ def test_parallel_steps_on_ray_append_what_one_process_does(
         assert sorted(appended(distrun_home, f"scored.{step}")) == sorted(expected[step]), step
         child = record(distrun_home, f"scored.{step}")
         assert {p["rank"]: p["node_rank"] for p in child["processes"]} == {0: 0, 1: 0, 2: 1, 3: 1}
+    # Each node's per-process logs came back with its ./logs, every process's init() in its own.
+    assert [entry_stdout(distrun_home, "scored.files", r).count(f"init on rank {r}") for r in range(4)] == [1] * 4
