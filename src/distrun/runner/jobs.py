@@ -244,7 +244,13 @@ _observed_lock = threading.Lock()
 
 def refresh(layout: Layout, record: JobRecord) -> JobRecord:
     """A live engine job's record brought up to date from its engine (at most every
-    OBSERVE_EVERY_S in this process: else as the last look wrote it); any other record as it is."""
+    OBSERVE_EVERY_S in this process: else as the last look wrote it); any other record as it is.
+    A Spark job's record gets its application id once its driver named it."""
+    if record.kind is JobKind.SPARK:
+        from distrun.runner.spark_app import with_application_id
+        from distrun.store.index import JobIndex
+
+        record = with_application_id(JobIndex(layout.db_path), record)
     if record.terminal or not record.backend_id:
         return record
     from distrun.backends.cluster import refreshed
