@@ -75,3 +75,19 @@ def test_a_plan_that_is_not_a_spark_jobs_is_left_as_it_is() -> None:
     spec = load_job_data({"command": "echo hi", "resources": {"instance_count": 3}}, "job.yml").spec
     plan = build_plan(spec, PLACEMENT, Bindings())
     assert for_spark(plan) is plan
+
+
+def test_distrun_plan_shows_the_cluster_a_slurm_target_gets(tmp_path: Path) -> None:
+    from distrun.prepare.compute import add_target
+    from distrun.runner.jobs import plan_job
+    from distrun.store.layout import Layout
+
+    run = _on_slurm(tmp_path)  # writes the job's files
+    layout = Layout(tmp_path / "home")
+    add_target(layout.config_path, "hpc", "slurm", {"partition": "debug"})
+    rendered = plan_job(load_job_file(tmp_path / "job.yml"), layout, "hpc")
+    assert [p.name for p in rendered.plan.processes()] == [
+        "rank_0", "spark_master", "spark_worker_0", "spark_worker_1", "spark_worker_2",
+    ]  # fmt: skip
+    assert any("a Spark standalone cluster in its allocation of 3 node(s)" in note for note in rendered.notes)
+    assert run.loaded.spec.resources.instance_count == 3

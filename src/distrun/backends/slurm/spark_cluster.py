@@ -50,8 +50,10 @@ _JAVA = (
 
 
 def marked(plan: LaunchPlan) -> bool:
-    """The plan is a Spark job's that starts a cluster in the allocation."""
-    return any(SPARK_CLUSTER_VAR in proc.env for proc in plan.processes())
+    """The plan is a Spark job's that starts a cluster in the allocation (a job-wide variable: the
+    first process says it, and a plan of thousands of ranks is not walked)."""
+    first = next(plan.processes(), None)
+    return first is not None and SPARK_CLUSTER_VAR in first.env
 
 
 def master_url(plan: LaunchPlan) -> str:
