@@ -91,3 +91,14 @@ def test_distrun_plan_shows_the_cluster_a_slurm_target_gets(tmp_path: Path) -> N
     ]  # fmt: skip
     assert any("a Spark standalone cluster in its allocation of 3 node(s)" in note for note in rendered.notes)
     assert run.loaded.spec.resources.instance_count == 3
+
+
+def test_a_restarted_attempt_waits_for_its_own_workers_logs(tmp_path: Path) -> None:
+    import dataclasses
+
+    again = dataclasses.replace(PLACEMENT, restart_count=2)
+    plan = for_spark(build_plan(_on_slurm(tmp_path).loaded.spec, again, Bindings()))
+    driver, master, _ = plan.nodes[0].processes
+    assert "worker_00.attempt_2.log worker_01.attempt_2.log worker_02.attempt_2.log" in driver.argv[-1]
+    assert '"$DISTRUN_JOB_DIR/spark-cluster/master.attempt_2.log"' in master.argv[-1]
+    assert '"$DISTRUN_JOB_DIR/spark-cluster/worker_01.attempt_2.log"' in plan.nodes[1].processes[0].argv[-1]

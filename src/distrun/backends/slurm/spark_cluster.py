@@ -17,8 +17,9 @@ then SIGKILL, then the launch-marker sweep); one that dies first fails the job, 
 timeout stops them with the driver. They need nothing on the nodes but Java and pyspark's
 distribution (SPARK_HOME, set for the job): the JVMs start with `java` itself, as `spark-class`
 would start them. Their output goes to the job folder, `spark-cluster/master.log` and
-`spark-cluster/worker_NN.log` (one per node), with each worker's folder (`work_NN/`, where its
-executors' logs are) beside them; their stream lines are one line each saying where.
+`spark-cluster/worker_NN.log` (one per node; `.attempt_K.log` for attempt K of a job with
+restarts), with each worker's folder (`work_NN/`, where its executors' logs are) beside them;
+their stream lines are one line each saying where.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 # How long the driver waits for every worker, and a worker for the master's port, before failing.
 JOIN_TIMEOUT_S = 300
 REGISTERED = "Successfully registered with master"
+RESTART_COUNT = "DISTRUN_RESTART_COUNT"  # every process's: which attempt of the job this is
 _FOLDER = f'"$DISTRUN_JOB_DIR/{CLUSTER_FOLDER}"'
 # `java` of JAVA_HOME, else the one on PATH; pyspark's conf and jars, as bin/spark-class uses them.
 # The daemon's heap is Spark's default daemon memory unless SPARK_DAEMON_MEMORY says otherwise; C1
@@ -64,21 +66,27 @@ def _log(name: str) -> str:
     return f'"$DISTRUN_JOB_DIR/{CLUSTER_FOLDER}/{name}"'
 
 
-def master_command(plan: LaunchPlan) -> str:
-    host, port = shlex.quote(plan.master_addr), plan.master_port
+def log_name(daemon: str, attempt: int) -> str:
+    """A daemon's log: one per attempt of a job with restarts (a worker's log of an earlier attempt
+    must not tell the driver that this attempt's worker registered)."""
+    return f"{daemon}.log" if attempt == 0 else f"{daemon}.attempt_{attempt}.log"
+
+
+def master_command(plan: LaunchPlan, attempt: int) -> str:
+    host, port, log = shlex.quote(plan.master_addr), plan.master_port, log_name("master", attempt)
     return "\n".join(
         [
             f"mkdir -p {_FOLDER} || exit 1",
-            f'echo "distrun: Spark master at {master_url(plan)}, its log in {CLUSTER_FOLDER}/master.log"',
-            f"exec {_JAVA} {MASTER_CLASS} --host {host} --port {port} --webui-port 0 >>{_log('master.log')} 2>&1",
+            f'echo "distrun: Spark master at {master_url(plan)}, its log in {CLUSTER_FOLDER}/{log}"',
+            f"exec {_JAVA} {MASTER_CLASS} --host {host} --port {port} --webui-port 0 >>{_log(log)} 2>&1",
         ]
     )
 
 
-def worker_command(plan: LaunchPlan, node: int, host: str) -> str:
+def worker_command(plan: LaunchPlan, node: int, host: str, attempt: int) -> str:
     """Wait (bounded) until the master's port answers, then the worker, its folder and log this node's."""
     master_host, port = shlex.quote(plan.master_addr), plan.master_port
-    log, work = f"worker_{node:02d}.log", f"work_{node:02d}"
+    log, work = log_name(f"worker_{node:02d}", attempt), f"work_{node:02d}"
     return "\n".join(
         [
             f"mkdir -p {_FOLDER}/{work} || exit 1",
@@ -95,9 +103,9 @@ def worker_command(plan: LaunchPlan, node: int, host: str) -> str:
     )
 
 
-def wait_for_workers(nodes: int) -> str:
+def wait_for_workers(nodes: int, attempt: int) -> str:
     """The driver's first lines: every worker's log says it registered, within JOIN_TIMEOUT_S."""
-    logs = " ".join(f"worker_{node:02d}.log" for node in range(nodes))
+    logs = " ".join(log_name(f"worker_{node:02d}", attempt) for node in range(nodes))
     return "\n".join(
         [
             f"for log in {logs}; do",
@@ -136,16 +144,17 @@ def for_spark(plan: LaunchPlan) -> LaunchPlan:
     if not marked(plan):
         return plan
     driver = next(plan.processes())
+    attempt = int(count) if (count := driver.env.get(RESTART_COUNT, "0")).isdigit() else 0
     nodes = []
     for node in plan.nodes:
         worker = _daemon(
             driver, f"spark_worker_{node.node_rank}", "spark-worker", node.node_rank, node.host,
-            worker_command(plan, node.node_rank, node.host),
+            worker_command(plan, node.node_rank, node.host, attempt),
         )  # fmt: skip
         processes = [worker]
         if node.node_rank == 0:
-            master = _daemon(driver, "spark_master", "spark-master", 0, node.host, master_command(plan))
-            run = f"{wait_for_workers(len(plan.nodes))}\n{driver.argv[-1]}"
+            master = _daemon(driver, "spark_master", "spark-master", 0, node.host, master_command(plan, attempt))
+            run = f"{wait_for_workers(len(plan.nodes), attempt)}\n{driver.argv[-1]}"
             env = dict(driver.env, SPARK_LOCAL_IP=node.host)
             main = dataclasses.replace(driver, argv=(*driver.argv[:-1], run), env=env, label="driver")
             processes = [main, master, worker]
