@@ -45,3 +45,24 @@ def test_a_driver_log_swapped_for_a_link_is_not_followed(tmp_path: Path) -> None
     (tmp_path / DRIVER_LOG).write_bytes(LOCAL)
     assert spark_application(tmp_path)["application_id"] == "local-1796582967367"
     assert spark_application(tmp_path / "missing") == {}
+
+
+def test_the_application_id_is_stored_in_the_record_once_the_driver_named_it(tmp_path: Path) -> None:
+    from distrun.core.job_kind import JobKind
+    from distrun.core.job_status import JobStatus
+    from distrun.runner.spark_app import with_application_id
+    from distrun.store.index import JobIndex, JobRecord
+
+    index = JobIndex(tmp_path / "jobs.db")
+    folder = tmp_path / "j1"
+    (folder / "user_logs").mkdir(parents=True)
+    index.insert(JobRecord("j1", JobStatus.RUNNING, "local", str(folder), 1.0, kind=JobKind.SPARK))
+    before = with_application_id(index, index.get("j1"))
+    assert before.spark_application_id is None  # the driver has said nothing yet
+    (folder / DRIVER_LOG).write_bytes(STANDALONE)
+    index.update("j1", status=JobStatus.COMPLETED)
+    seen = with_application_id(index, index.get("j1"))
+    assert seen.spark_application_id == "app-20261206184900-0003"
+    assert index.get("j1").to_dict()["spark_application_id"] == "app-20261206184900-0003"  # data, kept
+    (folder / DRIVER_LOG).write_bytes(LOCAL)  # a later rewrite of the job-writable log changes nothing
+    assert with_application_id(index, index.get("j1")).spark_application_id == "app-20261206184900-0003"

@@ -248,8 +248,8 @@ def test_a_uri_file_input_that_is_a_folder_is_read_in_place_by_spark(tmp_path: P
 
 def test_on_an_engines_target_the_job_is_said_to_run_in_local_mode_on_one_node(tmp_path: Path) -> None:
     loaded = load_job_file(_write(tmp_path, JOB))
-    on_slurm = ready_to_run(loaded, ComputeTarget("hpc", "slurm", {}))  # type: ignore[arg-type]
-    assert "--master 'local[" in on_slurm.loaded.spec.command
-    assert any(note.startswith("compute 'hpc' is slurm: the job runs in Spark's local mode") for note in on_slurm.notes)
+    on_ray = ready_to_run(loaded, ComputeTarget("rc", "ray", {}))  # type: ignore[arg-type]
+    assert "--master 'local[" in on_ray.loaded.spec.command
+    assert any(note.startswith("compute 'rc' is ray: the job runs in Spark's local mode") for note in on_ray.notes)
     on_this_machine = ready_to_run(loaded, ComputeTarget("local", "local", {}))  # type: ignore[arg-type]
-    assert not any("is slurm" in note or "on one node" in note for note in on_this_machine.notes)
+    assert not any("is ray" in note or "on one node" in note for note in on_this_machine.notes)

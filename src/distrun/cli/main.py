@@ -377,6 +377,8 @@ def job_show(name: str | None, name_opt: str | None, output: str) -> None:
         from distrun.runner.spark_app import spark_application
 
         data["spark"] = spark_application(record.folder)
+        if record.spark_application_id:
+            data["spark"]["application_id"] = record.spark_application_id
 
     def text() -> str:
         shown = views().job_show_text(record, _parent_kind(record), metrics)

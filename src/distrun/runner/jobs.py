@@ -96,7 +96,22 @@ def check_target(loaded: LoadedJob, layout: Layout, compute: str | None = None) 
 def plan_job(loaded: LoadedJob, layout: Layout, compute: str | None = None) -> RenderedJob:
     """What the job would be on its compute target, computed without touching the store or the engine."""
     target, backend = check_target(loaded, layout, compute)
-    return with_timeout_notes(backend.plan(loaded, layout, target, loaded.spec.name or PREVIEW_NAME))
+    loaded, said = _spark_ready(loaded, target)
+    rendered = backend.plan(loaded, layout, target, loaded.spec.name or PREVIEW_NAME)
+    if said:
+        rendered = dataclasses.replace(rendered, notes=rendered.notes + said)
+    return with_timeout_notes(rendered)
+
+
+def _spark_ready(loaded: LoadedJob, target: ComputeTarget) -> tuple[LoadedJob, tuple[str, ...]]:
+    """A Spark job as the command job that runs spark-submit with the target's master
+    (`distrun.runner.spark_jobs`), and what is said of it; any other job as it is."""
+    if loaded.kind is not JobKind.SPARK:
+        return loaded, ()
+    from distrun.runner.spark_jobs import ready_to_run
+
+    spark = ready_to_run(loaded, target)  # type: ignore[arg-type]
+    return spark.loaded, spark.notes
 
 
 def with_timeout_notes(rendered: RenderedJob) -> RenderedJob:
@@ -113,12 +128,7 @@ def _prepared(loaded: LoadedJob, layout: Layout, compute: str | None, name: str 
     from distrun.prepare.submission import prepare_job
 
     target, backend = check_target(loaded, layout, compute)
-    said: tuple[str, ...] = ()
-    if loaded.kind is JobKind.SPARK:  # spark-submit with the target's master (`distrun.runner.spark_jobs`)
-        from distrun.runner.spark_jobs import ready_to_run
-
-        spark = ready_to_run(loaded, target)  # type: ignore[arg-type]
-        loaded, said = spark.loaded, spark.notes
+    loaded, said = _spark_ready(loaded, target)
     backend.preflight(target, loaded.spec)  # an engine that cannot take the job: error, nothing recorded
     prepared = prepare_job(loaded, layout, target, name)
     try:
@@ -244,7 +254,13 @@ _observed_lock = threading.Lock()
 
 def refresh(layout: Layout, record: JobRecord) -> JobRecord:
     """A live engine job's record brought up to date from its engine (at most every
-    OBSERVE_EVERY_S in this process: else as the last look wrote it); any other record as it is."""
+    OBSERVE_EVERY_S in this process: else as the last look wrote it); any other record as it is.
+    A Spark job's record gets its application id once its driver named it."""
+    if record.kind is JobKind.SPARK:
+        from distrun.runner.spark_app import with_application_id
+        from distrun.store.index import JobIndex
+
+        record = with_application_id(JobIndex(layout.db_path), record)
     if record.terminal or not record.backend_id:
         return record
     from distrun.backends.cluster import refreshed

@@ -10,13 +10,19 @@ safe path (no link followed, a bounded head), and only Spark's own lines are mat
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from distrun.core.job_kind import JobKind
 from distrun.core.safe_files import open_beneath
 
-__all__ = ["DRIVER_LOG", "spark_application", "spark_lines"]
+if TYPE_CHECKING:
+    from distrun.store.index import JobIndex, JobRecord
+
+__all__ = ["DRIVER_LOG", "spark_application", "spark_lines", "with_application_id"]
 
 DRIVER_LOG = "user_logs/std_log_process_00.txt"
 # Spark names both before the application's first task: its first lines are enough.
@@ -58,6 +64,18 @@ def application_of(log: bytes) -> dict[str, str]:
 def spark_application(folder: str | Path | None) -> dict[str, str]:
     """The job's application id and UI address from its driver's log ({} before the driver says them)."""
     return application_of(_driver_log_head(Path(folder))) if folder else {}
+
+
+def with_application_id(index: JobIndex, record: JobRecord) -> JobRecord:
+    """A Spark job's record with its application id, stored in it (`spark_application_id`) the
+    first time the record is read after the driver named the id in its log; any other record as it is."""
+    if record.kind is not JobKind.SPARK or record.spark_application_id or not record.folder:
+        return record
+    app = spark_application(record.folder).get("application_id")
+    if not app:
+        return record
+    index.update(record.name, only_if_not_terminal=False, spark_application_id=app)
+    return dataclasses.replace(record, spark_application_id=app)
 
 
 def spark_lines(found: dict[str, str], running: bool, on_cluster: bool = False) -> list[str]:

@@ -5,7 +5,9 @@ On local compute the driver runs `spark-submit` in local mode (`local[N]`, N siz
 master=spark://HOST:PORT`) it runs in **client** deploy mode: the driver stays the one process
 distrun supervises on this machine (its logs, cancel, timeouts and no-orphan guarantees hold,
 and the executors end with it), and Spark's standalone cluster mode does not run Python
-applications. Without pyspark or without Java the error says what to install.
+applications. On a Slurm target the job starts a standalone cluster in its own allocation and
+runs its driver there (`on_allocation`, `distrun.backends.slurm.spark_cluster`). Without pyspark
+or without Java the error says what to install.
 """
 
 from __future__ import annotations
@@ -19,14 +21,23 @@ from pathlib import Path
 
 from distrun.core.errors import DistrunError
 from distrun.prepare.compute import LOCAL, ComputeTarget
+from distrun.spec import models
 from distrun.spec.loaded_spark import LoadedSparkJob
-from distrun.spec.spark_submit import command_job
+from distrun.spec.spark_conf import (
+    EXECUTOR_CORES,
+    EXECUTOR_INSTANCES,
+    EXECUTOR_MEMORY,
+    MAX_EXECUTORS,
+    dynamic_allocation,
+)
+from distrun.spec.spark_submit import ALLOCATION_MASTER, command_job
 
 __all__ = ["INSTALL_JAVA", "INSTALL_SPARK", "SparkRun", "ready_to_run", "spark_home"]
 
 INSTALL_SPARK = "pip install 'distrun[spark]'  (pyspark, which carries spark-submit)"
 INSTALL_JAVA = "install Java 17 or later, e.g. `sudo apt-get install openjdk-17-jre-headless`, or set JAVA_HOME to one"
 SPARK_TARGET = "spark"
+SLURM_TARGET = "slurm"  # a standalone cluster in the job's allocation (`distrun.backends.slurm.spark_cluster`)
 SPARK_3_DEFAULTS = {"spark.sql.ansi.enabled": "false"}
 
 
@@ -65,6 +76,8 @@ def master_of(loaded: LoadedSparkJob, target: ComputeTarget) -> str:
     """local[N] on this machine; the standalone cluster's master on a Spark target."""
     if target.type == SPARK_TARGET:
         return str(target.settings["master"])
+    if target.type == SLURM_TARGET:
+        return ALLOCATION_MASTER
     return f"local[{loaded.local_cores}]"
 
 
@@ -94,11 +107,52 @@ def runtime_note(loaded: LoadedSparkJob) -> str:
 
 
 def engine_note(target: ComputeTarget) -> str:
-    """What a Spark job does on an engine's target (Slurm, Ray, Kubernetes): local mode on one node."""
+    """What a Spark job does on an engine's target without a cluster of its own (Ray, Kubernetes): local
+    mode on one node."""
     return (
         f"compute {target.name!r} is {target.type}: the job runs in Spark's local mode on one node of it (a "
         "standalone Spark cluster across the job's nodes is not started there), its UI on that node"
     )
+
+
+def executor_count(conf: dict[str, str]) -> int:
+    """The executors the job asks for: the instances, or the most dynamic allocation may start."""
+    text = conf.get(MAX_EXECUTORS if dynamic_allocation(conf) else EXECUTOR_INSTANCES, "1").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
+def scala_version(home: Path) -> str:
+    """The Scala version pyspark's jars were built with (what bin/load-spark-env.sh would set):
+    a worker builds its executors' command with it."""
+    for jar in sorted((home / "jars").glob("scala-library-*.jar")):
+        parts = jar.stem.removeprefix("scala-library-").split(".")
+        if len(parts) >= 2 and all(part.isdigit() for part in parts[:2]):
+            return ".".join(parts[:2])
+    return "2.13"
+
+
+def on_allocation(loaded: LoadedSparkJob, home: Path, spec: models.JobSpec) -> tuple[models.JobSpec, str]:
+    """The command job on a Slurm target: one node per executor, each node's worker one executor's
+    size (`spark.executor.cores|memory`), marked for the node agents to start the cluster."""
+    from distrun.backends.slurm.spark_cluster import SPARK_CLUSTER_VAR
+
+    conf = loaded.spark.conf
+    nodes = executor_count(conf)
+    cores, memory = conf.get(EXECUTOR_CORES, "1"), conf.get(EXECUTOR_MEMORY, "1g")
+    variables = {
+        SPARK_CLUSTER_VAR: "standalone",
+        "SPARK_WORKER_CORES": cores,
+        "SPARK_WORKER_MEMORY": memory,
+        "SPARK_SCALA_VERSION": scala_version(home),
+    }
+    resources = models.ResourceConfiguration(instance_count=nodes)
+    spec = spec.model_copy(update={"environment_variables": variables, "resources": resources})
+    note = (
+        f"on Slurm the job starts a Spark standalone cluster in its allocation of {nodes} node(s), one per executor: "
+        f"a master on the first node, a worker on each ({cores} core(s), {memory}), the driver on the first node; "
+        "distrun stops them when the driver ends"
+    )
+    return spec, note
 
 
 def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
@@ -114,13 +168,21 @@ def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
         extra["spark.driver.host"] = str(target.settings["driver_host"])
     spec = command_job(loaded.spark, master_of(loaded, target), extra)
     variables = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable, PROCESS_LABEL_VAR: "driver"}
-    if target.type != SPARK_TARGET:  # local mode talks to no other machine
+    cluster_note = None
+    if target.type == SLURM_TARGET:
+        spec, cluster_note = on_allocation(loaded, home, spec)
+        variables.update(spec.environment_variables)
+    elif target.type != SPARK_TARGET:  # local mode talks to no other machine
         variables["SPARK_LOCAL_IP"] = "127.0.0.1"
-    variables.update(spec.environment_variables)
+    variables.update(loaded.spark.environment_variables)
     spec = spec.model_copy(update={"environment_variables": variables})
     ui = f"http://127.0.0.1:{loaded.spark.conf.get('spark.ui.port', port)}"
-    local = () if target.type == SPARK_TARGET or not loaded.local_note else (loaded.local_note,)
-    if target.type not in (SPARK_TARGET, LOCAL):
+    if target.type == SLURM_TARGET:  # `job show` names its address once the driver started
+        ui = f"port {loaded.spark.conf.get('spark.ui.port', port)} of the allocation's first node"
+    local = () if target.type in (SPARK_TARGET, SLURM_TARGET) or not loaded.local_note else (loaded.local_note,)
+    if cluster_note:
+        local = (cluster_note,)
+    elif target.type not in (SPARK_TARGET, LOCAL):
         local = (*local, engine_note(target))
     runtime = (runtime_note(loaded),) if runtime_defaults(loaded) else ()
     notes = (*local, *runtime, *loaded.notes, f"Spark UI while the job runs: {ui}")

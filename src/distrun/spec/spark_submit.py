@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from distrun.spec import models
 from distrun.spec.spark_models import SparkJobSpec
 
-__all__ = ["SPARK_SUBMIT", "command_job", "submit_command"]
+__all__ = ["ALLOCATION_MASTER", "SPARK_SUBMIT", "command_job", "submit_command"]
 
 # bash expands SPARK_HOME, which distrun sets for the job once it found Spark on this machine.
 SPARK_SUBMIT = '"$SPARK_HOME/bin/spark-submit"'
@@ -24,6 +24,9 @@ SPARK_SUBMIT = '"$SPARK_HOME/bin/spark-submit"'
 # the driver names its application id when it opens it (local mode logs it nowhere else), and
 # the folder is what Spark's history server reads. A job whose conf sets spark.eventLog.* keeps it.
 EVENT_LOG = "$DISTRUN_JOB_DIR/spark-events"
+# The master of a standalone cluster distrun starts in the job's own allocation (Slurm): on its
+# first node, at the port found free there, which bash expands when the driver starts.
+ALLOCATION_MASTER = "spark://${MASTER_ADDR}:${MASTER_PORT}"
 
 
 def _listed(option: str, items: list[str]) -> list[str]:
@@ -32,7 +35,8 @@ def _listed(option: str, items: list[str]) -> list[str]:
 
 def submit_command(spark: SparkJobSpec, master: str, extra_conf: Mapping[str, str] = {}) -> str:
     """`exec spark-submit ...` with the job's master, conf (its own win over `extra_conf`), files and args."""
-    words = ["exec", SPARK_SUBMIT, "--master", shlex.quote(master)]
+    master_word = f'"{master}"' if master == ALLOCATION_MASTER else shlex.quote(master)
+    words = ["exec", SPARK_SUBMIT, "--master", master_word]
     for key, value in {**extra_conf, **spark.conf}.items():
         words += ["--conf", shlex.quote(f"{key}={value}")]
     if not any(key.startswith("spark.eventLog.") for key in spark.conf):

@@ -78,6 +78,7 @@ _ADDED_COLUMNS = (
     ("timeouts", "TEXT"),
     ("kind", "TEXT"),
     ("archived_at", "REAL"),
+    ("spark_application_id", "TEXT"),
 )
 # How long the first connections to a new index retry its set-up (see _initialize).
 _INIT_SECONDS = 60.0
@@ -125,6 +126,8 @@ class JobRecord:
     kind: JobKind = None  # type: ignore[assignment]
     # When `distrun job archive` hid it from `job list` (as Azure ML's archive); None: listed.
     archived_at: float | None = None
+    # A Spark job's application id (local-1765..., app-2026...-0001), once its driver named it.
+    spark_application_id: str | None = None
 
     def __post_init__(self) -> None:
         self.status = JobStatus.of(self.status)

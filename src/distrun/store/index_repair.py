@@ -29,7 +29,7 @@ _JSON_FIELDS = {
 }
 _NUMBERS = ("created_at", "started_at", "ended_at", "launcher_started", "archived_at")
 _TEXTS = ("name", "status", "compute", "folder")
-_OPTIONAL_TEXTS = ("parent",)
+_OPTIONAL_TEXTS = ("parent", "spark_application_id")
 
 
 class DamagedRecordError(DistrunError):

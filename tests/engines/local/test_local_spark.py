@@ -51,6 +51,7 @@ def test_the_record_is_a_spark_jobs(word_count) -> None:
     as_json = json.loads(distrun_cli(home, "job", "show", rec["name"], "-o", "json").stdout)
     app_id = as_json["spark"]["application_id"]  # named by the driver as it opened its event log
     assert re.fullmatch(r"local-[0-9]{13}", app_id)
+    assert as_json["spark_application_id"] == app_id  # stored in the record, as data
     assert f"Spark application: {app_id}" in shown.stdout
     assert "Spark UI:" not in shown.stdout  # it ended with the driver
     assert any(Path(rec["folder"], "spark-events").iterdir())  # what Spark's history server reads

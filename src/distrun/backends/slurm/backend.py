@@ -30,6 +30,7 @@ from distrun.backends.slurm.client import SlurmClient, SlurmJobInfo, SlurmSubmit
 from distrun.backends.slurm.layout import SlurmPaths
 from distrun.backends.slurm.node_agent import outcome_channel
 from distrun.backends.slurm.script import render_batch_script
+from distrun.backends.slurm.spark_cluster import for_spark
 from distrun.backends.slurm.state import distrun_status, job_state, read_canceled_at
 from distrun.backends.slurm.target import SlurmSettings, pinned_master_port, slurm_time_limit
 from distrun.backends.submission_failure import recorded_as_not_submitted
@@ -144,8 +145,8 @@ def preview_plan(job: JobSpec, job_dir: Path, bindings: Bindings, job_name: str)
         job_dir=str(job_dir),
         run_id=job_name,
     )
-    # The node agents do the same with Slurm's node names (MPI jobs' hostfile).
-    return slurm_mpi.for_slurm(build_plan(job, placement, bindings), hosts)
+    # The node agents do the same with Slurm's node names (MPI jobs' hostfile), and a Spark job's cluster.
+    return for_spark(slurm_mpi.for_slurm(build_plan(job, placement, bindings), hosts))
 
 
 def _notes(job: JobSpec, target: SlurmSettings, home: Path) -> list[str]:

@@ -119,6 +119,7 @@ def outcome_channel(job_dir: Path, node_count: int) -> FolderOutcomeChannel:
 def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
     from distrun.agent import node as agent
     from distrun.backends.slurm import mpi as slurm_mpi
+    from distrun.backends.slurm.spark_cluster import for_spark
     from distrun.plan import task_port_count
 
     stop_requested = agent.note_stop_requests()
@@ -139,7 +140,8 @@ def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
         job,
         container=node_container(job_dir, facts.node_name),
         # MPI: the hostfile names Slurm's nodes, and mpirun may start daemons on them with srun.
-        adapt_plan=lambda plan: slurm_mpi.for_slurm(plan, facts.node_names),
+        # Spark: a standalone cluster over the allocation's nodes.
+        adapt_plan=lambda plan: for_spark(slurm_mpi.for_slurm(plan, facts.node_names)),
         stop_requested=stop_requested,
         preempted_by=preemption_test(job, channel),
     )
