@@ -35,7 +35,9 @@ def test_trials_run_concurrently_across_the_ray_cluster(
     write_mltable(tmp_path / "train", CUSTOMER_COLUMNS, customers(160, seed=1))
     write_mltable(tmp_path / "valid", CUSTOMER_COLUMNS, customers(60, seed=2))
     (tmp_path / "job.yml").write_text(JOB, encoding="utf-8")
-    proc = ray_cli("run", str(tmp_path / "job.yml"), "--compute", ray_target, "--name", "search")
+    proc = ray_cli(
+        "run", str(tmp_path / "job.yml"), "--compute", ray_target, "--name", "search", extra_env={"DISTRUN_MLFLOW": "1"}
+    )
     out, _ = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 0, out[-4000:]
     assert "trials run 2 at a time across the Ray cluster" in out
@@ -51,6 +53,8 @@ def test_trials_run_concurrently_across_the_ray_cluster(
         (distrun_home / "jobs" / "search" / "named-outputs" / "leaderboard" / "leaderboard.json").read_text()
     )
     assert board["leaderboard"] and board["best"]["algorithm"] == "LightGBM"
+    # Each trial recorded as a child run of the job's MLflow run when it was said.
+    assert all(row["run_id"] for row in board["leaderboard"]), board["leaderboard"]
 
 
 def test_the_exit_score_stops_ray_tunes_remaining_trials(tmp_path: Path) -> None:
