@@ -68,6 +68,13 @@ def test_several_series_are_forecast_by_a_calendar_regression_whose_model_scores
     test = pd.read_csv(tmp_path / "test" / "data.csv")
     forecast = mlflow.pyfunc.load_model(str(tmp_path / "model")).predict(test.drop(columns=["sales"]))
     assert len(forecast) == len(test) and all(math.isfinite(value) for value in forecast)
+    # Azure ML's notebooks call the loaded model's forecast(): the same forecasts, and as a column.
+    import mlflow.sklearn
+
+    values, table = mlflow.sklearn.load_model(str(tmp_path / "model")).forecast(
+        test.drop(columns=["sales"]), ignore_data_errors=True
+    )
+    assert list(values) == list(forecast) and list(table["_automl_target_col"]) == list(forecast)
 
 
 @pytest.mark.slow

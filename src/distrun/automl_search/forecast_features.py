@@ -10,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+# The column of Azure ML's forecasting model's transformed table that holds the forecast.
+FORECAST_COLUMN = "_automl_target_col"
 PARTS = ("year", "month", "day", "dayofweek", "dayofyear", "hour")
 
 
@@ -34,6 +36,16 @@ class CalendarModel:
 
     def predict(self, frame: pd.DataFrame) -> Any:
         return self.automl.predict(calendar_features(frame, self.time_column, self.id_columns))
+
+    def forecast(self, X_pred: pd.DataFrame, y_pred: Any = None, ignore_data_errors: bool = False) -> tuple[Any, Any]:
+        """Azure ML's forecasting model call, as its notebooks make it on a loaded model: the
+        forecasts and the table given with them as `_automl_target_col`. A regression over
+        calendar features needs no history before the rows asked for, so `y_pred` (Azure's way
+        to mark the rows to forecast) and `ignore_data_errors` change nothing here."""
+        values = self.predict(X_pred)
+        table = X_pred.copy()
+        table[FORECAST_COLUMN] = values
+        return values, table
 
 
 def last_periods(frame: pd.DataFrame, time_column: str, periods: int) -> tuple[pd.Index, pd.Index]:

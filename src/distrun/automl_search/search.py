@@ -1,7 +1,7 @@
 """One AutoML search with FLAML, as the job's settings say: the estimators and metric in FLAML's
 words (`distrun.spec.automl_names`), the limits (time budget, trials, per-trial time, exit score,
-early termination), the validation Azure ML would use, and the job's cores (one trial at a
-time: spreading trials over a Ray cluster is not done yet, docs/automl.md)."""
+early termination), the validation Azure ML would use, and the job's cores: one trial at a time,
+or `max_concurrent_trials` at a time across the Ray cluster the search runs in."""
 
 from __future__ import annotations
 
@@ -104,34 +104,38 @@ def search(
         say(f"trials run {settings['n_concurrent_trials']} at a time across the Ray cluster")
     with tempfile.TemporaryDirectory(prefix="distrun-automl-") as folder:
         log = Path(folder) / "trials.log"
-        if settings.get("use_ray"):  # Ray Tune's results here, not in the user's ~/ray_results
-            settings["use_ray"] = {"storage_path": str(Path(folder) / "ray")}
         trials = Trials(job.task, metric.azure, metric.greater_is_better, log, say, runs=child_runs(metric.azure))
         if job.limits.exit_score is not None:
-            trials.on_score = _exit_score(automl, job.limits.exit_score, metric.greater_is_better, say)
-        follower = Follower(trials)
-        follower.start()
-        try:
+            trials.on_score = _exit_score(automl, trials, job.limits.exit_score, metric.greater_is_better)
+        if settings.get("use_ray"):
+            from distrun.automl_search.ray_trials import tune_hooks
+
+            # Ray Tune's results here, not in the user's ~/ray_results; each trial said as it ends
+            # by Ray Tune's hooks (FLAML writes its log only when Ray Tune's run is over).
+            settings["use_ray"] = {"storage_path": str(Path(folder) / "ray"), **tune_hooks(trials)}
             automl.fit(X_train=train.X, y_train=train.y, log_file_name=str(log), **settings)
-        finally:
-            follower.stop()
+        else:
+            follower = Follower(trials)
+            follower.start()
+            try:
+                automl.fit(X_train=train.X, y_train=train.y, log_file_name=str(log), **settings)
+            finally:
+                follower.stop()
     classes = getattr(automl, "classes_", None) if job.task == "classification" else None
     labels = [] if classes is None else list(classes)
     return Searched(automl, trials, float(settings["metric"].target_range), labels)
 
 
-def _exit_score(
-    automl: Any, exit_score: float, greater_is_better: bool, say: Callable[[str], None]
-) -> Callable[[float], None]:
+def _exit_score(automl: Any, trials: Trials, exit_score: float, greater_is_better: bool) -> Callable[[float], None]:
     """`limits.exit_score`: once the best trial reaches it, FLAML's search loop ends after the
-    trial in progress (its time budget is spent: FLAML has no stop call of its own)."""
-    said = []
+    trial in progress (its time budget is spent: FLAML has no stop call of its own); on a Ray
+    cluster, Ray Tune stops the trials still running (`ray_trials`)."""
 
     def reached(best: float) -> None:
-        if said or not (best >= exit_score if greater_is_better else best <= exit_score):
+        if trials.stopped or not (best >= exit_score if greater_is_better else best <= exit_score):
             return
-        said.append(best)
-        say(f"exit_score {exit_score} reached ({best:.4f}): no further trials")
+        trials.stopped = True
+        trials.say(f"exit_score {exit_score} reached ({best:.4f}): no further trials")
         automl._state.time_budget = 0  # the loop's own end: time_from_start >= time_budget >= 0
 
     return reached

@@ -1,7 +1,8 @@
-"""The trials as they end: FLAML appends each to its training log; a thread reads the new lines,
-prints one line per trial (algorithm, score, best so far) and records the trial as a child run
-of the job's MLflow run (its algorithm, hyperparameters and metrics), as Azure ML shows an AutoML
-job's trials. The leaderboard is every trial, best first."""
+"""The trials as they end: FLAML appends each to its training log; a thread reads the new lines
+(on a Ray cluster, Ray Tune's hooks give them instead: `ray_trials`), prints one line per trial
+(algorithm, score, best so far) and records the trial as a child run of the job's MLflow run
+(its algorithm, hyperparameters and metrics), as Azure ML shows an AutoML job's trials. The
+leaderboard is every trial, best first."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ class Trials:
     on_score: Callable[[float], None] = lambda score: None
     runs: ChildRuns | None = None
     seen: list[Trial] = field(default_factory=list)
+    stopped: bool = False  # set once the search is to end (its exit score reached)
     _read: int = 0
 
     def best(self) -> Trial | None:
@@ -81,9 +83,10 @@ class Trials:
         for line in data[:end].splitlines():
             record = json.loads(line)
             if "learner" in record and "validation_loss" in record:
-                self._ended(record)
+                self.take(record)
 
-    def _ended(self, record: dict[str, Any]) -> None:
+    def take(self, record: dict[str, Any]) -> None:
+        """One trial that ended, as a line of FLAML's training log has it."""
         metrics = {k: float(v) for k, v in (record.get("logged_metric") or {}).items() if isinstance(v, (int, float))}
         metrics.pop("pred_time", None)
         score = metrics.get(self.primary, float("nan"))
