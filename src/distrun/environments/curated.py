@@ -7,7 +7,8 @@ read). A job names one as `azureml:AzureML-acpt-pytorch-2.2-cuda12.1@latest`,
 any version (or `@latest`) resolves to the one the table has, since the repository publishes
 each environment's latest build only.
 
-Image backends run the image; elsewhere the specification is built like a conda file. On a
+Image backends run the image; elsewhere the specification is built like a conda file, step by
+step where the image installs it in several steps (`curated_layers`, `layered`). On a
 machine without an NVIDIA driver, CUDA wheels and the PyTorch CUDA package index are swapped for
 their CPU builds (`cpu_conda_file`), and conda packages the image provides as system software
 (openssl, CUDA toolkits) are left out, each change said.
