@@ -1,6 +1,7 @@
 """Regenerate distrun's table of Azure ML curated training environments from azureml-assets.
 
     python scripts/curated_environments.py PATH/TO/azureml-assets [--out FILE]
+    python scripts/curated_environments.py --resolve-all [--workers N]
 
 PATH is a clone of https://github.com/Azure/azureml-assets (bare or not): the table is read from
 its HEAD commit with `git show`, and records that commit. Each environment under
@@ -18,13 +19,21 @@ conda file's mapping, gathered from what the Dockerfile installs:
   - the Python version: the conda file's `python=`, else the base image tag's `pyNNN`, else
     spec.yaml's `Python` tag.
 
-Pins that a pip step after the first one installs (security upgrades past what an earlier
-package pins: `protobuf>=5.29.6` over tensorflow's `<5`) are listed again as `later_pins`:
-distrun builds them as overrides, as the image's step-by-step `pip install` has them win.
+The same packages are also recorded as the image installs them, step by step, as `layers` (in
+the Dockerfile's order): the base image's torch, the conda file's conda packages, its `pip:`
+list, then each `pip install` (with `"upgrade": true` for `--upgrade`/`-U`, `"no_deps": true`
+for `--no-deps`) and `conda install` of a RUN. pip lets each step replace what earlier steps
+installed (security upgrades past what an earlier package pins: `distributed>=2026.1.0` over
+azureml-train-automl-runtime's `dask<=2023.2.0`), which one request cannot hold: distrun
+resolves and installs such an environment layer by layer (`distrun.environments.layered`).
 
 Pins written as templates (`pkg=={{latest-pypi-version}}`) are left unpinned; any other templated
 entry is left out. What the base image carries beyond that (system libraries, CUDA, MPI) is not
 in the table: distrun builds the Python part only. Not run by the tests.
+
+`--resolve-all` resolves every environment of distrun's table (not installing) as
+tests/surfaces/test_curated_resolution.py does, and those that take packages from elsewhere than
+PyPI with that part left out (said): one dated line per environment, for the docs.
 """
 
 from __future__ import annotations
@@ -44,15 +53,20 @@ from distrun.environments.dockerfile import parse_dockerfile
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "distrun" / "environments" / "curated_environments.json"
 ENVIRONMENTS = re.compile(r"^assets/training/[^/]+/environments/[^/]+/asset\.yaml$")
-_PIN = re.compile(r"[=<>~!]=|[<>]")
 _TEMPLATED_PIN = re.compile(r"^([A-Za-z0-9_.\-\[\],]+)\s*==\s*\{\{[^}]*\}\}$")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkout", type=Path, help="a clone of Azure/azureml-assets (bare or not)")
+    parser.add_argument("checkout", type=Path, nargs="?", help="a clone of Azure/azureml-assets (bare or not)")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--resolve-all", action="store_true", help="resolve every environment of the table")
+    parser.add_argument("--workers", type=int, default=12, help="resolutions at once (they wait on the network)")
     args = parser.parse_args()
+    if args.resolve_all:
+        return resolve_all(args.workers)
+    if args.checkout is None:
+        parser.error("give a clone of Azure/azureml-assets, or --resolve-all")
     repo = Checkout(args.checkout)
     environments = {}
     for asset in sorted(p for p in repo.files() if ENVIRONMENTS.match(p)):
@@ -70,6 +84,46 @@ def main() -> int:
     args.out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     print(f"{len(environments)} environments from {repo.commit[:12]} -> {args.out}")
     return 0
+
+
+def resolve_all(workers: int) -> int:
+    """Every environment of the table resolved, `workers` at a time; 1 when one does not resolve."""
+    import datetime
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distrun.environments.curated import table
+    from distrun.environments.curated_resolution import NotResolved, build_layers, from_pypi, resolve_curated
+    from distrun.environments.installer import uv_binary
+
+    uv = uv_binary()
+    if uv is None:
+        print("uv is needed: pip install 'distrun[envs]'", file=sys.stderr)
+        return 2
+    names = sorted(table()["environments"], key=lambda name: -len(build_layers(name)[1]))
+
+    def one(name: str) -> str:
+        layers = build_layers(name)[1]
+        pypi_only = not all(from_pypi(line) for layer in layers for line in layer.lines)
+        with tempfile.TemporaryDirectory(prefix=f"curated-{name}-") as folder:
+            try:
+                found = resolve_curated(name, uv, Path(folder), pypi_only=pypi_only)
+            except NotResolved as exc:
+                return f"- {name}: does not resolve: {exc}"
+        said = f", left out: {', '.join(found.left_out)}" if found.left_out else ""
+        replaced = f", {len(found.replaced)} replaced by later steps" if found.replaced else ""
+        return (
+            f"- {name}: resolves ({found.steps} step{'s' if found.steps != 1 else ''}, Python {found.python}, "
+            f"{found.platform}, {len(found.versions)} distributions{replaced}{said})"
+        )
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    with ThreadPoolExecutor(workers) as pool:
+        lines = dict(zip(names, pool.map(one, names), strict=True))
+    print(f"Resolved {started:%Y-%m-%d %H:%M} UTC, table at {table()['commit'][:12]}, uv from PyPI:")
+    for name in sorted(lines):
+        print(lines[name], flush=True)
+    return 1 if any(": does not resolve:" in line for line in lines.values()) else 0
 
 
 class Checkout:
@@ -113,7 +167,7 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
         else:
             conda.append(str(dep))
     base = ""
-    later: list[str] = []  # what pip steps after the first one install: they upgrade past earlier pins
+    layers: list[dict[str, Any]] = [{"conda": list(conda)}, {"pip": list(pip)}]
     args: dict[str, str] = {}  # ARG defaults: `sglang==${SGLANG_VERSION}` is sglang==0.5.11
     for instruction in parse_dockerfile(dockerfile):
         if instruction.keyword == "ARG" and "=" in instruction.arguments:
@@ -123,10 +177,12 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
             base = instruction.arguments.split()[0]
         elif instruction.keyword == "RUN" and instruction.json_form is None:
             for argv in commands(expand(instruction.arguments, args)):
-                before = len(pip)
-                take_command(argv, repo, context, conda, pip)
-                if before:
-                    later += pip[before:]
+                before = (len(pip), len(conda))
+                flags = take_command(argv, repo, context, conda, pip)
+                if len(conda) > before[1]:
+                    layers.append({"conda": conda[before[1] :]})
+                if len(pip) > before[0]:
+                    layers.append({"pip": pip[before[0] :], **{flag: True for flag in sorted(flags)}})
     base_name, _, tag = base.partition(":")
     python = next((d.split("=", 1)[1].strip("=") for d in conda if re.match(r"^python\s*=", d)), None)
     found = re.search(r"py(\d)(\d+)", tag) or re.search(r"py(\d)(\d+)", base_name)
@@ -135,6 +191,8 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
     if python is None and isinstance(spec, dict) and (spec.get("tags") or {}).get("Python"):
         python = str(spec["tags"]["Python"])
     torch = re.search(r"torch(\d)(\d+)(\d)\b", base)
+    if torch:  # the base image has it installed: the first layer, whatever later steps do with it
+        layers.insert(0, {"pip": [f"torch=={torch.group(1)}.{torch.group(2)}.{torch.group(3)}"]})
     if torch and not any(re.match(r"^torch\b(?![-_])", line) for line in pip):
         pip.insert(0, f"torch=={torch.group(1)}.{torch.group(2)}.{torch.group(3)}")
     dependencies: list[Any] = [f"python={python}"] if python else []
@@ -152,9 +210,12 @@ def read_environment(repo: Checkout, folder: str) -> dict[str, Any] | None:
         if channels
         else {"dependencies": dependencies},
     }
-    later_pins = unique(line for line in map(clean, later) if _PIN.search(line) and not line.startswith("-"))
-    if later_pins:
-        entry["later_pins"] = later_pins
+    entry["layers"] = [
+        {**layer, key: cleaned}
+        for layer in layers
+        for key in ("conda" if "conda" in layer else "pip",)
+        if (cleaned := unique(clean(line) for line in layer[key] if not re.match(r"^python\s*=", line)))
+    ]
     return entry
 
 
@@ -188,15 +249,18 @@ def commands(arguments: str) -> list[list[str]]:
     return [argv for argv in out if argv]
 
 
-def take_command(argv: list[str], repo: Checkout, context: str, conda: list[str], pip: list[str]) -> None:
+def take_command(argv: list[str], repo: Checkout, context: str, conda: list[str], pip: list[str]) -> set[str]:
+    """Adds what one command installs to `conda` and `pip`; returns the layer's flags
+    (`upgrade`, `no_deps`) for a `pip install`."""
+    flags: set[str] = set()
     if argv[:2] == ["conda", "run"]:
         if "base" in argv[:6]:
-            return  # conda's own base environment, not the job's
+            return flags  # conda's own base environment, not the job's
         argv = [w for w in argv[2:] if w not in ("--no-capture-output",)]
         while argv and argv[0] in ("-n", "-p", "--name", "--prefix"):
             argv = argv[2:]
     if argv and argv[0].startswith("/opt/miniconda/bin/"):
-        return
+        return flags
     if len(argv) > 2 and re.fullmatch(r"(.*/)?python3?", argv[0]) and argv[1:3] == ["-m", "pip"]:
         argv = ["pip", *argv[3:]]
     program = argv[0].rsplit("/", 1)[-1] if argv else ""
@@ -210,17 +274,20 @@ def take_command(argv: list[str], repo: Checkout, context: str, conda: list[str]
                 pip.append(f"--extra-index-url {next(words, '')}")
             elif word in ("--progress-bar", "--root-user-action", "-c", "--constraint", "-t", "--target"):
                 next(words, None)
+            elif word in ("-U", "--upgrade", "--no-deps"):
+                flags.add("no_deps" if word == "--no-deps" else "upgrade")
             elif not word.startswith("-") and "/" not in word and word != ".":
                 pip.append(word)
     elif program in ("conda", "mamba") and argv[1:2] in (["install"], ["create"]):
         if any(argv[i : i + 2] == ["-n", "base"] for i in range(len(argv))):
-            return
+            return flags
         words = iter(argv[2:])
         for word in words:
             if word in ("-c", "--channel", "-n", "--name", "-p", "--prefix"):
                 next(words, None)
             elif not word.startswith("-"):
                 conda.append(word)
+    return flags
 
 
 def clean(line: str) -> str:

@@ -2,52 +2,52 @@
 
 Each specification, as distrun builds it on this machine (no NVIDIA driver: its CPU build, and
 without the packages that only talk to the Azure ML service), is resolved by `uv pip compile`
-against PyPI, with the pins of the image's later install steps as overrides (as the build has
-them): resolved, not installed (an ACPT one is gigabytes of wheels). Without the
-left-out packages, sklearn-1.5's unpinned `azureml-core` made uv backtrack to azureml-core
-1.0.45, whose ruamel-yaml 0.15.89 does not compile.
+against PyPI for the image's Python and platform (`curated_resolution`): resolved, not
+installed (an ACPT one is gigabytes of wheels). An image that installs in several steps is
+resolved layer by layer, each step preferring what the steps before it chose and replacing it
+where it must, as the image's pip does (ai-ml-automl's `distributed>=2026.1.0` past
+azureml-train-automl-runtime's `dask<=2023.2.0`). Without the left-out service packages,
+sklearn-1.5's unpinned `azureml-core` made uv backtrack to azureml-core 1.0.45, whose
+ruamel-yaml 0.15.89 does not compile. The layered build itself (resolve, then install) runs
+here on a folder of local wheels, with uv and with pip.
 """
 
 from __future__ import annotations
 
-import re
+import json
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from distrun.core.errors import Position
-from distrun.environments.conda_spec import read_conda_data
-from distrun.environments.curated import AZURE_SERVICE_ONLY, cpu_conda_file, curated_overrides, find_curated, table
+from distrun.environments.curated import AZURE_SERVICE_ONLY, find_curated, image_platform, table
+from distrun.environments.curated_resolution import (
+    NotResolved,
+    Resolution,
+    asked_names,
+    build_layers,
+    from_pypi,
+    resolve_curated,
+)
 from distrun.environments.installer import uv_binary
+from distrun.environments.layered import Layer
+from support.wheelhouse import make_wheel
 
 # The module's tests share one resolution of every environment (`resolutions`, module-scoped):
 # on one worker, so that the network-bound resolution runs once per suite, not once per worker.
 pytestmark = pytest.mark.xdist_group("curated_resolution")
 
-RESOLVE_TIMEOUT = 240  # seconds for one specification: a resolver that backtracks for longer fails
-_PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.MULTILINE)
+
+def served_by_pypi(name: str) -> bool:
+    """Every requirement of every step comes from PyPI (this machine reaches PyPI only)."""
+    return all(from_pypi(line) for layer in build_layers(name)[1] for line in layer.lines)
 
 
-def served_by_pypi(lines: list[str]) -> bool:
-    """Every requirement comes from PyPI: no other index and no URL (this machine reaches PyPI only)."""
-    return not any(line.startswith("-") or "://" in line or line.startswith("git+") for line in lines)
-
-
-def build_lines(name: str) -> tuple[str, list[str]]:
-    """The Python version and the pip lines distrun builds the curated `name` from, here."""
-    found = find_curated(f"azureml:AzureML-{name}@latest")
-    assert found is not None
-    data, _ = cpu_conda_file(found.conda_file, cuda=False)
-    where = Position(found.origin)
-    request, problems = read_conda_data(data, Path.cwd(), found.origin, lambda *p: where, "environment")
-    assert problems == [] and request is not None and request.python, (name, problems)
-    return request.python, request.lines()
-
-
-# The curated environments whose packages come from elsewhere than PyPI, which this machine
-# cannot reach, and where they come from: they are not resolved here.
+# The curated environments whose packages come partly from elsewhere than PyPI, which this
+# machine cannot reach, and where from: `scripts/curated_environments.py --resolve-all`
+# resolves them with that part left out (docs/environments-and-data.md has its dated output).
 NOT_FROM_PYPI = {
     "acft-draft-model-training": "a git repository (SpecForge)",
     "acft-hf-nlp-gpu": "the PyTorch index",
@@ -66,110 +66,147 @@ NOT_FROM_PYPI = {
     "automl-gpu": "a spaCy model archive at aka.ms",
     "slime-pytorch-2.9-cuda12.8": "the PyTorch index",
 }
-# From PyPI, but no single resolution holds them yet, even with the later steps' pins as
-# overrides: a later step's package brings dependencies past an earlier package's pins (uv
-# overrides the later step's own pins, not what they pull in), which the image's step-by-step
-# pip install allows.
-NOT_RESOLVED_YET = {
-    "acft-group-relative-policy-optimization": "vllm 0.20.1 needs torch 2.11; the base image's torch is 2.8, which "
-    "the later step upgrades",
-    "acft-rft-training": "sglang 0.5.11 and vllm 0.22.0, installed in separate steps, pin flashinfer-cubin "
-    "0.6.8.post1 and 0.6.11.post2 (and sglang 0.5.11 has manylinux_2_34 wheels only)",
-    "ai-ml-automl": "distributed>=2026.1.0 needs dask 2026; azureml-train-automl-runtime pins dask<=2023.2.0",
-    "ai-ml-automl-dnn": "distributed>=2026.1.0 needs dask 2026; azureml-train-automl-runtime pins dask<=2023.2.0",
-    "ai-ml-automl-dnn-forecasting-gpu": "distributed>=2026.1.0 needs dask 2026; azureml-train-automl-runtime pins "
-    "dask<=2023.2.0",
-    "ai-ml-automl-dnn-gpu": "distributed>=2026.1.0 needs dask 2026; azureml-train-automl-runtime pins dask<=2023.2.0",
-    "ai-ml-automl-dnn-vision-gpu": "azureml-automl-dnn-vision pins numpy<=1.22.3 and pycocotools 2.0.6; the file "
-    "asks numpy 1.23 and pycocotools 2.0.4",
-    "ai-ml-automl-gpu": "distributed>=2026.1.0 needs dask 2026; azureml-train-automl-runtime pins dask<=2023.2.0",
-    "automl-dnn-vision-gpu": "the numpy pins of azureml-responsibleai and azureml-automl-runtime leave no solution "
-    "with the file's numpy 1.23 and torch 2.10",
-}
-RESOLVED = sorted(set(table()["environments"]) - set(NOT_FROM_PYPI) - set(NOT_RESOLVED_YET))
-WORKERS = 8  # resolution waits on the network, not on this machine's cores
+RESOLVED = sorted(set(table()["environments"]) - set(NOT_FROM_PYPI))
+WORKERS = 12  # resolution waits on the network, not on this machine's cores
 
 
-def build_overrides(name: str) -> tuple[str, ...]:
-    found = find_curated(f"azureml:AzureML-{name}@latest")
-    assert found is not None
-    data, _ = cpu_conda_file(found.conda_file, cuda=False)
-    return curated_overrides(found, data)
-
-
-def resolve(name: str, folder: Path) -> dict[str, str]:
-    """`uv pip compile` of the curated `name` as built here: each resolved distribution's version."""
+def resolve(name: str, folder: Path) -> Resolution:
     uv = uv_binary()
     assert uv is not None, "uv is one of distrun's test dependencies"
-    python, lines = build_lines(name)
-    assert served_by_pypi(lines), lines
-    requirements = folder / "requirements.in"
-    requirements.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    lock = folder / "requirements.txt"
-    command = [uv, "pip", "compile", "--quiet", "--python-version", python]
-    command += ["--python-platform", "x86_64-manylinux_2_28", str(requirements), "-o", str(lock)]
-    overrides = build_overrides(name)
-    if overrides:  # the image's later install steps win over earlier packages' pins, as in a build
-        (folder / "overrides.txt").write_text("\n".join(overrides) + "\n", encoding="utf-8")
-        command += ["--override", str(folder / "overrides.txt")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT, check=False)
-    assert done.returncode == 0, f"{name} (Python {python}) does not resolve:\n{done.stderr[-3000:]}"
-    pinned = _PINNED.findall(lock.read_text(encoding="utf-8"))
-    assert pinned or not lines, lock.read_text(encoding="utf-8")  # foundation-model-serve: Python alone
-    return {dist.lower().replace("_", "-"): version for dist, version in pinned}
+    return resolve_curated(name, uv, folder)
 
 
 @pytest.fixture(scope="module")
-def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str] | str]:
-    """Every environment of RESOLVED resolved at once, WORKERS at a time: each one's versions, or
-    why it did not resolve. Each resolution is bounded by RESOLVE_TIMEOUT, so the whole by
-    RESOLVE_TIMEOUT * ceil(len(RESOLVED) / WORKERS)."""
+def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Resolution | str]:
+    """Every environment of RESOLVED resolved at once, WORKERS at a time: each one's resolution,
+    or why it did not resolve. Each `uv pip compile` is bounded by RESOLVE_TIMEOUT."""
 
     uv_binary()  # once, before the threads: sysconfig's first reading is not thread-safe
 
-    def one(name: str) -> dict[str, str] | str:
+    base = tmp_path_factory.mktemp("curated")  # here, not in the threads: mktemp is not thread-safe
+
+    def one(name: str) -> Resolution | str:
+        (base / name).mkdir()
         try:
-            return resolve(name, tmp_path_factory.mktemp(name))
-        except (AssertionError, subprocess.TimeoutExpired) as exc:
+            return resolve(name, base / name)
+        except NotResolved as exc:
             return str(exc)
 
+    # The longest chains of install steps first: they set the wall time.
+    order = sorted(RESOLVED, key=lambda name: -len(build_layers(name)[1]))
     with ThreadPoolExecutor(WORKERS) as pool:
-        return dict(zip(RESOLVED, pool.map(one, RESOLVED), strict=True))
+        return dict(zip(order, pool.map(one, order), strict=True))
 
 
 def test_every_curated_environment_is_resolved_or_named_with_why() -> None:
-    pypi = {name for name in table()["environments"] if served_by_pypi(build_lines(name)[1])}
+    pypi = {name for name in table()["environments"] if served_by_pypi(name)}
     assert set(table()["environments"]) - pypi == set(NOT_FROM_PYPI), sorted(set(table()["environments"]) - pypi)
-    assert not set(NOT_RESOLVED_YET) - pypi and not set(NOT_RESOLVED_YET) & set(NOT_FROM_PYPI)
-    assert len(RESOLVED) >= 13, RESOLVED  # 13 resolve, as distrun builds them here
+    assert len(RESOLVED) == 22, RESOLVED  # every environment whose packages all come from PyPI
 
 
 @pytest.mark.parametrize("name", RESOLVED)
-def test_a_curated_specification_resolves(name: str, resolutions: dict[str, dict[str, str] | str]) -> None:
+def test_a_curated_specification_resolves(name: str, resolutions: dict[str, Resolution | str]) -> None:
     resolved = resolutions[name]
-    assert isinstance(resolved, dict), resolved
-    # What the specification asks for by name is in the resolution.
-    asked = {line.split(";")[0] for line in build_lines(name)[1]}
-    names = {re.split(r"[=<>!~\[ ]", line, maxsplit=1)[0].lower().replace("_", "-") for line in asked}
-    assert names <= set(resolved), sorted(names - set(resolved))
+    assert isinstance(resolved, Resolution), resolved
+    # What the specification asks for by name, in any step, is in the resolution.
+    assert asked_names(name) <= set(resolved.versions), sorted(asked_names(name) - set(resolved.versions))
 
 
 def test_sklearn_1_5_resolves_without_the_azure_ml_service_packages(
-    resolutions: dict[str, dict[str, str] | str],
+    resolutions: dict[str, Resolution | str],
 ) -> None:
     # Asked for unpinned, azureml-core was resolved to 1.0.45, whose ruamel-yaml 0.15.89 does not build.
     resolved = resolutions["sklearn-1.5"]
-    assert isinstance(resolved, dict), resolved
-    assert not set(resolved) & AZURE_SERVICE_ONLY, sorted(set(resolved) & AZURE_SERVICE_ONLY)
-    assert resolved["scikit-learn"].startswith("1.5."), resolved["scikit-learn"]
-    assert "ruamel-yaml" not in resolved or not resolved["ruamel-yaml"].startswith("0.15."), resolved.get("ruamel-yaml")
+    assert isinstance(resolved, Resolution), resolved
+    versions = resolved.versions
+    assert not set(versions) & AZURE_SERVICE_ONLY, sorted(set(versions) & AZURE_SERVICE_ONLY)
+    assert versions["scikit-learn"].startswith("1.5."), versions["scikit-learn"]
+    assert "ruamel-yaml" not in versions or not versions["ruamel-yaml"].startswith("0.15."), versions.get("ruamel-yaml")
 
 
 def test_tensorflow_2_16_takes_the_protobuf_of_the_images_later_step(
-    resolutions: dict[str, dict[str, str] | str],
+    resolutions: dict[str, Resolution | str],
 ) -> None:
     # tensorflow 2.16.2 pins protobuf<5; the image's last step upgrades it to >=5.29.6 anyway.
     for name in ("tensorflow-2.16-cuda11", "tensorflow-2.16-cuda12"):
         resolved = resolutions[name]
-        assert isinstance(resolved, dict), resolved
-        assert resolved["tensorflow"] == "2.16.2" and int(resolved["protobuf"].split(".")[0]) >= 5, resolved
+        assert isinstance(resolved, Resolution), resolved
+        versions = resolved.versions
+        assert versions["tensorflow"] == "2.16.2" and int(versions["protobuf"].split(".")[0]) >= 5, versions
+
+
+def test_ai_ml_automl_resolves_step_by_step_as_its_image(resolutions: dict[str, Resolution | str]) -> None:
+    # azureml-train-automl-runtime pins dask<=2023.2.0; the image's later `pip install --upgrade
+    # distributed>=2026.1.0` replaces it with dask 2026, which one request cannot hold.
+    resolved = resolutions["ai-ml-automl"]
+    assert isinstance(resolved, Resolution), resolved
+    assert resolved.steps >= 8 and resolved.platform == "x86_64-manylinux_2_39", resolved.platform
+    versions = resolved.versions
+    assert int(versions["dask"].split(".")[0]) >= 2026 and int(versions["distributed"].split(".")[0]) >= 2026
+    assert versions["pandas"] == "2.0.0" and versions["azureml-train-automl-runtime"], versions
+    assert any(line.startswith("dask 2023.") for line in resolved.replaced), resolved.replaced
+
+
+def test_acft_rft_resolves_for_the_platform_of_its_image(resolutions: dict[str, Resolution | str]) -> None:
+    # sglang 0.5.11 has manylinux_2_34 wheels only: the image is Ubuntu 22.04 (glibc 2.35).
+    found = find_curated("azureml:AzureML-acft-rft-training@latest")
+    assert found is not None and image_platform(found) == "x86_64-manylinux_2_35"
+    resolved = resolutions["acft-rft-training"]
+    assert isinstance(resolved, Resolution), resolved
+    assert "sglang" in resolved.versions and "vllm" in resolved.versions, resolved.versions
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_a_layered_environment_builds_as_the_images_steps_install(
+    installer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # distrun-early pins distrun-shared<2; a later `--upgrade` step's distrun-later needs
+    # distrun-shared>=2 (one request holding both has no solution); a later step's
+    # distrun-user keeps the distrun-base 1.0 installed before (2.0 is newer); a `--no-deps`
+    # step installs distrun-lone without the distrun-missing it asks for.
+    from distrun.environments.builder import BuildTarget, ensure_environment
+    from distrun.environments.conda_spec import EnvRequest, Requirement, cache_key
+    from distrun.environments.interpreters import find_python
+
+    folder = tmp_path / "wheels"
+    make_wheel(folder, "distrun-early", "1.0", "", requires=("distrun-shared<2",))
+    for version in ("1.0", "2.0"):
+        make_wheel(folder, "distrun-shared", version, "")
+        make_wheel(folder, "distrun-base", version, "")
+    make_wheel(folder, "distrun-later", "1.0", "", requires=("distrun-shared>=2",))
+    make_wheel(folder, "distrun-user", "1.0", "", requires=("distrun-base",))
+    make_wheel(folder, "distrun-lone", "1.0", "", requires=("distrun-missing",))
+    source = ("--no-index", f"--find-links {folder}")
+    layers = (
+        Layer((*source, "distrun-early==1.0", "distrun-base==1.0")),
+        Layer((*source, "distrun-later"), upgrade=True),
+        Layer((*source, "distrun-user")),
+        Layer((*source, "distrun-lone==1.0"), no_deps=True),
+    )
+    monkeypatch.setenv("DISTRUN_ENV_INSTALLER", installer)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    python = find_python(version)
+    assert python is not None
+    lines = tuple(dict.fromkeys(line for layer in layers for line in layer.lines))
+    request = EnvRequest(version, tuple(map(Requirement, lines)), tmp_path, "test", layers=layers)
+    assert cache_key(request, version) != cache_key(EnvRequest(version, request.requirements, tmp_path, "t"), version)
+    env = ensure_environment(BuildTarget(request, python, version, cache_key(request, version)), tmp_path / "home")
+    shown = subprocess.run(
+        [str(env / "bin" / "python"), "-c", LIST_PROBES], capture_output=True, text=True, check=False
+    )
+    assert json.loads(shown.stdout or "{}") == {
+        "distrun-base": "1.0",
+        "distrun-early": "1.0",
+        "distrun-later": "1.0",
+        "distrun-lone": "1.0",
+        "distrun-shared": "2.0",
+        "distrun-user": "1.0",
+    }, shown.stdout + shown.stderr
+    assert len(json.loads((env / "distrun-env.json").read_text())["layers"]) == 4
+
+
+LIST_PROBES = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() "
+    "if d.metadata['Name'].startswith('distrun-')}, sort_keys=True))"
+)

@@ -17,9 +17,10 @@ from distrun.environments.curated import (
     BUILD_SETTING,
     close_names,
     cpu_conda_file,
+    curated_layers,
     curated_note,
-    curated_overrides,
     find_curated,
+    image_platform,
     table,
 )
 
@@ -206,48 +207,107 @@ def test_every_pip_line_of_the_table_is_a_requirement_or_an_option() -> None:
                 assert line.startswith("-") or re.match(r"^[A-Za-z0-9._-]*[A-Za-z][A-Za-z0-9._-]*", line), (name, line)
 
 
-def test_the_pins_of_later_install_steps_override_earlier_packages_pins() -> None:
-    # tensorflow 2.16.2 pins protobuf<5; the image's last `pip install --upgrade` takes
-    # protobuf>=5.29.6 anyway (a security fix), which one request holding both cannot satisfy.
-    tensorflow = find_curated("azureml:AzureML-tensorflow-2.16-cuda12@latest")
-    assert tensorflow is not None and "protobuf>=5.29.6" in tensorflow.later_pins
-    data, _ = cpu_conda_file(tensorflow.conda_file, cuda=False)
-    overrides = curated_overrides(tensorflow, data)
-    assert "protobuf>=5.29.6" in overrides and "cryptography>=46.0.7" in overrides
-    assert not [line for line in overrides if line.startswith(("tensorflow", "azureml-"))], overrides
-    # Only what the build still asks for: a left-out service package is no override.
-    spec = {"dependencies": ["python=3.10", {"pip": ["azureml-core==1.60.0", "numpy==1.26.4", "torch"]}]}
-    found = replace(tensorflow, conda_file=spec, later_pins=("azureml-core==1.60.0", "numpy==1.26.4", "torch"))
-    data, _ = cpu_conda_file(spec, cuda=False)
-    assert curated_overrides(found, data) == ("numpy==1.26.4",)
+def test_the_table_records_the_images_install_steps_in_order() -> None:
+    # ai-ml-automl: torch and friends, the AutoML packages, then `pip install --upgrade
+    # 'distributed>=2026.1.0' ...` past their dask<=2023.2.0, then four `--no-deps` steps.
+    automl = find_curated("azureml:AzureML-ai-ml-automl@latest")
+    assert automl is not None
+    pips = [layer for layer in automl.layers if "pip" in layer]
+    firsts = [layer["pip"][0] for layer in pips]
+    assert firsts.index("py-cpuinfo==5.0.0") < firsts.index("azureml-core") < firsts.index("distributed>=2026.1.0")
+    upgrade = pips[firsts.index("distributed>=2026.1.0")]
+    assert upgrade.get("upgrade") is True and not upgrade.get("no_deps"), upgrade
+    assert pips[-1] == {"pip": ["pandas==2.0.0"], "no_deps": True}, pips[-1]
+    # An ACPT image's torch (its tag's `torch280`) is its first layer, whatever later steps do.
+    grpo = find_curated("azureml:AzureML-acft-group-relative-policy-optimization@latest")
+    assert grpo is not None and grpo.layers[0] == {"pip": ["torch==2.8.0"]}, grpo.layers[0]
+    # conda's packages are a layer before the conda file's `pip:` list, as conda installs them.
     sklearn = find_curated("azureml:AzureML-sklearn-1.0@latest")
-    assert sklearn is not None and sklearn.later_pins == ()
+    assert sklearn is not None and [list(layer) for layer in sklearn.layers] == [["conda"], ["pip"]]
 
 
-def test_overrides_are_part_of_the_cache_key_and_reach_the_installer(tmp_path: Path) -> None:
-    from distrun.environments.builder import install_steps
+def test_a_curated_build_has_the_images_steps_as_layers_without_the_service_packages() -> None:
+    automl = find_curated("azureml:AzureML-ai-ml-automl@latest")
+    assert automl is not None
+    layers, changes = curated_layers(automl, cuda=False)
+    lines = [line for layer in layers for line in layer.lines]
+    assert "distributed>=2026.1.0" in lines and not [line for line in lines if line.startswith("azureml-core")]
+    assert "left out azureml-core (it only talks to the Azure ML service)" in changes, changes
+    assert [layer.no_deps for layer in layers][-4:] == [True] * 4
+    assert any(layer.upgrade and "distributed>=2026.1.0" in layer.lines for layer in layers)
+    # One install step: one request, no layers.
+    serve = find_curated("azureml:AzureML-foundation-model-serve@latest")
+    assert serve is not None and curated_layers(serve, cuda=False) == ((), [])
+
+
+def test_the_platform_of_an_image_is_its_ubuntus_glibc() -> None:
+    platforms = {
+        name: image_platform(found)
+        for name in ("acft-rft-training", "sklearn-1.0", "sklearn-1.5", "tensorflow-2.16-cuda12")
+        if (found := find_curated(f"azureml:AzureML-{name}@latest")) is not None
+    }
+    assert platforms == {
+        "acft-rft-training": "x86_64-manylinux_2_35",
+        "sklearn-1.0": "x86_64-manylinux_2_31",
+        "sklearn-1.5": "x86_64-manylinux_2_39",
+        "tensorflow-2.16-cuda12": "x86_64-manylinux_2_28",
+    }
+
+
+def test_each_layer_is_one_compile_preferring_what_came_before(tmp_path: Path) -> None:
+    from distrun.environments.layered import Layer, compile_command, pinned_versions, resolve_layers
+
+    command = compile_command(
+        "uv", Layer(("--no-index", "Dask[complete]>=1", "x_y"), upgrade=True), tmp_path, tmp_path, []
+    )
+    assert command[-2:] == ["--upgrade-package=dask", "--upgrade-package=x-y"], command
+    assert "--no-deps" in compile_command("uv", Layer(("a==1",), no_deps=True), tmp_path, tmp_path, [])
+    assert pinned_versions("# via x\nDask[complete]==2026.1.0\n    # via y\nx_y==1.0 ; python_version > '3'\n") == {
+        "dask": "2026.1.0",
+        "x-y": "1.0",
+    }
+    # What each compile finds in its output file first (its preferences), and what it is given
+    # back: a stand-in for uv that answers from a table (the real uv runs in test_curated_resolution).
+    answers = {1: "a==1\nshared==1\n", 2: "later==1\nshared==2\n", 3: "b==1\nc==1\n"}
+    seen: dict[int, str] = {}
+
+    def run(argv: list[str], step: int) -> None:
+        output = Path(argv[argv.index("-o") + 1])
+        seen[step] = output.read_text()
+        output.write_text(answers[step])
+
+    layers = [
+        Layer(("a",)),
+        Layer(("later",), upgrade=True),
+        Layer(("b==1",), no_deps=True),
+        Layer(("c==1",), no_deps=True),
+    ]
+    resolved = resolve_layers("uv", layers, [], tmp_path, run)
+    assert seen == {1: "", 2: "a==1\nshared==1\n", 3: ""}, seen  # the two exact --no-deps steps: one compile
+    assert resolved.versions == {"a": "1", "shared": "2", "later": "1", "b": "1", "c": "1"}
+    assert resolved.replaced == ("shared 1 -> 2 (install step 2)",)
+
+
+def test_layers_are_part_of_the_cache_key_and_their_flags_reach_the_installer(tmp_path: Path) -> None:
     from distrun.environments.conda_spec import EnvRequest, Requirement, cache_key
     from distrun.environments.installer import Installer
+    from distrun.environments.layered import Layer
 
-    lines = ("--extra-index-url https://x", "tensorflow==2.16.2", "protobuf>=5.29.6", "numpy")
+    lines = ("tensorflow==2.16.2", "protobuf>=5.29.6")
     plain = EnvRequest("3.11", tuple(map(Requirement, lines)), tmp_path, "x")
-    overridden = replace(plain, overrides=("protobuf>=5.29.6",))
-    assert cache_key(plain, "3.11") != cache_key(overridden, "3.11")
+    layered = replace(plain, layers=(Layer(lines[:1]), Layer(lines[1:], upgrade=True)))
+    assert cache_key(plain, "3.11") != cache_key(layered, "3.11")
+    no_upgrade = replace(layered, layers=(Layer(lines[:1]), Layer(lines[1:])))
+    assert cache_key(layered, "3.11") != cache_key(no_upgrade, "3.11")
     assert cache_key(plain, "3.11") == cache_key(replace(plain, origin="y"), "3.11")
-    assert install_steps(plain, "uv") == [(list(lines), [])]
-    assert install_steps(overridden, "uv") == [(list(lines), ["protobuf>=5.29.6"])]
-    # pip has no overrides: the rest first, then the later step's pins, as the image installs them.
-    assert install_steps(overridden, "pip") == [
-        (["--extra-index-url https://x", "tensorflow==2.16.2", "numpy"], []),
-        (["--extra-index-url https://x", "protobuf>=5.29.6"], []),
-    ]
-    uv = Installer("uv", "/bin/uv").install(tmp_path, tmp_path / "r.txt", tmp_path / "o.txt")
-    assert uv[-2:] == ["--override", str(tmp_path / "o.txt")]
-    assert "--override" not in Installer("uv", "/bin/uv").install(tmp_path, tmp_path / "r.txt")
+    uv = Installer("uv", "/bin/uv").install(tmp_path, tmp_path / "r.txt", ("--no-deps",))
+    pip = Installer("pip", None).install(tmp_path, tmp_path / "r.txt", ("--upgrade",))
+    assert uv[-3:] == ["-r", str(tmp_path / "r.txt"), "--no-deps"] and pip[-1] == "--upgrade", (uv, pip)
 
 
-def test_the_build_note_says_which_later_pins_override(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_build_note_says_the_image_is_built_layer_by_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(BUILD_SETTING, "build")
-    note = curated_note("azureml:AzureML-tensorflow-2.16-cuda12@latest")
-    assert "as the image's later install steps do, " in note and "protobuf>=5.29.6" in note, note
-    assert "override earlier packages' pins" not in curated_note("azureml:AzureML-sklearn-1.0@latest")
+    note = curated_note("azureml:AzureML-ai-ml-automl@latest")
+    assert "resolved and installed layer by layer as the image's 9 install steps are" in note, note
+    assert "left out azureml-core (it only talks to the Azure ML service)" in note, note
+    assert "layer by layer" not in curated_note("azureml:AzureML-foundation-model-serve@latest")

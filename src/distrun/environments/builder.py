@@ -37,6 +37,7 @@ from distrun.core.file_modes import DIR_MODE, make_dirs, make_home
 from distrun.core.helper_processes import start_helper
 from distrun.environments.conda_spec import EnvRequest, Requirement
 from distrun.environments.installer import Installer, choose_installer
+from distrun.environments.layered import Layer, resolve_layers
 from distrun.environments.seal import LAST_USED, MANIFEST, make_read_only, remove_tree, seal_of
 
 __all__ = ["LAST_USED", "MANIFEST", "BuildTarget", "ensure_environment", "env_path", "envs_dir", "is_ready"]
@@ -140,16 +141,12 @@ def _build(target: BuildTarget, final: Path, out: TextIO) -> None:
         seed = installer.seed_pip(tmp, bundled_wheels(tmp / "bin" / "python"))
         if seed is not None:
             _run_step(installer, seed, target, out, "installing pip")
-        if target.request.requirements:
-            for step, (lines, overrides) in enumerate(install_steps(target.request, installer.name)):
-                requirements = tmp / f"distrun-requirements{'-' + str(step) if step else ''}.txt"
-                requirements.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-                override_file = None
-                if overrides:
-                    override_file = tmp / "distrun-overrides.txt"
-                    override_file.write_text("".join(line + "\n" for line in overrides), encoding="utf-8")
-                argv = installer.install(tmp, requirements, override_file)
-                _run_step(installer, argv, target, out, "installing the requirements")
+        if target.request.layers:
+            _install_layers(installer, tmp, target, out)
+        elif target.request.requirements:
+            requirements = tmp / "distrun-requirements.txt"
+            requirements.write_text("".join(line + "\n" for line in target.request.lines()), encoding="utf-8")
+            _run_step(installer, installer.install(tmp, requirements), target, out, "installing the requirements")
         _retarget_scripts(tmp, final)
         make_read_only(tmp)
         _write_manifest(tmp, target, installer, seal_of(tmp))
@@ -161,25 +158,38 @@ def _build(target: BuildTarget, final: Path, out: TextIO) -> None:
     _say(out, f"distrun: environment {target.key[:12]} ready in {time.monotonic() - started:.1f} s: {final}")
 
 
-def install_steps(request: EnvRequest, installer: str) -> list[tuple[list[str], list[str]]]:
-    """The installs that build `request`: (requirement lines, override lines) each.
+def _install_layers(installer: Installer, tmp: Path, target: BuildTarget, out: TextIO) -> None:
+    """An image's install steps, as the image has them: with pip, each one in turn (`--upgrade`,
+    `--no-deps` as the step had them); with uv, each one resolved in turn preferring what the
+    earlier ones chose (`layered`), then what they chose installed at once, without
+    dependencies (it is the whole environment). Each replacement of an earlier choice is said."""
+    layers = target.request.layers
+    if installer.binary is None:
+        for step, layer in enumerate(layers, start=1):
+            requirements = tmp / f"distrun-requirements-{step}.txt"
+            requirements.write_text("".join(line + "\n" for line in layer.lines), encoding="utf-8")
+            argv = installer.install(tmp, requirements, flags=_layer_flags(layer))
+            _run_step(installer, argv, target, out, f"installing step {step} of {len(layers)}")
+        return
+    folder = tmp / "distrun-layers"
+    folder.mkdir()
 
-    uv takes the overrides in one install (`--override`). pip has no such option: it installs the
-    rest first and then the overriding lines, with the option lines (index URLs), as the image's
-    later `pip install` steps do."""
-    lines = request.lines()
-    overrides = list(request.overrides)
-    if not overrides:
-        return [(lines, [])]
-    if installer == "uv":
-        return [(lines, overrides)]
-    named = {_name(line) for line in overrides}
-    options = [line for line in lines if line.startswith("-")]
-    return [([line for line in lines if _name(line) not in named], []), (options + overrides, [])]
+    def run(argv: list[str], step: int) -> None:
+        _run_step(installer, argv, target, out, f"resolving install step {step} of {len(layers)}")
+
+    resolved = resolve_layers(installer.binary, list(layers), ["--python", str(tmp / "bin" / "python")], folder, run)
+    if resolved.replaced:
+        _say(out, f"distrun: as the image's later install steps do, they replace: {'; '.join(resolved.replaced)}")
+    options = list(dict.fromkeys(line for layer in layers for line in layer.lines if line.startswith("-")))
+    requirements = tmp / "distrun-requirements.txt"
+    requirements.write_text("".join(line + "\n" for line in options + resolved.lines()), encoding="utf-8")
+    remove_tree(folder)
+    argv = installer.install(tmp, requirements, flags=("--no-deps",))
+    _run_step(installer, argv, target, out, "installing the requirements")
 
 
-def _name(line: str) -> str:
-    return Requirement(line).name or ""
+def _layer_flags(layer: Layer) -> tuple[str, ...]:
+    return (("--upgrade",) if layer.upgrade else ()) + (("--no-deps",) if layer.no_deps else ())
 
 
 def _umask() -> int:
@@ -355,7 +365,8 @@ def _write_manifest(tmp: Path, target: BuildTarget, installer: Installer, seal: 
         "python": target.python_version,
         "base_interpreter": str(target.python),
         "requirements": target.request.lines(),
-        "overrides": list(target.request.overrides),
+        # An image's install steps, installed in turn (with uv: what they chose is distrun-requirements.txt).
+        "layers": [{"lines": list(x.lines), "upgrade": x.upgrade, "no_deps": x.no_deps} for x in target.request.layers],
         "origin": target.request.origin,
         "installer": installer.name,
         "created_at": time.time(),

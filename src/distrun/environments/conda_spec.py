@@ -21,6 +21,7 @@ from distrun.core.errors import Position, Problem
 from distrun.core.safe_files import read_user_file
 from distrun.core.user_paths import expand_user
 from distrun.environments.context_paths import outside_context
+from distrun.environments.layered import Layer
 
 REQUIREMENTS_FILE_LIMIT = 1 << 20  # a pip requirements file; a named pipe or /dev/zero is refused
 
@@ -112,10 +113,9 @@ class EnvRequest:
     requirements: tuple[Requirement, ...]
     base_dir: Path  # relative paths in option lines resolve here (the installer's cwd)
     origin: str  # the conda file, or "<inline>"
-    # Lines that win over every other requirement on their distribution, a dependency's pins
-    # included (uv's `--override`): a curated image's later `pip install` steps, which upgrade
-    # past what packages of its earlier steps pin.
-    overrides: tuple[str, ...] = ()
+    # An image's install steps, resolved and installed one after the other (`layered`): a
+    # curated image of several steps. Empty: `requirements` is one request.
+    layers: tuple[Layer, ...] = ()
 
     def lines(self) -> list[str]:
         return [r.line for r in self.requirements]
@@ -124,8 +124,8 @@ class EnvRequest:
 def cache_key(request: EnvRequest, python_version: str) -> str:
     """The content hash naming the environment: the Python it uses and the exact pip lines."""
     content: dict[str, Any] = {"format": BUILD_FORMAT, "python": python_version, "requirements": request.lines()}
-    if request.overrides:  # only then: every environment built before keeps its key
-        content["overrides"] = list(request.overrides)
+    if request.layers:  # only then: every environment built before keeps its key
+        content["layers"] = [[list(layer.lines), layer.upgrade, layer.no_deps] for layer in request.layers]
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode("utf-8")).hexdigest()[:32]
 
 

@@ -7,7 +7,8 @@ read). A job names one as `azureml:AzureML-acpt-pytorch-2.2-cuda12.1@latest`,
 any version (or `@latest`) resolves to the one the table has, since the repository publishes
 each environment's latest build only.
 
-Image backends run the image; elsewhere the specification is built like a conda file. On a
+Image backends run the image; elsewhere the specification is built like a conda file, step by
+step where the image installs it in several steps (`curated_layers`, `layered`). On a
 machine without an NVIDIA driver, CUDA wheels and the PyTorch CUDA package index are swapped for
 their CPU builds (`cpu_conda_file`), and conda packages the image provides as system software
 (openssl, CUDA toolkits) are left out, each change said.
@@ -20,9 +21,12 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from distrun.environments.conda_spec import CONDA_ONLY
+from distrun.core.errors import Position
+from distrun.environments.conda_spec import CONDA_ONLY, read_conda_data
+from distrun.environments.layered import Layer
 from distrun.environments.named import reference_name
 
 TABLE = "curated_environments.json"
@@ -69,10 +73,11 @@ class Curated:
     conda_file: dict[str, Any]
     commit: str  # the azureml-assets commit the table was read at
     path: str  # its folder in azureml-assets
-    # What the image's pip steps after the first one install with a version: they upgrade past
-    # what packages of earlier steps pin (tensorflow-2.16's `protobuf>=5.29.6`), as pip allows
-    # step by step, so a build has them override those pins.
-    later_pins: tuple[str, ...] = ()
+    base_image: str = ""  # the image the Dockerfile starts FROM, without its tag
+    # The image's install steps in the Dockerfile's order (`{"pip": [...], "upgrade": true}`,
+    # `{"conda": [...]}`): pip lets each replace what earlier ones installed, past what their
+    # packages pin, so an image of more than one step is resolved layer by layer (`layered`).
+    layers: tuple[dict[str, Any], ...] = ()
 
     @property
     def origin(self) -> str:
@@ -114,7 +119,8 @@ def find_curated(reference: str) -> Curated | None:
         conda_file=entry["conda_file"],
         commit=str(table()["commit"]),
         path=str(entry["path"]),
-        later_pins=tuple(str(line) for line in entry.get("later_pins") or ()),
+        base_image=str(entry.get("base_image") or ""),
+        layers=tuple(entry.get("layers") or ()),
     )
 
 
@@ -159,12 +165,37 @@ def cpu_conda_file(conda_file: dict[str, Any], cuda: bool) -> tuple[dict[str, An
     return {**conda_file, "dependencies": dependencies}, changes
 
 
-def curated_overrides(found: Curated, built: dict[str, Any]) -> tuple[str, ...]:
-    """The pip lines of `built` (what `cpu_conda_file` made of `found`'s specification) that a
-    later install step of the image pins: they override every other pin of their distribution."""
-    later = {_distribution(line) for line in found.later_pins}
-    lines = [str(line) for dep in built.get("dependencies") or [] if isinstance(dep, dict) for line in dep["pip"]]
-    return tuple(line for line in lines if _distribution(line) in later and re.search(r"[=<>~!]", line))
+def curated_layers(found: Curated, cuda: bool) -> tuple[tuple[Layer, ...], list[str]]:
+    """The image's install steps as distrun builds them here (each as `cpu_conda_file` makes
+    it), when there is more than one: then they are resolved and installed layer by layer; and
+    the changes made to them, in words. ((), []) for an image of one step, built as one request."""
+    if len(found.layers) < 2:
+        return (), []
+    where = Position(found.origin)
+    out = []
+    changes: list[str] = []
+    for layer in found.layers:
+        pip = [str(line) for line in layer.get("pip") or ()]
+        data, said = cpu_conda_file({"dependencies": [*map(str, layer.get("conda") or ()), {"pip": pip}]}, cuda)
+        changes += [change for change in said if change not in changes]
+        request, _problems = read_conda_data(data, Path.cwd(), found.origin, lambda *p: where, "environment")
+        lines = tuple(request.lines()) if request is not None else ()
+        if lines:
+            out.append(Layer(lines, upgrade=bool(layer.get("upgrade")), no_deps=bool(layer.get("no_deps"))))
+    return tuple(out), changes
+
+
+# The glibc of the Ubuntu release a base image is built on, as the wheel platform it takes.
+_UBUNTU_GLIBC = {"20.04": "2_31", "22.04": "2_35", "24.04": "2_39"}
+
+
+def image_platform(found: Curated) -> str:
+    """The wheel platform of the image (`x86_64-manylinux_2_35` for an Ubuntu 22.04 base), for
+    resolving its packages as the image takes them; `x86_64-manylinux_2_28` where the base image's
+    name says no Ubuntu release (nvcr.io/nvidia/cuda, whose tag the table does not keep)."""
+    match = re.search(r"ubuntu(\d\d)\.?(\d\d)", found.base_image)
+    glibc = _UBUNTU_GLIBC.get(f"{match.group(1)}.{match.group(2)}") if match else None
+    return f"x86_64-manylinux_{glibc or '2_28'}"
 
 
 def _distribution(line: str) -> str:
@@ -267,11 +298,16 @@ def curated_note(reference: str) -> str:
         )
     version = _version_words(found)
     if build_curated():
-        data, changes = cpu_conda_file(found.conda_file, cuda_here())
+        layers, changes = curated_layers(found, cuda_here())
+        if not layers:
+            changes = cpu_conda_file(found.conda_file, cuda_here())[1]
         said = f"; for this machine: {'; '.join(changes)}" if changes else ""
-        overrides = curated_overrides(found, data)
-        if overrides:
-            said += f"; as the image's later install steps do, {', '.join(overrides)} override earlier packages' pins"
+        if layers:
+            said += (
+                f"; resolved and installed layer by layer as the image's {len(layers)} install steps are, each later "
+                "step replacing what earlier ones chose where it must, past their packages' pins (pip in the image "
+                "does the same, with a warning); the build says each replacement"
+            )
         return (
             f"environment {reference}: curated {found.name}{version} (image {found.image}), built as a uv "
             f"environment from its specification in azureml-assets at {found.commit[:12]}{said}"

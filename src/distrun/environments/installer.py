@@ -49,14 +49,14 @@ class Installer:
             return [self.binary, "pip", "install", "--python", python, "--offline", "--no-deps", *map(str, bundled)]
         return [self.binary, "pip", "install", "--python", python, "pip"]
 
-    def install(self, folder: Path, requirements: Path, overrides: Path | None = None) -> list[str]:
-        """The install command; `overrides` (uv only: pip has no such option, the builder installs
-        them in a second step as an image does) win over every other pin of their distribution."""
+    def install(self, folder: Path, requirements: Path, flags: tuple[str, ...] = ()) -> list[str]:
+        """The install command; `flags` (`--upgrade`, `--no-deps`: an image's install step)
+        mean the same to both."""
         python = str(folder / "bin" / "python")
         if self.binary is not None:
-            extra = ["--override", str(overrides)] if overrides is not None else []
-            return [self.binary, "pip", "install", "--python", python, "-r", str(requirements), *extra]
-        return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-r", str(requirements)]
+            return [self.binary, "pip", "install", "--python", python, "-r", str(requirements), *flags]
+        pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+        return [*pip, "-r", str(requirements), *flags]
 
     def env(self) -> dict[str, str]:
         # Never download an interpreter: an unavailable Python is an error found before the build.

@@ -74,7 +74,7 @@ def rank_python(
 def _from_curated(reference: str) -> tuple[RankPython | None, list[Problem]]:
     """A curated Azure ML name: its specification built like a conda file, when asked to
     (`DISTRUN_CURATED_ENVIRONMENTS=build`); else distrun's own Python, as an unknown name."""
-    from distrun.environments.curated import build_curated, cpu_conda_file, cuda_here, curated_overrides, find_curated
+    from distrun.environments.curated import build_curated, cpu_conda_file, cuda_here, curated_layers, find_curated
 
     found = find_curated(reference)
     if found is None or not build_curated():
@@ -84,7 +84,7 @@ def _from_curated(reference: str) -> tuple[RankPython | None, list[Problem]]:
     request, problems = read_conda_data(data, Path.cwd(), found.origin, lambda *p: where, "environment")
     if request is None or problems:
         return None, problems
-    request = replace(request, overrides=curated_overrides(found, data))
+    request = replace(request, layers=curated_layers(found, cuda_here())[0])
     built, more = _buildable(request, lambda *p: where, ("environment",))
     if built is None:
         return None, more
