@@ -25,6 +25,8 @@ words = spark.sparkContext.textFile(args.text).flatMap(str.split)
 counts = words.map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b)
 spark.createDataFrame(counts, ["word", "n"]).coalesce(1).write.mode("overwrite").csv(args.counts)
 print("executors", spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1, flush=True)
+# printed by each executor's Python worker (on a cluster: the executor's stdout, on its worker)
+spark.sparkContext.parallelize(range(2), 2).foreach(lambda i: print("marker of partition", i, flush=True))
 spark.stop()
 """
 
