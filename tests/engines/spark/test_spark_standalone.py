@@ -4,6 +4,7 @@ two executors on the cluster's two workers. One job run is shared by the asserti
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -44,6 +45,20 @@ def test_the_job_runs_on_the_clusters_two_executors(on_cluster, spark_cluster: S
     assert len(ran) >= 2  # each worker ran one of the job's executors
     shown = distrun_cli(home, "job", "show", rec["name"]).stdout
     assert f"Executors' logs:   on the cluster's workers, SPARK_WORKER_DIR/{app_id}/N/stderr" in shown
+
+
+def test_the_executors_logs_are_streamed_and_kept_with_their_roles(on_cluster) -> None:
+    home, _, _, result = on_cluster
+    # each executor's Python worker printed one marker, in its worker's work folder on the cluster
+    streamed = re.findall(r"^\[executor ([0-9]+)\] marker of partition ([01])$", result.stdout, re.MULTILINE)
+    assert sorted(partition for _, partition in streamed) == ["0", "1"], result.stdout[-3000:]
+    assert "[driver] marker of partition" not in result.stdout
+    name = only_job(home)
+    logs = Path(record(home, name)["folder"], "user_logs")
+    for executor, partition in streamed:
+        assert f"marker of partition {partition}" in (logs / f"std_log_executor_{executor}.txt").read_text()
+    kept = distrun_cli(home, "job", "stream", name).stdout  # read back from the job's folder, by role
+    assert all(f"[executor {executor}] marker of partition {partition}" in kept for executor, partition in streamed)
 
 
 def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster, tmp_path: Path) -> None:
