@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from distrun.backends.spark.executor_logs import (
@@ -58,3 +59,13 @@ def test_an_executors_log_keeps_its_role_and_a_planted_link_is_not_written_throu
     assert elsewhere.read_bytes() == b""
     assert (tmp_path / "user_logs" / "std_log_executor_1.txt").read_bytes() == b"marker\n"
     assert shown == [("std_log_executor_1.txt:stdout", "executor 1", b"marker\n")]
+
+
+def test_a_worker_that_does_not_answer_is_left_for_the_next_pass(tmp_path: Path) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    source = Source("0", "stderr", f"http://127.0.0.1:{port}/log/?appId=app-1&executorId=0&logType=stderr")
+    follower = ExecutorLogs(tmp_path, f"http://127.0.0.1:{port}")
+    assert follower._pass() is False  # no driver UI, no worker: nothing read, nothing raised
+    assert follower._read(source) is False and (source.reached, source.offset) == (False, 0)

@@ -56,6 +56,7 @@ class Source:
     log_type: str
     url: str  # the worker's /log/ endpoint with the application, executor and log type
     offset: int = 0
+    reached: bool = True  # whether its worker answered the last time it was asked
 
 
 def log_sources(executors: object) -> list[Source]:
@@ -132,7 +133,8 @@ class ExecutorLogs:
             self._find_executors()
         read = False
         for source in list(self._sources.values()):
-            read = self._read(source) or read
+            if find or source.reached:  # the last reads ask only the workers that answer
+                read = self._read(source) or read
         return read
 
     def _find_executors(self) -> None:
@@ -152,7 +154,9 @@ class ExecutorLogs:
         try:
             parsed = parse_log_reply(_get(f"{source.url}&{query}", READ_BYTES + 4096))
         except OSError:
+            source.reached = False  # a worker this machine does not reach: its lines stay there
             return False
+        source.reached = True
         if parsed is None:
             return False
         end, data = parsed
