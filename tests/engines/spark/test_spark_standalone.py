@@ -12,7 +12,7 @@ import pytest
 
 from support.cli import distrun_cli
 from support.clusters.spark_cluster import SparkCluster
-from support.jobs import only_job, record
+from support.jobs import only_job, record, wait_for
 from support.spark_jobs import COUNTS, WORD_COUNT, read_counts, spark_home, write_spark_job
 
 
@@ -59,6 +59,18 @@ def test_the_executors_logs_are_streamed_and_kept_with_their_roles(on_cluster) -
         assert f"marker of partition {partition}" in (logs / f"std_log_executor_{executor}.txt").read_text()
     kept = distrun_cli(home, "job", "stream", name).stdout  # read back from the job's folder, by role
     assert all(f"[executor {executor}] marker of partition {partition}" in kept for executor, partition in streamed)
+
+
+def test_a_job_created_in_the_background_keeps_its_executors_logs(on_cluster) -> None:
+    home, _, _, _ = on_cluster
+    job = home.parent / "job" / "job.yml"  # the same job, supervised by a background launcher
+    created = distrun_cli(home, "job", "create", "--name", "behind", "--file", str(job))
+    assert created.returncode == 0, created.stdout + created.stderr
+    wait_for(lambda: record(home, "behind")["status"] in ("Completed", "Failed"), timeout=240)
+    assert record(home, "behind")["status"] == "Completed"
+    logs = Path(record(home, "behind")["folder"], "user_logs")
+    kept = "".join(path.read_text() for path in sorted(logs.glob("std_log_executor_*.txt")))
+    assert "marker of partition 0" in kept and "marker of partition 1" in kept
 
 
 def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster, tmp_path: Path) -> None:
