@@ -25,6 +25,9 @@ words = spark.sparkContext.textFile(args.text).flatMap(str.split)
 counts = words.map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b)
 spark.createDataFrame(counts, ["word", "n"]).coalesce(1).write.mode("overwrite").csv(args.counts)
 print("executors", spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1, flush=True)
+# written by each executor's Python worker (on a cluster: into the executor's log, on its worker),
+# one write a line (to stderr: a worker's stdout is Spark's): in local mode they share the driver's
+spark.sparkContext.parallelize(range(2), 2).foreach(lambda i: os.write(2, f"marker of partition {i}\\n".encode()))
 spark.stop()
 """
 

@@ -21,6 +21,8 @@ STANDALONE = (
 def test_the_id_and_ui_are_read_from_sparks_own_lines() -> None:
     assert application_of(LOCAL) == {"application_id": "local-1796582967367", "ui": "http://127.0.0.1:4041"}
     assert application_of(STANDALONE) == {"application_id": "app-20261206184900-0003", "ui": "http://127.0.0.1:4040"}
+    single = b"INFO SingleEventLogFileWriter: Logging events to file:/j/spark-events/local-1796590430440.inprogress\n"
+    assert application_of(single) == {"application_id": "local-1796590430440"}  # distrun's one-file event log
     assert application_of(b"print('app-1 local-2')\n") == {}
 
 

@@ -79,6 +79,8 @@ def test_a_spark_job_loads_as_the_command_job_that_runs_spark_submit(tmp_path: P
         f"local[{loaded.local_cores}]",
     ]
     assert "spark.eventLog.dir=$DISTRUN_JOB_DIR/spark-events" in words
+    # one uncompressed file: a single chmod at its start, no native compression library loaded
+    assert {"spark.eventLog.compress=false", "spark.eventLog.rolling.enabled=false"} <= set(words)
     assert "spark.sql.shuffle.partitions=4" in words and words[words.index("--py-files") + 1] == "helpers.py"
     assert words[-5:] == ["prep.py", "--raw", "<inputs.raw>", "--prepared", "<outputs.prepared>"]
     assert loaded.spec.code == "./src" and set(loaded.spec.inputs) == {"raw"}

@@ -19,7 +19,7 @@ from typing import BinaryIO
 from distrun.agent.line_stream import LineStream
 from distrun.core.safe_files import open_regular
 from distrun.store.layout import JobFolder
-from distrun.store.log_labels import log_labels
+from distrun.store.log_labels import label_of_unplanned, log_labels
 
 __all__ = ["follow_logs", "lines_of", "log_files", "log_labels", "tail_bytes"]
 
@@ -69,7 +69,7 @@ def follow_logs(
             if only is not None and path.name != only:
                 continue
             if path.name not in offsets:
-                label, node = labels.get(path.name, (path.stem, 0))
+                label, node = labels.get(path.name) or label_of_unplanned(path.name)
                 stream.add(path.name, label if prefix else None, node)
                 offsets[path.name] = 0
             inode = _inode(path)

@@ -155,6 +155,19 @@ def on_allocation(loaded: LoadedSparkJob, home: Path, spec: models.JobSpec) -> t
     return spec, note
 
 
+# A job's environment (a conda file distrun built, a named one with its own Python) puts its
+# Python first: VIRTUAL_ENV's (for a built one, the job's own layer over it). The driver and
+# every executor's Python workers run it: Spark hands PYSPARK_PYTHON's path to the executors,
+# so their workers import what the environment has (on a cluster, a path the workers share).
+ENVIRONMENT_PYTHON = 'if [ -x "$VIRTUAL_ENV/bin/python" ]; then export PYSPARK_PYTHON="$VIRTUAL_ENV/bin/python"; fi; '
+
+
+def with_environment_python(loaded: LoadedSparkJob, command: str) -> str:
+    """`command` run with the job's environment's Python as Spark's (distrun's own where the
+    job has none); a PYSPARK_PYTHON the job sets itself stays."""
+    return command if "PYSPARK_PYTHON" in loaded.spark.environment_variables else ENVIRONMENT_PYTHON + command
+
+
 def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     """The job's command for `target`, with Spark's home, the driver's Python and a free UI port."""
     from distrun.backends.ports import free_ports
@@ -175,7 +188,8 @@ def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     elif target.type != SPARK_TARGET:  # local mode talks to no other machine
         variables["SPARK_LOCAL_IP"] = "127.0.0.1"
     variables.update(loaded.spark.environment_variables)
-    spec = spec.model_copy(update={"environment_variables": variables})
+    command = with_environment_python(loaded, spec.command or "")
+    spec = spec.model_copy(update={"environment_variables": variables, "command": command})
     ui = f"http://127.0.0.1:{loaded.spark.conf.get('spark.ui.port', port)}"
     if target.type == SLURM_TARGET:  # `job show` names its address once the driver started
         ui = f"port {loaded.spark.conf.get('spark.ui.port', port)} of the allocation's first node"

@@ -27,6 +27,14 @@ EVENT_LOG = "$DISTRUN_JOB_DIR/spark-events"
 # The master of a standalone cluster distrun starts in the job's own allocation (Slurm): on its
 # first node, at the port found free there, which bash expands when the driver starts.
 ALLOCATION_MASTER = "spark://${MASTER_ADDR}:${MASTER_PORT}"
+# One uncompressed file, not Spark 4's default (rolling files, zstd): Hadoop's local filesystem
+# forks a `chmod` per file and folder it makes (7 for a rolling log, 1 for a single file), and
+# zstd loads its native library, on every job's start; a job's event log is small.
+EVENT_LOG_CONF = (
+    "spark.eventLog.enabled=true",
+    "spark.eventLog.compress=false",
+    "spark.eventLog.rolling.enabled=false",
+)
 
 
 def _listed(option: str, items: list[str]) -> list[str]:
@@ -41,7 +49,8 @@ def submit_command(spark: SparkJobSpec, master: str, extra_conf: Mapping[str, st
         words += ["--conf", shlex.quote(f"{key}={value}")]
     if not any(key.startswith("spark.eventLog.") for key in spark.conf):
         words = ["mkdir", "-p", f'"{EVENT_LOG}"', "&&", *words]
-        words += ["--conf", "spark.eventLog.enabled=true", "--conf", f'"spark.eventLog.dir={EVENT_LOG}"']
+        words += [word for setting in EVENT_LOG_CONF for word in ("--conf", setting)]
+        words += ["--conf", f'"spark.eventLog.dir={EVENT_LOG}"']
     jars = list(spark.jars)
     if spark.entry.class_name:
         words += ["--class", shlex.quote(spark.entry.class_name)]

@@ -7,11 +7,26 @@ without a shared filesystem (Kubernetes) splits its pods' logs back into those f
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from distrun.core.safe_files import read_text
 from distrun.plan.common import process_log_name
 from distrun.store.layout import JobFolder
+
+# A Spark job's executors' logs (`distrun.backends.spark.executor_logs`), one per executor id.
+_EXECUTOR_LOG = re.compile(r"std_log_executor_([0-9]{1,9})\.txt")
+
+
+def executor_log_name(executor_id: str) -> str:
+    """The log an executor of a Spark job's standalone cluster has in the job's user_logs."""
+    return f"std_log_executor_{executor_id}.txt"
+
+
+def label_of_unplanned(name: str) -> tuple[str, int]:
+    """The label of a log file the plan does not name: an executor's by its role, else its stem."""
+    executor = _EXECUTOR_LOG.fullmatch(name)
+    return (f"executor {executor.group(1)}", 0) if executor else (name.removesuffix(".txt"), 0)
 
 
 def log_labels(folder: JobFolder) -> dict[str, tuple[str, int]]:

@@ -5,11 +5,13 @@ a datastore folder, its notes, its record; one waiting job is SIGKILLed with dis
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,13 +19,41 @@ import pytest
 from support.cli import distrun_cli, start_distrun_cli
 from support.jobs import only_job, processes_of_job, record, wait_for
 from support.spark_jobs import COUNTS, WAITS, WORD_COUNT, read_counts, spark_home, write_spark_job
+from support.wheelhouse import make_wheel
+
+PROBE = "distrun-spark-probe"
+# The environment's package, imported by each executor's Python worker (in a task) and by the driver.
+USES_PROBE = """\
+import distrun_spark_probe
+print("driver probe", distrun_spark_probe.VALUE, flush=True)
+found = spark.sparkContext.parallelize(range(2), 2).map(lambda _: __import__("distrun_spark_probe").VALUE).collect()
+print("executors' probe", sorted(set(found)), flush=True)
+"""
+
+
+def _environment(wheels: Path) -> str:
+    """A conda file whose one package (made here, installed from a local folder) distrun's own
+    Python does not have."""
+    make_wheel(wheels, PROBE, "1.0", "VALUE = 'probe-1.0'\n")
+    return textwrap.dedent(f"""\
+        environment:
+          image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04
+          conda_file:
+            dependencies:
+              - python={sys.version_info.major}.{sys.version_info.minor}
+              - pip:
+                  - --no-index
+                  - --find-links {wheels}
+                  - {PROBE}==1.0
+        """)
 
 
 @pytest.fixture(scope="module")
 def word_count(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
     root = tmp_path_factory.mktemp("spark_local")
     home, store = spark_home(root)
-    job = write_spark_job(root / "job", "count.py", WORD_COUNT)
+    program = WORD_COUNT.replace("spark.stop()", USES_PROBE + "spark.stop()")
+    job = write_spark_job(root / "job", "count.py", program, extra=_environment(root / "wheels"))
     return home, store, distrun_cli(home, "run", str(job), timeout=240)
 
 
@@ -32,6 +62,14 @@ def test_the_job_runs_in_local_mode_and_writes_its_direct_output_where_it_resolv
     assert result.returncode == 0, result.stdout + result.stderr
     assert read_counts(store / "counts") == COUNTS
     assert "[driver] executors 0" in result.stdout  # local mode: the executor is the driver's JVM
+    assert "[driver] marker of partition 1" in result.stdout  # and its Python workers' lines are the driver's
+
+
+def test_the_environments_package_reaches_the_driver_and_the_executors_python_workers(word_count) -> None:
+    _, _, result = word_count
+    assert importlib.util.find_spec("distrun_spark_probe") is None  # not in distrun's own Python
+    assert "[driver] driver probe probe-1.0" in result.stdout
+    assert "[driver] executors' probe ['probe-1.0']" in result.stdout
 
 
 def test_what_is_not_honoured_is_said_once_and_the_ui_is_named(word_count) -> None:

@@ -4,6 +4,7 @@ two executors on the cluster's two workers. One job run is shared by the asserti
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from support.cli import distrun_cli
 from support.clusters.spark_cluster import SparkCluster
-from support.jobs import only_job, record
+from support.jobs import only_job, record, wait_for
 from support.spark_jobs import COUNTS, WORD_COUNT, read_counts, spark_home, write_spark_job
 
 
@@ -44,6 +45,32 @@ def test_the_job_runs_on_the_clusters_two_executors(on_cluster, spark_cluster: S
     assert len(ran) >= 2  # each worker ran one of the job's executors
     shown = distrun_cli(home, "job", "show", rec["name"]).stdout
     assert f"Executors' logs:   on the cluster's workers, SPARK_WORKER_DIR/{app_id}/N/stderr" in shown
+
+
+def test_the_executors_logs_are_streamed_and_kept_with_their_roles(on_cluster) -> None:
+    home, _, _, result = on_cluster
+    # each executor's Python worker printed one marker, in its worker's work folder on the cluster
+    streamed = re.findall(r"^\[executor ([0-9]+)\] marker of partition ([01])$", result.stdout, re.MULTILINE)
+    assert sorted(partition for _, partition in streamed) == ["0", "1"], result.stdout[-3000:]
+    assert "[driver] marker of partition" not in result.stdout
+    name = only_job(home)
+    logs = Path(record(home, name)["folder"], "user_logs")
+    for executor, partition in streamed:
+        assert f"marker of partition {partition}" in (logs / f"std_log_executor_{executor}.txt").read_text()
+    kept = distrun_cli(home, "job", "stream", name).stdout  # read back from the job's folder, by role
+    assert all(f"[executor {executor}] marker of partition {partition}" in kept for executor, partition in streamed)
+
+
+def test_a_job_created_in_the_background_keeps_its_executors_logs(on_cluster) -> None:
+    home, _, _, _ = on_cluster
+    job = home.parent / "job" / "job.yml"  # the same job, supervised by a background launcher
+    created = distrun_cli(home, "job", "create", "--name", "behind", "--file", str(job))
+    assert created.returncode == 0, created.stdout + created.stderr
+    wait_for(lambda: record(home, "behind")["status"] in ("Completed", "Failed"), timeout=240)
+    assert record(home, "behind")["status"] == "Completed"
+    logs = Path(record(home, "behind")["folder"], "user_logs")
+    kept = "".join(path.read_text() for path in sorted(logs.glob("std_log_executor_*.txt")))
+    assert "marker of partition 0" in kept and "marker of partition 1" in kept
 
 
 def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster, tmp_path: Path) -> None:

@@ -13,13 +13,19 @@ such a target (`distrun.runner.jobs.check_target` says so for any other).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from distrun.backends.local.backend import LocalBackend
+from distrun.backends.base import RenderedJob
+from distrun.backends.local.backend import LocalBackend, execute
 from distrun.backends.settings import validated_settings
+from distrun.backends.spark.executor_logs import ExecutorLogs, driver_ui
+from distrun.backends.spark.live_output import ExecutorLines, SharedOutput
+from distrun.plan.model import LaunchPlan
+from distrun.store.index import JobRecord
+from distrun.store.layout import Layout
 
 _MASTER = re.compile(r"spark://[A-Za-z0-9.\-]+:[0-9]{1,5}(,[A-Za-z0-9.\-]+:[0-9]{1,5})*")
 
@@ -58,6 +64,27 @@ class SparkStandaloneBackend(LocalBackend):
     engine: ClassVar[str] = "Spark standalone"
     restarts: ClassVar[bool] = True
     settings_model: ClassVar[type[SparkSettings]] = SparkSettings  # type: ignore[assignment]
+    launcher_module: ClassVar[str] = "distrun.backends.spark.launcher"
+
+    def supervise(
+        self,
+        rendered: RenderedJob,
+        layout: Layout,
+        stream: BinaryIO,
+        color: bool,
+        on_plan: Callable[[LaunchPlan], None],
+    ) -> JobRecord:
+        """The driver supervised here as on local compute, the executors' logs followed beside it
+        into the job's logs and the live stream (`[executor N]`)."""
+        shared = SharedOutput(stream)
+        lines = ExecutorLines(shared, color)
+        follower = ExecutorLogs(rendered.job.folder.root, driver_ui(rendered.job.spec.command or ""), lines)
+        follower.start()
+        try:
+            return execute(rendered.job, layout, stream=shared, color=color, on_plan=on_plan)  # type: ignore[arg-type]
+        finally:
+            follower.stop()
+            lines.finish()
 
 
 BACKEND = SparkStandaloneBackend()
