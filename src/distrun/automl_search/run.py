@@ -75,10 +75,12 @@ def run(job: AutoMLJob, args: argparse.Namespace) -> dict[str, Any]:
         "best": best.row() if best else None,
         "leaderboard": searched.trials.leaderboard(),
     }
+    saved = None
     if best is None or searched.automl.model is None:
         say("no trial completed: no best model")
     else:
-        save_best_model(model, Path(args.best_model), example)
+        saved = Path(args.best_model)
+        save_best_model(model, saved, example)
         say(f"best: trial {best.number} {best.algorithm} {metric.azure}={best.score:.4f}")
     if best is not None and test_frame is not None:
         test = split(test_frame, job)
@@ -86,7 +88,7 @@ def run(job: AutoMLJob, args: argparse.Namespace) -> dict[str, Any]:
         value = result["test_metrics"].get(metric.azure, math.nan)
         say(f"test data: {metric.azure}={value:.4f}")
     if searched.trials.runs is not None:
-        searched.trials.runs.finish(best, result["leaderboard"])
+        searched.trials.runs.finish(best, result["leaderboard"], saved)
     if args.leaderboard:
         Path(args.leaderboard).mkdir(parents=True, exist_ok=True)
         (Path(args.leaderboard) / LEADERBOARD_FILE).write_text(

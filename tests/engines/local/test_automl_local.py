@@ -100,7 +100,7 @@ def test_the_best_model_is_an_mlflow_model_that_scores_the_test_data(finished) -
 
 
 @pytest.mark.slow
-def test_each_trial_is_a_child_run_with_its_algorithm_hyperparameters_and_metrics(finished) -> None:
+def test_each_trial_is_a_child_run_with_its_algorithm_hyperparameters_and_metrics(finished, tmp_path: Path) -> None:
     home, _, _ = finished
     from mlflow.tracking import MlflowClient
 
@@ -117,6 +117,23 @@ def test_each_trial_is_a_child_run_with_its_algorithm_hyperparameters_and_metric
     assert best in {run.info.run_id for run in children}
     history = client.get_metric_history(tracking["run_id"], "AUC_weighted")
     assert sorted(point.step for point in history) == list(range(len(children)))
+
+    # As Azure ML's AutoML notebooks read it: the job's name is its run id, the best child run
+    # holds the best model under outputs/.
+    from mlflow.artifacts import download_artifacts
+
+    assert client.get_run(record["name"]).data.tags["automl_best_child_run_id"] == best
+    assert "AUC_weighted" in client.get_run(best).data.metrics
+    local = Path(
+        download_artifacts(
+            run_id=best, artifact_path="outputs", dst_path=str(tmp_path), tracking_uri=tracking["tracking_uri"]
+        )
+    )
+    assert sorted(p.name for p in local.iterdir()) == ["conda_env_v_1_0_0.yml", "mlflow-model", "model.pkl"]
+    named = home / "jobs" / record["name"] / "named-outputs" / "best_model"
+    assert (local / "mlflow-model" / "MLmodel").read_bytes() == (named / "MLmodel").read_bytes()
+    assert (local / "model.pkl").read_bytes() == (named / "model.pkl").read_bytes()
+    assert "mlflow" in (local / "conda_env_v_1_0_0.yml").read_text()
 
 
 @pytest.mark.slow
