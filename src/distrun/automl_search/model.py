@@ -47,13 +47,15 @@ MODEL_FILE = "model.pkl"
 CONDA_FILE = "conda_env_v_1_0_0.yml"
 
 
-def log_model_outputs(client: Any, run_id: str, folder: Path) -> None:
+def log_model_outputs(client: Any, run_id: str, folder: Path, described: dict[str, str]) -> None:
     """The saved model as the best child run's `outputs/` on Azure ML: `mlflow-model/` (the
-    MLflow model folder as saved), `model.pkl` and the model's conda environment as
-    `conda_env_v_1_0_0.yml`."""
+    MLflow model folder as saved), `model.pkl`, the model's conda environment as
+    `conda_env_v_1_0_0.yml`, and the files `described` (name: text) beside them."""
     client.log_artifacts(run_id, str(folder), f"{OUTPUTS}/mlflow-model")
     with tempfile.TemporaryDirectory(prefix="distrun-automl-") as scratch:
         outputs = Path(scratch)
         shutil.copyfile(folder / MODEL_FILE, outputs / MODEL_FILE)
         shutil.copyfile(folder / "conda.yaml", outputs / CONDA_FILE)
+        for name, text in described.items():
+            (outputs / name).write_text(text, encoding="utf-8")
         client.log_artifacts(run_id, scratch, OUTPUTS)

@@ -129,11 +129,23 @@ def test_each_trial_is_a_child_run_with_its_algorithm_hyperparameters_and_metric
             run_id=best, artifact_path="outputs", dst_path=str(tmp_path), tracking_uri=tracking["tracking_uri"]
         )
     )
-    assert sorted(p.name for p in local.iterdir()) == ["conda_env_v_1_0_0.yml", "mlflow-model", "model.pkl"]
+    assert sorted(p.name for p in local.iterdir()) == [
+        "conda_env_v_1_0_0.yml",
+        "engineered_feature_names.json",
+        "featurization_summary.json",
+        "mlflow-model",
+        "model.pkl",
+    ]
     named = home / "jobs" / record["name"] / "named-outputs" / "best_model"
     assert (local / "mlflow-model" / "MLmodel").read_bytes() == (named / "MLmodel").read_bytes()
     assert (local / "model.pkl").read_bytes() == (named / "model.pkl").read_bytes()
     assert "mlflow" in (local / "conda_env_v_1_0_0.yml").read_text()
+    # The featurization as the notebooks print it: a record per training column, the features fit on.
+    engineered = json.loads((local / "engineered_feature_names.json").read_text())
+    summary = {row["RawFeatureName"]: row for row in json.loads((local / "featurization_summary.json").read_text())}
+    assert sorted(summary) == sorted(name for name in CUSTOMER_COLUMNS if name != "y")
+    assert all(summary[name]["Dropped"] == "No" and summary[name]["EngineeredFeatureCount"] == 1 for name in engineered)
+    assert summary["balance"]["TypeDetected"] == "Numeric"
 
 
 @pytest.mark.slow
