@@ -38,18 +38,20 @@ def summary(model: Any, example: pd.DataFrame, time_column: str | None = None) -
     transformer = getattr(_automl(model), "feature_transformer", None)
     categorical = set(getattr(transformer, "_cat_columns", None) or [])
     numeric = set(getattr(transformer, "_num_columns", None) or [])
-    dates = set(getattr(transformer, "_datetime_columns", None) or []) | ({time_column} if time_column else set())
-    split = dates  # columns made into several features (a forecast's time column among them)
+    dates = set(getattr(transformer, "_datetime_columns", None) or [])
+    split = dates | ({time_column} if time_column else set())  # columns made into several features
     records = []
     for column in map(str, example.columns):
         count = sum(1 for name in engineered if name == column or (column in split and _part_of(name, column)))
         records.append(
             {
                 "RawFeatureName": column,
-                "TypeDetected": _type(example[column], column in categorical, column in dates),
+                "TypeDetected": _type(example[column], column in categorical, column in split),
                 "Dropped": "No" if count else "Yes",
                 "EngineeredFeatureCount": count,
-                "Transformations": _transformations(column, count, categorical, numeric, dates),
+                "Transformations": ["CalendarFeatures"]
+                if column == time_column
+                else _transformations(column, count, categorical, numeric, dates),
             }
         )
     return records
@@ -81,4 +83,4 @@ def _transformations(column: str, count: int, categorical: set[str], numeric: se
         return ["MissingAsCategory", "OrdinalEncoder"]
     if column in numeric:
         return ["MedianImputer"]
-    return ["CalendarFeatures"] if count > 1 else []
+    return []
