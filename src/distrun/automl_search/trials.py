@@ -171,9 +171,15 @@ class ChildRuns:
             return
         self.client.set_tag(self.parent, "automl_best_child_run_id", best.run_id or "")
         if best.run_id and model is not None:
+            from mlflow.exceptions import MlflowException
+
             from distrun.automl_search.model import log_model_outputs
 
-            log_model_outputs(self.client, best.run_id, model, described)
+            try:
+                log_model_outputs(self.client, best.run_id, model, described)
+            except (OSError, MlflowException) as exc:  # the artifact store out of this node's reach
+                # The job's `best_model` output holds the model all the same: the job has not failed.
+                print(f"note: the best trial's run has no outputs/ (its artifact store refused: {exc})", flush=True)
         self.client.set_tag(self.parent, "best_algorithm", best.algorithm)
         for key, value in best.metrics.items():
             if not math.isnan(value):

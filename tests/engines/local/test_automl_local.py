@@ -194,3 +194,30 @@ def test_the_web_uis_job_page_shows_the_leaderboard(finished) -> None:
     table = page[page.index('id="leaderboard"') : page.index("</table>", page.index('id="leaderboard"'))]
     assert table.count("<tr><td>") == len(board["leaderboard"])
     assert f"Best: trial {board['best']['trial']} {board['best']['algorithm']}" in page
+
+
+@pytest.mark.slow
+def test_an_artifact_store_out_of_reach_leaves_the_best_trials_run_without_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The best model stays the job's `best_model` output; the job does not fail for the copy."""
+    from mlflow.tracking import MlflowClient
+
+    from distrun.automl_search.trials import ChildRuns, Trial
+
+    (tmp_path / "blocker").write_text("a file where the artifact folder would be", encoding="utf-8")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("e", artifact_location=(tmp_path / "blocker" / "artifacts").as_uri())
+    parent = client.create_run(experiment).info.run_id
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    runs = ChildRuns(parent, "job", "accuracy")
+    best = Trial(0, "LightGBM", "lgbm", 0.9, {"accuracy": 0.9}, {"n_estimators": 4}, 0.1)
+    best.run_id = runs.record(best)
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("MLmodel", "model.pkl", "conda.yaml"):
+        (model / name).write_text(name, encoding="utf-8")
+    runs.finish(best, [best.row()], model, {"featurization_summary.json": "[]"})
+    assert client.get_run(parent).data.tags["automl_best_child_run_id"] == best.run_id
+    assert "note: the best trial's run has no outputs/" in capsys.readouterr().out
