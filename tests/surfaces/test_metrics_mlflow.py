@@ -114,8 +114,11 @@ def test_ranks_log_into_the_jobs_run_which_distrun_closes(
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking["tracking_uri"])
-    run = client.get_run(run_id)
+    # As on Azure ML, the job's name is its run id: `get_run(job_name)` finds it, metrics and all.
+    assert run_id == "tracked_ok"
+    run = client.get_run("tracked_ok")
     assert run.info.run_name == "tracked_ok" and run.info.status == "FINISHED"
+    assert run.data.metrics == {"loss": pytest.approx(1 / 3), "accuracy": 0.75, "lr": 0.001}
     assert [m.value for m in client.get_metric_history(run_id, "loss")] == [1.0, 0.5, pytest.approx(1 / 3)]
 
 
@@ -169,6 +172,13 @@ def test_a_store_mlflow_created_gets_each_run_from_distruns_own_writer(tmp_path:
     # A second run goes into the same experiment.
     again = tracking._fast_create(uri, "exp", "job_b", {}, tmp_path / "mlartifacts")
     assert again is not None and again.experiment_id == made.experiment_id
+    # A job's name is its run id where MLflow takes it as one and no run has it yet; otherwise
+    # (a step's `PIPELINE.STEP`, a deleted job's name used again) the run gets a generated id.
+    assert (made.run_id, again.run_id) == ("job_a", "job_b")
+    for name in ("pipe.step", "job_a"):
+        other_run = tracking._fast_create(uri, "exp", name, {}, tmp_path / "mlartifacts")
+        assert other_run is not None and re.fullmatch(r"[0-9a-f]{32}", other_run.run_id)
+        assert client.get_run(other_run.run_id).info.run_name == name
 
     # Not a store of mlflow's (another program's database, a file that is no database, none
     # at all): left to mlflow's own client.

@@ -6,6 +6,8 @@ with FLAML, mlflow and scikit-learn installed, without distrun."""
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,24 @@ def save_best_model(model: Any, folder: Path, example: pd.DataFrame) -> None:
         serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
         pip_requirements=["flaml[automl]>=2.7", "mlflow", "pandas", "scikit-learn"],
     )
+
+
+# Where Azure ML's AutoML puts the best child run's model among its artifacts; the notebooks
+# download `outputs` and read `outputs/mlflow-model`.
+OUTPUTS = "outputs"
+MODEL_FILE = "model.pkl"
+CONDA_FILE = "conda_env_v_1_0_0.yml"
+
+
+def log_model_outputs(client: Any, run_id: str, folder: Path, described: dict[str, str]) -> None:
+    """The saved model as the best child run's `outputs/` on Azure ML: `mlflow-model/` (the
+    MLflow model folder as saved), `model.pkl`, the model's conda environment as
+    `conda_env_v_1_0_0.yml`, and the files `described` (name: text) beside them."""
+    client.log_artifacts(run_id, str(folder), f"{OUTPUTS}/mlflow-model")
+    with tempfile.TemporaryDirectory(prefix="distrun-automl-") as scratch:
+        outputs = Path(scratch)
+        shutil.copyfile(folder / MODEL_FILE, outputs / MODEL_FILE)
+        shutil.copyfile(folder / "conda.yaml", outputs / CONDA_FILE)
+        for name, text in described.items():
+            (outputs / name).write_text(text, encoding="utf-8")
+        client.log_artifacts(run_id, scratch, OUTPUTS)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from distrun.automl_search.featurization_summary import files as featurization_files
 from distrun.automl_search.forecast_features import CalendarModel, calendar_features, last_periods, regular
 from distrun.automl_search.tables import SearchError, Table, featurized, held_out, read_table, split
 from distrun.spec.automl_models import SETTINGS_VARIABLE, AutoMLJob
@@ -75,10 +76,13 @@ def run(job: AutoMLJob, args: argparse.Namespace) -> dict[str, Any]:
         "best": best.row() if best else None,
         "leaderboard": searched.trials.leaderboard(),
     }
+    saved, described = None, {}
     if best is None or searched.automl.model is None:
         say("no trial completed: no best model")
     else:
-        save_best_model(model, Path(args.best_model), example)
+        saved = Path(args.best_model)
+        save_best_model(model, saved, example)
+        described = featurization_files(model, example, job.forecasting.time_column_name if job.forecasting else None)
         say(f"best: trial {best.number} {best.algorithm} {metric.azure}={best.score:.4f}")
     if best is not None and test_frame is not None:
         test = split(test_frame, job)
@@ -86,7 +90,7 @@ def run(job: AutoMLJob, args: argparse.Namespace) -> dict[str, Any]:
         value = result["test_metrics"].get(metric.azure, math.nan)
         say(f"test data: {metric.azure}={value:.4f}")
     if searched.trials.runs is not None:
-        searched.trials.runs.finish(best, result["leaderboard"])
+        searched.trials.runs.finish(best, result["leaderboard"], saved, described)
     if args.leaderboard:
         Path(args.leaderboard).mkdir(parents=True, exist_ok=True)
         (Path(args.leaderboard) / LEADERBOARD_FILE).write_text(

@@ -161,10 +161,25 @@ class ChildRuns:
             self.client.log_metric(self.parent, self.primary, primary, step=trial.number)
         return str(run_id)
 
-    def finish(self, best: Trial | None, leaderboard: list[dict[str, Any]]) -> None:
+    def finish(
+        self, best: Trial | None, leaderboard: list[dict[str, Any]], model: Path | None, described: dict[str, str]
+    ) -> None:
+        """The job's run as Azure ML's AutoML parent run: the best child run named in its tag
+        `automl_best_child_run_id`, that child holding the best model (and the `described`
+        files) under `outputs/`."""
         if best is None:
             return
         self.client.set_tag(self.parent, "automl_best_child_run_id", best.run_id or "")
+        if best.run_id and model is not None:
+            from mlflow.exceptions import MlflowException
+
+            from distrun.automl_search.model import log_model_outputs
+
+            try:
+                log_model_outputs(self.client, best.run_id, model, described)
+            except (OSError, MlflowException) as exc:  # the artifact store out of this node's reach
+                # The job's `best_model` output holds the model all the same: the job has not failed.
+                print(f"note: the best trial's run has no outputs/ (its artifact store refused: {exc})", flush=True)
         self.client.set_tag(self.parent, "best_algorithm", best.algorithm)
         for key, value in best.metrics.items():
             if not math.isnan(value):

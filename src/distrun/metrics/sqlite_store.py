@@ -15,6 +15,7 @@ run FINISHED while the others still train; distrun removes the row, then sets th
 from __future__ import annotations
 
 import getpass
+import re
 import sqlite3
 import time
 import uuid
@@ -51,6 +52,21 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+# MLflow's own check of a run id (mlflow.utils.validation._validate_run_id), matched whole.
+_RUN_ID = re.compile(r"[a-zA-Z0-9][\w\-]{0,255}")
+
+
+def _new_run_id(conn: sqlite3.Connection, run_name: str) -> str:
+    """The job's name as its run id, as on Azure ML (where `MlflowClient().get_run(job_name)`
+    finds a job's run); a generated id where MLflow would refuse the name (a dot in
+    `PIPELINE.STEP`) or a run already has it (a deleted job's name used again)."""
+    if not _RUN_ID.fullmatch(run_name):
+        return uuid.uuid4().hex
+    if conn.execute("SELECT 1 FROM runs WHERE run_uuid = ?", (run_name,)).fetchone() is None:
+        return run_name
+    return uuid.uuid4().hex
+
+
 _MLFLOW_TABLES = frozenset({"runs", "experiments", "tags", "metrics", "alembic_version"})
 
 
@@ -76,7 +92,6 @@ def create_run(
     if not path.is_file():
         return None
     now = int(time.time() * 1000)
-    run_id = uuid.uuid4().hex
     with _connect(path) as conn:
         names = _names(conn)
         if not _MLFLOW_TABLES <= names:
@@ -85,6 +100,7 @@ def create_run(
             conn.executescript(_HOLD_OPEN)
         conn.execute("BEGIN IMMEDIATE")
         try:
+            run_id = _new_run_id(conn, run_name)
             row = conn.execute(
                 "SELECT experiment_id, artifact_location FROM experiments"
                 " WHERE name = ? AND lifecycle_stage = 'active'",

@@ -236,6 +236,11 @@ def _client_create(
             experiment_id = client.create_experiment(experiment, artifact_location=artifacts and artifacts.as_uri())
         except MlflowException:  # another job created it at the same moment
             experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    if artifacts is not None:  # mlflow made the store just now: the job's name can be its run id
+        named = _fast_create(uri, experiment, job_name, tags, artifacts)
+        if named is not None:
+            return named
+    # A remote server picks its own run ids.
     run = client.create_run(experiment_id, tags={"mlflow.runName": job_name, **tags}, run_name=job_name)
     path = sqlite_store.sqlite_file(uri)
     if path is not None:

@@ -100,7 +100,7 @@ def test_the_best_model_is_an_mlflow_model_that_scores_the_test_data(finished) -
 
 
 @pytest.mark.slow
-def test_each_trial_is_a_child_run_with_its_algorithm_hyperparameters_and_metrics(finished) -> None:
+def test_each_trial_is_a_child_run_with_its_algorithm_hyperparameters_and_metrics(finished, tmp_path: Path) -> None:
     home, _, _ = finished
     from mlflow.tracking import MlflowClient
 
@@ -117,6 +117,35 @@ def test_each_trial_is_a_child_run_with_its_algorithm_hyperparameters_and_metric
     assert best in {run.info.run_id for run in children}
     history = client.get_metric_history(tracking["run_id"], "AUC_weighted")
     assert sorted(point.step for point in history) == list(range(len(children)))
+
+    # As Azure ML's AutoML notebooks read it: the job's name is its run id, the best child run
+    # holds the best model under outputs/.
+    from mlflow.artifacts import download_artifacts
+
+    assert client.get_run(record["name"]).data.tags["automl_best_child_run_id"] == best
+    assert "AUC_weighted" in client.get_run(best).data.metrics
+    local = Path(
+        download_artifacts(
+            run_id=best, artifact_path="outputs", dst_path=str(tmp_path), tracking_uri=tracking["tracking_uri"]
+        )
+    )
+    assert sorted(p.name for p in local.iterdir()) == [
+        "conda_env_v_1_0_0.yml",
+        "engineered_feature_names.json",
+        "featurization_summary.json",
+        "mlflow-model",
+        "model.pkl",
+    ]
+    named = home / "jobs" / record["name"] / "named-outputs" / "best_model"
+    assert (local / "mlflow-model" / "MLmodel").read_bytes() == (named / "MLmodel").read_bytes()
+    assert (local / "model.pkl").read_bytes() == (named / "model.pkl").read_bytes()
+    assert "mlflow" in (local / "conda_env_v_1_0_0.yml").read_text()
+    # The featurization as the notebooks print it: a record per training column, the features fit on.
+    engineered = json.loads((local / "engineered_feature_names.json").read_text())
+    summary = {row["RawFeatureName"]: row for row in json.loads((local / "featurization_summary.json").read_text())}
+    assert sorted(summary) == sorted(name for name in CUSTOMER_COLUMNS if name != "y")
+    assert all(summary[name]["Dropped"] == "No" and summary[name]["EngineeredFeatureCount"] == 1 for name in engineered)
+    assert summary["balance"]["TypeDetected"] == "Numeric"
 
 
 @pytest.mark.slow
@@ -165,3 +194,30 @@ def test_the_web_uis_job_page_shows_the_leaderboard(finished) -> None:
     table = page[page.index('id="leaderboard"') : page.index("</table>", page.index('id="leaderboard"'))]
     assert table.count("<tr><td>") == len(board["leaderboard"])
     assert f"Best: trial {board['best']['trial']} {board['best']['algorithm']}" in page
+
+
+@pytest.mark.slow
+def test_an_artifact_store_out_of_reach_leaves_the_best_trials_run_without_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The best model stays the job's `best_model` output; the job does not fail for the copy."""
+    from mlflow.tracking import MlflowClient
+
+    from distrun.automl_search.trials import ChildRuns, Trial
+
+    (tmp_path / "blocker").write_text("a file where the artifact folder would be", encoding="utf-8")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("e", artifact_location=(tmp_path / "blocker" / "artifacts").as_uri())
+    parent = client.create_run(experiment).info.run_id
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    runs = ChildRuns(parent, "job", "accuracy")
+    best = Trial(0, "LightGBM", "lgbm", 0.9, {"accuracy": 0.9}, {"n_estimators": 4}, 0.1)
+    best.run_id = runs.record(best)
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("MLmodel", "model.pkl", "conda.yaml"):
+        (model / name).write_text(name, encoding="utf-8")
+    runs.finish(best, [best.row()], model, {"featurization_summary.json": "[]"})
+    assert client.get_run(parent).data.tags["automl_best_child_run_id"] == best.run_id
+    assert "note: the best trial's run has no outputs/" in capsys.readouterr().out
