@@ -121,6 +121,8 @@ def search(
                 automl.fit(X_train=train.X, y_train=train.y, log_file_name=str(log), **settings)
             finally:
                 follower.stop()
+        if trials.runs is not None:
+            trials.runs.drain()
     classes = getattr(automl, "classes_", None) if job.task == "classification" else None
     labels = [] if classes is None else list(classes)
     return Searched(automl, trials, float(settings["metric"].target_range), labels)

@@ -11,6 +11,7 @@ import math
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,10 @@ from typing import Any
 from distrun.spec.automl_names import azure_name
 
 POLL_S = 0.2
+# Child runs recorded at once. One trial's record is four calls to the tracking server (about
+# 0.25 s); a fast search on a small table ends ten trials a second, and recorded one after the
+# other its trials' runs fell minutes behind the search, past the job's time limit.
+RECORDERS = 4
 
 
 @dataclass
@@ -100,7 +105,7 @@ class Trials:
             float(record.get("trial_time") or 0.0),
         )
         if self.runs is not None:
-            trial.run_id = self.runs.record(trial)
+            self.runs.submit(trial)  # its run id is set once recorded (`ChildRuns.drain`)
         self.seen.append(trial)
         best = self.best()
         best_text = f"{best.score:.4f} (trial {best.number})" if best else "none"
@@ -140,6 +145,38 @@ class ChildRuns:
         self.experiment_id = self.client.get_run(parent_run_id).info.experiment_id
         self.job_name = job_name
         self.primary = primary
+        self._pool = ThreadPoolExecutor(max_workers=RECORDERS, thread_name_prefix="automl-record")
+        self._pending: list[tuple[Trial, Future[str]]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Ray Tune pickles its stopper, which holds the trials and so these runs, each time it
+        # saves the experiment's state: a copy records nothing, and a pool cannot be pickled.
+        state = dict(self.__dict__)
+        del state["_pool"]
+        state["_pending"] = []
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pool = ThreadPoolExecutor(max_workers=RECORDERS, thread_name_prefix="automl-record")
+
+    def submit(self, trial: Trial) -> None:
+        """Record `trial` beside the search (`drain` waits for it)."""
+        self._pending.append((trial, self._pool.submit(self.record, trial)))
+
+    def drain(self) -> None:
+        """Every trial submitted so far recorded, its run id set; a trial the server refused keeps
+        none, and the first refusal is said (the search's results stand without it)."""
+        refused: list[BaseException] = []
+        for trial, future in self._pending:
+            error = future.exception()
+            if error is None:
+                trial.run_id = future.result()
+            else:
+                refused.append(error)
+        self._pending.clear()
+        if refused:
+            print(f"note: {len(refused)} trial(s) not recorded as child runs: {refused[0]}", flush=True)
 
     def record(self, trial: Trial) -> str:
         tags = {
