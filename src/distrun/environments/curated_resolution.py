@@ -10,6 +10,7 @@ repository) are left out, each one said, for a machine that reaches PyPI only.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -59,6 +60,18 @@ def build_layers(name: str) -> tuple[str, tuple[Layer, ...]]:
     return request.python, layers or (Layer(tuple(request.lines())),)
 
 
+# A machine's own package sources, which uv takes from these variables: a folder of wheels, an
+# extra index on disk, a constraints file capping what that disk holds. uv takes a package from
+# the first index that has it, so a local extra index holding triton for one Python only made
+# torch unresolvable for the image's Python. The check is against PyPI (or the index that
+# stands for it, UV_INDEX_URL), as the image was built.
+MACHINE_SOURCES = ("UV_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_CONSTRAINT", "UV_OVERRIDE", "UV_NO_INDEX")
+
+
+def _pypi_environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key not in MACHINE_SOURCES}
+
+
 def resolve_curated(name: str, uv: str, folder: Path, pypi_only: bool = False) -> Resolution:
     """The curated `name` resolved in `folder` (its files: each step's input and output)."""
     found = find_curated(f"azureml:AzureML-{name}@latest")
@@ -77,7 +90,9 @@ def resolve_curated(name: str, uv: str, folder: Path, pypi_only: bool = False) -
 
     def run(command: list[str], step: int) -> None:
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT, check=False)
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT, check=False, env=_pypi_environment()
+            )
         except subprocess.TimeoutExpired as exc:
             raise NotResolved(f"{name}: install step {step} not resolved within {RESOLVE_TIMEOUT:.0f} s") from exc
         if done.returncode != 0:
