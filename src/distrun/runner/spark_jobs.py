@@ -6,7 +6,7 @@ master=spark://HOST:PORT`) it runs in **client** deploy mode: the driver stays t
 distrun supervises on this machine (its logs, cancel, timeouts and no-orphan guarantees hold,
 and the executors end with it), and Spark's standalone cluster mode does not run Python
 applications. On a Slurm target the job starts a standalone cluster in its own allocation and
-runs its driver there (`on_allocation`, `distrun.backends.slurm.spark_cluster`). Without pyspark
+runs its driver there (`on_allocation`; the Slurm engine's `spark_cluster` starts it). Without pyspark
 or without Java the error says what to install.
 """
 
@@ -30,14 +30,14 @@ from distrun.spec.spark_conf import (
     MAX_EXECUTORS,
     dynamic_allocation,
 )
-from distrun.spec.spark_submit import ALLOCATION_MASTER, command_job
+from distrun.spec.spark_submit import ALLOCATION_MASTER, SPARK_CLUSTER_VAR, command_job
 
 __all__ = ["INSTALL_JAVA", "INSTALL_SPARK", "SparkRun", "ready_to_run", "spark_home"]
 
 INSTALL_SPARK = "pip install 'distrun[spark]'  (pyspark, which carries spark-submit)"
 INSTALL_JAVA = "install Java 17 or later, e.g. `sudo apt-get install openjdk-17-jre-headless`, or set JAVA_HOME to one"
 SPARK_TARGET = "spark"
-SLURM_TARGET = "slurm"  # a standalone cluster in the job's allocation (`distrun.backends.slurm.spark_cluster`)
+SLURM_TARGET = "slurm"  # a standalone cluster in the job's allocation (the Slurm engine's `spark_cluster`)
 SPARK_3_DEFAULTS = {"spark.sql.ansi.enabled": "false"}
 
 
@@ -134,8 +134,6 @@ def scala_version(home: Path) -> str:
 def on_allocation(loaded: LoadedSparkJob, home: Path, spec: models.JobSpec) -> tuple[models.JobSpec, str]:
     """The command job on a Slurm target: one node per executor, each node's worker one executor's
     size (`spark.executor.cores|memory`), marked for the node agents to start the cluster."""
-    from distrun.backends.slurm.spark_cluster import SPARK_CLUSTER_VAR
-
     conf = loaded.spark.conf
     nodes = executor_count(conf)
     cores, memory = conf.get(EXECUTOR_CORES, "1"), conf.get(EXECUTOR_MEMORY, "1g")

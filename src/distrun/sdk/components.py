@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.core.errors import DistrunError
+from distrun.core.job_kind import JobKind
 from distrun.core.user_paths import current_folder
 from distrun.sdk.inputs_outputs import Input, Output
 from distrun.sdk.notices import caller_position
@@ -193,7 +194,7 @@ class ComponentNode:
         self.resources: dict[str, Any] | None = None
         self.distribution: dict[str, Any] | None = None
         self.force_rerun: bool | None = None
-        if component.type == "parallel":  # `step.resources.instance_count = 2`, as on a parallel function's step
+        if component.type == JobKind.PARALLEL:  # `step.resources.instance_count = 2`, as on a parallel function's step
             from distrun.sdk.parallel_job import Resources
 
             self.resources = Resources()
@@ -224,7 +225,7 @@ class ComponentNode:
 
         data: dict[str, Any] = {"type": self.type, "component": self.component._step_component()}
         settings = STEP_SETTINGS
-        if self.type == "parallel":
+        if self.type == JobKind.PARALLEL:
             from distrun.sdk.parallel_job import SETTINGS
 
             settings = tuple(key for key in (*STEP_SETTINGS, *SETTINGS) if key != "distribution")

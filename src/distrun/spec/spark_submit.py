@@ -27,6 +27,9 @@ EVENT_LOG = "$DISTRUN_JOB_DIR/spark-events"
 # The master of a standalone cluster distrun starts in the job's own allocation (Slurm): on its
 # first node, at the port found free there, which bash expands when the driver starts.
 ALLOCATION_MASTER = "spark://${MASTER_ADDR}:${MASTER_PORT}"
+# Set on a Spark job's command job where the engine is to start the standalone cluster itself in
+# the job's allocation (Slurm's node agents read it: its engine's `spark_cluster`).
+SPARK_CLUSTER_VAR = "DISTRUN_SPARK_CLUSTER"
 # One uncompressed file, not Spark 4's default (rolling files, zstd): Hadoop's local filesystem
 # forks a `chmod` per file and folder it makes (7 for a rolling log, 1 for a single file), and
 # zstd loads its native library, on every job's start; a job's event log is small.

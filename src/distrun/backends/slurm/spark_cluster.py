@@ -29,11 +29,11 @@ import shlex
 
 from distrun.plan.common import shell_argv
 from distrun.plan.model import LaunchPlan, ProcessSpec
+from distrun.spec.spark_submit import SPARK_CLUSTER_VAR
 
 __all__ = ["CLUSTER_FOLDER", "SPARK_CLUSTER_VAR", "for_spark", "marked"]
 
 # Set (to "standalone") in the job's variables by `distrun.runner.spark_jobs` for a Spark job on Slurm.
-SPARK_CLUSTER_VAR = "DISTRUN_SPARK_CLUSTER"
 CLUSTER_FOLDER = "spark-cluster"  # in the job folder
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
