@@ -13,6 +13,9 @@ import pytest
 from support.cli import distrun_cli
 from support.mlflow_store import fresh_store
 
+# Their tests share one module-scoped home and trained job: on one worker, so that it is made once per suite.
+pytestmark = pytest.mark.xdist_group("models")
+
 MLFLOW_ON = {"DISTRUN_MLFLOW": "1"}
 
 

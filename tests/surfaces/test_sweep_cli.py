@@ -16,6 +16,9 @@ from distrun.store.index import JobIndex
 from support.cli import distrun_cli, with_src_first
 from support.jobs import processes_of_job, wait_for
 
+# Their tests share one module-scoped tracked home: on one worker, so that it is made once per suite.
+pytestmark = pytest.mark.xdist_group("sweep_cli")
+
 # Logs `score` = x * step for steps 0..2, or fails (x = -1) before importing mlflow.
 SCORE = """
     import sys

@@ -15,6 +15,9 @@ from support.automl_data import CUSTOMER_COLUMNS, customers, write_mltable
 from support.cli import distrun_cli
 from support.mlflow_store import tracking_of
 
+# Their tests share one module-scoped job run: on one worker, so that it runs once per suite.
+pytestmark = pytest.mark.xdist_group("local_automl")
+
 JOB = """\
 $schema: https://azuremlsdk2.blob.core.windows.net/preview/0.0.1/autoMLJob.schema.json
 type: automl

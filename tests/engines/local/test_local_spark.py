@@ -21,6 +21,9 @@ from support.jobs import only_job, processes_of_job, record, wait_for
 from support.spark_jobs import COUNTS, WAITS, WORD_COUNT, read_counts, spark_home, write_spark_job
 from support.wheelhouse import make_wheel
 
+# Their tests share one module-scoped job run: on one worker, so that it runs once per suite.
+pytestmark = pytest.mark.xdist_group("local_spark")
+
 PROBE = "distrun-spark-probe"
 # The environment's package, imported by each executor's Python worker (in a task) and by the driver.
 USES_PROBE = """\
