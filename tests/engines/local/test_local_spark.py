@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from support.cli import distrun_cli, start_distrun_cli
 from support.jobs import only_job, processes_of_job, record, wait_for
 from support.spark_jobs import COUNTS, WAITS, WORD_COUNT, read_counts, spark_home, write_spark_job
-from support.wheelhouse import make_wheel
+from support.wheelhouse import local_wheel_environment, make_wheel
 
 # Their tests share one module-scoped job run: on one worker, so that it runs once per suite.
 pytestmark = pytest.mark.xdist_group("local_spark")
@@ -38,17 +37,7 @@ def _environment(wheels: Path) -> str:
     """A conda file whose one package (made here, installed from a local folder) distrun's own
     Python does not have."""
     make_wheel(wheels, PROBE, "1.0", "VALUE = 'probe-1.0'\n")
-    return textwrap.dedent(f"""\
-        environment:
-          image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04
-          conda_file:
-            dependencies:
-              - python={sys.version_info.major}.{sys.version_info.minor}
-              - pip:
-                  - --no-index
-                  - --find-links {wheels}
-                  - {PROBE}==1.0
-        """)
+    return local_wheel_environment(wheels, f"{PROBE}==1.0")
 
 
 @pytest.fixture(scope="module")
