@@ -17,6 +17,8 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from support.cli import REPO, cli_env, distrun_cli
 from support.reliability import job_file
 
@@ -86,6 +88,43 @@ def test_a_jobs_pip_install_lands_in_its_own_layer_only(tmp_path: Path) -> None:
     after = distrun_cli(home, "run", str(looks), "--name", "looks", timeout=300)
     assert after.returncode == 0, after.stdout + after.stderr
     assert "next job sees None None" in after.stdout
+
+
+def distrun_python_sees(*modules: str) -> str:
+    """What distrun's own Python finds of `modules` (None each, when the job left it alone)."""
+    code = f"import importlib.util as u; print(*(u.find_spec(m) for m in {modules!r}))"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return found.stdout.strip() + found.stderr
+
+
+@pytest.mark.parametrize(
+    ("environment", "flags"),
+    [
+        # A curated name whose image this machine's engine does not have: it runs in distrun's Python.
+        ("azureml:AzureML-sklearn-1.5@latest", ()),
+        # An image with containers switched off: distrun's Python too.
+        ("{image: python:3.11-slim}", ("--no-container",)),
+    ],
+    ids=["curated-name", "image-without-containers"],
+)
+def test_a_job_whose_environment_runs_in_distruns_python_installs_into_its_own_layer(
+    tmp_path: Path, environment: str, flags: tuple[str, ...]
+) -> None:
+    """The original incident's jobs named a curated environment: a name, or an image, that runs in
+    distrun's own Python gets the same layer of its own as a job with no environment."""
+    home = tmp_path / "home"
+    first = wheel(tmp_path, "distrun_probe_three", "3.0")
+    second = wheel(tmp_path, "distrun_probe_four", "4.0")
+    text = INSTALLS.format(first=first, second=second).replace("distrun_probe_one", "distrun_probe_three")
+    text = text.replace("distrun_probe_two", "distrun_probe_four") + f"    environment: {environment}\n"
+    job = job_file(tmp_path / "installs", text)
+    done = distrun_cli(home, "run", str(job), "--name", "installs", *flags, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "in a layer of the job's own that takes its installs" in done.stdout + done.stderr
+    said = next(line for line in done.stdout.splitlines() if "job sees" in line).split("job sees ")[1].split()
+    assert said[:2] == ["3.0", "4.0"], said
+    assert all(Path(path).is_relative_to(home / "jobs" / "installs") for path in said[2:]), said
+    assert distrun_python_sees("distrun_probe_three", "distrun_probe_four") == "None None"
 
 
 SYSTEM_INSTALLS = """

@@ -4,10 +4,10 @@ A job whose inline environment is an image alone (no conda_file, no build contex
 process in a container of it when this machine has a container engine: podman first, then
 docker (whose daemon must answer). A Slurm job's nodes are told the choice made here
 (`container.json` in the job folder) and find the same engine on their own machine. Without
-one, or with `distrun run --no-container`
-(DISTRUN_CONTAINERS=off) or config.yaml's `containers: {use: false}`, it runs in this Python as
-before, and the note says why. config.yaml's `containers: {mounts: [SRC:DST[:ro], ...]}` adds
-mounts to every container.
+one, or with `distrun run --no-container` (DISTRUN_CONTAINERS=off) or config.yaml's
+`containers: {use: false}`, it runs in this Python, in a layer of the job's own over it (the
+preparation asks `environments.container_image` the same question), and the note says why.
+config.yaml's `containers: {mounts: [SRC:DST[:ro], ...]}` adds mounts to every container.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from distrun.agent.containers import ContainerRun
 from distrun.core.errors import DistrunError
 from distrun.core.image_reference import IMAGE_HINT, image_reference_problem
 from distrun.environments.container_engine import find_engine
+from distrun.environments.container_image import curated_image, job_image
 from distrun.environments.container_settings import SWITCH, containers_settings, switched_off
 from distrun.plan.model import Bindings
 
@@ -30,36 +31,6 @@ __all__ = ["SWITCH", "ContainerChoice", "choose_container", "find_engine", "job_
 class ContainerChoice:
     run: ContainerRun | None
     note: str | None  # what `run` and `plan` say once; None: the job has no image to run
-
-
-def job_image(spec: object) -> str | None:
-    """The image of an inline environment that is an image alone; None otherwise."""
-    environment = getattr(spec, "environment", None)
-    image = getattr(environment, "image", None)
-    if not image or getattr(environment, "conda_file", None) is not None or getattr(environment, "build", None):
-        return None
-    return str(image)
-
-
-def curated_image(spec: object, config_path: Path) -> str | None:
-    """The image of a curated environment name, where this machine's engine has it in its store and
-    containers are on; None otherwise (the name then runs as `environments.curated` says: this
-    Python, or its specification built). A name config.yaml maps is the user's, not curated."""
-    environment = getattr(spec, "environment", None)
-    if not isinstance(environment, str):
-        return None
-    from distrun.environments.curated import build_curated, find_curated
-    from distrun.environments.image_build import image_in_store
-    from distrun.prepare.job_notes import named_in_config
-
-    curated = find_curated(environment)
-    if curated is None or build_curated() or named_in_config(environment) is not None:
-        return None
-    engine = find_engine()
-    if engine is None or switched_off(config_path) is not None:
-        return None
-    name, program = engine
-    return curated.image if image_in_store(program, name, curated.image) else None
 
 
 def choose_container(
@@ -110,7 +81,10 @@ def choose_container(
 def _own_python(image: str, why: str, compute: str) -> str:
     import sys
 
-    return f"environment.image {image} is not used: {why}; {compute} runs in this Python ({sys.executable})"
+    from distrun.environments.own_layer import IN_OWN_LAYER
+
+    here = f"{compute} runs in this Python ({sys.executable}), {IN_OWN_LAYER}"
+    return f"environment.image {image} is not used: {why}; {here}"
 
 
 def _mounts(job_dir: Path, bindings: Bindings) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from distrun.core.errors import Position
 from distrun.environments.conda_spec import CONDA_ONLY, read_conda_data
 from distrun.environments.layered import Layer
 from distrun.environments.named import reference_name
+from distrun.environments.own_layer import IN_OWN_LAYER
 
 TABLE = "curated_environments.json"
 _PREFIX = re.compile(r"^azureml-", re.IGNORECASE)
@@ -293,7 +294,8 @@ def curated_note(reference: str) -> str:
         close = close_names(reference) if looks_curated(reference) else []
         also = f" (close: {', '.join(close)})" if close else ""
         return (
-            f"local compute runs in this Python environment ({sys.executable}); environment {reference} is neither "
+            f"local compute runs in this Python environment ({sys.executable}), {IN_OWN_LAYER}; environment "
+            f"{reference} is neither "
             f"a curated Azure ML environment distrun knows{also} nor named in config.yaml (environments:)"
         )
     version = _version_words(found)
@@ -313,7 +315,8 @@ def curated_note(reference: str) -> str:
             f"environment from its specification in azureml-assets at {found.commit[:12]}{said}"
         )
     return (
-        f"local compute runs in this Python environment ({sys.executable}); environment {reference} is the "
+        f"local compute runs in this Python environment ({sys.executable}), {IN_OWN_LAYER}; environment "
+        f"{reference} is the "
         f"curated {found.name}{version} (image {found.image}), kept for image-based backends; "
         f"{BUILD_SETTING}=build builds its specification as a uv environment"
     )

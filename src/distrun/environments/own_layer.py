@@ -24,6 +24,9 @@ import os
 import sys
 from pathlib import Path
 
+# What the notes of a job that runs in distrun's own Python say of where its installs go.
+IN_OWN_LAYER = "in a layer of the job's own that takes its installs"
+
 
 def own_environment() -> Path | None:
     """The virtual environment distrun runs in, if it is one that a layer can be made over."""

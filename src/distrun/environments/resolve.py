@@ -4,8 +4,9 @@
   from it and cached (`builder`);
 - `azureml:NAME@latest` / `azureml:NAME:V` mapped in config.yaml (`named`): its conda_file,
   or its existing `python`;
-- anything else (a curated name, an `image`, a `build:` context): distrun's own Python, as
-  before, with the note that says so.
+- anything else (a curated name, an `image`, a `build:` context): a container of its image
+  where the job's compute runs one, else distrun's own Python (under a layer of the job's own:
+  `distrun.prepare.submission`), with the note that says so.
 
 Ranks get the environment's `bin/` first on PATH and VIRTUAL_ENV set (for a built one, the
 job's own writable layer over it: `layer`); distrun's agent keeps running in distrun's own
@@ -227,6 +228,12 @@ class JobPython:
     variables: dict[str, str]
     layer: dict[str, str]
     image_build: dict[str, str] = field(default_factory=dict)  # an image built from a build context
+
+    @property
+    def in_own_python(self) -> bool:
+        """The ranks get nothing of the environment's: they run in distrun's own Python (a curated
+        name not built, an image, a name config.yaml maps to an image), or in a container of it."""
+        return not self.variables and not self.layer and not self.image_build
 
 
 def rank_variables(

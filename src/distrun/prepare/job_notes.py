@@ -34,8 +34,10 @@ def environment_note(environment: object) -> str | None:
 def _own_python_note(shown: str) -> str:
     import sys
 
+    from distrun.environments.own_layer import IN_OWN_LAYER
+
     return (
-        f"local compute runs in this Python environment ({sys.executable}); "
+        f"local compute runs in this Python environment ({sys.executable}), {IN_OWN_LAYER}; "
         f"environment {shown} is kept for image-based backends"
     )
 

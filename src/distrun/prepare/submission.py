@@ -293,6 +293,16 @@ def _rank_python(
     found = job_python(
         spec.environment, loaded.base_dir, home, loaded.position, materialize, folder.python_layer, image_builds
     )
+    if image_builds and found.in_own_python:
+        # A curated name or an image that runs without a container (no engine here, containers
+        # switched off): distrun's own Python, so the job's own layer over it, as with no environment.
+        from distrun.environments.container_image import runs_in_container
+
+        if not runs_in_container(spec, home / "config.yaml"):
+            from distrun.environments.own_layer import own_layer
+
+            variables, layer = own_layer(folder.python_layer, materialize)
+            return variables, layer, {}
     return found.variables, found.layer, found.image_build
 
 
