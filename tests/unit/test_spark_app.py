@@ -33,8 +33,14 @@ def test_the_ui_is_shown_only_while_the_job_runs() -> None:
         "Spark UI:          http://127.0.0.1:4041",
     ]
     assert spark_lines(found, running=False) == ["Spark application: local-1796582967367"]
-    on_cluster = spark_lines(application_of(STANDALONE), running=False, on_cluster=True)
-    assert on_cluster[-1].endswith("on the cluster's workers, SPARK_WORKER_DIR/app-20261206184900-0003/N/stderr")
+    app = "app-20261206184900-0003"
+    on_cluster = spark_lines(application_of(STANDALONE), running=False, target_type="spark")
+    assert on_cluster[-1] == (
+        "Executors' logs:   user_logs/std_log_executor_N.txt (N: the executor), "
+        f"from each worker's SPARK_WORKER_DIR/{app}/N/"
+    )
+    on_slurm = spark_lines(application_of(STANDALONE), running=False, target_type="slurm")
+    assert on_slurm[-1].endswith(f"from spark-cluster/work_NN/{app}/N/")
 
 
 def test_a_driver_log_swapped_for_a_link_is_not_followed(tmp_path: Path) -> None:

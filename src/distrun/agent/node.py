@@ -267,6 +267,7 @@ def run_node(
     preempted_by: Callable[[int], bool] | None = None,
     container: ContainerRun | None = None,
     peers_share_job_folder: bool = True,
+    before_publish: Callable[[], None] | None = None,
 ) -> NodeOutcome:
     """Run this node's part of the job and publish its outcome on `channel`; returns the outcome.
 
@@ -277,6 +278,8 @@ def run_node(
     `container`: each of this node's processes runs in a container (`distrun.agent.containers`).
     `peers_share_job_folder`: whether the other nodes' agents see this node's job folder (shared
     or relayed); if not, a hang is judged on this node's progress and stacks alone.
+    `before_publish`: what must be done once this node's processes ended and before the job is
+    seen to end (the last of what a follower of other logs copies into the job's).
     """
     from distrun.agent.gang import run_gang
     from distrun.core.file_modes import write_file
@@ -327,6 +330,8 @@ def run_node(
             peers_share_job_folder=peers_share_job_folder,
         )
         outcome = node_outcome(result, facts, started_at, time.time())
+    if before_publish is not None:
+        before_publish()
     try:
         channel.publish(outcome)
     except OSError as exc:  # e.g. the channel's folder in the job folder replaced with a link by a rank

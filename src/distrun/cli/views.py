@@ -294,11 +294,11 @@ def _spark_lines(record: JobRecord) -> list[str]:
         return []
     from distrun.runner.spark_app import spark_application, spark_lines
 
-    on_cluster = (record.target or {}).get("type") == "spark"  # a standalone cluster's executors are remote
+    target_type = str((record.target or {}).get("type") or "local")  # where its executors ran, and their logs
     found = spark_application(record.folder)
     if record.spark_application_id:  # the record's, once stored (`distrun.runner.spark_app.with_application_id`)
         found["application_id"] = record.spark_application_id
-    found = spark_lines(found, running=not record.terminal, on_cluster=on_cluster)
+    found = spark_lines(found, running=not record.terminal, target_type=target_type)
     return ["", *found] if found else []
 
 

@@ -78,14 +78,16 @@ def with_application_id(index: JobIndex, record: JobRecord) -> JobRecord:
     return dataclasses.replace(record, spark_application_id=app)
 
 
-def spark_lines(found: dict[str, str], running: bool, on_cluster: bool = False) -> list[str]:
+def spark_lines(found: dict[str, str], running: bool, target_type: str = "local") -> list[str]:
     """`job show`'s lines: the application id, and the UI's address while the job runs (it ends
-    with it); on a standalone cluster, where its executors' logs are: each worker writes them in
-    its own work folder, on its own machine, which distrun does not reach."""
+    with it); on a standalone cluster (a Spark target, or the one in a Slurm allocation), where
+    its executors' logs are: followed into the job's user_logs, one per executor, from where
+    each worker keeps them."""
     app = found.get("application_id")
     lines = [f"Spark application: {app}"] if app else []
     if running and "ui" in found:
         lines.append(f"Spark UI:          {found['ui']}")
-    if on_cluster and app:
-        lines.append(f"Executors' logs:   on the cluster's workers, SPARK_WORKER_DIR/{app}/N/stderr")
+    kept = {"spark": f"each worker's SPARK_WORKER_DIR/{app}/N/", "slurm": f"spark-cluster/work_NN/{app}/N/"}
+    if app and target_type in kept:
+        lines.append(f"Executors' logs:   user_logs/std_log_executor_N.txt (N: the executor), from {kept[target_type]}")
     return lines

@@ -5,6 +5,7 @@ left once the job ended. One job run is shared by the assertions."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +60,14 @@ def test_a_spark_job_on_slurm_runs_on_a_cluster_in_its_allocation(spark_on_slurm
     app_id = shown["spark_application_id"]  # stored in the record as data
     assert app_id.startswith("app-") and shown["spark"]["application_id"] == app_id
     assert len(list(cluster.glob(f"work_*/{app_id}/*/stderr"))) == 2  # one executor on each worker
+    # Node 0's agent followed each executor's files into the job's logs: streamed and kept by role.
+    streamed = re.findall(r"^\[executor ([0-9]+)\] marker of partition ([01])$", result.stdout, re.MULTILINE)
+    assert sorted(partition for _, partition in streamed) == ["0", "1"], result.stdout[-3000:]
+    logs = Path(rec["folder"], "user_logs")
+    for executor, partition in streamed:
+        assert f"marker of partition {partition}" in (logs / f"std_log_executor_{executor}.txt").read_text()
+    shown = distrun_cli(home, "job", "show", rec["name"]).stdout
+    assert f"from spark-cluster/work_NN/{app_id}/N/" in shown
 
 
 @pytest.mark.slow

@@ -44,7 +44,8 @@ def test_the_job_runs_on_the_clusters_two_executors(on_cluster, spark_cluster: S
     ran = [log for log in spark_cluster.executor_logs() if log.parent.parent.name == app_id]
     assert len(ran) >= 2  # each worker ran one of the job's executors
     shown = distrun_cli(home, "job", "show", rec["name"]).stdout
-    assert f"Executors' logs:   on the cluster's workers, SPARK_WORKER_DIR/{app_id}/N/stderr" in shown
+    where = f"user_logs/std_log_executor_N.txt (N: the executor), from each worker's SPARK_WORKER_DIR/{app_id}/N/"
+    assert f"Executors' logs:   {where}" in shown
 
 
 def test_the_executors_logs_are_streamed_and_kept_with_their_roles(on_cluster) -> None:

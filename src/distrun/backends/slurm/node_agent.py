@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from distrun.agent.node import NodeJob
     from distrun.agent.node_facts import NodeFacts
     from distrun.agent.outcome_channel import FolderOutcomeChannel
+    from distrun.backends.slurm.spark_executor_logs import WorkFolderExecutorLogs
     from distrun.store.layout import JobFolder
 
 ENGINE = "Slurm"
@@ -134,18 +135,31 @@ def run_slurm_node(job_dir: Path, env: Mapping[str, str]) -> int:
     pinned_port = int(pinned) if pinned and pinned.isdigit() else None
     facts = slurm_facts(env, job_dir, pinned_port, task_port_count(job.plan_job))
     channel = outcome_channel(job_dir, facts.node_count)
+    executors = executor_logs(job, facts)
     outcome = agent.run_node(
         facts,
         channel,
         job,
         container=node_container(job_dir, facts.node_name),
         # MPI: the hostfile names Slurm's nodes, and mpirun may start daemons on them with srun.
-        # Spark: a standalone cluster over the allocation's nodes.
+        # Spark: a standalone cluster over the allocation's nodes, its executors' logs followed.
         adapt_plan=lambda plan: for_spark(slurm_mpi.for_slurm(plan, facts.node_names)),
         stop_requested=stop_requested,
         preempted_by=preemption_test(job, channel),
+        before_publish=executors.stop if executors is not None else None,
     )
     return agent.exit_code(outcome)
+
+
+def executor_logs(job: NodeJob, facts: NodeFacts) -> WorkFolderExecutorLogs | None:
+    """Node 0 of a Spark job's cluster follows its executors' logs into the job's (started); None otherwise."""
+    from distrun.backends.slurm.spark_cluster import SPARK_CLUSTER_VAR
+
+    if facts.node_rank != 0 or SPARK_CLUSTER_VAR not in job.plan_job.environment_variables:
+        return None
+    from distrun.backends.slurm.spark_executor_logs import WorkFolderExecutorLogs
+
+    return WorkFolderExecutorLogs(facts.job_dir).start()
 
 
 def node_container(job_dir: Path, node_name: str) -> ContainerRun | None:

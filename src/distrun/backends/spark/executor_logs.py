@@ -20,6 +20,7 @@ import json
 import os
 import re
 import threading
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -29,11 +30,21 @@ from pathlib import Path
 from distrun.core.file_modes import open_append_beneath, write_all
 from distrun.store.log_labels import executor_log_name
 
-__all__ = ["ExecutorLogs", "application_id", "driver_ui", "executor_log_name", "log_sources", "parse_log_reply"]
+__all__ = [
+    "ExecutorLogs",
+    "application_id",
+    "driver_ui",
+    "executor_log_name",
+    "keep_executor_output",
+    "log_sources",
+    "parse_log_reply",
+]
 
 POLL_SECONDS = 0.5
 READ_BYTES = 256 << 10  # per source and pass: a flooding executor is followed, never buffered whole
 HTTP_TIMEOUT_S = 5.0
+LAST_WORDS_S = 5.0  # how long, once the driver ended, the executors' last lines are waited for
+LAST_WORDS_GAP_S = 0.3
 # `==== Bytes 0-120 of 120 of /work/app-.../0/stdout ====` (Spark's worker, LogPage.renderLog)
 _HEADER = re.compile(rb"==== Bytes ([0-9]+)-([0-9]+) of ([0-9]+) of [^\n]*====\n")
 _LOG_TYPES = ("stdout", "stderr")
@@ -123,9 +134,14 @@ class ExecutorLogs:
     def _run(self) -> None:
         while not self._stopping.wait(POLL_SECONDS):
             self._pass()
-        for _ in range(8):  # the executors' last words: until a pass finds nothing new
-            if not self._pass(find=False):
-                break
+        # The executors' last words: the driver has ended, and the workers end its executors and
+        # copy what they wrote last into their files a moment later, so one pass that finds
+        # nothing new is not the end: two in a row, LAST_WORDS_GAP_S apart, within LAST_WORDS_S.
+        quiet, ends = 0, time.monotonic() + LAST_WORDS_S
+        while quiet < 2 and time.monotonic() < ends:
+            quiet = 0 if self._pass(find=False) else quiet + 1
+            if quiet:
+                time.sleep(LAST_WORDS_GAP_S)
 
     def _pass(self, find: bool = True) -> bool:
         """One look at the driver (new executors) and at every source; whether anything was read."""
@@ -167,16 +183,22 @@ class ExecutorLogs:
         return True
 
     def _keep(self, source: Source, data: bytes) -> None:
-        name = executor_log_name(source.executor_id)
-        try:
-            fd = open_append_beneath(self._folder, self._folder / "user_logs" / name)
-        except OSError:
-            return  # the job planted something under the name: it is not written through
-        try:
-            write_all(fd, data)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        if self._sink is not None:
-            self._sink(f"{name}:{source.log_type}", f"executor {source.executor_id}", data)
+        keep_executor_output(self._folder, source.executor_id, source.log_type, data, self._sink)
+
+
+def keep_executor_output(folder: Path, executor_id: str, log_type: str, data: bytes, sink: Sink | None) -> None:
+    """Append what an executor wrote to its log in the job's user_logs (through the job folder's
+    no-follow path), and hand it to the live stream's sink."""
+    name = executor_log_name(executor_id)
+    try:
+        fd = open_append_beneath(folder, folder / "user_logs" / name)
+    except OSError:
+        return  # the job planted something under the name: it is not written through
+    try:
+        write_all(fd, data)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    if sink is not None:
+        sink(f"{name}:{log_type}", f"executor {executor_id}", data)
