@@ -32,6 +32,8 @@ RANK = """
     if rank == 0:
         assert not serving(), "the server already serves: this run proves nothing"
         mlflow.start_run(run_name="named_early")  # distrun's run (MLFLOW_RUN_ID), renamed
+        started_as = mlflow.get_run(mlflow.active_run().info.run_id).info.run_name
+        mlflow.set_tag("mlflow.runName", "tagged_early")  # renamed again, as a tag
         mlflow.log_metric("loss", 0.5, step=0)
         mlflow.log_metrics({"acc": 0.25, "gap": float("nan")}, step=1)
     else:
@@ -44,7 +46,7 @@ RANK = """
     if rank != 0:
         sys.exit(0)
     seen = {"serving": serving(), "metrics": early.metrics, "params": early.params, "tags": early.tags}
-    seen["name"] = early_run.info.run_name
+    seen["name"], seen["started_as"] = early_run.info.run_name, started_as
     print("early", json.dumps(seen), flush=True)
     open(flag, "w").close()  # the other ranks now write while the server comes up
     mlflow.get_experiment(mlflow.active_run().info.experiment_id)  # the server's to answer: waits for it
@@ -91,7 +93,8 @@ def test_the_first_metrics_params_and_tags_of_every_rank_are_written_before_the_
     assert mine == {"loss": 0.5, "acc": 0.25, "gap": pytest.approx(float("nan"), nan_ok=True)}, out
     assert {"lr": "0.1", "epochs": "3", "seed_0": "0"}.items() <= early["params"].items(), out  # type: ignore[attr-defined]
     assert early["tags"]["rank_0"] == "up", out  # type: ignore[index]
-    assert early["name"] == early["tags"]["mlflow.runName"] == "named_early", out  # type: ignore[index]
+    assert early["started_as"] == "named_early", out
+    assert early["name"] == early["tags"]["mlflow.runName"] == "tagged_early", out  # type: ignore[index]
     # The server, once up, reads the keeper's rows with its own.
     assert late["serving"] is True, out
     nan = pytest.approx(float("nan"), nan_ok=True)

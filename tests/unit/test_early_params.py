@@ -53,7 +53,7 @@ def test_params_and_tags_are_written_and_what_mlflow_refuses_is_left_to_the_serv
     assert post(db, LOG_PARAM, {"key": "lr", "value": "0.2"}) is None  # a logged param changed
     twice = {"params": [{"key": "x", "value": "1"}, {"key": "x", "value": "2"}]}
     assert post(db, LOG_BATCH, {**twice, "tags": [{"key": "u", "value": "1"}]}) is None
-    assert post(db, SET_TAG, {"key": "mlflow.runName", "value": "other"}) is None  # also renames the run
+    assert post(db, SET_TAG, {"key": "mlflow.runName", "value": "n" * 251}) is None  # more than the column holds
     assert post(db, LOG_PARAM, {"key": "../x", "value": "1"}) is None
     assert post(db, LOG_PARAM, {"key": "big", "value": "v" * 6001}) is None
     assert answer(db, "POST", LOG_PARAM, json.dumps({"run_id": "b" * 32, "key": "k", "value": "1"}).encode()) is None
@@ -74,3 +74,21 @@ def test_a_run_name_given_to_runs_update_renames_the_run_as_the_sql_store_does(t
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT name FROM runs WHERE run_uuid = ?", (RUN,)).fetchone() == ("renamed",)
     assert rows(db, "tags") == {"mlflow.runName": "renamed"}
+
+
+def test_a_run_name_set_as_a_tag_renames_the_run_as_the_sql_store_does(tmp_path: Path) -> None:
+    """`mlflow.set_tag("mlflow.runName", ...)` (and the tag in a log-batch) renames the run, its
+    name and tag together; an empty one changes nothing, as MLflow's store."""
+    db = store(tmp_path)
+
+    def name() -> tuple[str, dict[str, str]]:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT name FROM runs WHERE run_uuid = ?", (RUN,)).fetchone()[0], rows(db, "tags")
+
+    assert post(db, SET_TAG, {"key": "mlflow.runName", "value": "tagged"}) is not None
+    assert name() == ("tagged", {"mlflow.runName": "tagged"})
+    assert post(db, SET_TAG, {"key": "mlflow.runName", "value": ""}) is not None
+    assert name() == ("tagged", {"mlflow.runName": "tagged"})
+    batch = {"tags": [{"key": "t", "value": "1"}, {"key": "mlflow.runName", "value": "batched"}]}
+    assert post(db, LOG_BATCH, batch) is not None
+    assert name() == ("batched", {"mlflow.runName": "batched", "t": "1"})

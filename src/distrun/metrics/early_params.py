@@ -3,10 +3,11 @@ writes them (the keeper's early answers, `early_answers`, call these).
 
 A param, once logged, keeps its value: logging it again with the same value is accepted, with
 another value it is MLflow's error, so such a request is left to the server (which says it). A
-tag is replaced by a later one. `mlflow.runName` is not a plain tag (the server also renames the
-run): a `set-tag` of it is left to the server, while a run name given to `runs/update` (what
-`mlflow.start_run(run_name=...)` sends) is written here as the SQL store writes it, the run's name
-and that tag together. Names follow MLflow's rules; values its length limits.
+tag is replaced by a later one. `mlflow.runName` is not a plain tag: MLflow's SQL store renames
+the run for it, the run's name and that tag together, and does nothing for an empty one; so it
+is written here, whether it comes as a tag (`set_tag`, a log-batch's tags) or as the run name of
+`runs/update` (what `mlflow.start_run(run_name=...)` sends). A name longer than the store's
+column is left to the server. Names follow MLflow's rules; values its length limits.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ _PARAM_VALUE_LIMIT = 6000  # MLflow's longest param value
 _TAG_VALUE_LIMIT = 8000  # and tag value
 _BATCH_LIMIT = 100  # MLflow's most params, and tags, in one log-batch
 RUN_NAME_TAG = "mlflow.runName"
-_SERVER_TAGS = frozenset({RUN_NAME_TAG})
 _RUN_NAME_LIMIT = 250  # the SQL store's `runs.name` column (SQLite would take more: the server then)
 
 
@@ -35,7 +35,7 @@ def entry(fields: object, tag: bool) -> Entry | None:
         return None
     if not isinstance(value, str) or len(value) > (_TAG_VALUE_LIMIT if tag else _PARAM_VALUE_LIMIT):
         return None
-    if tag and key in _SERVER_TAGS:
+    if tag and key == RUN_NAME_TAG and len(value) > _RUN_NAME_LIMIT:
         return None
     return key, value
 
@@ -67,10 +67,16 @@ def write_params(conn: sqlite3.Connection, run_id: str, params: list[Entry]) -> 
 
 
 def write_tags(conn: sqlite3.Connection, run_id: str, tags: list[Entry]) -> None:
-    conn.executemany(
-        "INSERT OR REPLACE INTO tags (key, value, run_uuid) VALUES (?, ?, ?)",
-        [(key, value, run_id) for key, value in tags],
-    )
+    """Each tag in its order; `mlflow.runName` renames the run (an empty one changes nothing)."""
+    for key, value in tags:
+        if key != RUN_NAME_TAG:
+            _write_tag(conn, run_id, key, value)
+        elif value:
+            rename_run(conn, run_id, value)
+
+
+def _write_tag(conn: sqlite3.Connection, run_id: str, key: str, value: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO tags (key, value, run_uuid) VALUES (?, ?, ?)", (key, value, run_id))
 
 
 def new_run_name(fields: dict[str, object]) -> str | None:
@@ -85,4 +91,4 @@ def new_run_name(fields: dict[str, object]) -> str | None:
 def rename_run(conn: sqlite3.Connection, run_id: str, name: str) -> None:
     """The run's name and its `mlflow.runName` tag, as MLflow's SQL store renames a run."""
     conn.execute("UPDATE runs SET name = ? WHERE run_uuid = ?", (name, run_id))
-    write_tags(conn, run_id, [(RUN_NAME_TAG, name)])
+    _write_tag(conn, run_id, RUN_NAME_TAG, name)
