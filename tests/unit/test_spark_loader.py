@@ -255,3 +255,21 @@ def test_on_an_engines_target_the_job_is_said_to_run_in_local_mode_on_one_node(t
     assert any(note.startswith("compute 'rc' is ray: the job runs in Spark's local mode") for note in on_ray.notes)
     on_this_machine = ready_to_run(loaded, ComputeTarget("local", "local", {}))  # type: ignore[arg-type]
     assert not any("is ray" in note or "on one node" in note for note in on_this_machine.notes)
+
+
+def test_on_a_spark_target_the_application_holds_the_cores_of_the_executors_it_asks_for() -> None:
+    # A standalone master gives an application every free core unless spark.cores.max bounds it.
+    from distrun.runner.spark_jobs import standalone_defaults
+
+    assert standalone_defaults({"spark.executor.instances": "2"}) == {"spark.cores.max": "2"}
+    assert standalone_defaults({"spark.executor.instances": "3", "spark.executor.cores": "2"}) == {
+        "spark.cores.max": "6"
+    }
+    dynamic = {
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": "1",
+        "spark.dynamicAllocation.maxExecutors": "4",
+        "spark.executor.cores": "2",
+    }
+    assert standalone_defaults(dynamic) == {"spark.cores.max": "8"}
+    assert standalone_defaults({"spark.executor.instances": "2", "spark.cores.max": "5"}) == {}

@@ -115,6 +115,21 @@ def engine_note(target: ComputeTarget) -> str:
     )
 
 
+CORES_MAX = "spark.cores.max"
+
+
+def standalone_defaults(conf: dict[str, str]) -> dict[str, str]:
+    """On a Spark target: the cores the executors the job asks for hold together, as
+    `spark.cores.max`. A standalone master gives an application every free core of the cluster
+    (as many executors of `spark.executor.cores` as fit) whatever `spark.executor.instances`
+    says; Azure ML starts the instances asked for. A `spark.cores.max` of the job's own wins."""
+    if CORES_MAX in conf:
+        return {}
+    cores = conf.get(EXECUTOR_CORES, "1").strip()
+    per_executor = int(cores) if cores.isdigit() and int(cores) > 0 else 1
+    return {CORES_MAX: str(executor_count(conf) * per_executor)}
+
+
 def executor_count(conf: dict[str, str]) -> int:
     """The executors the job asks for: the instances, or the most dynamic allocation may start."""
     text = conf.get(MAX_EXECUTORS if dynamic_allocation(conf) else EXECUTOR_INSTANCES, "1").strip()
@@ -175,8 +190,10 @@ def ready_to_run(loaded: LoadedSparkJob, target: ComputeTarget) -> SparkRun:
     java_found()
     (port,) = free_ports(1, address="127.0.0.1")
     extra = {"spark.ui.port": str(port), "spark.ui.showConsoleProgress": "false", **runtime_defaults(loaded)}
-    if target.type == SPARK_TARGET and target.settings.get("driver_host"):
-        extra["spark.driver.host"] = str(target.settings["driver_host"])
+    if target.type == SPARK_TARGET:
+        extra.update(standalone_defaults(loaded.spark.conf))
+        if target.settings.get("driver_host"):
+            extra["spark.driver.host"] = str(target.settings["driver_host"])
     spec = command_job(loaded.spark, master_of(loaded, target), extra)
     variables = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable, PROCESS_LABEL_VAR: "driver"}
     cluster_note = None
