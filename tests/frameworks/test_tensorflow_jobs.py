@@ -39,10 +39,19 @@ def tf_configs(home: Path, name: str) -> dict[str, dict]:
     }
 
 
-def test_multiworker_mirrored_example_trains_the_same_weights_on_both_workers(run_cli, distrun_home):
-    name = "tf-mwms-ok"
-    result = run_cli("run", str(MULTIWORKER), "--name", name)
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_multiworker_mirrored_example_trains_the_same_weights_on_both_workers_beside_a_second_job(
+    start_cli, distrun_home
+):
+    """The example as it is, while a second job of it (one epoch) runs at the same time: each job's
+    workers get ports of their own."""
+    name, twin = "tf-mwms-ok", "tf-twin"
+    procs = [
+        start_cli("run", str(MULTIWORKER), "--name", name),
+        start_cli("run", str(MULTIWORKER), "--name", twin, "--set", "inputs.epochs=1"),
+    ]
+    stdout, twin_out = (proc.communicate(timeout=300)[0] for proc in procs)
+    assert procs[0].returncode == 0, stdout
+    assert procs[1].returncode == 0, twin_out
     rec = record(distrun_home, name)
     assert rec["status"] == "Completed"
 
@@ -57,8 +66,8 @@ def test_multiworker_mirrored_example_trains_the_same_weights_on_both_workers(ru
     assert (distrun_home / "jobs" / name / "named-outputs" / "model" / "weights.npz").stat().st_size > 0
 
     # the live stream shows role and index
-    assert "[worker 0] worker 0: final weights digest" in result.stdout
-    assert "[worker 1] worker 1: final weights digest" in result.stdout
+    assert "[worker 0] worker 0: final weights digest" in stdout
+    assert "[worker 1] worker 1: final weights digest" in stdout
 
     configs = tf_configs(distrun_home, name)
     cluster = configs["worker_0"]["cluster"]
@@ -66,6 +75,11 @@ def test_multiworker_mirrored_example_trains_the_same_weights_on_both_workers(ru
     assert len(set(cluster["worker"])) == 2 and all(a.startswith("127.0.0.1:") for a in cluster["worker"])
     assert configs["worker_1"]["task"] == {"type": "worker", "index": 1}
     assert processes_of_job(name) == []
+    # The two jobs at once: each its own ports, both completed, nothing left.
+    twins = {a for config in tf_configs(distrun_home, twin).values() for a in config["cluster"]["worker"]}
+    assert len(twins) == 2 and not twins & set(cluster["worker"])
+    assert record(distrun_home, twin)["status"] == "Completed"
+    assert processes_of_job(twin) == []
 
 
 def test_parameter_server_example_completes_and_stops_its_servers(run_cli, distrun_home):
@@ -152,19 +166,3 @@ def test_parameter_server_dying_fails_the_job_with_ps_as_root_cause(run_cli, dis
     for other in ("chief_0", "worker_0", "worker_1"):
         assert by_name(rec)[other]["stopped_by_distrun"], by_name(rec)[other]
     assert processes_of_job(name) == []
-
-
-def test_two_jobs_at_once_get_their_own_ports(start_cli, distrun_home):
-    names = ("tf-twin-a", "tf-twin-b")
-    procs = [start_cli("run", str(MULTIWORKER), "--name", n, "--set", "inputs.epochs=1") for n in names]
-    outputs = [p.communicate(timeout=300)[0] for p in procs]
-    for proc, out in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, out
-    addresses = [
-        {a for config in tf_configs(distrun_home, n).values() for a in config["cluster"]["worker"]} for n in names
-    ]
-    assert len(addresses[0]) == len(addresses[1]) == 2
-    assert not addresses[0] & addresses[1]
-    for name in names:
-        assert record(distrun_home, name)["status"] == "Completed"
-        assert processes_of_job(name) == []

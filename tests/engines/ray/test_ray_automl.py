@@ -23,7 +23,7 @@ primary_metric: accuracy
 target_column_name: "y"
 training_data: {path: ./train, type: mltable}
 validation_data: {path: ./valid, type: mltable}
-limits: {timeout_minutes: 0.5, max_trials: 4, max_concurrent_trials: 2}  # ends at 4 trials
+limits: {timeout_minutes: 0.5, max_trials: 2, max_concurrent_trials: 2}  # ends at 2 trials, run at once
 training:
   allowed_training_algorithms: [light_gbm]
 """

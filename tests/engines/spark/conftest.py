@@ -18,7 +18,9 @@ from support.clusters.spark_cluster import SparkCluster
 @pytest.fixture(scope="session")
 def spark_cluster() -> Iterator[SparkCluster]:
     root = Path(tempfile.mkdtemp(prefix="distrun-spark-"))
-    cluster = SparkCluster(root, workers=2).start()
+    # 2 cores a worker: the module's two jobs (one run, one created in the background) run side
+    # by side, each with an executor on each worker.
+    cluster = SparkCluster(root, workers=2, cores=2).start()
     try:
         yield cluster
     finally:

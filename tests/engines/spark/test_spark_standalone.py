@@ -1,11 +1,13 @@
 """`type: spark` on a Spark standalone cluster target: the driver supervised here in client mode,
-two executors on the cluster's two workers. One job run is shared by the assertions."""
+two executors on the cluster's two workers. One job run is shared by the assertions, and one
+created in the background beside it."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,24 +17,49 @@ from support.clusters.spark_cluster import SparkCluster
 from support.jobs import only_job, record, wait_for
 from support.spark_jobs import COUNTS, WORD_COUNT, read_counts, spark_home, write_spark_job
 
+# Both executors registered before the first task, however slowly their JVMs start (Spark's
+# default wait is 30 s): the driver then counts both, and each runs one of the markers' partitions.
+WAIT_FOR_BOTH = (
+    "  spark.scheduler.minRegisteredResourcesRatio: 1.0\n  spark.scheduler.maxRegisteredResourcesWaitingTime: 180s\n"
+)
 
-@pytest.fixture(scope="module")
-def on_cluster(
-    tmp_path_factory: pytest.TempPathFactory, spark_cluster: SparkCluster
-) -> tuple[Path, Path, subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    root = tmp_path_factory.mktemp("spark_standalone")
+
+@dataclass(frozen=True)
+class OnCluster:
+    home: Path
+    store: Path
+    result: subprocess.CompletedProcess[str]  # `distrun run` of the word count
+    behind: Path  # the DISTRUN_HOME where the same job was created in the background meanwhile
+
+
+def with_pool(root: Path, master: str) -> tuple[Path, Path, Path]:
+    """A DISTRUN_HOME with the cluster as compute `pool`, and the word count's job file on it."""
     home, store = spark_home(root)
     created = distrun_cli(
         home, "compute", "create", "--name", "pool", "--type", "spark",
-        "--set", f"master={spark_cluster.master}", "--set", "driver_host=127.0.0.1",
+        "--set", f"master={master}", "--set", "driver_host=127.0.0.1",
     )  # fmt: skip
     assert created.returncode == 0, created.stdout + created.stderr
     job = write_spark_job(root / "job", "count.py", WORD_COUNT, executors=2, extra="compute: azureml:pool\n")
-    return home, store, created, distrun_cli(home, "run", str(job), timeout=240)
+    text = job.read_text().replace("  spark.executor.instances: 2\n", "  spark.executor.instances: 2\n" + WAIT_FOR_BOTH)
+    job.write_text(text)
+    return home, store, job
 
 
-def test_the_job_runs_on_the_clusters_two_executors(on_cluster, spark_cluster: SparkCluster) -> None:
-    home, store, _, result = on_cluster
+@pytest.fixture(scope="module")
+def on_cluster(tmp_path_factory: pytest.TempPathFactory, spark_cluster: SparkCluster) -> OnCluster:
+    """The word count run on the cluster, while the same job, created in the background in a
+    DISTRUN_HOME of its own (its own datastore folder), runs beside it."""
+    root = tmp_path_factory.mktemp("spark_standalone")
+    behind, _, behind_job = with_pool(root / "behind", spark_cluster.master)
+    created = distrun_cli(behind, "job", "create", "--name", "behind", "--file", str(behind_job))
+    assert created.returncode == 0, created.stdout + created.stderr
+    home, store, job = with_pool(root / "run", spark_cluster.master)
+    return OnCluster(home, store, distrun_cli(home, "run", str(job), timeout=240), behind)
+
+
+def test_the_job_runs_on_the_clusters_two_executors(on_cluster: OnCluster, spark_cluster: SparkCluster) -> None:
+    home, store, result = on_cluster.home, on_cluster.store, on_cluster.result
     assert result.returncode == 0, result.stdout + result.stderr
     assert "executors 2" in result.stdout
     assert read_counts(store / "counts") == COUNTS
@@ -48,8 +75,8 @@ def test_the_job_runs_on_the_clusters_two_executors(on_cluster, spark_cluster: S
     assert f"Executors' logs:   {where}" in shown
 
 
-def test_the_executors_logs_are_streamed_and_kept_with_their_roles(on_cluster) -> None:
-    home, _, _, result = on_cluster
+def test_the_executors_logs_are_streamed_and_kept_with_their_roles(on_cluster: OnCluster) -> None:
+    home, result = on_cluster.home, on_cluster.result
     # each executor's Python worker printed one marker, in its worker's work folder on the cluster
     streamed = re.findall(r"^\[executor ([0-9]+)\] marker of partition ([01])$", result.stdout, re.MULTILINE)
     assert sorted(partition for _, partition in streamed) == ["0", "1"], result.stdout[-3000:]
@@ -62,11 +89,8 @@ def test_the_executors_logs_are_streamed_and_kept_with_their_roles(on_cluster) -
     assert all(f"[executor {executor}] marker of partition {partition}" in kept for executor, partition in streamed)
 
 
-def test_a_job_created_in_the_background_keeps_its_executors_logs(on_cluster) -> None:
-    home, _, _, _ = on_cluster
-    job = home.parent / "job" / "job.yml"  # the same job, supervised by a background launcher
-    created = distrun_cli(home, "job", "create", "--name", "behind", "--file", str(job))
-    assert created.returncode == 0, created.stdout + created.stderr
+def test_a_job_created_in_the_background_keeps_its_executors_logs(on_cluster: OnCluster) -> None:
+    home = on_cluster.behind  # the same job, supervised by a background launcher
     wait_for(lambda: record(home, "behind")["status"] in ("Completed", "Failed"), timeout=240)
     assert record(home, "behind")["status"] == "Completed"
     logs = Path(record(home, "behind")["folder"], "user_logs")
@@ -74,8 +98,8 @@ def test_a_job_created_in_the_background_keeps_its_executors_logs(on_cluster) ->
     assert "marker of partition 0" in kept and "marker of partition 1" in kept
 
 
-def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster, tmp_path: Path) -> None:
-    home, _, _, _ = on_cluster
+def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster: OnCluster, tmp_path: Path) -> None:
+    home = on_cluster.home
     wrong = distrun_cli(home, "compute", "create", "--name", "bad", "--type", "spark", "--set", "master=10.0.0.5:7077")
     assert wrong.returncode != 0 and "'10.0.0.5:7077' is not a Spark master's URL" in wrong.stderr
     job = tmp_path / "job.yml"

@@ -3,8 +3,9 @@
 pyspark's distribution has Spark's jars (no `sbin/start-*.sh`): the master and each worker are
 started as JVMs of their own (`java -cp JARS CLASS`, what `bin/spark-class` runs), each in its
 own process group, and stopped by pid
-(SIGTERM, then SIGKILL). Each worker offers 1 core and 512 MB, so a job sees one executor per
-worker. Every file (logs, the workers' folders, where the executors' logs are) is under `root`.
+(SIGTERM, then SIGKILL). Each worker offers `cores` cores (1 by default) and 512 MB a core, so a
+job of 1-core executors sees one executor per worker, and with 2 two such jobs run side by side.
+Every file (logs, the workers' folders, where the executors' logs are) is under `root`.
 
 From a shell:
 
@@ -44,6 +45,7 @@ def spark_home() -> Path:
 class SparkCluster:
     root: Path
     workers: int = 2
+    cores: int = 1  # each worker's
     port: int = 0
     ui_port: int = 0
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -83,7 +85,10 @@ class SparkCluster:
         for k in range(self.workers):
             worker = "org.apache.spark.deploy.worker.Worker"
             ui = str(_free_port())
-            self._start(f"worker{k}", worker, "--cores", "1", "--memory", "512m", "--webui-port", ui, self.master)
+            memory = f"{512 * self.cores}m"
+            self._start(
+                f"worker{k}", worker, "--cores", str(self.cores), "--memory", memory, "--webui-port", ui, self.master
+            )
         give_up = time.monotonic() + START_TIMEOUT_S
         while self.alive_workers() < self.workers:
             if time.monotonic() > give_up or any(proc.poll() is not None for proc in self.processes):
