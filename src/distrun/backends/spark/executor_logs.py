@@ -138,10 +138,14 @@ class ExecutorLogs:
         # copy what they wrote last into their files a moment later, so one pass that finds
         # nothing new is not the end: two in a row, LAST_WORDS_GAP_S apart, within LAST_WORDS_S.
         quiet, ends = 0, time.monotonic() + LAST_WORDS_S
-        while quiet < 2 and time.monotonic() < ends:
-            quiet = 0 if self._pass(find=False) else quiet + 1
-            if quiet:
-                time.sleep(LAST_WORDS_GAP_S)
+        while time.monotonic() < ends:
+            if self._pass(find=False):
+                quiet = 0
+                continue
+            quiet += 1
+            if quiet == 2:
+                break
+            time.sleep(LAST_WORDS_GAP_S)  # between two quiet passes only: nothing after the last
 
     def _pass(self, find: bool = True) -> bool:
         """One look at the driver (new executors) and at every source; whether anything was read."""
