@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from distrun.environments.own_layer import IN_OWN_LAYER
+
 IMAGE_KINDS = frozenset({"kubernetes"})
 
 
@@ -22,6 +24,12 @@ def environment_origin(environment: Any, python_layer: Mapping[str, str], kind: 
     if kind in IMAGE_KINDS:
         return _images(environment, images)
     built = python_layer.get("built")
+    if built and Path(built) == Path(sys.prefix):  # the job's own layer over distrun's Python: nothing was built
+        return f"{_origin(environment, '')}; {IN_OWN_LAYER}"
+    return _origin(environment, built)
+
+
+def _origin(environment: Any, built: str | None) -> str:
     where = f"cache key {Path(built).name[:12]}: {built} (each job in its own layer over it)" if built else ""
     if environment is None:
         return f"distrun's own Python ({sys.executable}): the job names no environment"
