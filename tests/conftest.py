@@ -51,7 +51,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # workers would each start a cluster and the suite would time out an hour later: the controller
 # says so now, from the ids of the folders that are always grouped.
 def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
-    _start_curated_prefetch(ids)
     folders = [str(folder.relative_to(TESTS.parent)) + "/" for folder in FOLDER_GROUPS]
     ungrouped = [i for i in ids if i.startswith(tuple(folders)) and "@" not in i.rpartition("]")[2]]
     if ungrouped:
@@ -113,28 +112,3 @@ def write_job(tmp_path: Path) -> Callable[..., Path]:
         return job
 
     return write
-
-
-# The curated environments' resolution against PyPI waits on the network for minutes: it starts
-# with the session (the controller's, or the only process's) and overlaps the other tests
-# (tests/support/curated_prefetch.py).
-_PREFETCH: list[subprocess.Popen[bytes] | None] = []
-
-
-def _start_curated_prefetch(ids: list[str]) -> None:
-    if not _PREFETCH:
-        from support import curated_prefetch
-
-        _PREFETCH.append(curated_prefetch.start(ids))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if not hasattr(session.config, "workerinput"):  # a run without xdist (its controller collects nothing)
-        _start_curated_prefetch([item.nodeid for item in session.items])
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if not hasattr(config, "workerinput") and _PREFETCH:
-        from support import curated_prefetch
-
-        curated_prefetch.stop(_PREFETCH[0])

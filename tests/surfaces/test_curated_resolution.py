@@ -17,19 +17,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from distrun.environments.curated import AZURE_SERVICE_ONLY, find_curated, image_platform, table
 from distrun.environments.curated_resolution import (
+    NotResolved,
     Resolution,
     asked_names,
     build_layers,
     from_pypi,
+    resolve_curated,
 )
+from distrun.environments.installer import uv_binary
 from distrun.environments.layered import Layer
-from support.curated_prefetch import NOT_FROM_PYPI, RESOLVED, collected, resolve_all
 from support.wheelhouse import make_wheel
 
 # The module's tests share one resolution of every environment (`resolutions`, module-scoped):
@@ -42,13 +45,57 @@ def served_by_pypi(name: str) -> bool:
     return all(from_pypi(line) for layer in build_layers(name)[1] for line in layer.lines)
 
 
+# The curated environments whose packages come partly from elsewhere than PyPI, which this
+# machine cannot reach, and where from: `scripts/curated_environments.py --resolve-all`
+# resolves them with that part left out (docs/environments-and-data.md has its dated output).
+NOT_FROM_PYPI = {
+    "acft-draft-model-training": "a git repository (SpecForge)",
+    "acft-hf-nlp-gpu": "the PyTorch index",
+    "acft-medimageinsight-adapter-finetune": "the PyTorch index",
+    "acft-medimageinsight-embedding": "the PyTorch index",
+    "acft-medimageparse-3d-finetune": "the PyTorch index",
+    "acft-medimageparse-finetune": "the PyTorch index",
+    "acft-mmdetection-image-gpu": "the PyTorch index",
+    "acft-mmtracking-video-gpu": "the PyTorch index",
+    "acft-multimodal-gpu": "the PyTorch index",
+    "acpt-automl-image-framework-selector-gpu": "the PyTorch index",
+    "acpt-pytorch-2.2-cuda12.1": "the PyTorch index",
+    "acpt-pytorch-2.8-cuda12.6": "the PyTorch index",
+    "ai-ml-automl-dnn-text-gpu": "the PyTorch index",
+    "ai-ml-automl-dnn-text-gpu-ptca": "the onnxruntime-cuda-12 index of aiinfra.pkgs.visualstudio.com",
+    "automl-gpu": "a spaCy model archive at aka.ms",
+    "slime-pytorch-2.9-cuda12.8": "the PyTorch index",
+}
+RESOLVED = sorted(set(table()["environments"]) - set(NOT_FROM_PYPI))
+WORKERS = 12  # resolution waits on the network, not on this machine's cores
+
+
+def resolve(name: str, folder: Path) -> Resolution:
+    uv = uv_binary()
+    assert uv is not None, "uv is one of distrun's test dependencies"
+    return resolve_curated(name, uv, folder)
+
+
 @pytest.fixture(scope="module")
 def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Resolution | str]:
-    """Each environment of RESOLVED's resolution, or why it did not resolve: those the session's
-    prefetch found (started with the session), else resolved now. Each `uv pip compile` is
-    bounded by RESOLVE_TIMEOUT."""
-    found = collected()
-    return found if found is not None else resolve_all(tmp_path_factory.mktemp("curated"))
+    """Every environment of RESOLVED resolved at once, WORKERS at a time: each one's resolution,
+    or why it did not resolve. Each `uv pip compile` is bounded by RESOLVE_TIMEOUT."""
+
+    uv_binary()  # once, before the threads: sysconfig's first reading is not thread-safe
+
+    base = tmp_path_factory.mktemp("curated")  # here, not in the threads: mktemp is not thread-safe
+
+    def one(name: str) -> Resolution | str:
+        (base / name).mkdir()
+        try:
+            return resolve(name, base / name)
+        except NotResolved as exc:
+            return str(exc)
+
+    # The longest chains of install steps first: they set the wall time.
+    order = sorted(RESOLVED, key=lambda name: -len(build_layers(name)[1]))
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return dict(zip(order, pool.map(one, order), strict=True))
 
 
 def test_every_curated_environment_is_resolved_or_named_with_why() -> None:
