@@ -33,9 +33,10 @@ def curated_image(spec: object, config_path: Path) -> str | None:
         return None
     from distrun.environments.curated import build_curated, find_curated
     from distrun.environments.image_build import image_in_store
+    from distrun.environments.named import named_or_none
 
     curated = find_curated(environment)
-    if curated is None or build_curated() or _named_in_config(environment, config_path):
+    if curated is None or build_curated() or named_or_none(environment, config_path) is not None:
         return None
     engine = find_engine()
     if engine is None or switched_off(config_path) is not None:
@@ -56,12 +57,3 @@ def runs_in_container(spec: object, config_path: Path) -> bool:
     except Exception:  # a broken containers section is reported when the container is chosen
         return False
     return find_engine() is not None
-
-
-def _named_in_config(environment: str, config_path: Path) -> bool:
-    from distrun.environments.named import find_named
-
-    try:
-        return find_named(environment, config_path) is not None
-    except Exception:  # a broken config.yaml is reported where the job is validated
-        return False

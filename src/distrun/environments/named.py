@@ -74,6 +74,15 @@ def find_named(reference: str, config_path: Path) -> NamedEnvironment | None:
     return named.get(name)
 
 
+def named_or_none(reference: str, config_path: Path) -> NamedEnvironment | None:
+    """`find_named`, where a config.yaml that cannot be read counts as no mapping: it is reported
+    where the job is validated, not by every reader that only asks whether a name is the user's."""
+    try:
+        return find_named(reference, config_path)
+    except Exception:
+        return None
+
+
 def add_named(config_path: Path, name: str, body: dict[str, Any]) -> None:
     """Add or replace one environment in config.yaml, keeping the rest of the file."""
     if not name or any(c.isspace() for c in name) or "/" in name:

@@ -78,10 +78,7 @@ def local_notes(spec: object, container_note: str | None = None) -> list[str]:
 
 def named_in_config(environment: str) -> Any:
     """config.yaml's entry for the name (the user's own mapping wins over a curated name), or None."""
-    from distrun.environments.named import find_named
+    from distrun.environments.named import named_or_none
     from distrun.store.layout import distrun_home
 
-    try:
-        return find_named(environment, distrun_home() / "config.yaml")
-    except Exception:  # a broken config.yaml is reported where the job is validated
-        return None
+    return named_or_none(environment, distrun_home() / "config.yaml")
