@@ -50,6 +50,7 @@ class Sizes:
     automl_budget: float = 60.0  # B15: the AutoML search's time budget, seconds
     automl_rows: int = 30_000  # B15: training rows of the synthetic table (Microsoft's has 29,999)
     spark_standalone: bool = True  # B16: also on a standalone cluster (its JVMs start in tens of seconds)
+    spark_warmup: bool = True  # B16: a first sample of each method, not kept
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -70,6 +71,7 @@ class Sizes:
             curve_log_bytes=400_000,
             curve_window=1.0,
             spark_standalone=False,
+            spark_warmup=False,
             pipeline_steps=3,
             sweep_trials=4,
             hang_ranks=(4,),

@@ -188,11 +188,29 @@ class Samples:
             self.values.setdefault(key, []).append(value)
 
 
-def alternate(methods: Sequence[Method], reps: int, log: Callable[[str], None]) -> dict[str, Samples]:
-    """Run A B C A B C ...: load that drifts during the run touches every method alike."""
+def alternate(
+    methods: Sequence[Method],
+    reps: int,
+    log: Callable[[str], None],
+    *,
+    warmup: bool = False,
+    balanced: bool = False,
+) -> dict[str, Samples]:
+    """Run A B C A B C ...: load that drifts during the run touches every method alike.
+
+    `warmup`: first one sample of each method, not kept (a JVM's first start on a machine reads
+    its jars from disk, whichever method comes first would pay it). `balanced`: every other
+    round runs in reverse order (A B, B A, A B ...), so that a drift within a round (a machine
+    calming down after the last sample) does not always favour the same method.
+    """
+    if warmup:
+        for method in methods:
+            method.sample()
+            log(f"    warm-up {method.name}: not kept")
     collected = {m.name: Samples(m.name) for m in methods}
     for rep in range(reps):
-        for method in methods:
+        order = list(reversed(methods)) if balanced and rep % 2 else list(methods)
+        for method in order:
             if method.reps is not None and rep >= method.reps:
                 continue
             metrics = method.sample()

@@ -5,7 +5,8 @@ The job (workloads below) sums a range of 1000 numbers in 2 partitions. distrun 
 `type: spark` job file (load, record, supervise, per-rank log, summary); the baseline is
 `spark-submit` with the same master, settings and Python. The standalone cluster (one master,
 two workers on 127.0.0.1: tests/support/clusters/spark_cluster.py) is started once for the case.
-Figure: wall time from command start to command return, and distrun's difference.
+Figure: wall time from command start to command return, and distrun's difference. At full size
+both are run once first, not kept, and their order is turned every other round (A B, B A).
 """
 
 from __future__ import annotations
@@ -87,11 +88,15 @@ def _measure(bench: Bench, result: CaseResult, case: str, distrun_argv: list[str
 
     collected = alternate(
         [
-            Method(DISTRUN, lambda: sample(f"b14-{case}-distrun", distrun_argv, denv)),
-            Method("spark-submit", lambda: sample(f"b14-{case}-submit", submit_argv, penv)),
+            Method(DISTRUN, lambda: sample(f"b16-{case}-distrun", distrun_argv, denv)),
+            Method("spark-submit", lambda: sample(f"b16-{case}-submit", submit_argv, penv)),
         ],
         bench.reps(3),
         bench.log,
+        # Samples of 12-18 s spread by seconds with the machine's state: a first sample of each,
+        # not kept, and the order turned every other round, so neither method always goes first.
+        warmup=bench.sizes.spark_warmup,
+        balanced=True,
     )
     ours, theirs = collected[DISTRUN].values[WALL], collected["spark-submit"].values[WALL]
     result.rows.append(Row(case, DISTRUN, WALL, ours))
@@ -110,7 +115,7 @@ def run(bench: Bench) -> CaseResult:
     except CaseError as exc:
         result.skipped = str(exc)
         return result
-    folder = bench.folder("b14-job")
+    folder = bench.folder("b16-job")
     local = _job(folder, None)
     _measure(
         bench,
@@ -123,14 +128,14 @@ def run(bench: Bench) -> CaseResult:
     if not bench.sizes.spark_standalone:
         result.notes.append("--tiny: local mode only (the standalone cluster is measured at full size)")
         return result
-    root = Path(tempfile.mkdtemp(prefix="distrun-b14-"))
+    root = Path(tempfile.mkdtemp(prefix="distrun-b16-"))
     cluster = clusters.SparkCluster(root, workers=2).start()
     try:
         env = bench.distrun_env()
         settings = ["--set", f"master={cluster.master}", "--set", "driver_host=127.0.0.1"]
-        create = bench.distrun("compute", "create", "--name", "b14pool", "--type", "spark", *settings)
-        bench.run("b14 target", [create], env)
-        standalone = _job(bench.folder("b14-job"), "b14pool")
+        create = bench.distrun("compute", "create", "--name", "b16pool", "--type", "spark", *settings)
+        bench.run("b16 target", [create], env)
+        standalone = _job(bench.folder("b16-job"), "b16pool")
         extra = {"spark.driver.host": "127.0.0.1", "spark.ui.port": "0"}
         _measure(
             bench,
