@@ -165,25 +165,27 @@ def test_zero2_with_the_deepspeed_launcher_once_on_node_0(run_cli, distrun_home)
 # ---------------------------------------------------------------- a rank fails inside a DeepSpeed step
 
 
-# The two launch forms whose output reaches distrun through mpirun (tagged lines split per rank).
-# Under `type: pytorch` a DeepSpeed rank is a torch rank like any other: the root cause of a
-# failing one is proved by tests/reliability, and torch's `[rankN]: ` prefix by the traceback
-# finder's unit tests; DeepSpeed's own training under that form by test_zero2_under_type_pytorch.
-# The DeepSpeed launcher with its default runner (no mpirun) is one process to distrun, which a
-# failing rank ends with its exit code: the launcher is then the root cause, its log the
-# traceback's, as for any one-process job (tests/engines/local/test_local_jobs.py).
-@pytest.mark.parametrize(
-    ("job", "command"),
-    [
-        ("job-mpi.yml", f"python -m mpi4py train.py {FAIL}"),
-        ("job-launcher.yml", f"{OPENMPI_RUNNER} {FAIL}"),
-    ],
-    ids=["mpi", "launcher-openmpi"],
-)
-def test_failing_rank_is_the_root_cause_with_its_traceback(job, command, run_cli, distrun_home, loopback_hostname):
+# The DeepSpeed launcher with its Open MPI runner: the launcher's mpirun starts the ranks, whose
+# tagged lines distrun splits per rank, and a rank fails inside DeepSpeed's forward. A failing
+# rank run by distrun's own mpirun (`type: mpi`, `python -m mpi4py`) is proved without DeepSpeed
+# by tests/frameworks/test_mpi_jobs.py (each DeepSpeed job here is four ranks' imports of it,
+# tens of seconds of CPU). Under `type: pytorch` a DeepSpeed rank is a torch rank like any other:
+# the root cause of a failing one is proved by tests/reliability, and torch's `[rankN]: ` prefix
+# by the traceback finder's unit tests; DeepSpeed's own training under that form by
+# test_zero2_under_type_pytorch. The DeepSpeed launcher with its default runner (no mpirun) is
+# one process to distrun, which a failing rank ends with its exit code: the launcher is then the
+# root cause, its log the traceback's, as for any one-process job
+# (tests/engines/local/test_local_jobs.py).
+def test_failing_rank_is_the_root_cause_with_its_traceback(run_cli, distrun_home, loopback_hostname):
     started = time.monotonic()
     result = run_example(
-        run_cli, job, "--set", f"command={command}", "--set", "limits.grace_period=3", env=loopback_hostname
+        run_cli,
+        "job-launcher.yml",
+        "--set",
+        f"command={OPENMPI_RUNNER} {FAIL}",
+        "--set",
+        "limits.grace_period=3",
+        env=loopback_hostname,
     )
     # The other ranks were stopped, not left to time out.
     assert time.monotonic() - started < STOPPED_WITHIN_S < LEFT_TO_TIME_OUT_S

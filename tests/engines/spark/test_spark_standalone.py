@@ -1,6 +1,9 @@
 """`type: spark` on a Spark standalone cluster target: the driver supervised here in client mode,
-two executors on the cluster's two workers. One job run is shared by the assertions, and one
-created in the background beside it."""
+two executors on the cluster's two workers. One job, created in the background (the Spark
+target's own launcher supervises it) and followed with `distrun job stream` until it ends, is
+shared by the assertions: a Spark application on the cluster is tens of seconds of JVMs' CPU.
+The foreground `distrun run` streams the same kept lines (tests/engines/slurm/test_slurm_spark.py
+and tests/engines/local/test_local_spark.py), and B16 of `python -m benchmarks` runs it here."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import pytest
 
 from support.cli import distrun_cli
 from support.clusters.spark_cluster import SparkCluster
-from support.jobs import only_job, record, wait_for
+from support.jobs import only_job, record
 from support.spark_jobs import COUNTS, WORD_COUNT, read_counts, spark_home, write_spark_job
 
 # Both executors registered before the first task, however slowly their JVMs start (Spark's
@@ -28,8 +31,7 @@ WAIT_FOR_BOTH = (
 class OnCluster:
     home: Path
     store: Path
-    result: subprocess.CompletedProcess[str]  # `distrun run` of the word count
-    behind: Path  # the DISTRUN_HOME where the same job was created in the background meanwhile
+    result: subprocess.CompletedProcess[str]  # `distrun job stream` of the word count, to its end
 
 
 def with_pool(root: Path, master: str) -> tuple[Path, Path, Path]:
@@ -48,14 +50,12 @@ def with_pool(root: Path, master: str) -> tuple[Path, Path, Path]:
 
 @pytest.fixture(scope="module")
 def on_cluster(tmp_path_factory: pytest.TempPathFactory, spark_cluster: SparkCluster) -> OnCluster:
-    """The word count run on the cluster, while the same job, created in the background in a
-    DISTRUN_HOME of its own (its own datastore folder), runs beside it."""
+    """The word count created on the cluster in the background, and streamed until it ends."""
     root = tmp_path_factory.mktemp("spark_standalone")
-    behind, _, behind_job = with_pool(root / "behind", spark_cluster.master)
-    created = distrun_cli(behind, "job", "create", "--name", "behind", "--file", str(behind_job))
+    home, store, job = with_pool(root, spark_cluster.master)
+    created = distrun_cli(home, "job", "create", "--name", "wordcount", "--file", str(job))
     assert created.returncode == 0, created.stdout + created.stderr
-    home, store, job = with_pool(root / "run", spark_cluster.master)
-    return OnCluster(home, store, distrun_cli(home, "run", str(job), timeout=240), behind)
+    return OnCluster(home, store, distrun_cli(home, "job", "stream", "wordcount", timeout=240))
 
 
 def test_the_job_runs_on_the_clusters_two_executors(on_cluster: OnCluster, spark_cluster: SparkCluster) -> None:
@@ -64,6 +64,7 @@ def test_the_job_runs_on_the_clusters_two_executors(on_cluster: OnCluster, spark
     assert "executors 2" in result.stdout
     assert read_counts(store / "counts") == COUNTS
     rec = record(home, only_job(home))
+    assert (rec["name"], rec["status"]) == ("wordcount", "Completed")
     assert (str(rec["kind"]), rec["compute"]) == ("spark", "pool")
     shown = json.loads(distrun_cli(home, "job", "show", rec["name"], "-o", "json").stdout)
     app_id = shown["spark"]["application_id"]  # the cluster's id, as the driver registered
@@ -87,15 +88,6 @@ def test_the_executors_logs_are_streamed_and_kept_with_their_roles(on_cluster: O
         assert f"marker of partition {partition}" in (logs / f"std_log_executor_{executor}.txt").read_text()
     kept = distrun_cli(home, "job", "stream", name).stdout  # read back from the job's folder, by role
     assert all(f"[executor {executor}] marker of partition {partition}" in kept for executor, partition in streamed)
-
-
-def test_a_job_created_in_the_background_keeps_its_executors_logs(on_cluster: OnCluster) -> None:
-    home = on_cluster.behind  # the same job, supervised by a background launcher
-    wait_for(lambda: record(home, "behind")["status"] in ("Completed", "Failed"), timeout=240)
-    assert record(home, "behind")["status"] == "Completed"
-    logs = Path(record(home, "behind")["folder"], "user_logs")
-    kept = "".join(path.read_text() for path in sorted(logs.glob("std_log_executor_*.txt")))
-    assert "marker of partition 0" in kept and "marker of partition 1" in kept
 
 
 def test_a_wrong_master_and_a_command_job_on_the_cluster_are_refused(on_cluster: OnCluster, tmp_path: Path) -> None:
