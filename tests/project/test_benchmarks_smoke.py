@@ -124,11 +124,13 @@ def test_plan_to_dict_is_what_asdict_gives(distribution):
     assert json.dumps(plain, indent=2) == json.dumps(asdict(plan), indent=2)
 
 
-# The cases whose tiny run is mostly an engine's start: the AutoML search beside FLAML (B15, half
-# a minute of FLAML and LightGBM at its smallest) and Spark beside spark-submit (B16, JVMs). Their
-# engines are proved by their own tests (tests/engines/local/test_automl_local.py and
-# test_local_spark.py); the harness, which these cases share with the others, is proved here.
-ENGINE_CASES = ("B15", "B16")
+# The cases whose tiny run is mostly an engine's start: Ray's submit beside a hand-written Ray
+# script (B9, a Ray cluster started for the case: half a minute), the AutoML search beside FLAML
+# (B15, half a minute of FLAML and LightGBM at its smallest) and Spark beside spark-submit (B16,
+# JVMs). Their engines are proved by their own tests (tests/engines/ray,
+# tests/engines/local/test_automl_local.py and test_local_spark.py); the harness, which these
+# cases share with the others, is proved here.
+ENGINE_CASES = ("B9", "B15", "B16")
 
 
 @pytest.mark.slow
@@ -145,7 +147,7 @@ def test_tiny_run_of_the_harness_cases_writes_the_report(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     text = report.read_text()
-    for key in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "B10", "B11", "B12"):
+    for key in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B10", "B11", "B12"):
         assert f"## {key}: " in text
     assert "crashed" not in text and "broken:" not in text, text
     assert "| case | method | metric | n | median | min | max | distrun/peer |" in text
