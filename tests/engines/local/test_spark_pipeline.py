@@ -8,7 +8,7 @@ from pathlib import Path
 
 from support.cli import distrun_cli
 from support.jobs import record
-from support.spark_jobs import TEXT, WORD_COUNT
+from support.spark_jobs import SHORT_LIVED_JVM, TEXT, WORD_COUNT
 
 COMPONENT = """\
 $schema: https://azuremlschemas.azureedge.net/latest/sparkComponent.schema.json
@@ -31,7 +31,8 @@ conf:
   spark.dynamicAllocation.enabled: True
   spark.dynamicAllocation.minExecutors: 1
   spark.dynamicAllocation.maxExecutors: 2
-"""
+  spark.driver.extraJavaOptions: SHORT_LIVED_JVM
+""".replace("SHORT_LIVED_JVM", SHORT_LIVED_JVM)
 
 PIPELINE = """\
 type: pipeline
