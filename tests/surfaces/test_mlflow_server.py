@@ -3,6 +3,7 @@ jobs running at the same time share it, and it ends after its last user, however
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import signal
 import sqlite3
@@ -49,11 +50,13 @@ def params_of(home: Path, run_id: str) -> dict[str, str]:
         return dict(conn.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,)).fetchall())
 
 
-# The issue's two failures in one client: mlflow-skinny (no SQLite store at all) of a 2.x release
-# (another schema revision), the job's environment holding only it, from a local wheel folder.
-# The current release's client, in distrun's own environment, logs through the same server in
-# tests/surfaces/test_metrics_mlflow.py and the sweeps' tests.
-@pytest.mark.parametrize("client", ["mlflow-skinny==2.22.0"], ids=["2.x"])
+# The issue's two failures: mlflow-skinny (no SQLite store at all) and a 2.x release (another
+# schema revision). Each job's environment has only that client, from a local wheel folder.
+@pytest.mark.parametrize(
+    "client",
+    [f"mlflow-skinny=={importlib.metadata.version('mlflow')}", "mlflow-skinny==2.22.0"],
+    ids=["current", "2.x"],
+)
 def test_an_mlflow_client_in_the_jobs_own_environment_logs_into_the_jobs_run(
     client: str,
     run_cli: Callable[..., subprocess.CompletedProcess[str]],
