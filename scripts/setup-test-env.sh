@@ -7,7 +7,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export DISTRUN_REPO="$(cd "$here/.." && pwd)"
+# Each step's seconds are printed: the setup is part of the suite's time budget.
 for step in "$here"/deps/*.sh; do
-    echo "== setup: $(basename "$step")"
+    started=$SECONDS
     bash "$step"
+    echo "== setup: $(basename "$step") ($((SECONDS - started)) s)"
 done

@@ -8,11 +8,22 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/pip-install.sh"
 if python3 -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('tensorflow') and u.find_spec('tf_keras') else 1)" 2>/dev/null; then
     exit 0
 fi
-if ! python3 -c "import tensorflow" 2>/dev/null; then
+# Asked without importing TensorFlow (10 to 25 s of CPU here): the tests import it soon enough.
+if ! python3 -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('tensorflow') else 1)" 2>/dev/null; then
     pip_install tensorflow-cpu
 fi
 # tf-keras requires the `tensorflow` distribution, which would pull a second copy of
 # TensorFlow next to tensorflow-cpu: install it without dependencies, matched to the
 # installed TensorFlow's minor version (tf-keras 2.N goes with TensorFlow 2.N).
-minor="$(python3 -c 'import tensorflow as tf; print(".".join(tf.__version__.split(".")[:2]))' 2>/dev/null)"
+minor="$(python3 - <<'PY'
+from importlib.metadata import PackageNotFoundError, version
+
+for name in ("tensorflow-cpu", "tensorflow"):
+    try:
+        print(".".join(version(name).split(".")[:2]))
+        break
+    except PackageNotFoundError:
+        pass
+PY
+)"
 pip_install --no-deps "tf-keras~=${minor}.0" || pip_install --no-deps tf-keras

@@ -89,7 +89,8 @@ fresh_test_venv() {
     export PATH="$venv/bin:$PATH"
     export DISTRUN_UV="$uv"
     hash -r
-    # Torch builds C++ extensions (DeepSpeed's CPU ops) into TORCH_EXTENSIONS_DIR and rebuilds
+    # Torch builds C++ extensions that a job compiles on first use (a DeepSpeed op other than the
+    # one scripts/deps/35-deepspeed.sh installs compiled) into TORCH_EXTENSIONS_DIR, and rebuilds
     # them when their build command changes, which holds this environment's path. One folder
     # per environment path keeps the build across runs without checkouts rebuilding each other's.
     if [ -z "${TORCH_EXTENSIONS_DIR:-}" ]; then
