@@ -26,7 +26,7 @@ from support.jobs import only_job, processes_of_job, record
 EXAMPLE = REPO / "examples" / "deepspeed"
 STEP = re.compile(r"^step (\d+)/(\d+) loss (\d+\.\d+)$", re.MULTILINE)
 WEIGHTS = re.compile(r"^rank (\d) zero stage 2 weights ([0-9a-f]{16})$", re.MULTILINE)
-FAIL = "--steps 10 --fail-rank 2 --fail-step 3"
+FAIL = "--steps 10 --fail-rank 1 --fail-step 3"
 # The DeepSpeed launcher with its Open MPI runner: it runs mpirun with the hostfile, whose
 # output distrun splits per rank. `--module mpi4py` makes each rank `python -m mpi4py
 # train.py`, so a failing rank aborts the job (see docs/deepspeed.md).
@@ -175,7 +175,8 @@ def test_zero2_with_the_deepspeed_launcher_once_on_node_0(run_cli, distrun_home)
 # test_zero2_under_type_pytorch. The DeepSpeed launcher with its default runner (no mpirun) is
 # one process to distrun, which a failing rank ends with its exit code: the launcher is then the
 # root cause, its log the traceback's, as for any one-process job
-# (tests/engines/local/test_local_jobs.py).
+# (tests/engines/local/test_local_jobs.py). One rank on each of the 2 nodes: the failing rank is
+# then on node 1, as with the example's 2 x 2, for half the ranks' imports of DeepSpeed.
 def test_failing_rank_is_the_root_cause_with_its_traceback(run_cli, distrun_home, loopback_hostname):
     started = time.monotonic()
     result = run_example(
@@ -183,6 +184,8 @@ def test_failing_rank_is_the_root_cause_with_its_traceback(run_cli, distrun_home
         "job-launcher.yml",
         "--set",
         f"command={OPENMPI_RUNNER} {FAIL}",
+        "--set",
+        "distribution.process_count_per_instance=1",
         "--set",
         "limits.grace_period=3",
         env=loopback_hostname,
@@ -194,15 +197,15 @@ def test_failing_rank_is_the_root_cause_with_its_traceback(run_cli, distrun_home
     rec = record(distrun_home, name)
     assert rec["status"] == "Failed"
     cause = rec["root_cause"]
-    assert (cause["name"], cause["rank"], cause["node_rank"], cause["exit_code"]) == ("rank_2", 2, 1, 1)
-    assert cause["log"].endswith("std_log_process_02.txt")
+    assert (cause["name"], cause["rank"], cause["node_rank"], cause["exit_code"]) == ("rank_1", 1, 1, 1)
+    assert cause["log"].endswith("std_log_process_01.txt")
     traceback = cause["traceback"]
-    # The whole traceback, though torch prefixes every line of it with `[rank2]: `.
+    # The whole traceback, though torch prefixes every line of it with `[rank1]: `.
     assert traceback.startswith("Traceback (most recent call last):")
     assert "deepspeed/runtime/engine.py" in traceback  # raised inside DeepSpeed's forward
-    assert traceback.rstrip().endswith("ValueError: bad batch on rank 2 at step 3")
-    assert "[rank2]" not in traceback
-    assert "Failed first: rank_2 on node 1" in result.stdout
+    assert traceback.rstrip().endswith("ValueError: bad batch on rank 1 at step 3")
+    assert "[rank1]" not in traceback
+    assert "Failed first: rank_1 on node 1" in result.stdout
     assert processes_of_job(name) == []
 
 
