@@ -49,7 +49,9 @@ def cancel_unrecorded(layout: Layout, name: str, error: DistrunError, grace: flo
     except ProcessLookupError:
         pass
     give_up = time.monotonic() + min(grace, 1e6) + WAIT_EXTRA_SECONDS
-    while time.monotonic() < give_up and os.path.exists(f"/proc/{pid}"):
+    # Ended when it is gone or a zombie: a supervisor whose parent (a notebook's subprocess, a
+    # script) has not reaped it yet has ended all the same, its record written.
+    while time.monotonic() < give_up and procfs.is_alive(pid):
         time.sleep(0.1)
     try:
         return JobIndex(layout.db_path).get(name)  # its supervisor put its record back at its end
