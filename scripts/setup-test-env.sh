@@ -10,6 +10,7 @@ export DISTRUN_REPO="$(cd "$here/.." && pwd)"
 # Each step's seconds are printed: the setup is part of the suite's time budget.
 for step in "$here"/deps/*.sh; do
     started=$SECONDS
+    echo "== setup: $(basename "$step")"
     bash "$step"
-    echo "== setup: $(basename "$step") ($((SECONDS - started)) s)"
+    echo "== setup: $(basename "$step"): $((SECONDS - started)) s"
 done
