@@ -11,7 +11,7 @@ cd "$DISTRUN_REPO"
 # built once and kept in $DISTRUN_WHEEL_CACHE (default ~/.cache/distrun-test-wheels), is offered
 # beside the index; for the same version uv takes the wheel. Only with uv (scripts/test.sh): a
 # step run on its own installs with pip, which keeps its own wheels of source archives.
-spark_wheels="${DISTRUN_WHEEL_CACHE:-$HOME/.cache/distrun-test-wheels}/pyspark"
+spark_wheels="$(wheel_cache)/pyspark"
 if [ -n "${DISTRUN_UV:-}" ]; then
     mkdir -p "$spark_wheels"
     export UV_FIND_LINKS="${UV_FIND_LINKS:+$UV_FIND_LINKS,}$spark_wheels"

@@ -14,7 +14,7 @@ version=0.28.1
 if python3 -c "import horovod.torch" 2>/dev/null; then
     exit 0
 fi
-cache="${DISTRUN_WHEEL_CACHE:-$HOME/.cache/distrun-test-wheels}"
+cache="$(wheel_cache)"
 mkdir -p "$cache"
 pyver="$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
 torchver="$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')"

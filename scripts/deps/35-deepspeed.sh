@@ -43,7 +43,7 @@ PY
 }
 
 if ! has_op; then
-    slot="${DISTRUN_WHEEL_CACHE:-$HOME/.cache/distrun-test-wheels}/deepspeed-torch$torch_version-$pyver"
+    slot="$(wheel_cache)/deepspeed-torch$torch_version-$pyver"
     if ls "$slot"/deepspeed-*.whl >/dev/null 2>&1; then
         pip_install "$slot"/deepspeed-*.whl "torch==$torch_version"
     else

@@ -9,3 +9,9 @@ pip_install() {
         python3 -m pip install -q --disable-pip-version-check "$@"
     fi
 }
+
+# The folder where the deps steps keep the wheels they build from source archives (Horovod,
+# DeepSpeed, pyspark), so that each is built once per machine, not once per fresh environment.
+wheel_cache() {
+    echo "${DISTRUN_WHEEL_CACHE:-$HOME/.cache/distrun-test-wheels}"
+}
